@@ -1,0 +1,398 @@
+//! The client side of the core: the cursor, the reconciliation rule of condition 4, side-effect
+//! application with dedupe, and the reconnect schedule.
+//!
+//! The client decides only from what a real client sees on the wire (headers, event ids). The
+//! ground truth of each event ([`EventTruth`]) is passed along purely for the history, so the
+//! checker can judge what really happened.
+
+pub mod retry;
+
+use crate::config::RetryConfig;
+use crate::history::{History, Record};
+use crate::ids::{EventId, SessionId, WireCursor};
+use crate::policy::Policy;
+use crate::resume::{ClientAction, RejectReason};
+use crate::time::LabTime;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The identity headers of a stream response, as the client read them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamHeaders<'a> {
+    /// `Mcp-Stream-Id`.
+    pub stream: Option<&'a str>,
+    /// `Mcp-Stream-Resumed`.
+    pub resumed: Option<bool>,
+    /// `Mcp-Resumption-Token`: the token for the stream now attached.
+    pub token: Option<&'a str>,
+}
+
+/// How the client interpreted a stream response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Continuity {
+    /// The echo names the bound stream and says resumed: continue from the cursor.
+    Resumed,
+    /// No matching resumed-identity echo: a new stream; the cursor is reset (condition 4).
+    NewStream,
+    /// The naive client does not look: it assumes whatever arrives continues its stream.
+    Assumed,
+}
+
+/// What the server really sent, known to the lab (the event's `_meta`), never used to decide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventTruth {
+    pub session: SessionId,
+    pub event: EventId,
+    /// The side effect; `None` for a priming event.
+    pub key: Option<Arc<str>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// A priming event: the cursor moved, nothing applied.
+    Primed,
+    Applied,
+    /// A replayed event at or before the cursor of the same stream: not applied again.
+    SkippedReplay,
+}
+
+/// A reconnect the client is about to make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconnectPlan {
+    pub attempt: u32,
+    pub last_event_id: Option<String>,
+    pub token: Option<String>,
+    /// The token was withheld by the `strip_token` fault.
+    pub token_stripped: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "phase")]
+pub enum Phase {
+    /// No stream yet (before the first GET, or after being told to start a new session).
+    Idle,
+    Connected,
+    /// Lost the stream at `since`; the next attempt is due at `next_at` (`None`: one is in
+    /// flight).
+    Reconnecting {
+        since: LabTime,
+        attempt: u32,
+        next_at: Option<LabTime>,
+    },
+    /// The retry budget ran out.
+    GaveUp {
+        at: LabTime,
+    },
+}
+
+#[derive(Debug)]
+pub struct Client {
+    reconciles: bool,
+    retry: RetryConfig,
+    session: Option<SessionId>,
+    bound_stream: Option<String>,
+    cursor: Option<String>,
+    cursor_truth: Option<EventId>,
+    token: Option<String>,
+    pending_reset: bool,
+    strip_next: bool,
+    retry_hint_ms: Option<u64>,
+    phase: Phase,
+    applied: u64,
+    skipped: u64,
+}
+
+impl Client {
+    pub fn new(policy: Policy, retry: RetryConfig) -> Self {
+        Client {
+            reconciles: policy == Policy::Fenced,
+            retry,
+            session: None,
+            bound_stream: None,
+            cursor: None,
+            cursor_truth: None,
+            token: None,
+            pending_reset: false,
+            strip_next: false,
+            retry_hint_ms: None,
+            phase: Phase::Idle,
+            applied: 0,
+            skipped: 0,
+        }
+    }
+
+    /// The fenced client reconciles (condition 4); the naive one assumes continuity.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.reconciles = policy == Policy::Fenced;
+    }
+
+    /// `initialize` succeeded: a fresh session, no stream, no cursor.
+    pub fn begin_session(&mut self, now: LabTime, session: SessionId, history: &mut History) {
+        if self.session.is_some() {
+            history.record(now, Record::ClientNewSession);
+        }
+        self.session = Some(session);
+        self.bound_stream = None;
+        self.cursor = None;
+        self.cursor_truth = None;
+        self.token = None;
+        self.pending_reset = false;
+        self.phase = Phase::Idle;
+    }
+
+    /// A stream response arrived (status 200, `text/event-stream`). Condition 4 lives here.
+    pub fn on_stream_opened(&mut self, headers: StreamHeaders<'_>) -> Continuity {
+        self.phase = Phase::Connected;
+        if let Some(token) = headers.token {
+            self.token = Some(token.to_owned());
+        }
+        if !self.reconciles {
+            return Continuity::Assumed;
+        }
+        let same_identity =
+            headers.stream.is_some() && headers.stream == self.bound_stream.as_deref();
+        if headers.resumed == Some(true) && same_identity {
+            return Continuity::Resumed;
+        }
+        // Never assume continuity: bind to what the server named and forget the old cursor.
+        self.bound_stream = headers.stream.map(str::to_owned);
+        self.cursor = None;
+        self.pending_reset = true;
+        Continuity::NewStream
+    }
+
+    /// An SSE event arrived whole. Applies its side effect unless it is a replay of something
+    /// at or before the cursor on the same stream.
+    pub fn on_event(
+        &mut self,
+        now: LabTime,
+        wire_id: Option<&str>,
+        truth: EventTruth,
+        history: &mut History,
+    ) -> Delivery {
+        let Some(key) = truth.key.clone() else {
+            if let Some(id) = wire_id {
+                self.move_cursor(now, id, &truth, history);
+            }
+            return Delivery::Primed;
+        };
+        if self.reconciles && self.is_replay(wire_id) {
+            self.skipped += 1;
+            history.record(
+                now,
+                Record::Delivered {
+                    session: truth.session,
+                    event: truth.event,
+                    key,
+                    applied: false,
+                },
+            );
+            return Delivery::SkippedReplay;
+        }
+        self.applied += 1;
+        history.record(
+            now,
+            Record::Delivered {
+                session: truth.session,
+                event: truth.event,
+                key,
+                applied: true,
+            },
+        );
+        if let Some(id) = wire_id {
+            self.move_cursor(now, id, &truth, history);
+        }
+        Delivery::Applied
+    }
+
+    fn is_replay(&self, wire_id: Option<&str>) -> bool {
+        let incoming = wire_id.and_then(WireCursor::parse);
+        let current = self.cursor.as_deref().and_then(WireCursor::parse);
+        match (incoming, current) {
+            (Some(WireCursor::Scoped(new)), Some(WireCursor::Scoped(cur))) => {
+                new.stream == cur.stream && new.seq <= cur.seq
+            }
+            (Some(WireCursor::Bare(new)), Some(WireCursor::Bare(cur))) => new <= cur,
+            _ => false,
+        }
+    }
+
+    fn move_cursor(
+        &mut self,
+        now: LabTime,
+        wire_id: &str,
+        truth: &EventTruth,
+        history: &mut History,
+    ) {
+        let from = self.cursor_truth;
+        self.cursor = Some(wire_id.to_owned());
+        self.cursor_truth = Some(truth.event);
+        let reset = std::mem::take(&mut self.pending_reset);
+        history.record(
+            now,
+            Record::CursorMoved {
+                session: truth.session,
+                from,
+                to: truth.event,
+                reset,
+            },
+        );
+    }
+
+    /// The server's SSE `retry:` field: the base delay of the next reconnects.
+    pub fn on_retry_hint(&mut self, retry_ms: u64) {
+        self.retry_hint_ms = Some(retry_ms);
+    }
+
+    /// The `strip_token` fault: the next reconnect omits the token header, like an HTTP library
+    /// that drops a custom header on retry.
+    pub fn strip_token_on_next_reconnect(&mut self) {
+        self.strip_next = true;
+    }
+
+    /// The stream broke. Schedules the first reconnect.
+    pub fn on_disconnected(&mut self, now: LabTime) {
+        if matches!(
+            self.phase,
+            Phase::Reconnecting { .. } | Phase::GaveUp { .. }
+        ) {
+            return;
+        }
+        let next_at = Some(now.plus(retry::backoff_ms(&self.retry, self.retry_hint_ms, 0)));
+        self.phase = Phase::Reconnecting {
+            since: now,
+            attempt: 0,
+            next_at,
+        };
+    }
+
+    /// When the client wants to be woken: its next reconnect attempt.
+    pub fn poll_timeout(&self) -> Option<LabTime> {
+        match self.phase {
+            Phase::Reconnecting { next_at, .. } => next_at,
+            _ => None,
+        }
+    }
+
+    /// The reconnect to make now, if one is due. Skips the schedule when `force` (the
+    /// dashboard's "reconnect now").
+    pub fn reconnect_plan(&mut self, now: LabTime, force: bool) -> Option<ReconnectPlan> {
+        let Phase::Reconnecting {
+            since,
+            attempt,
+            next_at: Some(due),
+        } = self.phase
+        else {
+            return None;
+        };
+        if now < due && !force {
+            return None;
+        }
+        let attempt = attempt + 1;
+        self.phase = Phase::Reconnecting {
+            since,
+            attempt,
+            next_at: None,
+        };
+        let token_stripped = std::mem::take(&mut self.strip_next) && self.token.is_some();
+        Some(ReconnectPlan {
+            attempt,
+            last_event_id: self.cursor.clone(),
+            token: if token_stripped {
+                None
+            } else {
+                self.token.clone()
+            },
+            token_stripped,
+        })
+    }
+
+    /// The attempt in flight failed (connection refused, or a rejection that asks for a retry).
+    /// Schedules the next one inside the budget, or gives up.
+    pub fn on_attempt_failed(&mut self, now: LabTime, history: &mut History) -> Phase {
+        let Phase::Reconnecting { since, attempt, .. } = self.phase else {
+            return self.phase;
+        };
+        let due = now.plus(retry::backoff_ms(&self.retry, self.retry_hint_ms, attempt));
+        self.phase = if due.since(since) > self.retry.budget_ms {
+            history.record(now, Record::ClientGaveUp);
+            Phase::GaveUp { at: now }
+        } else {
+            Phase::Reconnecting {
+                since,
+                attempt,
+                next_at: Some(due),
+            }
+        };
+        self.phase
+    }
+
+    /// A typed rejection arrived. Returns what the client does next.
+    pub fn on_rejected(
+        &mut self,
+        now: LabTime,
+        reason: RejectReason,
+        history: &mut History,
+    ) -> ClientAction {
+        match reason.client_action() {
+            ClientAction::RetryLater => {
+                if let Phase::GaveUp { .. } = self.on_attempt_failed(now, history) {
+                    return ClientAction::StartNewSession;
+                }
+                ClientAction::RetryLater
+            }
+            ClientAction::StartNewSession => {
+                self.phase = Phase::Idle;
+                ClientAction::StartNewSession
+            }
+        }
+    }
+
+    pub fn reconciles(&self) -> bool {
+        self.reconciles
+    }
+    pub fn session(&self) -> Option<SessionId> {
+        self.session
+    }
+    pub fn bound_stream(&self) -> Option<&str> {
+        self.bound_stream.as_deref()
+    }
+    pub fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+    pub fn cursor_truth(&self) -> Option<EventId> {
+        self.cursor_truth
+    }
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+    /// Whether the next reconnect will carry the token.
+    pub fn will_send_token(&self) -> bool {
+        self.token.is_some() && !self.strip_next
+    }
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    pub fn retry(&self) -> &RetryConfig {
+        &self.retry
+    }
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Milliseconds of retry budget left at `now` (the whole budget when connected).
+    pub fn budget_left_ms(&self, now: LabTime) -> u64 {
+        match self.phase {
+            Phase::Reconnecting { since, .. } => {
+                self.retry.budget_ms.saturating_sub(now.since(since))
+            }
+            Phase::GaveUp { .. } => 0,
+            Phase::Idle | Phase::Connected => self.retry.budget_ms,
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The client's reconnect schedule: exponential backoff inside a retry budget, honouring the
+//! server's SSE `retry:` hint as the base delay.
+
+use crate::config::RetryConfig;
+
+/// The delay before reconnect attempt `attempt` (0-based).
+pub fn backoff_ms(config: &RetryConfig, retry_hint_ms: Option<u64>, attempt: u32) -> u64 {
+    let base = retry_hint_ms.unwrap_or(config.initial_backoff_ms).max(1);
+    let cap = config.max_backoff_ms.max(base);
+    base.saturating_mul(1u64 << attempt.min(32)).min(cap)
+}
+
+/// The full schedule of attempt times (ms after the loss) that fit in the budget.
+pub fn schedule(config: &RetryConfig, retry_hint_ms: Option<u64>) -> Vec<u64> {
+    let mut at = 0u64;
+    let mut times = Vec::new();
+    for attempt in 0.. {
+        at = at.saturating_add(backoff_ms(config, retry_hint_ms, attempt));
+        if at > config.budget_ms {
+            break;
+        }
+        times.push(at);
+    }
+    times
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_the_budget() {
+        let config = RetryConfig {
+            initial_backoff_ms: 100,
+            max_backoff_ms: 800,
+            budget_ms: 3_000,
+        };
+        let delays: Vec<u64> = (0..6).map(|a| backoff_ms(&config, None, a)).collect();
+        assert_eq!(delays, vec![100, 200, 400, 800, 800, 800]);
+        assert_eq!(schedule(&config, None), vec![100, 300, 700, 1_500, 2_300]);
+    }
+
+    #[test]
+    fn the_server_retry_hint_sets_the_base() {
+        let config = RetryConfig {
+            initial_backoff_ms: 100,
+            max_backoff_ms: 800,
+            budget_ms: 3_000,
+        };
+        assert_eq!(
+            backoff_ms(&config, Some(1_000), 0),
+            1_000,
+            "a hint above the cap is honoured"
+        );
+        assert_eq!(backoff_ms(&config, Some(1_000), 3), 1_000);
+        assert_eq!(backoff_ms(&config, Some(50), 1), 100);
+        assert_eq!(
+            backoff_ms(&config, None, 200),
+            800,
+            "huge attempt counts do not overflow"
+        );
+    }
+}

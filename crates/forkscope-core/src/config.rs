@@ -1,0 +1,178 @@
+//! Lab configuration: grace window, client retry budget and backoff, and every bound that keeps
+//! memory finite. Condition 5 is checked here.
+
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The client's reconnect schedule: exponential backoff from `initial_backoff_ms`, capped at
+/// `max_backoff_ms`, until `budget_ms` have passed since the connection was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    pub initial_backoff_ms: u64,
+    pub max_backoff_ms: u64,
+    pub budget_ms: u64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            initial_backoff_ms: 250,
+            max_backoff_ms: 2_000,
+            budget_ms: 15_000,
+        }
+    }
+}
+
+/// Everything a lab is parameterised by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LabConfig {
+    /// How long an orphaned stream stays live (and blocks a new stream) before it is fenced
+    /// (fenced policy) or closed (naive policy).
+    pub grace_ms: u64,
+    pub retry: RetryConfig,
+    /// Events kept per stream for replay. A cursor older than the oldest kept event cannot be
+    /// proven gap-free.
+    pub replay_buffer: usize,
+    /// Sessions the server holds at once; `initialize` past this is refused.
+    pub max_sessions: usize,
+    /// Streams a session keeps, ended ones included; the oldest ended ones are forgotten first.
+    pub max_streams_per_session: usize,
+    /// History records kept for views; the checker's verdict covers all of them regardless.
+    pub history_capacity: usize,
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig {
+            grace_ms: 5_000,
+            retry: RetryConfig::default(),
+            replay_buffer: 1_024,
+            max_sessions: 64,
+            max_streams_per_session: 16,
+            history_capacity: 65_536,
+        }
+    }
+}
+
+/// A configuration the lab refuses, with what to change.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    #[error(
+        "the grace window ({grace_ms} ms) must be strictly shorter than the client's retry budget \
+         ({budget_ms} ms) under the fenced policy (condition 5): otherwise the client gives up \
+         while the orphaned stream is still live; lower grace_ms or raise retry.budget_ms"
+    )]
+    GraceNotShorterThanRetryBudget { grace_ms: u64, budget_ms: u64 },
+    #[error("{field} must be at least {min}, got {got}")]
+    TooSmall {
+        field: &'static str,
+        min: u64,
+        got: u64,
+    },
+    #[error("retry.initial_backoff_ms ({initial}) must not exceed retry.max_backoff_ms ({max})")]
+    BackoffInverted { initial: u64, max: u64 },
+}
+
+impl LabConfig {
+    /// Condition 5, as a fact about this configuration.
+    pub fn grace_shorter_than_retry_budget(&self) -> bool {
+        self.grace_ms < self.retry.budget_ms
+    }
+
+    /// Checks bounds, and condition 5 when the policy enforces it. The naive policy accepts a
+    /// configuration that breaks condition 5: seeing it fail is part of the lesson, and the
+    /// dashboard shows it red.
+    pub fn validate(&self, policy: Policy) -> Result<(), ConfigError> {
+        let min = |field: &'static str, got: u64, min: u64| {
+            if got < min {
+                Err(ConfigError::TooSmall { field, min, got })
+            } else {
+                Ok(())
+            }
+        };
+        min("replay_buffer", self.replay_buffer as u64, 1)?;
+        min("max_sessions", self.max_sessions as u64, 1)?;
+        min(
+            "max_streams_per_session",
+            self.max_streams_per_session as u64,
+            2,
+        )?;
+        min("history_capacity", self.history_capacity as u64, 16)?;
+        min("retry.initial_backoff_ms", self.retry.initial_backoff_ms, 1)?;
+        if self.retry.initial_backoff_ms > self.retry.max_backoff_ms {
+            return Err(ConfigError::BackoffInverted {
+                initial: self.retry.initial_backoff_ms,
+                max: self.retry.max_backoff_ms,
+            });
+        }
+        if policy == Policy::Fenced && !self.grace_shorter_than_retry_budget() {
+            return Err(ConfigError::GraceNotShorterThanRetryBudget {
+                grace_ms: self.grace_ms,
+                budget_ms: self.retry.budget_ms,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fenced_refuses_condition_five_broken_and_naive_accepts_it() {
+        let broken = LabConfig {
+            grace_ms: 20_000,
+            retry: RetryConfig {
+                budget_ms: 10_000,
+                ..RetryConfig::default()
+            },
+            ..LabConfig::default()
+        };
+        let err = broken.validate(Policy::Fenced).unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::GraceNotShorterThanRetryBudget { .. }
+        ));
+        assert!(err.to_string().contains("condition 5"));
+        assert_eq!(broken.validate(Policy::Naive), Ok(()));
+        assert!(!broken.grace_shorter_than_retry_budget());
+        let equal = LabConfig {
+            grace_ms: 10_000,
+            ..broken
+        };
+        assert!(equal.validate(Policy::Fenced).is_err(), "strictly shorter");
+    }
+
+    #[test]
+    fn bounds_are_checked() {
+        let zero = LabConfig {
+            replay_buffer: 0,
+            ..LabConfig::default()
+        };
+        assert_eq!(
+            zero.validate(Policy::Naive),
+            Err(ConfigError::TooSmall {
+                field: "replay_buffer",
+                min: 1,
+                got: 0
+            })
+        );
+        let inverted = LabConfig {
+            retry: RetryConfig {
+                initial_backoff_ms: 10,
+                max_backoff_ms: 5,
+                budget_ms: 100,
+            },
+            ..LabConfig::default()
+        };
+        assert!(matches!(
+            inverted.validate(Policy::Naive),
+            Err(ConfigError::BackoffInverted { .. })
+        ));
+        assert_eq!(LabConfig::default().validate(Policy::Fenced), Ok(()));
+    }
+}

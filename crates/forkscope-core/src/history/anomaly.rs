@@ -1,0 +1,194 @@
+//! The anomalies the checker names, each explaining itself in one sentence.
+
+use crate::ids::{EventId, SessionId, StreamId};
+use crate::time::LabTime;
+use serde::Serialize;
+use std::fmt;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyKind {
+    Fork,
+    Duplicate,
+    Gap,
+    NonMonotonicCursor,
+    Lost,
+    CursorDrift,
+}
+
+impl AnomalyKind {
+    pub const ALL: [AnomalyKind; 6] = [
+        AnomalyKind::Fork,
+        AnomalyKind::Duplicate,
+        AnomalyKind::Gap,
+        AnomalyKind::NonMonotonicCursor,
+        AnomalyKind::Lost,
+        AnomalyKind::CursorDrift,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnomalyKind::Fork => "fork",
+            AnomalyKind::Duplicate => "duplicate",
+            AnomalyKind::Gap => "gap",
+            AnomalyKind::NonMonotonicCursor => "non_monotonic_cursor",
+            AnomalyKind::Lost => "lost",
+            AnomalyKind::CursorDrift => "cursor_drift",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where and when a side effect was applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AppliedAt {
+    pub event: EventId,
+    pub at: LabTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Anomaly {
+    /// Two live streams on one session, with an emit on the one the client is not bound to.
+    Fork {
+        session: SessionId,
+        orphan: StreamId,
+        bound: StreamId,
+        seq: u64,
+        at: LabTime,
+    },
+    Duplicate {
+        key: Arc<str>,
+        first: AppliedAt,
+        second: AppliedAt,
+    },
+    Gap {
+        stream: StreamId,
+        expected: u64,
+        got: u64,
+        at: LabTime,
+    },
+    NonMonotonicCursor {
+        from: EventId,
+        to: EventId,
+        at: LabTime,
+    },
+    /// Emitted onto a stream the client silently left: it can never be delivered.
+    Lost { event: EventId, at: LabTime },
+    CursorDrift {
+        session: SessionId,
+        drift: Drift,
+        at: LabTime,
+    },
+}
+
+/// How the server's session position and the client's cursor came apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how")]
+pub enum Drift {
+    /// The session counter advanced on a stream the client is not bound to.
+    CounterAdvancedElsewhere {
+        counter: u64,
+        on: StreamId,
+        cursor: Option<EventId>,
+    },
+    /// The client's cursor spells an id another stream of the session also issued.
+    AmbiguousCursor { cursor: EventId, also_on: StreamId },
+}
+
+impl Anomaly {
+    pub fn kind(&self) -> AnomalyKind {
+        match self {
+            Anomaly::Fork { .. } => AnomalyKind::Fork,
+            Anomaly::Duplicate { .. } => AnomalyKind::Duplicate,
+            Anomaly::Gap { .. } => AnomalyKind::Gap,
+            Anomaly::NonMonotonicCursor { .. } => AnomalyKind::NonMonotonicCursor,
+            Anomaly::Lost { .. } => AnomalyKind::Lost,
+            Anomaly::CursorDrift { .. } => AnomalyKind::CursorDrift,
+        }
+    }
+
+    /// When the violation happened.
+    pub fn at(&self) -> LabTime {
+        match self {
+            Anomaly::Fork { at, .. }
+            | Anomaly::Gap { at, .. }
+            | Anomaly::NonMonotonicCursor { at, .. }
+            | Anomaly::Lost { at, .. }
+            | Anomaly::CursorDrift { at, .. } => *at,
+            Anomaly::Duplicate { second, .. } => second.at,
+        }
+    }
+}
+
+impl fmt::Display for Anomaly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Anomaly::Fork {
+                session,
+                orphan,
+                bound,
+                seq,
+                at,
+            } => write!(
+                f,
+                "fork: stream {orphan} received event {seq} at {at} while the client was bound to \
+                 {bound}; both streams of session {} were live",
+                session.short()
+            ),
+            Anomaly::Duplicate { key, first, second } => write!(
+                f,
+                "{key} was applied twice: first as {} at {}, then as {} at {}",
+                first.event, first.at, second.event, second.at
+            ),
+            Anomaly::Gap {
+                stream,
+                expected,
+                got,
+                at,
+            } => write!(
+                f,
+                "gap: the client received {stream}#{got} at {at} but never {stream}#{expected}"
+            ),
+            Anomaly::NonMonotonicCursor { from, to, at } => write!(
+                f,
+                "the client's cursor moved from {from} back to {to} at {at} without being reset"
+            ),
+            Anomaly::Lost { event, at } => write!(
+                f,
+                "event {event} emitted at {at} landed on a stream the client had silently left; \
+                 it will never be delivered"
+            ),
+            Anomaly::CursorDrift { session, drift, at } => match drift {
+                Drift::CounterAdvancedElsewhere {
+                    counter,
+                    on,
+                    cursor,
+                } => write!(
+                    f,
+                    "cursor drift: session {}'s counter reached {counter} on {on} at {at} while \
+                     the client's cursor stayed at {}",
+                    session.short(),
+                    cursor.map_or_else(|| "nothing".to_owned(), |c| c.to_string())
+                ),
+                Drift::AmbiguousCursor { cursor, also_on } => write!(
+                    f,
+                    "cursor drift: the client's cursor {} at {at} is also an id of {also_on} in \
+                     session {}, so a later resume cannot tell the streams apart",
+                    cursor,
+                    session.short()
+                ),
+            },
+        }
+    }
+}

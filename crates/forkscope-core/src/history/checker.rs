@@ -1,0 +1,369 @@
+//! The oracle: reads the history one record at a time and names every anomaly.
+//!
+//! Incremental, so the dashboard's verdict is always current and costs O(1) per record.
+
+use super::anomaly::{Anomaly, AnomalyKind, AppliedAt, Drift};
+use super::record::{Entry, Record};
+use crate::ids::{EventId, IdScheme, SessionId, StreamId};
+use crate::resume::RejectReason;
+use crate::server::StreamKind;
+use crate::time::LabTime;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Anomalies kept in full; past this they are only counted.
+const KEPT_ANOMALIES: usize = 1_000;
+
+#[derive(Clone, Copy, Debug)]
+struct Track {
+    kind: StreamKind,
+    ids: IdScheme,
+    accepting: bool,
+    high_water: u64,
+    /// Highest sequence the client has received on this stream (0: just the priming event).
+    seen: u64,
+}
+
+/// Counters kept alongside the anomalies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    pub emits: u64,
+    pub applied: u64,
+    /// Replayed events the client recognised as already seen and did not apply again.
+    pub replays_skipped: u64,
+    pub late_emits_refused: u64,
+    pub resumes_accepted: u64,
+    pub resumes_rejected: BTreeMap<RejectReason, u64>,
+    pub new_streams_flagged: u64,
+    pub new_streams_silent: u64,
+    pub fences: u64,
+}
+
+impl Counters {
+    pub fn rejected_total(&self) -> u64 {
+        self.resumes_rejected.values().sum()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Checker {
+    streams: HashMap<(SessionId, StreamId), Track>,
+    /// The standalone stream each session last attached: what the client is bound to.
+    bound: HashMap<SessionId, StreamId>,
+    cursor: Option<(SessionId, EventId)>,
+    applied: HashMap<Arc<str>, AppliedAt>,
+    forked: HashSet<(SessionId, StreamId)>,
+    drifted: HashSet<SessionId>,
+    /// Standalone emits per session: the server's session counter.
+    session_counters: HashMap<SessionId, u64>,
+    counters: Counters,
+    counts: BTreeMap<AnomalyKind, u64>,
+    anomalies: Vec<Anomaly>,
+}
+
+impl Checker {
+    pub fn observe(&mut self, entry: &Entry) {
+        let at = entry.at;
+        match &entry.record {
+            Record::SessionOpened { .. } | Record::ClientGaveUp => {}
+            Record::SessionClosed { session } => {
+                self.streams.retain(|(s, _), _| s != session);
+                self.bound.remove(session);
+                self.session_counters.remove(session);
+            }
+            Record::StreamOpened {
+                session,
+                stream,
+                stream_kind,
+                ids,
+                flagged_new,
+            } => {
+                let track = Track {
+                    kind: *stream_kind,
+                    ids: *ids,
+                    accepting: true,
+                    high_water: 0,
+                    seen: 0,
+                };
+                self.streams.insert((*session, *stream), track);
+                if *stream_kind == StreamKind::Standalone {
+                    if *flagged_new {
+                        self.counters.new_streams_flagged += 1;
+                    } else {
+                        self.counters.new_streams_silent += 1;
+                    }
+                }
+            }
+            Record::Attached {
+                session, stream, ..
+            } => {
+                if self
+                    .track(*session, *stream)
+                    .is_some_and(|t| t.kind == StreamKind::Standalone)
+                {
+                    self.bound.insert(*session, *stream);
+                }
+            }
+            Record::Orphaned { .. } => {}
+            Record::Fenced { session, stream } => {
+                self.counters.fences += 1;
+                self.set_accepting(*session, *stream, false);
+            }
+            Record::StreamClosed { session, stream } => {
+                self.set_accepting(*session, *stream, false)
+            }
+            Record::Emitted {
+                session,
+                stream,
+                seq,
+                copied,
+                ..
+            } => {
+                if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
+                    track.high_water = track.high_water.max(*seq);
+                }
+                if !copied {
+                    self.counters.emits += 1;
+                    self.check_emit_lands_on_bound_stream(*session, *stream, *seq, at);
+                }
+            }
+            Record::LateEmitRefused { .. } => self.counters.late_emits_refused += 1,
+            Record::ResumeAccepted { .. } => self.counters.resumes_accepted += 1,
+            Record::ResumeRejected { reason, .. } => {
+                *self.counters.resumes_rejected.entry(*reason).or_default() += 1;
+            }
+            Record::Delivered {
+                session,
+                event,
+                key,
+                applied,
+            } => {
+                self.check_delivery(*session, *event, key, *applied, at);
+            }
+            Record::CursorMoved {
+                session,
+                from,
+                to,
+                reset,
+            } => {
+                self.check_cursor_move(*session, *from, *to, *reset, at);
+            }
+            Record::ClientNewSession => self.cursor = None,
+        }
+    }
+
+    fn track(&self, session: SessionId, stream: StreamId) -> Option<&Track> {
+        self.streams.get(&(session, stream))
+    }
+
+    fn set_accepting(&mut self, session: SessionId, stream: StreamId, accepting: bool) {
+        if let Some(track) = self.streams.get_mut(&(session, stream)) {
+            track.accepting = accepting;
+        }
+    }
+
+    /// Fork, lost and drift: an emit onto a standalone stream other than the one the client is
+    /// bound to, while that one is live too.
+    fn check_emit_lands_on_bound_stream(
+        &mut self,
+        session: SessionId,
+        stream: StreamId,
+        seq: u64,
+        at: LabTime,
+    ) {
+        if self
+            .track(session, stream)
+            .is_none_or(|t| t.kind != StreamKind::Standalone)
+        {
+            return;
+        }
+        let counter = {
+            let counter = self.session_counters.entry(session).or_default();
+            *counter += 1;
+            *counter
+        };
+        let Some(&bound) = self.bound.get(&session) else {
+            return;
+        };
+        if bound == stream || self.track(session, bound).is_none_or(|t| !t.accepting) {
+            return;
+        }
+        if self.forked.insert((session, stream)) {
+            self.report(Anomaly::Fork {
+                session,
+                orphan: stream,
+                bound,
+                seq,
+                at,
+            });
+        }
+        self.report(Anomaly::Lost {
+            event: EventId { stream, seq },
+            at,
+        });
+        if self.drifted.insert(session) {
+            let cursor = self.cursor.filter(|(s, _)| *s == session).map(|(_, c)| c);
+            let drift = Drift::CounterAdvancedElsewhere {
+                counter,
+                on: stream,
+                cursor,
+            };
+            self.report(Anomaly::CursorDrift { session, drift, at });
+        }
+    }
+
+    fn check_delivery(
+        &mut self,
+        session: SessionId,
+        event: EventId,
+        key: &Arc<str>,
+        applied: bool,
+        at: LabTime,
+    ) {
+        if let Some(track) = self.streams.get_mut(&(session, event.stream)) {
+            let expected = track.seen + 1;
+            track.seen = track.seen.max(event.seq);
+            if event.seq > expected {
+                self.report(Anomaly::Gap {
+                    stream: event.stream,
+                    expected,
+                    got: event.seq,
+                    at,
+                });
+            }
+        }
+        if !applied {
+            self.counters.replays_skipped += 1;
+            return;
+        }
+        self.counters.applied += 1;
+        let now = AppliedAt { event, at };
+        if let Some(first) = self.applied.get(key) {
+            let first = *first;
+            self.report(Anomaly::Duplicate {
+                key: key.clone(),
+                first,
+                second: now,
+            });
+        } else {
+            self.applied.insert(key.clone(), now);
+        }
+    }
+
+    fn check_cursor_move(
+        &mut self,
+        session: SessionId,
+        from: Option<EventId>,
+        to: EventId,
+        reset: bool,
+        at: LabTime,
+    ) {
+        if let Some(from) = from
+            && !reset
+            && (from.stream != to.stream || to.seq <= from.seq)
+        {
+            self.report(Anomaly::NonMonotonicCursor { from, to, at });
+        }
+        self.cursor = Some((session, to));
+        // Condition 3 broken: the id the client holds is also an id of another stream.
+        if self
+            .track(session, to.stream)
+            .is_some_and(|t| t.ids == IdScheme::Bare)
+            && !self.drifted.contains(&session)
+        {
+            let also_on = self
+                .streams
+                .iter()
+                .filter(|((s, id), t)| {
+                    *s == session
+                        && *id != to.stream
+                        && t.ids == IdScheme::Bare
+                        && t.high_water >= to.seq
+                })
+                .map(|((_, id), _)| *id)
+                .min();
+            if let Some(also_on) = also_on {
+                self.drifted.insert(session);
+                let drift = Drift::AmbiguousCursor {
+                    cursor: to,
+                    also_on,
+                };
+                self.report(Anomaly::CursorDrift { session, drift, at });
+            }
+        }
+    }
+
+    fn report(&mut self, anomaly: Anomaly) {
+        *self.counts.entry(anomaly.kind()).or_default() += 1;
+        if self.anomalies.len() < KEPT_ANOMALIES {
+            self.anomalies.push(anomaly);
+        }
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// The first anomalies found, in the order they happened (at most 1,000 kept).
+    pub fn anomalies(&self) -> &[Anomaly] {
+        &self.anomalies
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        let counts: BTreeMap<AnomalyKind, u64> = self.counts.clone();
+        // The most telling anomaly leads: a fork explains the duplicates and drift after it.
+        let lead = AnomalyKind::ALL
+            .into_iter()
+            .find_map(|kind| self.anomalies.iter().find(|a| a.kind() == kind));
+        let headline = match lead {
+            None => format!(
+                "no anomaly: {} side effects applied, each once, on one stream at a time \
+                 ({} resumes accepted, {} rejected, {} late emits refused)",
+                self.counters.applied,
+                self.counters.resumes_accepted,
+                self.counters.rejected_total(),
+                self.counters.late_emits_refused
+            ),
+            Some(lead) => lead.to_string(),
+        };
+        Verdict {
+            clean: counts.is_empty(),
+            counts,
+            headline,
+            first: lead.cloned(),
+        }
+    }
+}
+
+/// The checker's judgement at one instant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub clean: bool,
+    pub counts: BTreeMap<AnomalyKind, u64>,
+    /// One sentence: the leading anomaly, or a summary of a clean run.
+    pub headline: String,
+    pub first: Option<Anomaly>,
+}
+
+impl Verdict {
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// `fork ×1, duplicate ×41` or `clean`.
+    pub fn summary(&self) -> String {
+        if self.clean {
+            return "clean".to_owned();
+        }
+        self.counts
+            .iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

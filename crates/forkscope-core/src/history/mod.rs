@@ -1,0 +1,62 @@
+//! The history of a lab run and the checker that judges it.
+//!
+//! Server and client append [`Record`]s here as things happen; the [`Checker`] reads each one
+//! as it arrives. Recent entries are kept in a bounded ring for the views.
+
+mod anomaly;
+mod checker;
+mod record;
+
+pub use anomaly::{Anomaly, AnomalyKind, AppliedAt, Drift};
+pub use checker::{Checker, Counters, Verdict};
+pub use record::{Entry, Record};
+
+use crate::time::LabTime;
+use std::collections::VecDeque;
+
+#[derive(Debug)]
+pub struct History {
+    recent: VecDeque<Entry>,
+    capacity: usize,
+    total: u64,
+    checker: Checker,
+}
+
+impl History {
+    pub fn new(capacity: usize) -> Self {
+        History {
+            recent: VecDeque::with_capacity(capacity.min(4096)),
+            capacity: capacity.max(1),
+            total: 0,
+            checker: Checker::default(),
+        }
+    }
+
+    pub fn record(&mut self, at: LabTime, record: Record) {
+        let entry = Entry { at, record };
+        self.checker.observe(&entry);
+        if self.recent.len() == self.capacity {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(entry);
+        self.total += 1;
+    }
+
+    /// The most recent entries, oldest first.
+    pub fn recent(&self) -> &VecDeque<Entry> {
+        &self.recent
+    }
+
+    /// Entries recorded since the start, including those no longer kept.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        self.checker.verdict()
+    }
+}

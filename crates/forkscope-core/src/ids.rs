@@ -1,0 +1,265 @@
+//! Identities: sessions, streams, events, resumption tokens, connections, and the wire
+//! encoding of event ids.
+//!
+//! The seed's core distinction lives here: a *session* (the conversation, `Mcp-Session-Id`) is
+//! not a *stream* (one server-initiated SSE sequence, named by its resumption token). Randomness
+//! comes in from the caller through [`Entropy`], so a seeded lab is reproducible while the real
+//! server draws from the operating system.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A source of random bits supplied by the caller. The wire server implements it with the
+/// operating system's CSPRNG; tests and scripted labs use a seeded [`SplitMix64`].
+pub trait Entropy {
+    fn next_u64(&mut self) -> u64;
+
+    fn next_u128(&mut self) -> u128 {
+        (u128::from(self.next_u64()) << 64) | u128::from(self.next_u64())
+    }
+}
+
+/// A small deterministic generator for tests and reproducible labs. Not for tokens that leave
+/// the machine: predictable by design.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+}
+
+impl Entropy for SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Parses exactly 32 lowercase or uppercase hex digits.
+fn parse_hex128(s: &str) -> Option<u128> {
+    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u128::from_str_radix(s, 16).ok()
+}
+
+/// The logical conversation: 128 random bits, sent as `Mcp-Session-Id` in 32 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SessionId(u128);
+
+impl SessionId {
+    pub fn generate(rng: &mut impl Entropy) -> Self {
+        SessionId(rng.next_u128())
+    }
+
+    /// Parses the wire form; `None` for anything that is not 32 hex digits.
+    pub fn parse(s: &str) -> Option<Self> {
+        parse_hex128(s).map(SessionId)
+    }
+
+    /// The first 6 hex digits: enough to tell sessions apart on a dashboard.
+    pub fn short(&self) -> String {
+        format!("{:06x}", self.0 >> 104)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// One stream identity within a session, numbered from 1 in the order the session minted them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct StreamId(pub u32);
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s{}", self.0)
+    }
+}
+
+/// The per-stream position of an event. Sequence 0 is the priming event every stream opens
+/// with (an id and empty data), so a client has a cursor before any real event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EventId {
+    pub stream: StreamId,
+    pub seq: u64,
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.stream, self.seq)
+    }
+}
+
+/// How a stream spells its event ids on the wire (condition 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdScheme {
+    /// `s2-41`: the id names its stream, so it is unique across the session and a cursor can be
+    /// co-validated against the token.
+    Scoped,
+    /// `41`: a bare counter. Two streams of one session reuse the same ids (the naive server).
+    Bare,
+}
+
+/// Longest `Last-Event-ID` the core will parse; anything longer is malformed, not truncated.
+pub const MAX_CURSOR_LEN: usize = 64;
+
+impl IdScheme {
+    /// The wire spelling of an event id under this scheme.
+    pub fn encode(self, id: EventId) -> String {
+        match self {
+            IdScheme::Scoped => format!("{}-{}", id.stream, id.seq),
+            IdScheme::Bare => id.seq.to_string(),
+        }
+    }
+}
+
+/// A `Last-Event-ID` as the client sent it, parsed but not yet validated against any stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WireCursor {
+    /// `s2-41`: names stream and position.
+    Scoped(EventId),
+    /// `41`: a position with no stream identity.
+    Bare(u64),
+}
+
+impl WireCursor {
+    /// Parses `s<stream>-<seq>` or `<seq>`. Empty, overlong, signed, padded or otherwise odd
+    /// input is `None`: the caller reports it as malformed rather than guessing.
+    pub fn parse(s: &str) -> Option<Self> {
+        if s.is_empty() || s.len() > MAX_CURSOR_LEN {
+            return None;
+        }
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if let Some(rest) = s.strip_prefix('s') {
+            let (stream, seq) = rest.split_once('-')?;
+            if !digits(stream) || !digits(seq) {
+                return None;
+            }
+            Some(WireCursor::Scoped(EventId {
+                stream: StreamId(stream.parse().ok()?),
+                seq: seq.parse().ok()?,
+            }))
+        } else if digits(s) {
+            Some(WireCursor::Bare(s.parse().ok()?))
+        } else {
+            None
+        }
+    }
+
+    pub fn seq(self) -> u64 {
+        match self {
+            WireCursor::Scoped(id) => id.seq,
+            WireCursor::Bare(seq) => seq,
+        }
+    }
+}
+
+impl fmt::Display for WireCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireCursor::Scoped(id) => write!(f, "{}", IdScheme::Scoped.encode(*id)),
+            WireCursor::Bare(seq) => write!(f, "{seq}"),
+        }
+    }
+}
+
+/// A resumption token: 128 random bits naming one stream of one session. The server keeps the
+/// binding token → (session, stream); the token itself carries nothing guessable.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResumptionToken(u128);
+
+impl ResumptionToken {
+    pub fn generate(rng: &mut impl Entropy) -> Self {
+        ResumptionToken(rng.next_u128())
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        parse_hex128(s).map(ResumptionToken)
+    }
+}
+
+impl fmt::Display for ResumptionToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for ResumptionToken {
+    /// Never prints the secret in full: logs and snapshots show a prefix.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ResumptionToken({:08x}…)", self.0 >> 96)
+    }
+}
+
+/// An HTTP connection as the adapter numbers them. The core uses it to detach a stream's old,
+/// possibly half-open connection atomically with a resume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "c{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_parsing_accepts_only_the_two_spellings() {
+        let scoped = WireCursor::parse("s2-41").unwrap();
+        assert_eq!(
+            scoped,
+            WireCursor::Scoped(EventId {
+                stream: StreamId(2),
+                seq: 41
+            })
+        );
+        assert_eq!(scoped.to_string(), "s2-41");
+        assert_eq!(WireCursor::parse("41"), Some(WireCursor::Bare(41)));
+        for bad in [
+            "", "s", "s-1", "s2-", "s2_41", "-1", "+4", " 4", "4 ", "sx-1", "x", "s1-2-3",
+        ] {
+            assert_eq!(WireCursor::parse(bad), None, "{bad:?} must be malformed");
+        }
+        assert_eq!(WireCursor::parse(&"9".repeat(MAX_CURSOR_LEN + 1)), None);
+        assert_eq!(
+            WireCursor::parse("99999999999999999999999"),
+            None,
+            "overflow"
+        );
+    }
+
+    #[test]
+    fn tokens_and_sessions_roundtrip_and_reject_garbage() {
+        let mut rng = SplitMix64::new(7);
+        let token = ResumptionToken::generate(&mut rng);
+        assert_eq!(ResumptionToken::parse(&token.to_string()), Some(token));
+        assert_eq!(ResumptionToken::parse("abc"), None);
+        assert_eq!(ResumptionToken::parse(&"g".repeat(32)), None);
+        assert!(!format!("{token:?}").contains(&token.to_string()));
+        let session = SessionId::generate(&mut rng);
+        assert_eq!(SessionId::parse(&session.to_string()), Some(session));
+        assert_ne!(SessionId::generate(&mut rng), session);
+    }
+
+    #[test]
+    fn schemes_spell_ids_differently() {
+        let id = EventId {
+            stream: StreamId(3),
+            seq: 9,
+        };
+        assert_eq!(IdScheme::Scoped.encode(id), "s3-9");
+        assert_eq!(IdScheme::Bare.encode(id), "9");
+    }
+}

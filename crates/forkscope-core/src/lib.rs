@@ -1,0 +1,45 @@
+//! forkscope-core: the sans-IO, invariant-enforcing core of forkscope.
+//!
+//! The invariant (from the incident write-up): *at most one live stream is attached to a
+//! session at a time, and every event the client applies is a monotonic, gap-free continuation
+//! of exactly one stream identity.*
+//!
+//! Where things live:
+//! - [`resume`]: the decision boundary. [`resume::fenced`] is the fencing rule;
+//!   [`resume::naive`] reproduces the incident.
+//! - [`server`]: sessions, streams, replay buffers, emits, grace timers.
+//! - [`client`]: the cursor, the reconciliation rule, dedupe, backoff.
+//! - [`history`]: what happened, and the checker that names each anomaly.
+//! - [`view`]: a snapshot for the dashboard.
+//!
+//! No async runtime, no I/O, no clock: time ([`LabTime`]) and randomness ([`Entropy`]) come
+//! in from the caller, so every run is reproducible.
+
+pub mod client;
+pub mod config;
+pub mod event;
+pub mod history;
+pub mod ids;
+pub mod policy;
+pub mod resume;
+pub mod server;
+pub mod sim;
+pub mod time;
+pub mod view;
+
+pub use client::{Client, Continuity, Delivery, EventTruth, ReconnectPlan, StreamHeaders};
+pub use config::{ConfigError, LabConfig, RetryConfig};
+pub use event::{Event, Payload};
+pub use history::{Anomaly, AnomalyKind, History, Record, Verdict};
+pub use ids::{
+    ConnectionId, Entropy, EventId, IdScheme, ResumptionToken, SessionId, SplitMix64, StreamId,
+    WireCursor,
+};
+pub use policy::{Condition, Policy};
+pub use resume::{
+    ClientAction, NewStream, RejectReason, ResumeDecision, ResumeRejected, ResumeRequest, Resumed,
+    StreamEcho,
+};
+pub use server::{EmitError, Server, SessionError, StreamKind, StreamState};
+pub use time::LabTime;
+pub use view::View;

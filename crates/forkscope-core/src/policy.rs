@@ -1,0 +1,92 @@
+//! The two server/client policies and the five conditions of the seed they enforce or break.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How the lab behaves on a reconnect. A run-time switch (key `n` in the dashboard).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// All five conditions enforced: a resume is honoured only when stream identity and
+    /// gap-freedom are proven, otherwise a typed rejection.
+    #[default]
+    Fenced,
+    /// The seed incident exactly: a tokenless reconnect silently mints a fresh stream that
+    /// replays from its own index 0 while the orphan keeps receiving emits.
+    Naive,
+}
+
+impl Policy {
+    pub fn toggled(self) -> Self {
+        match self {
+            Policy::Fenced => Policy::Naive,
+            Policy::Naive => Policy::Fenced,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fenced => "fenced",
+            Policy::Naive => "naive",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The five conditions of validity from the seed, in its order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// 1. Token and `Last-Event-ID` co-validated; high-water ≥ cursor.
+    CoValidated,
+    /// 2. The old stream is fenced before (or atomically with) accepting a resume.
+    OldStreamFenced,
+    /// 3. Event ids are per-stream monotonic and never reused across streams.
+    IdsNeverReused,
+    /// 4. The client treats a response without a resumed-identity echo as a new stream.
+    ClientReconciles,
+    /// 5. The grace window is strictly shorter than the client's retry budget.
+    GraceShorterThanRetryBudget,
+}
+
+impl Condition {
+    pub const ALL: [Condition; 5] = [
+        Condition::CoValidated,
+        Condition::OldStreamFenced,
+        Condition::IdsNeverReused,
+        Condition::ClientReconciles,
+        Condition::GraceShorterThanRetryBudget,
+    ];
+
+    pub fn number(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// A few words for a dashboard row.
+    pub fn title(self) -> &'static str {
+        match self {
+            Condition::CoValidated => "token + Last-Event-ID co-validated",
+            Condition::OldStreamFenced => "old stream fenced before resume",
+            Condition::IdsNeverReused => "event ids never reused across streams",
+            Condition::ClientReconciles => "client resets on a missing identity echo",
+            Condition::GraceShorterThanRetryBudget => "grace window < client retry budget",
+        }
+    }
+
+    /// Whether a policy's rules enforce this condition. The fenced policy enforces all five
+    /// (condition 5 by refusing a configuration that breaks it); the naive policy none.
+    pub fn enforced_by(self, policy: Policy) -> bool {
+        policy == Policy::Fenced
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}) {}", self.number(), self.title())
+    }
+}

@@ -1,0 +1,276 @@
+//! Every way a resume can be refused, each with a sentence, a machine-readable reason, an HTTP
+//! status chosen on purpose, and what the client should do next.
+//!
+//! Status codes avoid 404: to stock MCP clients 404 means "the session is gone, re-initialize",
+//! which is wrong for a bad cursor on a live session.
+
+use crate::ids::StreamId;
+use crate::time::LabTime;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use thiserror::Error;
+
+/// A typed resume rejection: decision (b) of the seed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ResumeRejected {
+    #[error(
+        "the reconnect sent Last-Event-ID {cursor} without a resumption token, so stream identity \
+         cannot be proven; start a new session"
+    )]
+    MissingToken { cursor: String },
+    #[error(
+        "the reconnect sent a resumption token without Last-Event-ID, so gap-freedom cannot be \
+         proven; start a new session"
+    )]
+    MissingLastEventId,
+    #[error(
+        "Last-Event-ID {shown} is not an event id this server issues (s<stream>-<seq>, at most 64 \
+         bytes)"
+    )]
+    MalformedCursor { shown: String },
+    #[error("the resumption token names no stream this server knows")]
+    UnknownToken,
+    #[error("the resumption token belongs to another session")]
+    TokenOfAnotherSession,
+    #[error("Last-Event-ID {cursor} does not belong to stream {stream}, which the token names")]
+    CursorNotOnStream { cursor: String, stream: StreamId },
+    #[error("stream {stream} was fenced at {at}; resuming it would fork the session")]
+    StreamFenced { stream: StreamId, at: LabTime },
+    #[error("stream {stream} ended at {at}; there is nothing left to resume")]
+    StreamClosed { stream: StreamId, at: LabTime },
+    #[error(
+        "Last-Event-ID {cursor} is ahead of stream {stream}'s high-water mark {high_water}: the \
+         server never sent it"
+    )]
+    CursorAhead {
+        stream: StreamId,
+        cursor: u64,
+        high_water: u64,
+    },
+    #[error(
+        "events after {cursor} on stream {stream} were evicted from the replay buffer (oldest \
+         kept: {oldest_kept}), so gap-freedom cannot be proven"
+    )]
+    CursorEvicted {
+        stream: StreamId,
+        cursor: u64,
+        oldest_kept: u64,
+    },
+    #[error(
+        "stream {orphan} is still live inside its grace window ({remaining_ms} ms left); \
+         accepting now would leave two live streams"
+    )]
+    OrphanStillLive { orphan: StreamId, remaining_ms: u64 },
+    #[error("the session already holds {max} streams and none has ended")]
+    TooManyStreams { max: usize },
+}
+
+/// The reason alone, for counting and for the wire's `data.reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    MissingToken,
+    MissingLastEventId,
+    MalformedCursor,
+    UnknownToken,
+    TokenOfAnotherSession,
+    CursorNotOnStream,
+    StreamFenced,
+    StreamClosed,
+    CursorAhead,
+    CursorEvicted,
+    OrphanStillLive,
+    TooManyStreams,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 12] = [
+        RejectReason::MissingToken,
+        RejectReason::MissingLastEventId,
+        RejectReason::MalformedCursor,
+        RejectReason::UnknownToken,
+        RejectReason::TokenOfAnotherSession,
+        RejectReason::CursorNotOnStream,
+        RejectReason::StreamFenced,
+        RejectReason::StreamClosed,
+        RejectReason::CursorAhead,
+        RejectReason::CursorEvicted,
+        RejectReason::OrphanStillLive,
+        RejectReason::TooManyStreams,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::MissingToken => "missing_token",
+            RejectReason::MissingLastEventId => "missing_last_event_id",
+            RejectReason::MalformedCursor => "malformed_cursor",
+            RejectReason::UnknownToken => "unknown_token",
+            RejectReason::TokenOfAnotherSession => "token_of_another_session",
+            RejectReason::CursorNotOnStream => "cursor_not_on_stream",
+            RejectReason::StreamFenced => "stream_fenced",
+            RejectReason::StreamClosed => "stream_closed",
+            RejectReason::CursorAhead => "cursor_ahead",
+            RejectReason::CursorEvicted => "cursor_evicted",
+            RejectReason::OrphanStillLive => "orphan_still_live",
+            RejectReason::TooManyStreams => "too_many_streams",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// The HTTP status the wire answers with.
+    ///
+    /// | status | reasons | why |
+    /// |---|---|---|
+    /// | 400 | malformed_cursor, cursor_not_on_stream | the request itself is wrong |
+    /// | 403 | token_of_another_session | a credential used outside its session |
+    /// | 409 | orphan_still_live, too_many_streams | the session's state conflicts; retry later |
+    /// | 410 | unknown_token, stream_fenced, stream_closed, cursor_evicted | what it names is gone |
+    /// | 416 | cursor_ahead | the position was never served |
+    /// | 428 | missing_token, missing_last_event_id | a resume must carry both |
+    pub fn http_status(self) -> u16 {
+        match self {
+            RejectReason::MalformedCursor | RejectReason::CursorNotOnStream => 400,
+            RejectReason::TokenOfAnotherSession => 403,
+            RejectReason::OrphanStillLive | RejectReason::TooManyStreams => 409,
+            RejectReason::UnknownToken
+            | RejectReason::StreamFenced
+            | RejectReason::StreamClosed
+            | RejectReason::CursorEvicted => 410,
+            RejectReason::CursorAhead => 416,
+            RejectReason::MissingToken | RejectReason::MissingLastEventId => 428,
+        }
+    }
+
+    /// What a client that respects the rejection does next.
+    pub fn client_action(self) -> ClientAction {
+        match self {
+            RejectReason::OrphanStillLive | RejectReason::TooManyStreams => {
+                ClientAction::RetryLater
+            }
+            _ => ClientAction::StartNewSession,
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a rejection asks of the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientAction {
+    /// The conflict clears by itself (a grace window ends): back off and try again.
+    RetryLater,
+    /// Continuity cannot be proven: abandon the session and initialize a new one.
+    StartNewSession,
+}
+
+impl ClientAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientAction::RetryLater => "retry_later",
+            ClientAction::StartNewSession => "start_new_session",
+        }
+    }
+}
+
+impl ResumeRejected {
+    pub fn reason(&self) -> RejectReason {
+        match self {
+            ResumeRejected::MissingToken { .. } => RejectReason::MissingToken,
+            ResumeRejected::MissingLastEventId => RejectReason::MissingLastEventId,
+            ResumeRejected::MalformedCursor { .. } => RejectReason::MalformedCursor,
+            ResumeRejected::UnknownToken => RejectReason::UnknownToken,
+            ResumeRejected::TokenOfAnotherSession => RejectReason::TokenOfAnotherSession,
+            ResumeRejected::CursorNotOnStream { .. } => RejectReason::CursorNotOnStream,
+            ResumeRejected::StreamFenced { .. } => RejectReason::StreamFenced,
+            ResumeRejected::StreamClosed { .. } => RejectReason::StreamClosed,
+            ResumeRejected::CursorAhead { .. } => RejectReason::CursorAhead,
+            ResumeRejected::CursorEvicted { .. } => RejectReason::CursorEvicted,
+            ResumeRejected::OrphanStillLive { .. } => RejectReason::OrphanStillLive,
+            ResumeRejected::TooManyStreams { .. } => RejectReason::TooManyStreams,
+        }
+    }
+
+    pub fn http_status(&self) -> u16 {
+        self.reason().http_status()
+    }
+
+    pub fn client_action(&self) -> ClientAction {
+        self.reason().client_action()
+    }
+
+    /// Seconds a client should wait before retrying, for a `Retry-After` header.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            ResumeRejected::OrphanStillLive { remaining_ms, .. } => {
+                Some(remaining_ms.div_ceil(1000))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A client-supplied string made safe to echo in a sentence: printable, at most 24 characters.
+pub(crate) fn shown(raw: &str) -> String {
+    const MAX: usize = 24;
+    let mut out: String = raw
+        .chars()
+        .take(MAX)
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+        .collect();
+    if raw.chars().count() > MAX {
+        out.push('…');
+    }
+    if out.is_empty() {
+        "\"\"".to_owned()
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_roundtrip_and_never_use_404() {
+        for reason in RejectReason::ALL {
+            assert_eq!(RejectReason::parse(reason.as_str()), Some(reason));
+            assert_ne!(
+                reason.http_status(),
+                404,
+                "{reason}: 404 makes stock clients re-initialize"
+            );
+            assert!((400..500).contains(&reason.http_status()));
+        }
+    }
+
+    #[test]
+    fn shown_escapes_and_truncates() {
+        assert_eq!(shown("s1-4"), "s1-4");
+        assert_eq!(shown("a\nb"), "a?b");
+        assert_eq!(shown(&"x".repeat(100)), format!("{}…", "x".repeat(24)));
+        assert_eq!(shown(""), "\"\"");
+    }
+
+    #[test]
+    fn only_a_live_orphan_asks_for_a_retry() {
+        let orphan = ResumeRejected::OrphanStillLive {
+            orphan: StreamId(1),
+            remaining_ms: 1_200,
+        };
+        assert_eq!(orphan.client_action(), ClientAction::RetryLater);
+        assert_eq!(orphan.retry_after_secs(), Some(2));
+        assert_eq!(
+            ResumeRejected::UnknownToken.client_action(),
+            ClientAction::StartNewSession
+        );
+    }
+}

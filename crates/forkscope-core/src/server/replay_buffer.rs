@@ -1,0 +1,143 @@
+//! A bounded per-stream replay buffer whose replay of the k events after a cursor costs O(k).
+//!
+//! A stream's sequence numbers are consecutive, so the position of any kept event is plain
+//! arithmetic from the oldest kept one: no search, no scan of the buffer.
+
+use crate::event::Event;
+use std::collections::VecDeque;
+
+#[derive(Debug)]
+pub(crate) struct ReplayBuffer {
+    events: VecDeque<Event>,
+    capacity: usize,
+}
+
+/// Why a replay after a cursor cannot be served gap-free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Evicted {
+    pub oldest_kept: u64,
+}
+
+impl ReplayBuffer {
+    pub fn new(capacity: usize) -> Self {
+        ReplayBuffer {
+            events: VecDeque::with_capacity(capacity.min(4096)),
+            capacity,
+        }
+    }
+
+    /// Appends the next event; its sequence must follow the newest kept one.
+    pub fn push(&mut self, event: Event) {
+        debug_assert!(
+            self.events
+                .back()
+                .is_none_or(|last| last.id.seq + 1 == event.id.seq),
+            "replay buffer sequences must be consecutive"
+        );
+        if self.events.len() == self.capacity {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn oldest_seq(&self) -> Option<u64> {
+        self.events.front().map(|e| e.id.seq)
+    }
+
+    /// The events strictly after `cursor` (exclusive), oldest first. `high_water` is the
+    /// stream's newest emitted sequence; a cursor at it replays nothing. Errs when events after
+    /// the cursor were evicted, so gap-freedom cannot be proven.
+    pub fn after(
+        &self,
+        cursor: u64,
+        high_water: u64,
+    ) -> Result<impl ExactSizeIterator<Item = &Event> + '_, Evicted> {
+        let start = match self.events.front() {
+            None => {
+                if cursor < high_water {
+                    return Err(Evicted {
+                        oldest_kept: high_water + 1,
+                    });
+                }
+                0
+            }
+            Some(front) => {
+                let first = front.id.seq;
+                if cursor.saturating_add(1) < first {
+                    return Err(Evicted { oldest_kept: first });
+                }
+                // cursor >= first - 1, so this is an index into the kept range (or past it).
+                usize::try_from(cursor + 1 - first)
+                    .unwrap_or(usize::MAX)
+                    .min(self.events.len())
+            }
+        };
+        Ok(self.events.range(start..))
+    }
+
+    /// Every kept event, oldest first (the naive policy copies these into a fresh stream).
+    pub fn iter(&self) -> impl Iterator<Item = &Event> {
+        self.events.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Payload;
+    use crate::ids::{EventId, StreamId};
+    use crate::time::LabTime;
+
+    fn event(seq: u64) -> Event {
+        Event {
+            id: EventId {
+                stream: StreamId(1),
+                seq,
+            },
+            payload: Payload::new(format!("k{seq}"), "{}"),
+            emitted_at: LabTime::from_millis(seq),
+        }
+    }
+
+    fn seqs<'a>(it: impl Iterator<Item = &'a Event>) -> Vec<u64> {
+        it.map(|e| e.id.seq).collect()
+    }
+
+    #[test]
+    fn replays_exclusive_of_the_cursor() {
+        let mut buf = ReplayBuffer::new(10);
+        for seq in 1..=5 {
+            buf.push(event(seq));
+        }
+        assert_eq!(seqs(buf.after(0, 5).unwrap()), vec![1, 2, 3, 4, 5]);
+        assert_eq!(seqs(buf.after(3, 5).unwrap()), vec![4, 5]);
+        assert_eq!(seqs(buf.after(5, 5).unwrap()), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn eviction_makes_old_cursors_unprovable() {
+        let mut buf = ReplayBuffer::new(3);
+        for seq in 1..=6 {
+            buf.push(event(seq));
+        }
+        assert_eq!(buf.len(), 3);
+        assert_eq!(buf.oldest_seq(), Some(4));
+        assert_eq!(
+            seqs(buf.after(3, 6).unwrap()),
+            vec![4, 5, 6],
+            "cursor just before oldest"
+        );
+        assert_eq!(buf.after(2, 6).err(), Some(Evicted { oldest_kept: 4 }));
+    }
+
+    #[test]
+    fn an_empty_buffer_serves_only_a_cursor_at_high_water() {
+        let buf = ReplayBuffer::new(3);
+        assert_eq!(buf.after(0, 0).unwrap().len(), 0);
+        assert_eq!(buf.after(0, 2).err(), Some(Evicted { oldest_kept: 3 }));
+    }
+}

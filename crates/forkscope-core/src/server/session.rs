@@ -1,0 +1,91 @@
+//! A session: the logical conversation and the streams it has minted.
+
+use super::stream::{Stream, StreamKind, StreamState};
+use crate::ids::{SessionId, StreamId};
+use crate::time::LabTime;
+
+#[derive(Debug)]
+pub struct Session {
+    pub(crate) id: SessionId,
+    /// Streams in the order they were minted; ended ones are pruned oldest first.
+    pub(crate) streams: Vec<Stream>,
+    pub(crate) next_stream: u32,
+    /// The standalone stream the client was last attached to.
+    pub(crate) active: Option<StreamId>,
+    /// The stream the background emitter writes to. It stays on a stream until that stream
+    /// ends, which is exactly how, under the naive policy, emits keep landing on an orphan.
+    pub(crate) background_target: Option<StreamId>,
+    /// Events emitted in the session on standalone streams: the server's session counter.
+    pub(crate) counter: u64,
+    pub(crate) opened_at: LabTime,
+}
+
+impl Session {
+    pub(crate) fn new(id: SessionId, now: LabTime) -> Self {
+        Session {
+            id,
+            streams: Vec::new(),
+            next_stream: 1,
+            active: None,
+            background_target: None,
+            counter: 0,
+            opened_at: now,
+        }
+    }
+
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+    pub fn active(&self) -> Option<StreamId> {
+        self.active
+    }
+    pub fn background_target(&self) -> Option<StreamId> {
+        self.background_target
+    }
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+    pub fn opened_at(&self) -> LabTime {
+        self.opened_at
+    }
+    pub fn streams(&self) -> &[Stream] {
+        &self.streams
+    }
+
+    pub fn stream(&self, id: StreamId) -> Option<&Stream> {
+        // Streams are minted in increasing id order and only pruned, so the vector is sorted.
+        self.streams
+            .binary_search_by_key(&id, |s| s.id)
+            .ok()
+            .map(|i| &self.streams[i])
+    }
+
+    pub(crate) fn stream_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
+        self.streams
+            .binary_search_by_key(&id, |s| s.id)
+            .ok()
+            .map(move |i| &mut self.streams[i])
+    }
+
+    /// Standalone streams other than `except` that emits can still land on.
+    pub(crate) fn other_standalone_accepting(
+        &self,
+        except: Option<StreamId>,
+    ) -> impl Iterator<Item = &Stream> + '_ {
+        self.streams.iter().filter(move |s| {
+            s.kind == StreamKind::Standalone && Some(s.id) != except && s.state.accepts_emits()
+        })
+    }
+
+    /// Live or orphaned standalone streams (more than one at once is a fork in the making).
+    pub fn live_standalone_count(&self) -> usize {
+        self.other_standalone_accepting(None).count()
+    }
+
+    pub(crate) fn ended(state: StreamState) -> bool {
+        matches!(
+            state,
+            StreamState::Fenced { .. } | StreamState::Closed { .. }
+        )
+    }
+}

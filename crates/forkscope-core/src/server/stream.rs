@@ -1,0 +1,147 @@
+//! A stream: one identity with its own event sequence, state, high-water mark and replay
+//! buffer, attached to at most one HTTP connection at a time.
+
+use super::replay_buffer::ReplayBuffer;
+use crate::event::{Event, Payload};
+use crate::ids::{ConnectionId, EventId, IdScheme, ResumptionToken, StreamId};
+use crate::time::LabTime;
+use serde::{Deserialize, Serialize};
+
+/// Which lineage a stream belongs to. The single-live-stream invariant is about the session's
+/// server-initiated (standalone GET) stream; a request stream carries one POST's response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamKind {
+    Standalone,
+    Request,
+}
+
+/// Where a stream is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum StreamState {
+    /// Attached, or believed attached: a NAT drop leaves the server believing this.
+    Live,
+    /// The client is evidently elsewhere; emits still land here until `grace_deadline`, when the
+    /// stream is fenced (fenced policy) or closed (naive policy).
+    Orphaned {
+        since: LabTime,
+        grace_deadline: LabTime,
+    },
+    /// Invalidated: its token resumes nothing and emits onto it are refused.
+    Fenced { at: LabTime },
+    /// Ended normally: the request finished, the session ended, or a naive orphan expired.
+    Closed { at: LabTime },
+}
+
+impl StreamState {
+    /// Whether emits still land on the stream.
+    pub fn accepts_emits(self) -> bool {
+        matches!(self, StreamState::Live | StreamState::Orphaned { .. })
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            StreamState::Live => "live",
+            StreamState::Orphaned { .. } => "orphaned",
+            StreamState::Fenced { .. } => "fenced",
+            StreamState::Closed { .. } => "closed",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Stream {
+    pub(crate) id: StreamId,
+    pub(crate) kind: StreamKind,
+    pub(crate) token: ResumptionToken,
+    pub(crate) ids: IdScheme,
+    pub(crate) state: StreamState,
+    /// Newest sequence emitted; 0 means only the priming event so far.
+    pub(crate) high_water: u64,
+    pub(crate) last_emit: Option<LabTime>,
+    pub(crate) connection: Option<ConnectionId>,
+    pub(crate) buffer: ReplayBuffer,
+    pub(crate) opened_at: LabTime,
+}
+
+impl Stream {
+    pub(crate) fn new(
+        id: StreamId,
+        kind: StreamKind,
+        token: ResumptionToken,
+        ids: IdScheme,
+        buffer_capacity: usize,
+        now: LabTime,
+    ) -> Self {
+        Stream {
+            id,
+            kind,
+            token,
+            ids,
+            state: StreamState::Live,
+            high_water: 0,
+            last_emit: None,
+            connection: None,
+            buffer: ReplayBuffer::new(buffer_capacity),
+            opened_at: now,
+        }
+    }
+
+    /// Appends the next event. The caller has checked the state accepts emits.
+    pub(crate) fn push(&mut self, now: LabTime, payload: Payload) -> EventId {
+        self.high_water += 1;
+        let id = EventId {
+            stream: self.id,
+            seq: self.high_water,
+        };
+        self.buffer.push(Event {
+            id,
+            payload,
+            emitted_at: now,
+        });
+        self.last_emit = Some(now);
+        id
+    }
+
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+    pub fn kind(&self) -> StreamKind {
+        self.kind
+    }
+    pub fn state(&self) -> StreamState {
+        self.state
+    }
+    pub fn high_water(&self) -> u64 {
+        self.high_water
+    }
+    pub fn last_emit(&self) -> Option<LabTime> {
+        self.last_emit
+    }
+    pub fn connection(&self) -> Option<ConnectionId> {
+        self.connection
+    }
+    pub fn id_scheme(&self) -> IdScheme {
+        self.ids
+    }
+    pub fn token(&self) -> ResumptionToken {
+        self.token
+    }
+    pub fn opened_at(&self) -> LabTime {
+        self.opened_at
+    }
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+    pub fn oldest_buffered(&self) -> Option<u64> {
+        self.buffer.oldest_seq()
+    }
+    /// The wire spelling of one of this stream's event ids.
+    pub fn wire_id(&self, seq: u64) -> String {
+        self.ids.encode(EventId {
+            stream: self.id,
+            seq,
+        })
+    }
+}

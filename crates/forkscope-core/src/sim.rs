@@ -1,0 +1,388 @@
+//! An in-memory wire: one server, one client and the history, joined by a simulated connection
+//! that delivers events in order and can be dropped like a NAT drop.
+//!
+//! It plays the part the real HTTP adapters play, with no sockets and no clock, so the core's
+//! tests, property tests and the headless demonstration run the seed incident deterministically.
+
+use crate::client::{Client, Continuity, EventTruth, StreamHeaders};
+use crate::config::{ConfigError, LabConfig};
+use crate::event::Payload;
+use crate::history::History;
+use crate::ids::{ConnectionId, SessionId, SplitMix64, StreamId};
+use crate::policy::Policy;
+use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
+use crate::server::Server;
+use crate::time::LabTime;
+use crate::view::View;
+use std::collections::VecDeque;
+
+/// An event in flight on the simulated connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    pub wire_id: String,
+    pub truth: EventTruth,
+}
+
+#[derive(Debug)]
+struct Connection {
+    id: ConnectionId,
+    session: SessionId,
+    pending: VecDeque<InFlight>,
+}
+
+#[derive(Debug)]
+pub struct Sim {
+    now: LabTime,
+    server: Server,
+    client: Client,
+    history: History,
+    rng: SplitMix64,
+    session: Option<SessionId>,
+    connection: Option<Connection>,
+    next_connection: u64,
+    background_emitted: u64,
+    decisions: Vec<ResumeDecision>,
+}
+
+impl Sim {
+    pub fn new(config: LabConfig, policy: Policy, seed: u64) -> Result<Self, ConfigError> {
+        Ok(Sim {
+            now: LabTime::ZERO,
+            server: Server::new(config, policy)?,
+            client: Client::new(policy, config.retry),
+            history: History::new(config.history_capacity),
+            rng: SplitMix64::new(seed),
+            session: None,
+            connection: None,
+            next_connection: 1,
+            background_emitted: 0,
+            decisions: Vec::new(),
+        })
+    }
+
+    pub fn now(&self) -> LabTime {
+        self.now
+    }
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+    pub fn session(&self) -> Option<SessionId> {
+        self.session
+    }
+    /// Every GET decision so far, oldest first.
+    pub fn decisions(&self) -> &[ResumeDecision] {
+        &self.decisions
+    }
+    pub fn view(&self) -> View {
+        View::compose(self.now, &self.server, Some(&self.client), &self.history)
+    }
+    pub fn in_flight(&self) -> usize {
+        self.connection.as_ref().map_or(0, |c| c.pending.len())
+    }
+    pub fn connected(&self) -> bool {
+        self.connection.is_some()
+    }
+
+    /// Switches both server and client policy.
+    pub fn set_policy(&mut self, policy: Policy) -> Result<(), ConfigError> {
+        self.server.set_policy(policy)?;
+        self.client.set_policy(policy);
+        Ok(())
+    }
+
+    /// `initialize` then a GET for the standalone stream.
+    pub fn start(&mut self) {
+        let Ok(session) = self
+            .server
+            .open_session(self.now, &mut self.rng, &mut self.history)
+        else {
+            return;
+        };
+        self.session = Some(session);
+        self.client
+            .begin_session(self.now, session, &mut self.history);
+        self.get(None, None);
+    }
+
+    /// A GET with the given headers, on a fresh connection; its decision is carried out on the
+    /// simulated wire and returned.
+    pub fn get(
+        &mut self,
+        token: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> Option<ResumeDecision> {
+        let session = self.session?;
+        let connection = ConnectionId(self.next_connection);
+        self.next_connection += 1;
+        let request = ResumeRequest {
+            session,
+            token,
+            last_event_id,
+            connection,
+        };
+        let decision = self
+            .server
+            .handle_get(self.now, &request, &mut self.rng, &mut self.history)
+            .ok()?;
+        self.decisions.push(decision.clone());
+        match &decision {
+            ResumeDecision::Resume(resumed) => {
+                let echo = resumed.echo.map(|e| (e.stream.to_string(), e.resumed));
+                self.attach(
+                    connection,
+                    session,
+                    resumed.stream,
+                    resumed.after,
+                    false,
+                    echo,
+                    None,
+                );
+            }
+            ResumeDecision::NewStream(new) => {
+                let echo = new.echo.map(|e| (e.stream.to_string(), e.resumed));
+                let token = new.token.to_string();
+                self.attach(connection, session, new.stream, 0, true, echo, Some(token));
+            }
+            ResumeDecision::Reject(rejected) => {
+                match self
+                    .client
+                    .on_rejected(self.now, rejected.reason(), &mut self.history)
+                {
+                    ClientAction::RetryLater => {}
+                    ClientAction::StartNewSession => self.start_new_session(),
+                }
+            }
+        }
+        Some(decision)
+    }
+
+    /// A GET the server rules on and carries out, but whose answer goes nowhere: no connection
+    /// is attached and the client does not react. For probing what the server would say.
+    pub fn probe_get(
+        &mut self,
+        token: Option<&str>,
+        last_event_id: Option<&str>,
+        connection: ConnectionId,
+    ) -> Option<ResumeDecision> {
+        let session = self.session?;
+        let request = ResumeRequest {
+            session,
+            token,
+            last_event_id,
+            connection,
+        };
+        let decision = self
+            .server
+            .handle_get(self.now, &request, &mut self.rng, &mut self.history);
+        self.close_if_server_let_go();
+        decision.ok()
+    }
+
+    /// The adapters close a connection whose stream was resumed elsewhere, fenced or closed;
+    /// the client sees the end of its stream and reconnects.
+    fn close_if_server_let_go(&mut self) {
+        let Some(connection) = &self.connection else {
+            return;
+        };
+        let still_attached = self
+            .server
+            .session(connection.session)
+            .into_iter()
+            .flat_map(|s| s.streams())
+            .any(|s| s.connection() == Some(connection.id) && s.state().accepts_emits());
+        if !still_attached {
+            self.connection = None;
+            self.client.on_disconnected(self.now);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attach(
+        &mut self,
+        id: ConnectionId,
+        session: SessionId,
+        stream: StreamId,
+        after: u64,
+        priming: bool,
+        echo: Option<(String, bool)>,
+        token: Option<String>,
+    ) {
+        let mut pending = VecDeque::new();
+        if let Some(s) = self.server.session(session).and_then(|s| s.stream(stream)) {
+            if priming {
+                pending.push_back(InFlight {
+                    wire_id: s.wire_id(0),
+                    truth: EventTruth {
+                        session,
+                        event: crate::EventId { stream, seq: 0 },
+                        key: None,
+                    },
+                });
+            }
+            if let Some(replay) = self.server.replay(session, stream, after) {
+                pending.extend(replay.map(|e| InFlight {
+                    wire_id: s.wire_id(e.id.seq),
+                    truth: EventTruth {
+                        session,
+                        event: e.id,
+                        key: Some(e.payload.key.clone()),
+                    },
+                }));
+            }
+        }
+        self.connection = Some(Connection {
+            id,
+            session,
+            pending,
+        });
+        let headers = StreamHeaders {
+            stream: echo.as_ref().map(|(s, _)| s.as_str()),
+            resumed: echo.as_ref().map(|(_, r)| *r),
+            token: token.as_deref(),
+        };
+        let _: Continuity = self.client.on_stream_opened(headers);
+    }
+
+    /// The client abandons the session (DELETE) and initializes a new one.
+    fn start_new_session(&mut self) {
+        if let Some(old) = self.session.take() {
+            let _ = self.server.close_session(self.now, old, &mut self.history);
+        }
+        self.connection = None;
+        self.start();
+    }
+
+    /// The session's background task emits its next event.
+    pub fn emit_background(&mut self) {
+        let Some(session) = self.session else { return };
+        self.background_emitted += 1;
+        let key = format!("{}:bg:{}", session.short(), self.background_emitted);
+        let payload = Payload::new(key.as_str(), "{}");
+        if let Ok(emitted) =
+            self.server
+                .emit_background(self.now, session, payload, &mut self.history)
+        {
+            self.write(session, emitted.event.stream, emitted.event.seq);
+        }
+    }
+
+    /// The server writes an emitted event to its stream's connection, if that is the one the
+    /// client is listening on; anything written to a dropped connection vanishes.
+    fn write(&mut self, session: SessionId, stream: StreamId, seq: u64) {
+        let Some(s) = self.server.session(session).and_then(|s| s.stream(stream)) else {
+            return;
+        };
+        let Some(connection) = self.connection.as_mut() else {
+            return;
+        };
+        if s.connection() != Some(connection.id) || connection.session != session {
+            return;
+        }
+        let Some(event) = self
+            .server
+            .replay(session, stream, seq - 1)
+            .and_then(|mut r| r.next().cloned())
+        else {
+            return;
+        };
+        connection.pending.push_back(InFlight {
+            wire_id: s.wire_id(seq),
+            truth: EventTruth {
+                session,
+                event: event.id,
+                key: Some(event.payload.key),
+            },
+        });
+    }
+
+    /// Delivers up to `n` in-flight events to the client; returns how many arrived.
+    pub fn deliver(&mut self, n: usize) -> usize {
+        let mut delivered = 0;
+        while delivered < n {
+            let Some(event) = self.connection.as_mut().and_then(|c| c.pending.pop_front()) else {
+                break;
+            };
+            self.client.on_event(
+                self.now,
+                Some(&event.wire_id),
+                event.truth,
+                &mut self.history,
+            );
+            delivered += 1;
+        }
+        delivered
+    }
+
+    pub fn deliver_all(&mut self) -> usize {
+        self.deliver(usize::MAX)
+    }
+
+    /// A NAT drop: the client loses the connection and everything in flight; the server is not
+    /// told and keeps writing into the void.
+    pub fn drop_connection(&mut self) {
+        if self.connection.take().is_some() {
+            self.client.on_disconnected(self.now);
+        }
+    }
+
+    /// Both sides see the connection end: the server orphans the stream.
+    pub fn reset(&mut self) {
+        let Some(connection) = self.connection.take() else {
+            return;
+        };
+        if let Some(session) = self.server.session(connection.session) {
+            let attached: Vec<StreamId> = session
+                .streams()
+                .iter()
+                .filter(|s| s.connection() == Some(connection.id))
+                .map(|s| s.id())
+                .collect();
+            for stream in attached {
+                self.server.connection_closed(
+                    self.now,
+                    connection.session,
+                    stream,
+                    connection.id,
+                    &mut self.history,
+                );
+            }
+        }
+        self.client.on_disconnected(self.now);
+    }
+
+    pub fn strip_token(&mut self) {
+        self.client.strip_token_on_next_reconnect();
+    }
+
+    /// The client reconnects now if a reconnect is due (or at once, when `force`).
+    pub fn reconnect(&mut self, force: bool) -> Option<ResumeDecision> {
+        let plan = self.client.reconnect_plan(self.now, force)?;
+        self.get(plan.token.as_deref(), plan.last_event_id.as_deref())
+    }
+
+    /// Advances the clock by `ms`, firing grace timers and due reconnects on the way.
+    pub fn advance(&mut self, ms: u64) {
+        let until = self.now.plus(ms);
+        loop {
+            let next = [self.server.poll_timeout(), self.client.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .filter(|t| *t <= until)
+                .min();
+            let Some(next) = next else { break };
+            self.now = self.now.max(next);
+            self.server.handle_timeout(self.now, &mut self.history);
+            self.close_if_server_let_go();
+            if self.client.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.reconnect(false);
+            }
+        }
+        self.now = until;
+    }
+}

@@ -1,0 +1,216 @@
+//! A cheap snapshot of everything the dashboard shows: streams, the client cursor, the five
+//! conditions and the checker's verdict.
+
+use crate::client::{Client, Phase};
+use crate::config::LabConfig;
+use crate::history::{Counters, History, Verdict};
+use crate::ids::{SessionId, StreamId};
+use crate::policy::{Condition, Policy};
+use crate::server::{Server, StreamKind, StreamState};
+use crate::time::LabTime;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct View {
+    pub at: LabTime,
+    pub policy: Policy,
+    pub config: LabConfig,
+    pub sessions: Vec<SessionView>,
+    pub client: Option<ClientView>,
+    pub conditions: Vec<ConditionStatus>,
+    pub verdict: Verdict,
+    pub counters: Counters,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionView {
+    pub id: SessionId,
+    pub short: String,
+    /// The server's session counter: standalone events emitted in the session.
+    pub counter: u64,
+    pub streams: Vec<StreamView>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct GraceView {
+    pub remaining_ms: u64,
+    pub total_ms: u64,
+}
+
+impl GraceView {
+    /// The share of the grace window left, clamped to 0..=1 for a gauge.
+    pub fn ratio(&self) -> f64 {
+        if self.total_ms == 0 {
+            return 0.0;
+        }
+        (self.remaining_ms as f64 / self.total_ms as f64).clamp(0.0, 1.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StreamView {
+    pub id: StreamId,
+    pub kind: StreamKind,
+    pub state: StreamState,
+    pub high_water: u64,
+    pub last_emit: Option<LabTime>,
+    pub buffered: usize,
+    pub grace: Option<GraceView>,
+    /// The standalone stream the server last attached.
+    pub active: bool,
+    /// A connection is attached (as far as the server knows).
+    pub attached: bool,
+    /// The background emitter writes here.
+    pub background: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientView {
+    pub session: Option<SessionId>,
+    pub bound_stream: Option<String>,
+    pub cursor: Option<String>,
+    pub has_token: bool,
+    pub will_send_token: bool,
+    pub phase: Phase,
+    pub budget_left_ms: u64,
+    pub applied: u64,
+    pub replays_skipped: u64,
+    pub reconciles: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConditionStatus {
+    pub condition: Condition,
+    pub holds: bool,
+    pub note: String,
+}
+
+impl View {
+    pub fn compose(
+        now: LabTime,
+        server: &Server,
+        client: Option<&Client>,
+        history: &History,
+    ) -> View {
+        let sessions = server
+            .sessions()
+            .map(|session| SessionView {
+                id: session.id(),
+                short: session.id().short(),
+                counter: session.counter(),
+                streams: session
+                    .streams()
+                    .iter()
+                    .map(|s| StreamView {
+                        id: s.id(),
+                        kind: s.kind(),
+                        state: s.state(),
+                        high_water: s.high_water(),
+                        last_emit: s.last_emit(),
+                        buffered: s.buffered(),
+                        grace: match s.state() {
+                            StreamState::Orphaned {
+                                since,
+                                grace_deadline,
+                            } => Some(GraceView {
+                                remaining_ms: grace_deadline.since(now),
+                                total_ms: grace_deadline.since(since),
+                            }),
+                            _ => None,
+                        },
+                        active: session.active() == Some(s.id()),
+                        attached: s.connection().is_some(),
+                        background: session.background_target() == Some(s.id()),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let client_view = client.map(|c| ClientView {
+            session: c.session(),
+            bound_stream: c.bound_stream().map(str::to_owned),
+            cursor: c.cursor().map(str::to_owned),
+            has_token: c.token().is_some(),
+            will_send_token: c.will_send_token(),
+            phase: c.phase(),
+            budget_left_ms: c.budget_left_ms(now),
+            applied: c.applied(),
+            replays_skipped: c.skipped(),
+            reconciles: c.reconciles(),
+        });
+        let reconciles = client.map_or(server.policy() == Policy::Fenced, Client::reconciles);
+        View {
+            at: now,
+            policy: server.policy(),
+            config: *server.config(),
+            sessions,
+            client: client_view,
+            conditions: conditions(server.policy(), server.config(), reconciles),
+            verdict: history.verdict(),
+            counters: history.checker().counters().clone(),
+        }
+    }
+}
+
+/// Each of the five conditions, green or red, with a few words.
+pub fn conditions(
+    policy: Policy,
+    config: &LabConfig,
+    client_reconciles: bool,
+) -> Vec<ConditionStatus> {
+    let fenced = policy == Policy::Fenced;
+    Condition::ALL
+        .into_iter()
+        .map(|condition| {
+            let (holds, note) = match condition {
+                Condition::CoValidated => (
+                    fenced,
+                    if fenced {
+                        "a resume needs token and Last-Event-ID of one stream".to_owned()
+                    } else {
+                        "a reconnect without the token is served anyway".to_owned()
+                    },
+                ),
+                Condition::OldStreamFenced => (
+                    fenced,
+                    if fenced {
+                        "orphans are fenced before a resume is granted".to_owned()
+                    } else {
+                        "an orphan keeps receiving emits for its grace window".to_owned()
+                    },
+                ),
+                Condition::IdsNeverReused => (
+                    fenced,
+                    if fenced {
+                        "ids name their stream (s2-41)".to_owned()
+                    } else {
+                        "bare ids: every new stream counts from 1 again".to_owned()
+                    },
+                ),
+                Condition::ClientReconciles => (
+                    client_reconciles,
+                    if client_reconciles {
+                        "no resumed echo ⇒ new stream, cursor reset".to_owned()
+                    } else {
+                        "whatever arrives is taken as a continuation".to_owned()
+                    },
+                ),
+                Condition::GraceShorterThanRetryBudget => {
+                    let holds = config.grace_shorter_than_retry_budget();
+                    let cmp = if holds { "<" } else { "≥" };
+                    (
+                        holds,
+                        format!(
+                            "grace {} ms {cmp} retry budget {} ms",
+                            config.grace_ms, config.retry.budget_ms
+                        ),
+                    )
+                }
+            };
+            ConditionStatus {
+                condition,
+                holds,
+                note,
+            }
+        })
+        .collect()
+}

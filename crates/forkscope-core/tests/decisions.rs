@@ -1,0 +1,583 @@
+//! Table tests: every branch of the resume decision and every `ResumeRejected` variant, under
+//! both policies, driven directly against the server.
+
+use forkscope_core::{
+    ConnectionId, History, LabConfig, LabTime, Payload, Policy, RejectReason, ResumeDecision,
+    ResumeRequest, Server, SessionError, SessionId, SplitMix64, StreamId, StreamKind, StreamState,
+};
+
+struct Fixture {
+    server: Server,
+    history: History,
+    rng: SplitMix64,
+    session: SessionId,
+    token: String,
+    next_conn: u64,
+}
+
+const T0: LabTime = LabTime::from_millis(1_000);
+
+impl Fixture {
+    /// A session with standalone stream s1 carrying `events` events, attached to connection c1.
+    fn new(policy: Policy, config: LabConfig, events: u64) -> Self {
+        let mut server = Server::new(config, policy).unwrap();
+        let mut history = History::new(1024);
+        let mut rng = SplitMix64::new(3);
+        let session = server
+            .open_session(LabTime::ZERO, &mut rng, &mut history)
+            .unwrap();
+        let mut fixture = Fixture {
+            server,
+            history,
+            rng,
+            session,
+            token: String::new(),
+            next_conn: 1,
+        };
+        match fixture.get_at(LabTime::ZERO, None, None) {
+            ResumeDecision::NewStream(new) => fixture.token = new.token.to_string(),
+            other => panic!("first GET must open a stream: {other:?}"),
+        }
+        for n in 1..=events {
+            fixture.emit(StreamId(1), n);
+        }
+        fixture
+    }
+
+    fn emit(&mut self, stream: StreamId, n: u64) {
+        let payload = Payload::new(format!("k{n}"), "{}");
+        self.server
+            .emit(
+                LabTime::ZERO,
+                self.session,
+                stream,
+                payload,
+                &mut self.history,
+            )
+            .unwrap();
+    }
+
+    fn get_at(
+        &mut self,
+        now: LabTime,
+        token: Option<&str>,
+        cursor: Option<&str>,
+    ) -> ResumeDecision {
+        let connection = ConnectionId(self.next_conn);
+        self.next_conn += 1;
+        let request = ResumeRequest {
+            session: self.session,
+            token,
+            last_event_id: cursor,
+            connection,
+        };
+        self.server
+            .handle_get(now, &request, &mut self.rng, &mut self.history)
+            .unwrap()
+    }
+
+    fn get(&mut self, token: Option<&str>, cursor: Option<&str>) -> ResumeDecision {
+        self.get_at(T0, token, cursor)
+    }
+
+    fn with_token(&mut self, cursor: &str) -> ResumeDecision {
+        let token = self.token.clone();
+        self.get(Some(&token), Some(cursor))
+    }
+
+    fn state(&self, stream: u32) -> StreamState {
+        self.server
+            .session(self.session)
+            .unwrap()
+            .stream(StreamId(stream))
+            .unwrap()
+            .state()
+    }
+
+    /// States and high-water marks of every stream: what a rejection must leave untouched.
+    fn fingerprint(&self) -> Vec<(StreamId, &'static str, u64)> {
+        let session = self.server.session(self.session).unwrap();
+        session
+            .streams()
+            .iter()
+            .map(|s| (s.id(), s.state().label(), s.high_water()))
+            .collect()
+    }
+
+    /// Drops s1's connection as seen by the server (EOF), so it is orphaned.
+    fn close_s1(&mut self, now: LabTime) {
+        self.server.connection_closed(
+            now,
+            self.session,
+            StreamId(1),
+            ConnectionId(1),
+            &mut self.history,
+        );
+    }
+}
+
+fn rejected(decision: ResumeDecision) -> RejectReason {
+    match decision {
+        ResumeDecision::Reject(r) => {
+            assert!(!r.to_string().is_empty());
+            r.reason()
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+fn fenced(events: u64) -> Fixture {
+    Fixture::new(Policy::Fenced, LabConfig::default(), events)
+}
+
+#[test]
+fn a_valid_resume_replays_after_the_cursor_and_detaches_the_old_connection() {
+    let mut f = fenced(10);
+    match f.with_token("s1-7") {
+        ResumeDecision::Resume(r) => {
+            assert_eq!((r.stream, r.after, r.replay_len), (StreamId(1), 7, 3));
+            assert_eq!(r.detached, Some(ConnectionId(1)));
+            assert_eq!(
+                r.echo.map(|e| (e.stream, e.resumed)),
+                Some((StreamId(1), true))
+            );
+            let replayed: Vec<u64> = f
+                .server
+                .replay(f.session, StreamId(1), r.after)
+                .unwrap()
+                .map(|e| e.id.seq)
+                .collect();
+            assert_eq!(replayed, vec![8, 9, 10], "exclusive of the cursor");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.history.checker().counters().resumes_accepted, 1);
+}
+
+#[test]
+fn a_resume_at_high_water_replays_nothing() {
+    let mut f = fenced(4);
+    match f.with_token("s1-4") {
+        ResumeDecision::Resume(r) => assert_eq!(r.replay_len, 0),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn every_rejection_variant_has_its_branch_and_changes_nothing() {
+    type Setup = fn(&mut Fixture) -> ResumeDecision;
+    let cases: Vec<(&str, RejectReason, Setup)> = vec![
+        ("id without token", RejectReason::MissingToken, |f| {
+            f.get(None, Some("s1-3"))
+        }),
+        ("token without id", RejectReason::MissingLastEventId, |f| {
+            let t = f.token.clone();
+            f.get(Some(&t), None)
+        }),
+        ("garbage cursor", RejectReason::MalformedCursor, |f| {
+            f.with_token("s1-x")
+        }),
+        ("huge cursor", RejectReason::MalformedCursor, |f| {
+            f.with_token(&"9".repeat(10_000))
+        }),
+        ("malformed token", RejectReason::UnknownToken, |f| {
+            f.get(Some("not-a-token"), Some("s1-3"))
+        }),
+        ("unknown token", RejectReason::UnknownToken, |f| {
+            f.get(Some("0123456789abcdef0123456789abcdef"), Some("s1-3"))
+        }),
+        (
+            "cursor of another stream",
+            RejectReason::CursorNotOnStream,
+            |f| f.with_token("s2-3"),
+        ),
+        ("bare cursor", RejectReason::CursorNotOnStream, |f| {
+            f.with_token("3")
+        }),
+        ("cursor ahead", RejectReason::CursorAhead, |f| {
+            f.with_token("s1-11")
+        }),
+    ];
+    for (name, expected, setup) in cases {
+        let mut f = fenced(10);
+        let before = f.fingerprint();
+        assert_eq!(rejected(setup(&mut f)), expected, "{name}");
+        assert_eq!(
+            f.fingerprint(),
+            before,
+            "{name}: a rejection changes nothing"
+        );
+        assert_eq!(
+            f.history
+                .checker()
+                .counters()
+                .resumes_rejected
+                .get(&expected),
+            Some(&1),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_token_of_another_session_is_refused() {
+    let mut f = fenced(3);
+    let other = f
+        .server
+        .open_session(T0, &mut f.rng, &mut f.history)
+        .unwrap();
+    let request = ResumeRequest {
+        session: other,
+        token: Some(&f.token),
+        last_event_id: Some("s1-2"),
+        connection: ConnectionId(99),
+    };
+    let decision = f
+        .server
+        .handle_get(T0, &request, &mut f.rng, &mut f.history)
+        .unwrap();
+    assert_eq!(rejected(decision), RejectReason::TokenOfAnotherSession);
+    assert_eq!(RejectReason::TokenOfAnotherSession.http_status(), 403);
+}
+
+#[test]
+fn a_fenced_stream_cannot_be_resumed() {
+    let mut f = fenced(5);
+    f.close_s1(T0);
+    let grace = f.server.config().grace_ms;
+    let after_grace = T0.plus(grace);
+    f.server.handle_timeout(after_grace, &mut f.history);
+    assert!(matches!(f.state(1), StreamState::Fenced { .. }));
+    let token = f.token.clone();
+    assert_eq!(
+        rejected(f.get_at(after_grace, Some(&token), Some("s1-5"))),
+        RejectReason::StreamFenced
+    );
+}
+
+#[test]
+fn a_closed_request_stream_cannot_be_resumed_but_an_open_one_can() {
+    let mut f = fenced(0);
+    let (stream, token) = f
+        .server
+        .open_request_stream(T0, f.session, ConnectionId(50), &mut f.rng, &mut f.history)
+        .unwrap();
+    for n in 1..=3 {
+        f.emit(stream, n);
+    }
+    let token = token.to_string();
+    match f.get(Some(&token), Some("s2-1")) {
+        ResumeDecision::Resume(r) => {
+            assert_eq!((r.stream, r.replay_len, r.fenced.len()), (stream, 2, 0))
+        }
+        other => panic!("{other:?}"),
+    }
+    f.server.close_stream(T0, f.session, stream, &mut f.history);
+    assert_eq!(
+        rejected(f.get(Some(&token), Some("s2-3"))),
+        RejectReason::StreamClosed
+    );
+}
+
+#[test]
+fn an_evicted_cursor_cannot_be_proven_gap_free() {
+    let config = LabConfig {
+        replay_buffer: 4,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Fenced, config, 10);
+    assert_eq!(rejected(f.with_token("s1-5")), RejectReason::CursorEvicted);
+    match f.with_token("s1-6") {
+        ResumeDecision::Resume(r) => assert_eq!(r.replay_len, 4, "7..=10 still kept"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_new_stream_request_waits_out_the_orphans_grace_window_then_fences_it() {
+    let mut f = fenced(3);
+    // The server believed s1 live: this request proves it abandoned; grace starts now.
+    let first = f.get(None, None);
+    assert_eq!(rejected(first), RejectReason::OrphanStillLive);
+    assert!(matches!(f.state(1), StreamState::Orphaned { .. }));
+    let grace = f.server.config().grace_ms;
+    let halfway = T0.plus(grace / 2);
+    match f.get_at(halfway, None, None) {
+        ResumeDecision::Reject(r) => {
+            assert_eq!(r.reason(), RejectReason::OrphanStillLive);
+            assert_eq!(
+                r.retry_after_secs(),
+                Some((grace - grace / 2).div_ceil(1000))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match f.get_at(T0.plus(grace), None, None) {
+        ResumeDecision::NewStream(new) => {
+            assert_eq!(new.fenced, vec![StreamId(1)]);
+            assert_eq!(new.echo.map(|e| e.resumed), Some(false), "flagged new");
+            assert_eq!(new.replay_len, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(f.state(1), StreamState::Fenced { .. }));
+}
+
+#[test]
+fn a_zero_grace_window_fences_at_once() {
+    let config = LabConfig {
+        grace_ms: 0,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Fenced, config, 2);
+    match f.get(None, None) {
+        ResumeDecision::NewStream(new) => assert_eq!(new.fenced, vec![StreamId(1)]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_resume_refuses_while_another_stream_is_live_in_grace_and_fences_it_after() {
+    // Two live standalone streams exist only after a naive spell; then the policy turns fenced.
+    let mut f = Fixture::new(Policy::Naive, LabConfig::default(), 3);
+    let s2_token = match f.get(None, Some("3")) {
+        ResumeDecision::NewStream(new) => new.token.to_string(),
+        other => panic!("{other:?}"),
+    };
+    f.server.set_policy(Policy::Fenced).unwrap();
+    assert_eq!(
+        rejected(f.get(Some(&s2_token), Some("s2-3"))),
+        RejectReason::OrphanStillLive
+    );
+    let grace = f.server.config().grace_ms;
+    let later = T0.plus(grace);
+    match f.get_at(later, Some(&s2_token), Some("s2-3")) {
+        ResumeDecision::Resume(r) => assert_eq!(r.fenced, vec![StreamId(1)]),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(f.state(1), StreamState::Fenced { .. }));
+}
+
+#[test]
+fn streams_are_bounded_per_session() {
+    let config = LabConfig {
+        max_streams_per_session: 3,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Fenced, config, 0);
+    for conn in 0..2 {
+        f.server
+            .open_request_stream(
+                T0,
+                f.session,
+                ConnectionId(60 + conn),
+                &mut f.rng,
+                &mut f.history,
+            )
+            .unwrap();
+    }
+    assert!(
+        f.server
+            .open_request_stream(T0, f.session, ConnectionId(70), &mut f.rng, &mut f.history)
+            .is_err()
+    );
+    let mut naive = Fixture::new(Policy::Naive, config, 0);
+    naive.get(None, None);
+    naive.get(None, None);
+    assert_eq!(
+        rejected(naive.get(None, None)),
+        RejectReason::TooManyStreams
+    );
+}
+
+#[test]
+fn an_unknown_session_is_a_session_error_not_a_rejection() {
+    let mut f = fenced(0);
+    let request = ResumeRequest {
+        session: SessionId::parse("00000000000000000000000000000001").unwrap(),
+        token: None,
+        last_event_id: None,
+        connection: ConnectionId(9),
+    };
+    assert_eq!(
+        f.server
+            .handle_get(T0, &request, &mut f.rng, &mut f.history),
+        Err(SessionError::Unknown)
+    );
+}
+
+#[test]
+fn sessions_are_bounded() {
+    let config = LabConfig {
+        max_sessions: 1,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Fenced, config, 0);
+    assert_eq!(
+        f.server.open_session(T0, &mut f.rng, &mut f.history),
+        Err(SessionError::Limit { max: 1 })
+    );
+}
+
+#[test]
+fn naive_mints_a_silent_stream_with_the_backlog_and_leaves_the_orphan_live() {
+    let mut f = Fixture::new(Policy::Naive, LabConfig::default(), 41);
+    match f.get(None, Some("41")) {
+        ResumeDecision::NewStream(new) => {
+            assert_eq!(new.echo, None, "nothing says new");
+            assert_eq!(new.replay_len, 41, "replays from its own index 0");
+            assert_eq!(new.orphaned, Some(StreamId(1)));
+            assert_eq!(new.ids, forkscope_core::IdScheme::Bare);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(f.state(1), StreamState::Orphaned { .. }));
+    // The background task is still on s1.
+    let emitted = f
+        .server
+        .emit_background(T0, f.session, Payload::new("k42", "{}"), &mut f.history)
+        .unwrap();
+    assert_eq!(emitted.event.stream, StreamId(1));
+    // After the grace window the orphan is merely closed, and the task moves on.
+    let grace = f.server.config().grace_ms;
+    f.server.handle_timeout(T0.plus(grace), &mut f.history);
+    assert!(matches!(f.state(1), StreamState::Closed { .. }));
+    let emitted = f
+        .server
+        .emit_background(
+            T0.plus(grace),
+            f.session,
+            Payload::new("k43", "{}"),
+            &mut f.history,
+        )
+        .unwrap();
+    assert_eq!(
+        (emitted.event.stream, emitted.refused_on),
+        (StreamId(2), None)
+    );
+}
+
+#[test]
+fn naive_honours_any_token_without_proof() {
+    let config = LabConfig {
+        replay_buffer: 4,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Naive, config, 10);
+    let cases = [("99", 10, 0), ("2", 6, 4), ("junk", 6, 4), ("8", 8, 2)];
+    for (cursor, after, replay_len) in cases {
+        match f.with_token(cursor) {
+            ResumeDecision::Resume(r) => {
+                assert_eq!(
+                    (r.after, r.replay_len),
+                    (after, replay_len),
+                    "cursor {cursor}"
+                );
+                assert_eq!((r.echo, r.detached), (None, None));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    match f.get(Some("0123456789abcdef0123456789abcdef"), Some("3")) {
+        ResumeDecision::NewStream(new) => assert_eq!(new.echo, None),
+        other => panic!("an unknown token is treated as none: {other:?}"),
+    }
+}
+
+#[test]
+fn a_late_emit_onto_a_fenced_stream_is_refused_and_counted() {
+    let mut f = fenced(2);
+    f.close_s1(T0);
+    let grace = f.server.config().grace_ms;
+    let later = T0.plus(grace);
+    let expired = f.server.handle_timeout(later, &mut f.history);
+    assert_eq!(expired.len(), 1);
+    assert!(matches!(
+        f.get_at(later, None, None),
+        ResumeDecision::NewStream(_)
+    ));
+    let bg = f
+        .server
+        .emit_background(later, f.session, Payload::new("late", "{}"), &mut f.history)
+        .unwrap();
+    assert_eq!(
+        bg.refused_on,
+        Some(StreamId(1)),
+        "refused on the fenced stream first"
+    );
+    assert_eq!(bg.event.stream, StreamId(2));
+    assert_eq!(f.history.checker().counters().late_emits_refused, 1);
+    let direct = f.server.emit(
+        later,
+        f.session,
+        StreamId(1),
+        Payload::new("later", "{}"),
+        &mut f.history,
+    );
+    assert_eq!(direct, Err(forkscope_core::EmitError::Fenced(StreamId(1))));
+    assert_eq!(f.history.checker().counters().late_emits_refused, 2);
+    assert!(f.history.verdict().clean);
+}
+
+#[test]
+fn grace_timers_are_exposed_through_poll_timeout() {
+    let mut f = fenced(1);
+    assert_eq!(f.server.poll_timeout(), None);
+    f.close_s1(T0);
+    let deadline = T0.plus(f.server.config().grace_ms);
+    assert_eq!(f.server.poll_timeout(), Some(deadline));
+    let just_before = LabTime::from_millis(deadline.as_millis() - 1);
+    assert!(
+        f.server
+            .handle_timeout(just_before, &mut f.history)
+            .is_empty()
+    );
+    assert_eq!(f.server.handle_timeout(deadline, &mut f.history).len(), 1);
+    assert_eq!(f.server.poll_timeout(), None);
+}
+
+#[test]
+fn request_streams_stay_out_of_the_standalone_lineage() {
+    let mut f = fenced(1);
+    let (stream, _) = f
+        .server
+        .open_request_stream(T0, f.session, ConnectionId(80), &mut f.rng, &mut f.history)
+        .unwrap();
+    let session = f.server.session(f.session).unwrap();
+    assert_eq!(session.stream(stream).unwrap().kind(), StreamKind::Request);
+    assert_eq!(session.live_standalone_count(), 1);
+    f.emit(stream, 1);
+    match f.with_token("s1-1") {
+        ResumeDecision::Resume(r) => assert!(r.fenced.is_empty(), "a tool call is no orphan"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn deleting_a_session_ends_its_streams_and_tokens() {
+    let mut f = fenced(2);
+    let connections = f
+        .server
+        .close_session(T0, f.session, &mut f.history)
+        .unwrap();
+    assert_eq!(connections, vec![ConnectionId(1)]);
+    assert_eq!(
+        f.server.close_session(T0, f.session, &mut f.history),
+        Err(SessionError::Unknown)
+    );
+    let other = f
+        .server
+        .open_session(T0, &mut f.rng, &mut f.history)
+        .unwrap();
+    let request = ResumeRequest {
+        session: other,
+        token: Some(&f.token),
+        last_event_id: Some("s1-1"),
+        connection: ConnectionId(5),
+    };
+    let decision = f
+        .server
+        .handle_get(T0, &request, &mut f.rng, &mut f.history)
+        .unwrap();
+    assert_eq!(rejected(decision), RejectReason::UnknownToken);
+}
