@@ -1,7 +1,190 @@
-//! forkscope: watch an MCP Streamable HTTP session fork, and watch a fenced resume prevent it.
+//! The forkscope command line.
 
-mod demo;
+use clap::{Parser, Subcommand, ValueEnum};
+use forkscope::lab::clock::LabClock;
+use forkscope::wire::server::{self, ServeOptions};
+use forkscope::wire::{Core, OsEntropy, Shared};
+use forkscope::{demo, incident};
+use forkscope_core::{Client, History, LabConfig, Policy, Server};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
 
-fn main() {
-    print!("{}", demo::run());
+/// Watch an MCP Streamable HTTP session fork, and watch a fenced resume prevent it.
+///
+/// Models MCP Streamable HTTP revision 2025-11-25 (sessions, the standalone GET stream,
+/// Last-Event-ID resumption). Revision 2026-07-28 removed resumption, but every official SDK still
+/// serves the 2025 path, so the fork it teaches is still out there.
+#[derive(Debug, Parser)]
+#[command(name = "forkscope", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PolicyArg {
+    Fenced,
+    Naive,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(p: PolicyArg) -> Self {
+        match p {
+            PolicyArg::Fenced => Policy::Fenced,
+            PolicyArg::Naive => Policy::Naive,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Which {
+    Fenced,
+    Naive,
+    Both,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the MCP server alone, for other clients (binds 127.0.0.1 by default).
+    Serve {
+        /// Port to listen on (0: any free port).
+        #[arg(long, default_value_t = 8931)]
+        port: u16,
+        /// Address to bind. Anything but loopback exposes the lab to the network.
+        #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+        bind: IpAddr,
+        #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
+        policy: PolicyArg,
+        /// Milliseconds between background emits on each session's GET stream (0: none).
+        #[arg(long, default_value_t = 1000)]
+        emit_every: u64,
+        /// Grace window for orphaned streams, in milliseconds.
+        #[arg(long)]
+        grace_ms: Option<u64>,
+    },
+    /// Play the seed incident over real loopback HTTP, headless, and print the verdicts.
+    Incident {
+        #[arg(long, value_enum, default_value_t = Which::Both)]
+        policy: Which,
+    },
+    /// Play the seed incident in the core alone (no sockets) and narrate it.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        None | Some(Command::Demo) => {
+            print!("{}", demo::run());
+            ExitCode::SUCCESS
+        }
+        Some(Command::Serve {
+            port,
+            bind,
+            policy,
+            emit_every,
+            grace_ms,
+        }) => {
+            init_logging();
+            let mut config = LabConfig::default();
+            if let Some(grace) = grace_ms {
+                config.grace_ms = grace;
+            }
+            runtime().block_on(serve(
+                SocketAddr::new(bind, port),
+                policy.into(),
+                config,
+                emit_every,
+            ))
+        }
+        Some(Command::Incident { policy }) => {
+            let policies = match policy {
+                Which::Fenced => vec![Policy::Fenced],
+                Which::Naive => vec![Policy::Naive],
+                Which::Both => vec![Policy::Naive, Policy::Fenced],
+            };
+            runtime().block_on(async {
+                for policy in policies {
+                    match incident::run(policy).await {
+                        Ok(report) => {
+                            println!("{}", policy.name().to_uppercase());
+                            for line in &report.transcript {
+                                println!("  {line}");
+                            }
+                            println!("  verdict: {}", report.verdict.summary());
+                            println!("           {}", report.verdict.headline);
+                        }
+                        Err(e) => {
+                            eprintln!("forkscope: the {policy} incident did not complete: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                }
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn serve(addr: SocketAddr, policy: Policy, config: LabConfig, emit_every: u64) -> ExitCode {
+    let server_core = match Server::new(config, policy) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("forkscope serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
+    }
+    let core = Core {
+        server: server_core,
+        client: Client::new(policy, config.retry),
+        history: History::new(config.history_capacity),
+        rng: OsEntropy::new(),
+        io: server::ServerIo::default(),
+        exchanges: Default::default(),
+    };
+    let shared = Shared::new(core);
+    let options = ServeOptions {
+        background_every_ms: (emit_every > 0).then_some(emit_every),
+    };
+    let running =
+        match server::start(shared.clone(), Arc::new(LabClock::new()), options, addr).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("forkscope serve: cannot listen on {addr}: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    println!(
+        "forkscope serve: MCP Streamable HTTP 2025-11-25 at http://{}/mcp (policy {policy})",
+        running.addr
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    let verdict = shared.lock().history.verdict();
+    println!(
+        "forkscope serve: stopping; checker verdict: {} — {}",
+        verdict.summary(),
+        verdict.headline
+    );
+    running.stop().await;
+    ExitCode::SUCCESS
 }

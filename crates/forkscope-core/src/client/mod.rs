@@ -207,6 +207,30 @@ impl Client {
         Delivery::Applied
     }
 
+    /// An event on a request stream (a tool call's progress or result): its side effect is
+    /// applied, the standalone cursor is left alone.
+    pub fn on_request_event(
+        &mut self,
+        now: LabTime,
+        truth: EventTruth,
+        history: &mut History,
+    ) -> Delivery {
+        let Some(key) = truth.key else {
+            return Delivery::Primed;
+        };
+        self.applied += 1;
+        history.record(
+            now,
+            Record::Delivered {
+                session: truth.session,
+                event: truth.event,
+                key,
+                applied: true,
+            },
+        );
+        Delivery::Applied
+    }
+
     fn is_replay(&self, wire_id: Option<&str>) -> bool {
         let incoming = wire_id.and_then(WireCursor::parse);
         let current = self.cursor.as_deref().and_then(WireCursor::parse);
@@ -338,6 +362,11 @@ impl Client {
     ) -> ClientAction {
         match reason.client_action() {
             ClientAction::RetryLater => {
+                if self.phase == Phase::Idle {
+                    // Refused before it ever had a stream: the first wait starts now.
+                    self.on_disconnected(now);
+                    return ClientAction::RetryLater;
+                }
                 if let Phase::GaveUp { .. } = self.on_attempt_failed(now, history) {
                     return ClientAction::StartNewSession;
                 }

@@ -1,0 +1,276 @@
+//! One running lab: clock + server + fault proxy + client on loopback, driven by [`Action`]s,
+//! producing [`Snapshot`]s for the views. Several labs can run side by side in one process.
+
+pub mod action;
+pub mod clock;
+
+pub use action::Action;
+
+use crate::wire::client::LabClient;
+use crate::wire::proxy::{Fault, Proxy};
+use crate::wire::server::{self, RunningServer, ServeOptions};
+use crate::wire::{Core, Exchange, OsEntropy, Shared};
+use clock::LabClock;
+use forkscope_core::history::Entry;
+use forkscope_core::{Client, ConfigError, History, LabConfig, Policy, Server, View};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How a lab is set up.
+#[derive(Clone, Debug)]
+pub struct LabOptions {
+    pub policy: Policy,
+    pub config: LabConfig,
+    /// Lab milliseconds between background emits; `None`: only on demand.
+    pub background_every_ms: Option<u64>,
+    /// Steps and delay of the tool call `StartToolCall` makes.
+    pub tool_steps: u64,
+    pub tool_delay_ms: u64,
+    /// Start with lab time paused.
+    pub start_paused: bool,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            policy: Policy::Fenced,
+            config: LabConfig::default(),
+            background_every_ms: Some(700),
+            tool_steps: 8,
+            tool_delay_ms: 400,
+            start_paused: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("could not open a loopback socket: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Everything the views show, taken at one instant.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub view: View,
+    pub paused: bool,
+    pub speed: f64,
+    pub exchanges: Vec<Exchange>,
+    /// The most recent history entries, oldest first.
+    pub recent: Vec<Entry>,
+    pub server_connections: usize,
+    pub proxied_connections: u64,
+    pub half_open: u64,
+    pub bytes_down: u64,
+    pub bytes_up: u64,
+    pub server_addr: SocketAddr,
+    pub proxy_addr: SocketAddr,
+}
+
+/// What applying an action asks of the lab's owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// The owner should replace this lab with a fresh one.
+    RestartRequested,
+}
+
+#[derive(Debug)]
+pub struct Lab {
+    options: LabOptions,
+    shared: Shared,
+    clock: Arc<LabClock>,
+    server: Option<RunningServer>,
+    proxy: Proxy,
+    client: Arc<LabClient>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Entries a snapshot carries for the lanes.
+const RECENT_ENTRIES: usize = 2_000;
+
+impl Lab {
+    pub async fn start(options: LabOptions) -> Result<Lab, LabError> {
+        let clock = Arc::new(LabClock::new());
+        if options.start_paused {
+            clock.set_paused(true);
+        }
+        let config = options.config;
+        let core = Core {
+            server: Server::new(config, options.policy)?,
+            client: Client::new(options.policy, config.retry),
+            history: History::new(config.history_capacity),
+            rng: OsEntropy::new(),
+            io: server::ServerIo::default(),
+            exchanges: Default::default(),
+        };
+        let shared = Shared::new(core);
+        let serve = ServeOptions {
+            background_every_ms: options.background_every_ms,
+        };
+        let running = server::start(
+            shared.clone(),
+            clock.clone(),
+            serve,
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+        )
+        .await?;
+        let proxy = Proxy::start(running.addr).await?;
+        let client = LabClient::new(
+            format!("http://{}/mcp", proxy.addr),
+            shared.clone(),
+            clock.clone(),
+        );
+        let tasks = vec![tokio::spawn(client.clone().run())];
+        Ok(Lab {
+            options,
+            shared,
+            clock,
+            server: Some(running),
+            proxy,
+            client,
+            tasks,
+        })
+    }
+
+    pub fn options(&self) -> &LabOptions {
+        &self.options
+    }
+
+    pub fn clock(&self) -> &LabClock {
+        &self.clock
+    }
+
+    pub fn client(&self) -> &Arc<LabClient> {
+        &self.client
+    }
+
+    pub fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
+    /// The server's own address (not through the proxy), for other clients.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.server.as_ref().map_or(self.proxy.addr, |s| s.addr)
+    }
+
+    /// Locks the lab's core for a direct look (tests, benches).
+    pub fn core(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.shared.lock()
+    }
+
+    pub fn apply(&self, action: Action) -> Outcome {
+        tracing::info!(?action, "action");
+        match action {
+            Action::DropConnection => self.proxy.inject(Fault::Drop),
+            Action::Reset => self.proxy.inject(Fault::Reset),
+            Action::StripToken => self.shared.lock().client.strip_token_on_next_reconnect(),
+            Action::ToggleNaive => {
+                let mut core = self.shared.lock();
+                let policy = core.server.policy().toggled();
+                match core.server.set_policy(policy) {
+                    Ok(()) => core.client.set_policy(policy),
+                    Err(e) => tracing::warn!(error = %e, "policy not changed"),
+                }
+            }
+            Action::ReconnectNow => self.client.reconnect_now(),
+            Action::EmitBackground => {
+                let now = self.clock.now();
+                let mut core = self.shared.lock();
+                if let Some(session) = self.client.session() {
+                    server::emit_background(&mut core, session, now);
+                }
+            }
+            Action::StartToolCall => {
+                let client = self.client.clone();
+                let (steps, delay) = (self.options.tool_steps, self.options.tool_delay_ms);
+                tokio::spawn(async move {
+                    match client.call_tool(steps, delay).await {
+                        Ok(_) => tracing::info!("tool call returned its result"),
+                        Err(e) => tracing::warn!(error = %e, "tool call failed"),
+                    }
+                });
+            }
+            Action::TogglePause => self.clock.set_paused(!self.clock.paused()),
+            Action::Step => self.clock.advance(action::STEP_MS),
+            Action::SpeedUp => {
+                self.clock.step_speed(true);
+            }
+            Action::SpeedDown => {
+                self.clock.step_speed(false);
+            }
+            Action::Restart => return Outcome::RestartRequested,
+        }
+        Outcome::Done
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.clock.now();
+        let core = self.shared.lock();
+        let view = View::compose(now, &core.server, Some(&core.client), &core.history);
+        let recent = core.history.recent();
+        let skip = recent.len().saturating_sub(RECENT_ENTRIES);
+        let stats = &self.proxy.stats;
+        Snapshot {
+            view,
+            paused: self.clock.paused(),
+            speed: self.clock.speed(),
+            exchanges: core.exchanges.iter().cloned().collect(),
+            recent: recent.iter().skip(skip).cloned().collect(),
+            server_connections: core.io.open_connections(),
+            proxied_connections: stats.open.load(Ordering::Relaxed),
+            half_open: stats.half_open.load(Ordering::Relaxed),
+            bytes_down: stats.bytes_down.load(Ordering::Relaxed),
+            bytes_up: stats.bytes_up.load(Ordering::Relaxed),
+            server_addr: self.server_addr(),
+            proxy_addr: self.proxy.addr,
+        }
+    }
+
+    /// Waits until `ready` holds for the lab's core, polling; errs after `limit` (a guard
+    /// against hanging, never a measurement).
+    pub async fn wait_for(
+        &self,
+        limit: Duration,
+        mut ready: impl FnMut(&Core) -> bool,
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if ready(&self.shared.lock()) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let snapshot = self.snapshot();
+                return Err(format!(
+                    "condition not reached within {limit:?}; verdict: {}; client: {:?}",
+                    snapshot.view.verdict.headline, snapshot.view.client
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+        self.proxy.inject(Fault::Reset);
+        if let Some(server) = self.server.take() {
+            server.stop().await;
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

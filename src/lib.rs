@@ -1,0 +1,10 @@
+//! forkscope: watch an MCP Streamable HTTP session fork, and watch a fenced resume prevent it.
+//!
+//! The protocol rules live in the `forkscope-core` crate. This crate holds the adapters
+//! ([`wire`]: axum server, reqwest client, SSE, fault proxy), the running [`lab`] that wires
+//! them to the core, and the headless runs built on them.
+
+pub mod demo;
+pub mod incident;
+pub mod lab;
+pub mod wire;

@@ -1,0 +1,473 @@
+//! The lab's MCP client over reqwest: initializes, holds the standalone GET stream open,
+//! reconnects inside its retry budget, and calls the tool. Every decision — what to send on a
+//! reconnect, whether a response continues the stream, whether an event is applied — is asked
+//! of the core's [`forkscope_core::Client`]; this file only speaks HTTP and SSE.
+
+use super::headers::{self, MODELLED_REVISION};
+use super::jsonrpc;
+use super::sse::{Parser, SseEvent};
+use super::{Exchange, Shared};
+use crate::lab::clock::LabClock;
+use forkscope_core::client::Phase;
+use forkscope_core::{
+    ClientAction, EventId, EventTruth, LabTime, RejectReason, SessionId, StreamHeaders, StreamId,
+};
+use futures_util::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// How long the client waits for a response's headers before calling the attempt failed.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a waiting client re-reads the lab clock (which can be paused or sped up).
+const POLL: Duration = Duration::from_millis(20);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("the server answered {status}: {message}")]
+    Status { status: u16, message: String },
+    #[error("the server sent no usable Mcp-Session-Id")]
+    NoSession,
+}
+
+/// A handle to the running client, shared by its task and the lab's actions.
+#[derive(Debug)]
+pub struct LabClient {
+    http: reqwest::Client,
+    url: String,
+    shared: Shared,
+    clock: Arc<LabClock>,
+    session: std::sync::Mutex<Option<SessionId>>,
+    wake: Notify,
+    force_reconnect: AtomicBool,
+    next_request_id: AtomicU64,
+}
+
+impl LabClient {
+    pub fn new(url: String, shared: Shared, clock: Arc<LabClock>) -> Arc<Self> {
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(4)
+            .build()
+            .expect("a plain HTTP client builds");
+        Arc::new(LabClient {
+            http,
+            url,
+            shared,
+            clock,
+            session: std::sync::Mutex::new(None),
+            wake: Notify::new(),
+            force_reconnect: AtomicBool::new(false),
+            next_request_id: AtomicU64::new(1),
+        })
+    }
+
+    pub fn session(&self) -> Option<SessionId> {
+        *self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set_session(&self, session: Option<SessionId>) {
+        *self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = session;
+    }
+
+    /// "Reconnect now": skip the rest of the backoff wait.
+    pub fn reconnect_now(&self) {
+        self.force_reconnect.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    fn record(
+        &self,
+        method: &'static str,
+        what: String,
+        status: u16,
+        sent: &[(&str, String)],
+        received: &HeaderMap,
+    ) {
+        let mut shown: Vec<(String, String)> = sent
+            .iter()
+            .map(|(n, v)| (format!("→ {n}"), v.clone()))
+            .collect();
+        for name in headers::SHOWN {
+            if let Some(v) = received.get(name).and_then(|v| v.to_str().ok()) {
+                shown.push((format!("← {name}"), v.to_owned()));
+            }
+        }
+        let at = self.clock.now();
+        self.shared.lock().record_exchange(Exchange {
+            at,
+            method,
+            what,
+            status,
+            headers: shown,
+        });
+    }
+
+    fn request_id(&self) -> u64 {
+        self.next_request_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn post(&self, session: Option<SessionId>, body: String) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(session) = session {
+            request = request
+                .header(headers::SESSION_ID, session.to_string())
+                .header(headers::PROTOCOL_VERSION, MODELLED_REVISION);
+        }
+        request
+    }
+
+    /// `initialize` + `notifications/initialized`; tells the core a new session began.
+    pub async fn initialize(&self) -> Result<SessionId, ClientError> {
+        let id = self.request_id();
+        let body = json!({
+            "jsonrpc": "2.0", "id": id, "method": "initialize",
+            "params": {
+                "protocolVersion": MODELLED_REVISION,
+                "capabilities": {},
+                "clientInfo": { "name": "forkscope-lab", "version": env!("CARGO_PKG_VERSION") }
+            }
+        });
+        let response = self
+            .post(None, body.to_string())
+            .timeout(RESPONSE_TIMEOUT)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        self.record("POST", "initialize".into(), status, &[], response.headers());
+        let session = response
+            .headers()
+            .get(headers::SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .and_then(SessionId::parse);
+        if status != 200 {
+            let message = response.text().await.unwrap_or_default();
+            return Err(ClientError::Status { status, message });
+        }
+        let session = session.ok_or(ClientError::NoSession)?;
+        let notify = jsonrpc::notification("notifications/initialized", json!({}));
+        let ack = self
+            .post(Some(session), notify)
+            .timeout(RESPONSE_TIMEOUT)
+            .send()
+            .await?;
+        self.record(
+            "POST",
+            "notifications/initialized".into(),
+            ack.status().as_u16(),
+            &[],
+            ack.headers(),
+        );
+        {
+            let now = self.clock.now();
+            let mut guard = self.shared.lock();
+            let core = &mut *guard;
+            core.client.begin_session(now, session, &mut core.history);
+        }
+        self.set_session(Some(session));
+        tracing::info!(session = %session.short(), "client initialized");
+        Ok(session)
+    }
+
+    /// Best-effort `DELETE` of a session the client abandons.
+    async fn delete(&self, session: SessionId) {
+        let request = self
+            .http
+            .delete(&self.url)
+            .header(headers::SESSION_ID, session.to_string())
+            .header(headers::PROTOCOL_VERSION, MODELLED_REVISION)
+            .timeout(RESPONSE_TIMEOUT);
+        if let Ok(response) = request.send().await {
+            self.record(
+                "DELETE",
+                "end session".into(),
+                response.status().as_u16(),
+                &[],
+                response.headers(),
+            );
+        }
+    }
+
+    /// The client's life: keep a standalone stream, reconnecting as the core decides.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            let Some(session) = self.session() else {
+                if let Err(e) = self.initialize().await {
+                    tracing::warn!(error = %e, "initialize failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                continue;
+            };
+            let phase = self.shared.lock().client.phase();
+            let (token, cursor) = match phase {
+                Phase::Idle | Phase::Connected => (None, None),
+                Phase::Reconnecting { .. } => {
+                    let plan = self.wait_for_reconnect().await;
+                    let Some(plan) = plan else { continue };
+                    if plan.token_stripped {
+                        tracing::warn!(
+                            "fault: the resumption token header was dropped on this retry"
+                        );
+                    }
+                    (plan.token, plan.last_event_id)
+                }
+                Phase::GaveUp { .. } => {
+                    tracing::warn!("retry budget exhausted; waiting for a reconnect or restart");
+                    self.wake.notified().await;
+                    if self.force_reconnect.swap(false, Ordering::SeqCst) {
+                        // Start over: a new session (initialize resets the core's client).
+                        self.abandon(session, true).await;
+                    }
+                    continue;
+                }
+            };
+            self.stream_once(session, token, cursor).await;
+        }
+    }
+
+    /// Waits until the core says a reconnect is due (or the user forces one), then takes it.
+    async fn wait_for_reconnect(&self) -> Option<forkscope_core::ReconnectPlan> {
+        loop {
+            let force = self.force_reconnect.swap(false, Ordering::SeqCst);
+            let now = self.clock.now();
+            let (plan, due) = {
+                let mut core = self.shared.lock();
+                let plan = core.client.reconnect_plan(now, force);
+                (plan, core.client.poll_timeout())
+            };
+            if plan.is_some() {
+                return plan;
+            }
+            if !matches!(
+                self.shared.lock().client.phase(),
+                Phase::Reconnecting { .. }
+            ) {
+                return None;
+            }
+            let wait = due
+                .and_then(|due| self.clock.real_ms_until(due))
+                .map_or(POLL, |ms| Duration::from_millis(ms).min(POLL));
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.wake.notified() => {}
+            }
+        }
+    }
+
+    /// One GET and, if a stream opens, reading it until it ends.
+    async fn stream_once(&self, session: SessionId, token: Option<String>, cursor: Option<String>) {
+        let mut request = self
+            .http
+            .get(&self.url)
+            .header(ACCEPT, "text/event-stream")
+            .header(headers::SESSION_ID, session.to_string())
+            .header(headers::PROTOCOL_VERSION, MODELLED_REVISION);
+        let mut sent = Vec::new();
+        if let Some(cursor) = &cursor {
+            request = request.header(headers::LAST_EVENT_ID, cursor.as_str());
+            sent.push((headers::LAST_EVENT_ID, cursor.clone()));
+        }
+        if let Some(token) = &token {
+            request = request.header(headers::RESUMPTION_TOKEN, token.as_str());
+            sent.push((
+                headers::RESUMPTION_TOKEN,
+                format!("{}…", &token[..8.min(token.len())]),
+            ));
+        }
+        let what = if cursor.is_some() || token.is_some() {
+            "resume"
+        } else {
+            "open stream"
+        };
+        let response = match tokio::time::timeout(RESPONSE_TIMEOUT, request.send()).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                tracing::info!(error = %e, "reconnect attempt failed");
+                return self.attempt_failed();
+            }
+            Err(_) => {
+                tracing::info!("reconnect attempt timed out");
+                return self.attempt_failed();
+            }
+        };
+        let status = response.status().as_u16();
+        self.record("GET", what.into(), status, &sent, response.headers());
+        if status == 404 {
+            tracing::warn!(session = %session.short(), "session gone (404); initializing a new one");
+            return self.abandon(session, false).await;
+        }
+        if status != 200 {
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            let reason = body
+                .pointer("/error/data/reason")
+                .and_then(Value::as_str)
+                .and_then(RejectReason::parse);
+            let Some(reason) = reason else {
+                tracing::warn!(status, "unexpected answer to GET");
+                return self.attempt_failed();
+            };
+            let now = self.clock.now();
+            let action = {
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                core.client.on_rejected(now, reason, &mut core.history)
+            };
+            tracing::info!(%reason, action = action.as_str(), "resume rejected");
+            if action == ClientAction::StartNewSession {
+                self.abandon(session, true).await;
+            }
+            return;
+        }
+        let echo_stream = response
+            .headers()
+            .get(headers::STREAM_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let resumed = response
+            .headers()
+            .get(headers::STREAM_RESUMED)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.eq_ignore_ascii_case("true"));
+        let new_token = response
+            .headers()
+            .get(headers::RESUMPTION_TOKEN)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let continuity = self.shared.lock().client.on_stream_opened(StreamHeaders {
+            stream: echo_stream.as_deref(),
+            resumed,
+            token: new_token.as_deref(),
+        });
+        tracing::info!(
+            ?continuity,
+            stream = echo_stream.as_deref().unwrap_or("(no echo)"),
+            "stream open"
+        );
+        self.read_events(session, response, false).await;
+        let now = self.clock.now();
+        self.shared.lock().client.on_disconnected(now);
+        tracing::info!("stream ended");
+    }
+
+    fn attempt_failed(&self) {
+        let now = self.clock.now();
+        let mut guard = self.shared.lock();
+        let core = &mut *guard;
+        if core.client.phase() == Phase::Idle {
+            core.client.on_disconnected(now);
+        } else {
+            core.client.on_attempt_failed(now, &mut core.history);
+        }
+    }
+
+    /// Gives up on `session` (DELETE when it may still exist) and starts over with a new one.
+    async fn abandon(&self, session: SessionId, delete: bool) {
+        if delete {
+            self.delete(session).await;
+        }
+        self.set_session(None);
+    }
+
+    /// Reads SSE events until the stream ends, handing each whole event to the core.
+    async fn read_events(
+        &self,
+        session: SessionId,
+        response: reqwest::Response,
+        request_stream: bool,
+    ) -> Option<Value> {
+        let mut parser = Parser::new();
+        let mut bytes = response.bytes_stream();
+        while let Some(chunk) = bytes.next().await {
+            let Ok(chunk) = chunk else { break };
+            let Ok(events) = parser.feed(&chunk) else {
+                break;
+            };
+            for event in events {
+                if let Some(result) = self.deliver(session, event, request_stream) {
+                    return Some(result);
+                }
+            }
+        }
+        None
+    }
+
+    /// Delivers one event to the core; returns the JSON-RPC response it carried, if any.
+    fn deliver(&self, session: SessionId, event: SseEvent, request_stream: bool) -> Option<Value> {
+        let now: LabTime = self.clock.now();
+        let mut guard = self.shared.lock();
+        let core = &mut *guard;
+        if let Some(retry) = event.retry_ms {
+            core.client.on_retry_hint(retry);
+        }
+        let truth = event.truth.as_ref().map(|t| EventTruth {
+            session,
+            event: EventId {
+                stream: StreamId(t.stream),
+                seq: t.seq,
+            },
+            key: t.key.as_deref().map(Arc::from),
+        })?;
+        if request_stream {
+            core.client.on_request_event(now, truth, &mut core.history);
+        } else {
+            core.client
+                .on_event(now, event.id.as_deref(), truth, &mut core.history);
+        }
+        let message: Value = serde_json::from_str(&event.data).ok()?;
+        message.get("result").is_some().then_some(message)
+    }
+
+    /// Calls `progress_task` and reads its SSE response to the result. Progress side effects
+    /// are applied through the core like any other event.
+    pub async fn call_tool(&self, steps: u64, delay_ms: u64) -> Result<Value, ClientError> {
+        let session = self.session().ok_or(ClientError::NoSession)?;
+        let id = self.request_id();
+        let body = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "progress_task", "arguments": { "steps": steps, "delay_ms": delay_ms }, "_meta": { "progressToken": id } }
+        });
+        let response = self.post(Some(session), body.to_string()).send().await?;
+        let status = response.status().as_u16();
+        self.record(
+            "POST",
+            format!("tools/call progress_task ({steps} steps)"),
+            status,
+            &[],
+            response.headers(),
+        );
+        if status != 200 {
+            let message = response.text().await.unwrap_or_default();
+            return Err(ClientError::Status { status, message });
+        }
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            return Ok(response.json().await?);
+        }
+        self.read_events(session, response, true)
+            .await
+            .ok_or(ClientError::Status {
+                status,
+                message: "the tool's stream ended before its result".into(),
+            })
+    }
+}

@@ -1,0 +1,25 @@
+//! Header names: the MCP transport's, and forkscope's extensions for stream identity.
+
+pub const SESSION_ID: &str = "mcp-session-id";
+pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub const LAST_EVENT_ID: &str = "last-event-id";
+/// Extension: the resumption token naming one stream (request: to resume; response: issued).
+pub const RESUMPTION_TOKEN: &str = "mcp-resumption-token";
+/// Extension: the identity echo of a stream response.
+pub const STREAM_ID: &str = "mcp-stream-id";
+/// Extension: `true` on a resumed stream, `false` on a stream flagged new.
+pub const STREAM_RESUMED: &str = "mcp-stream-resumed";
+
+/// The revision forkscope models, and the older ones it still accepts.
+pub const MODELLED_REVISION: &str = "2025-11-25";
+pub const SUPPORTED_REVISIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// The headers a person wants to see in an exchange list.
+pub const SHOWN: [&str; 6] = [
+    SESSION_ID,
+    LAST_EVENT_ID,
+    RESUMPTION_TOKEN,
+    STREAM_ID,
+    STREAM_RESUMED,
+    "retry-after",
+];

@@ -1,0 +1,87 @@
+//! Thin adapters between HTTP and the core: the axum server, the reqwest client, SSE framing and
+//! the fault proxy. They parse, ask the core, and write what it decided; the protocol rules
+//! themselves live in `forkscope-core`.
+
+pub mod client;
+pub mod headers;
+pub mod jsonrpc;
+pub mod proxy;
+pub mod server;
+pub mod sse;
+
+use forkscope_core::{Client, Entropy, History, Server};
+use rand::{RngCore, SeedableRng, rngs::StdRng};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Randomness for session ids and tokens: a CSPRNG seeded from the operating system.
+#[derive(Debug)]
+pub struct OsEntropy(StdRng);
+
+impl OsEntropy {
+    pub fn new() -> Self {
+        OsEntropy(StdRng::from_os_rng())
+    }
+}
+
+impl Default for OsEntropy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Entropy for OsEntropy {
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+}
+
+/// One HTTP exchange, as the dashboard shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    pub at: forkscope_core::LabTime,
+    pub method: &'static str,
+    pub what: String,
+    pub status: u16,
+    /// The headers that matter, `name: value`, in the order sent/received.
+    pub headers: Vec<(String, String)>,
+}
+
+/// How many exchanges the lab keeps for display.
+pub const EXCHANGES_KEPT: usize = 64;
+
+/// Everything the adapters share: the core's server and client, the history both write to, and
+/// the server's open SSE writers. One lock, held briefly and never across an await.
+#[derive(Debug)]
+pub struct Core {
+    pub server: Server,
+    pub client: Client,
+    pub history: History,
+    pub rng: OsEntropy,
+    pub io: server::ServerIo,
+    pub exchanges: VecDeque<Exchange>,
+}
+
+impl Core {
+    pub fn record_exchange(&mut self, exchange: Exchange) {
+        if self.exchanges.len() == EXCHANGES_KEPT {
+            self.exchanges.pop_front();
+        }
+        self.exchanges.push_back(exchange);
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Shared(Arc<Mutex<Core>>);
+
+impl Shared {
+    pub fn new(core: Core) -> Self {
+        Shared(Arc::new(Mutex::new(core)))
+    }
+
+    /// Locks the core. A panic elsewhere must not wedge the lab, so poisoning is ignored: the
+    /// core's own methods leave it consistent between calls.
+    pub fn lock(&self) -> MutexGuard<'_, Core> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,258 @@
+//! Server-Sent Events framing (write side) and an incremental parser (read side).
+//!
+//! Every frame forkscope writes may carry a comment line with the event's ground truth
+//! (`: truth s2 5 <key>`): every SSE client ignores comments, so stock MCP clients are
+//! unaffected, while forkscope's own client hands the truth to the checker — never to its
+//! decisions.
+//!
+//! The parser is our own because the common crates drop an event whose data is empty, and with
+//! it the priming event's `id` and `retry` — the very fields a resuming client needs. It follows
+//! the WHATWG rules for fields and line endings, and never yields an event cut in half: an event
+//! is dispatched only at its blank line, so a drop mid-event loses it whole.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use std::fmt::Write as _;
+
+/// Ground truth about one event, carried in a comment line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Truth {
+    pub stream: u32,
+    pub seq: u64,
+    /// The side-effect key; `None` on a priming event.
+    pub key: Option<String>,
+}
+
+/// Writes one event: optional truth comment, `id`, optional `retry`, and `data` (split on
+/// newlines, as the format requires).
+pub fn frame(truth: Option<&Truth>, id: &str, retry_ms: Option<u64>, data: &str) -> Bytes {
+    let mut out = String::with_capacity(data.len() + id.len() + 48);
+    if let Some(t) = truth {
+        let _ = write!(out, ": truth s{} {}", t.stream, t.seq);
+        if let Some(key) = &t.key {
+            out.push(' ');
+            out.push_str(key);
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "id: {id}");
+    if let Some(ms) = retry_ms {
+        let _ = writeln!(out, "retry: {ms}");
+    }
+    for line in data.split('\n') {
+        let _ = writeln!(out, "data: {line}");
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+/// A bare `retry:` frame, sent before the server closes a stream so the client knows when to
+/// come back.
+pub fn retry_frame(retry_ms: u64) -> Bytes {
+    let mut out = BytesMut::with_capacity(16);
+    out.put_slice(format!("retry: {retry_ms}\n\n").as_bytes());
+    out.freeze()
+}
+
+/// One dispatched event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `id` field of this event, if it had one (not the carried-over last id).
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+    pub retry_ms: Option<u64>,
+    pub truth: Option<Truth>,
+}
+
+/// Incremental parser: feed it bytes as they arrive; it yields whole events only.
+#[derive(Debug, Default)]
+pub struct Parser {
+    buffer: Vec<u8>,
+    current: SseEvent,
+    has_data: bool,
+    has_field: bool,
+    /// The previous chunk ended in `\r`: a `\n` starting the next chunk belongs to it.
+    skip_lf: bool,
+}
+
+/// Longest line the parser accepts; a longer one is a broken stream, not an event.
+pub const MAX_LINE: usize = 1 << 20;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("an SSE line exceeded {MAX_LINE} bytes")]
+    LineTooLong,
+}
+
+impl Parser {
+    pub fn new() -> Self {
+        Parser::default()
+    }
+
+    /// Feeds a chunk; returns the events it completed, in order.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, ParseError> {
+        let mut events = Vec::new();
+        let mut rest = chunk;
+        if self.skip_lf {
+            self.skip_lf = false;
+            if let Some(stripped) = rest.strip_prefix(b"\n") {
+                rest = stripped;
+            }
+        }
+        while let Some(pos) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            let mut line = std::mem::take(&mut self.buffer);
+            line.extend_from_slice(&rest[..pos]);
+            let ending = rest[pos];
+            rest = &rest[pos + 1..];
+            if ending == b'\r' {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    None => self.skip_lf = true,
+                    Some(_) => {}
+                }
+            }
+            if let Some(event) = self.line(&line) {
+                events.push(event);
+            }
+        }
+        if self.buffer.len() + rest.len() > MAX_LINE {
+            return Err(ParseError::LineTooLong);
+        }
+        self.buffer.extend_from_slice(rest);
+        Ok(events)
+    }
+
+    fn line(&mut self, line: &[u8]) -> Option<SseEvent> {
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        let line = String::from_utf8_lossy(line);
+        if let Some(comment) = line.strip_prefix(':') {
+            if let Some(truth) = parse_truth(comment.trim_start()) {
+                self.current.truth = Some(truth);
+            }
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line.as_ref(), ""),
+        };
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.current.data.push('\n');
+                }
+                self.current.data.push_str(value);
+                self.has_data = true;
+            }
+            "id" if !value.contains('\0') => self.current.id = Some(value.to_owned()),
+            "event" => self.current.event = Some(value.to_owned()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.current.retry_ms = value.parse().ok();
+            }
+            _ => return None,
+        }
+        self.has_field = true;
+        None
+    }
+
+    /// Unlike a browser, dispatches an event with an id or retry but no data (the priming
+    /// event): a resuming client must see it.
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let event = std::mem::take(&mut self.current);
+        let had = std::mem::take(&mut self.has_field);
+        self.has_data = false;
+        had.then_some(event)
+    }
+}
+
+fn parse_truth(comment: &str) -> Option<Truth> {
+    let mut parts = comment.strip_prefix("truth ")?.splitn(3, ' ');
+    let stream = parts.next()?.strip_prefix('s')?.parse().ok()?;
+    let seq = parts.next()?.parse().ok()?;
+    let key = parts.next().map(str::to_owned);
+    Some(Truth { stream, seq, key })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut parser = Parser::new();
+        chunks
+            .iter()
+            .flat_map(|c| parser.feed(c).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn frames_roundtrip_through_the_parser_byte_by_byte() {
+        let truth = Truth {
+            stream: 2,
+            seq: 5,
+            key: Some("abc:bg:5".into()),
+        };
+        let bytes = frame(Some(&truth), "s2-5", Some(250), "{\"a\":1}\nsecond");
+        let chunks: Vec<&[u8]> = bytes.chunks(1).collect();
+        let events = parse_all(&chunks);
+        assert_eq!(
+            events,
+            vec![SseEvent {
+                id: Some("s2-5".into()),
+                event: None,
+                data: "{\"a\":1}\nsecond".into(),
+                retry_ms: Some(250),
+                truth: Some(truth),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_priming_event_with_empty_data_is_dispatched() {
+        let truth = Truth {
+            stream: 1,
+            seq: 0,
+            key: None,
+        };
+        let events = parse_all(&[&frame(Some(&truth), "s1-0", Some(500), "")]);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].id.as_deref(), Some("s1-0"));
+        assert_eq!(events[0].retry_ms, Some(500));
+        assert_eq!(events[0].truth, Some(truth));
+    }
+
+    #[test]
+    fn an_event_cut_in_half_is_never_delivered() {
+        let whole = frame(None, "7", None, "payload");
+        let mut parser = Parser::new();
+        let cut = &whole[..whole.len() - 1]; // everything but the blank line
+        assert!(parser.feed(cut).unwrap().is_empty());
+        // The connection drops here: the parser is thrown away with its half event.
+    }
+
+    #[test]
+    fn handles_crlf_cr_and_lf_line_endings_split_anywhere() {
+        let events = parse_all(&[b"id: 1\r", b"\ndata: a\r\rid: 2\ndata: b\n", b"\n"]);
+        let ids: Vec<_> = events.iter().map(|e| e.id.clone().unwrap()).collect();
+        assert_eq!(ids, vec!["1", "2"]);
+        assert_eq!(events[1].data, "b");
+    }
+
+    #[test]
+    fn ignores_unknown_fields_bad_retry_and_plain_comments() {
+        let events = parse_all(&[b": keep-alive\nfoo: bar\nretry: 12x\ndata: x\n\n"]);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].retry_ms, None);
+        assert_eq!(events[0].truth, None);
+        assert!(parse_all(&[b": just a comment\n\n"]).is_empty());
+    }
+
+    #[test]
+    fn a_runaway_line_is_an_error_not_unbounded_memory() {
+        let mut parser = Parser::new();
+        let chunk = vec![b'x'; MAX_LINE / 2 + 1];
+        assert!(parser.feed(&chunk).is_ok());
+        assert_eq!(parser.feed(&chunk), Err(ParseError::LineTooLong));
+    }
+}
