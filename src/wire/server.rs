@@ -437,28 +437,25 @@ fn origin_is_local(origin: &str) -> bool {
     else {
         return false;
     };
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((host, port)) if port.is_empty() || port.starts_with(':') => {
-                return host == "::1" && valid_port(port);
-            }
-            _ => return false,
-        }
-    } else {
-        let (host, port) = rest.split_once(':').map_or((rest, ""), |(h, p)| (h, p));
-        if !port.is_empty() && !valid_port(&format!(":{port}")) {
-            return false;
-        }
-        host
+    // `[::1]:port` or `host:port`; a port, when its colon is there, must be a real one.
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, port)) => match port.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return false,
+            },
+            None => return false,
+        },
+        None => match rest.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        },
     };
-    host == "127.0.0.1" || host.eq_ignore_ascii_case("localhost")
-}
-
-fn valid_port(port: &str) -> bool {
-    port.is_empty()
-        || port
-            .strip_prefix(':')
-            .is_some_and(|p| !p.is_empty() && p.parse::<u16>().is_ok())
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return false;
+    }
+    host == "127.0.0.1" || host == "::1" || host.eq_ignore_ascii_case("localhost")
 }
 
 /// A request refused before it reaches the core, answered with a JSON-RPC error body.
