@@ -471,19 +471,22 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// `MCP-Protocol-Version`, when present, must be one this server speaks.
+/// `MCP-Protocol-Version`, when present, must be one this server speaks — every copy of it.
 fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
-    match headers.get(headers::PROTOCOL_VERSION) {
-        None => Ok(()),
-        Some(v) if v.to_str().is_ok_and(|v| SUPPORTED_REVISIONS.contains(&v)) => Ok(()),
-        Some(_) => Err(Refusal(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "unsupported MCP-Protocol-Version; this server speaks {}",
-                SUPPORTED_REVISIONS.join(", ")
-            ),
-        )),
+    let supported = headers
+        .get_all(headers::PROTOCOL_VERSION)
+        .iter()
+        .all(|v| v.to_str().is_ok_and(|v| SUPPORTED_REVISIONS.contains(&v)));
+    if supported {
+        return Ok(());
     }
+    Err(Refusal(
+        StatusCode::BAD_REQUEST,
+        format!(
+            "unsupported MCP-Protocol-Version; this server speaks {}",
+            SUPPORTED_REVISIONS.join(", ")
+        ),
+    ))
 }
 
 /// The session a request names: 400 without the header, 404 when unknown or ended.
@@ -513,11 +516,16 @@ fn accepts(headers: &HeaderMap, mime: &str) -> bool {
 }
 
 async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    let is_json = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
-        ct.split(';')
-            .next()
-            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-    });
+    // Every Content-Type copy must say JSON: a request that says two things is refused.
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter().peekable();
+    let is_json = types.peek().is_some()
+        && types.all(|ct| {
+            ct.to_str().is_ok_and(|ct| {
+                ct.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            })
+        });
     if !is_json {
         return session_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
