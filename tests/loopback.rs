@@ -8,7 +8,9 @@ use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::sse::{Parser, SseEvent};
 use forkscope::wire::{Core, OsEntropy, Shared};
 use forkscope_core::client::Phase;
-use forkscope_core::{AnomalyKind, Client, History, LabConfig, Policy, Record, Server, SessionId, StreamId};
+use forkscope_core::{
+    AnomalyKind, Client, History, LabConfig, Policy, Record, Server, SessionId, StreamId,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -42,9 +44,17 @@ async fn seed_incident_over_http_fenced_rejects_and_stays_clean() {
 // The lab: resume after a NAT drop, tool calls, faults.
 
 async fn lab(policy: Policy) -> Lab {
-    let options = LabOptions { policy, background_every_ms: None, ..LabOptions::default() };
+    let options = LabOptions {
+        policy,
+        background_every_ms: None,
+        ..LabOptions::default()
+    };
     let lab = Lab::start(options).await.unwrap();
-    lab.wait_for(LIMIT, |c| c.client.phase() == Phase::Connected && c.client.cursor().is_some()).await.unwrap();
+    lab.wait_for(LIMIT, |c| {
+        c.client.phase() == Phase::Connected && c.client.cursor().is_some()
+    })
+    .await
+    .unwrap();
     lab
 }
 
@@ -53,7 +63,11 @@ fn delivered(core: &Core) -> Vec<(u32, u64)> {
         .recent()
         .iter()
         .filter_map(|e| match &e.record {
-            Record::Delivered { event, applied: true, .. } => Some((event.stream.0, event.seq)),
+            Record::Delivered {
+                event,
+                applied: true,
+                ..
+            } => Some((event.stream.0, event.seq)),
             _ => None,
         })
         .collect()
@@ -65,20 +79,37 @@ async fn a_normal_resume_is_gap_free_and_exclusive_of_the_cursor() {
     for _ in 0..10 {
         lab.apply(Action::EmitBackground);
     }
-    lab.wait_for(LIMIT, |c| c.client.applied() == 10).await.unwrap();
+    lab.wait_for(LIMIT, |c| c.client.applied() == 10)
+        .await
+        .unwrap();
     lab.apply(Action::DropConnection);
-    lab.wait_for(LIMIT, |c| matches!(c.client.phase(), Phase::Reconnecting { .. })).await.unwrap();
+    lab.wait_for(LIMIT, |c| {
+        matches!(c.client.phase(), Phase::Reconnecting { .. })
+    })
+    .await
+    .unwrap();
     // Emitted while the client is away: written into the half-open void, kept for replay.
     for _ in 0..5 {
         lab.apply(Action::EmitBackground);
     }
-    lab.wait_for(LIMIT, |c| c.client.applied() == 15).await.unwrap();
-    let core = lab.core();
-    assert_eq!(core.client.cursor(), Some("s1-15"));
-    assert_eq!(delivered(&core), (1..=15).map(|seq| (1, seq)).collect::<Vec<_>>(), "each once, in order");
-    assert_eq!(core.history.checker().counters().resumes_accepted, 1);
-    assert!(core.history.verdict().clean, "{}", core.history.verdict().headline);
-    drop(core);
+    lab.wait_for(LIMIT, |c| c.client.applied() == 15)
+        .await
+        .unwrap();
+    {
+        let core = lab.core();
+        assert_eq!(core.client.cursor(), Some("s1-15"));
+        assert_eq!(
+            delivered(&core),
+            (1..=15).map(|seq| (1, seq)).collect::<Vec<_>>(),
+            "each once, in order"
+        );
+        assert_eq!(core.history.checker().counters().resumes_accepted, 1);
+        assert!(
+            core.history.verdict().clean,
+            "{}",
+            core.history.verdict().headline
+        );
+    }
     lab.stop().await;
 }
 
@@ -88,11 +119,19 @@ async fn a_reset_orphans_the_stream_and_the_client_resumes_it() {
     for _ in 0..3 {
         lab.apply(Action::EmitBackground);
     }
-    lab.wait_for(LIMIT, |c| c.client.applied() == 3).await.unwrap();
+    lab.wait_for(LIMIT, |c| c.client.applied() == 3)
+        .await
+        .unwrap();
     lab.apply(Action::Reset);
-    lab.wait_for(LIMIT, |c| c.history.checker().counters().resumes_accepted == 1).await.unwrap();
+    lab.wait_for(LIMIT, |c| {
+        c.history.checker().counters().resumes_accepted == 1
+    })
+    .await
+    .unwrap();
     lab.apply(Action::EmitBackground);
-    lab.wait_for(LIMIT, |c| c.client.applied() == 4).await.unwrap();
+    lab.wait_for(LIMIT, |c| c.client.applied() == 4)
+        .await
+        .unwrap();
     assert!(lab.core().history.verdict().clean);
     lab.stop().await;
 }
@@ -101,21 +140,31 @@ async fn a_reset_orphans_the_stream_and_the_client_resumes_it() {
 async fn the_tool_call_streams_progress_then_its_result() {
     let lab = lab(Policy::Fenced).await;
     let result = lab.client().call_tool(5, 10).await.unwrap();
-    assert_eq!(result.pointer("/result/content/0/text").and_then(Value::as_str), Some("done: 5 steps"));
-    let core = lab.core();
-    let keys: Vec<String> = core
-        .history
-        .recent()
-        .iter()
-        .filter_map(|e| match &e.record {
-            Record::Delivered { key, .. } if key.contains(":call") => Some(key.to_string()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(keys.len(), 6, "five progress notifications and the result: {keys:?}");
-    assert!(keys.last().unwrap().ends_with(":result"));
-    assert!(core.history.verdict().clean);
-    drop(core);
+    assert_eq!(
+        result
+            .pointer("/result/content/0/text")
+            .and_then(Value::as_str),
+        Some("done: 5 steps")
+    );
+    {
+        let core = lab.core();
+        let keys: Vec<String> = core
+            .history
+            .recent()
+            .iter()
+            .filter_map(|e| match &e.record {
+                Record::Delivered { key, .. } if key.contains(":call") => Some(key.to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            keys.len(),
+            6,
+            "five progress notifications and the result: {keys:?}"
+        );
+        assert!(keys.last().unwrap().ends_with(":result"));
+        assert!(core.history.verdict().clean);
+    }
     lab.stop().await;
 }
 
@@ -125,8 +174,14 @@ async fn two_labs_run_side_by_side() {
     assert_ne!(naive.server_addr(), fenced.server_addr());
     naive.apply(Action::EmitBackground);
     fenced.apply(Action::EmitBackground);
-    naive.wait_for(LIMIT, |c| c.client.applied() == 1).await.unwrap();
-    fenced.wait_for(LIMIT, |c| c.client.applied() == 1).await.unwrap();
+    naive
+        .wait_for(LIMIT, |c| c.client.applied() == 1)
+        .await
+        .unwrap();
+    fenced
+        .wait_for(LIMIT, |c| c.client.applied() == 1)
+        .await
+        .unwrap();
     assert_eq!(naive.core().client.cursor(), Some("1"));
     assert_eq!(fenced.core().client.cursor(), Some("s1-1"));
     naive.stop().await;
@@ -156,9 +211,21 @@ async fn raw(policy: Policy) -> Raw {
     };
     let shared = Shared::new(core);
     let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-    let running = server::start(shared.clone(), Arc::new(LabClock::new()), ServeOptions::default(), addr).await.unwrap();
+    let running = server::start(
+        shared.clone(),
+        Arc::new(LabClock::new()),
+        ServeOptions::default(),
+        addr,
+    )
+    .await
+    .unwrap();
     let url = format!("http://{}/mcp", running.addr);
-    Raw { shared, running, url, http: reqwest::Client::new() }
+    Raw {
+        shared,
+        running,
+        url,
+        http: reqwest::Client::new(),
+    }
 }
 
 /// An open SSE response and its parser.
@@ -170,7 +237,11 @@ struct Stream {
 
 impl Stream {
     fn new(response: reqwest::Response) -> Self {
-        Stream { parser: Parser::new(), body: Box::pin(response.bytes_stream()), pending: Default::default() }
+        Stream {
+            parser: Parser::new(),
+            body: Box::pin(response.bytes_stream()),
+            pending: Default::default(),
+        }
     }
 
     async fn next(&mut self) -> SseEvent {
@@ -178,7 +249,11 @@ impl Stream {
             if let Some(event) = self.pending.pop_front() {
                 return event;
             }
-            let chunk = tokio::time::timeout(LIMIT, self.body.next()).await.expect("an event").expect("open").unwrap();
+            let chunk = tokio::time::timeout(LIMIT, self.body.next())
+                .await
+                .expect("an event")
+                .expect("open")
+                .unwrap();
             self.pending.extend(self.parser.feed(&chunk).unwrap());
         }
     }
@@ -189,7 +264,10 @@ impl Raw {
         let body = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
         let response = self.post(None, body.to_string()).send().await.unwrap();
         assert_eq!(response.status(), 200);
-        let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         SessionId::parse(&session).unwrap()
     }
 
@@ -201,12 +279,19 @@ impl Raw {
             .header("content-type", "application/json")
             .body(body);
         if let Some(s) = session {
-            request = request.header("mcp-session-id", s.to_string()).header("mcp-protocol-version", "2025-11-25");
+            request = request
+                .header("mcp-session-id", s.to_string())
+                .header("mcp-protocol-version", "2025-11-25");
         }
         request
     }
 
-    fn get(&self, session: SessionId, token: Option<&str>, cursor: Option<&str>) -> reqwest::RequestBuilder {
+    fn get(
+        &self,
+        session: SessionId,
+        token: Option<&str>,
+        cursor: Option<&str>,
+    ) -> reqwest::RequestBuilder {
         let mut request = self
             .http
             .get(&self.url)
@@ -229,10 +314,20 @@ impl Raw {
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["mcp-stream-id"], "s1");
         assert_eq!(response.headers()["mcp-stream-resumed"], "false");
-        let token = response.headers()["mcp-resumption-token"].to_str().unwrap().to_owned();
+        let token = response.headers()["mcp-resumption-token"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         let mut stream = Stream::new(response);
         let priming = stream.next().await;
-        assert_eq!((priming.id.as_deref(), priming.data.as_str(), priming.retry_ms), (Some("s1-0"), "", Some(250)));
+        assert_eq!(
+            (
+                priming.id.as_deref(),
+                priming.data.as_str(),
+                priming.retry_ms
+            ),
+            (Some("s1-0"), "", Some(250))
+        );
         for _ in 0..n {
             self.emit(session);
         }
@@ -251,15 +346,27 @@ impl Raw {
     fn fingerprint(&self, session: SessionId) -> Vec<(StreamId, &'static str, u64)> {
         let core = self.shared.lock();
         let session = core.server.session(session).unwrap();
-        session.streams().iter().map(|s| (s.id(), s.state().label(), s.high_water())).collect()
+        session
+            .streams()
+            .iter()
+            .map(|s| (s.id(), s.state().label(), s.high_water()))
+            .collect()
     }
 }
 
 async fn rejection(response: reqwest::Response) -> (u16, String, String) {
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
-    let reason = body.pointer("/error/data/reason").and_then(Value::as_str).unwrap_or("").to_owned();
-    let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("").to_owned();
+    let reason = body
+        .pointer("/error/data/reason")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let message = body
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     assert!(!message.is_empty(), "every refusal explains itself: {body}");
     (status, reason, message)
 }
@@ -271,7 +378,11 @@ async fn resuming_twice_with_the_same_cursor_replays_the_same_events() {
     let (token, _first) = raw.stream_with(session, 8).await;
     let mut replays = Vec::new();
     for _ in 0..2 {
-        let response = raw.get(session, Some(&token), Some("s1-5")).send().await.unwrap();
+        let response = raw
+            .get(session, Some(&token), Some("s1-5"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["mcp-stream-resumed"], "true");
         assert_eq!(response.headers()["mcp-stream-id"], "s1");
@@ -284,7 +395,13 @@ async fn resuming_twice_with_the_same_cursor_replays_the_same_events() {
         replays.push(ids);
     }
     assert_eq!(replays[0], replays[1]);
-    assert_eq!(replays[0].iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["s1-6", "s1-7", "s1-8"]);
+    assert_eq!(
+        replays[0]
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["s1-6", "s1-7", "s1-8"]
+    );
     raw.running.stop().await;
 }
 
@@ -297,21 +414,97 @@ async fn bad_resumes_get_typed_errors_and_change_nothing() {
     let (other_token, _other_open) = raw.stream_with(other, 0).await;
     let before = raw.fingerprint(session);
     let huge = "9".repeat(4_000);
-    let cases: Vec<(&str, Option<&str>, Option<&str>, SessionId, u16, &str)> = vec![
-        ("cursor ahead", Some(&token), Some("s1-99"), session, 416, "cursor_ahead"),
-        ("unknown token", Some("0123456789abcdef0123456789abcdef"), Some("s1-2"), session, 410, "unknown_token"),
-        ("garbage token", Some("not a token"), Some("s1-2"), session, 410, "unknown_token"),
-        ("token of another session", Some(&other_token), Some("s1-0"), session, 403, "token_of_another_session"),
-        ("malformed Last-Event-ID", Some(&token), Some("s1-two"), session, 400, "malformed_cursor"),
-        ("huge Last-Event-ID", Some(&token), Some(&huge), session, 400, "malformed_cursor"),
-        ("cursor of another stream", Some(&token), Some("s7-1"), session, 400, "cursor_not_on_stream"),
-        ("missing token", None, Some("s1-2"), session, 428, "missing_token"),
-        ("missing Last-Event-ID", Some(&token), None, session, 428, "missing_last_event_id"),
+    // (case, token, Last-Event-ID, session, status, reason)
+    type Case<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        SessionId,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "cursor ahead",
+            Some(&token),
+            Some("s1-99"),
+            session,
+            416,
+            "cursor_ahead",
+        ),
+        (
+            "unknown token",
+            Some("0123456789abcdef0123456789abcdef"),
+            Some("s1-2"),
+            session,
+            410,
+            "unknown_token",
+        ),
+        (
+            "garbage token",
+            Some("not a token"),
+            Some("s1-2"),
+            session,
+            410,
+            "unknown_token",
+        ),
+        (
+            "token of another session",
+            Some(&other_token),
+            Some("s1-0"),
+            session,
+            403,
+            "token_of_another_session",
+        ),
+        (
+            "malformed Last-Event-ID",
+            Some(&token),
+            Some("s1-two"),
+            session,
+            400,
+            "malformed_cursor",
+        ),
+        (
+            "huge Last-Event-ID",
+            Some(&token),
+            Some(&huge),
+            session,
+            400,
+            "malformed_cursor",
+        ),
+        (
+            "cursor of another stream",
+            Some(&token),
+            Some("s7-1"),
+            session,
+            400,
+            "cursor_not_on_stream",
+        ),
+        (
+            "missing token",
+            None,
+            Some("s1-2"),
+            session,
+            428,
+            "missing_token",
+        ),
+        (
+            "missing Last-Event-ID",
+            Some(&token),
+            None,
+            session,
+            428,
+            "missing_last_event_id",
+        ),
     ];
     for (name, token, cursor, on, status, reason) in cases {
         let response = raw.get(on, token, cursor).send().await.unwrap();
         let (got_status, got_reason, _) = rejection(response).await;
-        assert_eq!((got_status, got_reason.as_str()), (status, reason), "{name}");
+        assert_eq!(
+            (got_status, got_reason.as_str()),
+            (status, reason),
+            "{name}"
+        );
         assert_eq!(raw.fingerprint(session), before, "{name} changed nothing");
     }
     // The healthy stream is still attached and still delivering.
@@ -328,33 +521,108 @@ async fn bad_requests_get_clear_errors() {
     let list = json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}).to_string();
 
     let status = |r: reqwest::Response| r.status().as_u16();
-    assert_eq!(status(raw.get(unknown, None, None).send().await.unwrap()), 404, "unknown session");
-    assert_eq!(status(raw.post(None, list.clone()).send().await.unwrap()), 400, "no session id");
-    let bad_origin = raw.post(Some(session), list.clone()).header("origin", "http://evil.example").send().await.unwrap();
+    assert_eq!(
+        status(raw.get(unknown, None, None).send().await.unwrap()),
+        404,
+        "unknown session"
+    );
+    assert_eq!(
+        status(raw.post(None, list.clone()).send().await.unwrap()),
+        400,
+        "no session id"
+    );
+    let bad_origin = raw
+        .post(Some(session), list.clone())
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status(bad_origin), 403, "bad Origin");
-    let local_origin = raw.post(Some(session), list.clone()).header("origin", "http://localhost:5173").send().await.unwrap();
+    let local_origin = raw
+        .post(Some(session), list.clone())
+        .header("origin", "http://localhost:5173")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status(local_origin), 200, "a loopback Origin passes");
-    let oversized = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(100_000));
-    assert_eq!(status(raw.post(Some(session), oversized).send().await.unwrap()), 413, "oversized body");
-    let version = raw.post(Some(session), list.clone()).header("mcp-protocol-version", "1999-01-01").send().await.unwrap();
+    let oversized = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(100_000)
+    );
+    assert_eq!(
+        status(raw.post(Some(session), oversized).send().await.unwrap()),
+        413,
+        "oversized body"
+    );
+    let version = raw
+        .post(Some(session), list.clone())
+        .header("mcp-protocol-version", "1999-01-01")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status(version), 400, "unsupported protocol version");
-    let text = raw.post(Some(session), list.clone()).header("content-type", "text/plain").send().await.unwrap();
+    let text = raw
+        .post(Some(session), list.clone())
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status(text), 415, "not JSON");
-    assert_eq!(status(raw.post(Some(session), "{nope".into()).send().await.unwrap()), 400, "parse error");
-    assert_eq!(status(raw.post(Some(session), format!("[{list}]")).send().await.unwrap()), 400, "batch");
-    let no_accept = raw.http.get(&raw.url).header("mcp-session-id", session.to_string()).header("accept", "application/json").send().await.unwrap();
+    assert_eq!(
+        status(
+            raw.post(Some(session), "{nope".into())
+                .send()
+                .await
+                .unwrap()
+        ),
+        400,
+        "parse error"
+    );
+    assert_eq!(
+        status(
+            raw.post(Some(session), format!("[{list}]"))
+                .send()
+                .await
+                .unwrap()
+        ),
+        400,
+        "batch"
+    );
+    let no_accept = raw
+        .http
+        .get(&raw.url)
+        .header("mcp-session-id", session.to_string())
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status(no_accept), 406, "GET must accept text/event-stream");
-    let unknown_method = raw.post(Some(session), json!({"jsonrpc":"2.0","id":4,"method":"nope"}).to_string()).send().await.unwrap();
+    let unknown_method = raw
+        .post(
+            Some(session),
+            json!({"jsonrpc":"2.0","id":4,"method":"nope"}).to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
     let body: Value = unknown_method.json().await.unwrap();
     assert_eq!(body.pointer("/error/code"), Some(&json!(-32601)));
     let bad_args = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":0}}});
-    let body: Value = raw.post(Some(session), bad_args.to_string()).send().await.unwrap().json().await.unwrap();
+    let body: Value = raw
+        .post(Some(session), bad_args.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body.pointer("/error/code"), Some(&json!(-32602)));
     // Nothing above created a stream or a session.
-    let core = raw.shared.lock();
-    assert_eq!(core.server.sessions().count(), 1);
-    assert!(core.server.session(session).unwrap().streams().is_empty());
-    drop(core);
+    {
+        let core = raw.shared.lock();
+        assert_eq!(core.server.sessions().count(), 1);
+        assert!(core.server.session(session).unwrap().streams().is_empty());
+    }
     raw.running.stop().await;
 }
 
@@ -363,9 +631,18 @@ async fn delete_ends_the_session() {
     let raw = raw(Policy::Fenced).await;
     let session = raw.initialize().await;
     let (_token, _stream) = raw.stream_with(session, 1).await;
-    let delete = raw.http.delete(&raw.url).header("mcp-session-id", session.to_string()).send().await.unwrap();
+    let delete = raw
+        .http
+        .delete(&raw.url)
+        .header("mcp-session-id", session.to_string())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(delete.status(), 204);
-    assert_eq!(raw.get(session, None, None).send().await.unwrap().status(), 404);
+    assert_eq!(
+        raw.get(session, None, None).send().await.unwrap().status(),
+        404
+    );
     raw.running.stop().await;
 }
 
