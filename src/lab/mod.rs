@@ -31,6 +31,8 @@ pub struct LabOptions {
     pub tool_delay_ms: u64,
     /// Start with lab time paused.
     pub start_paused: bool,
+    /// Route the client through the fault proxy (off only for benchmarks of the bare path).
+    pub via_proxy: bool,
 }
 
 impl Default for LabOptions {
@@ -42,6 +44,7 @@ impl Default for LabOptions {
             tool_steps: 8,
             tool_delay_ms: 400,
             start_paused: false,
+            via_proxy: true,
         }
     }
 }
@@ -121,8 +124,13 @@ impl Lab {
         )
         .await?;
         let proxy = Proxy::start(running.addr).await?;
+        let target = if options.via_proxy {
+            proxy.addr
+        } else {
+            running.addr
+        };
         let client = LabClient::new(
-            format!("http://{}/mcp", proxy.addr),
+            format!("http://{target}/mcp"),
             shared.clone(),
             clock.clone(),
         );

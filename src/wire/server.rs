@@ -702,7 +702,7 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
         next_at: now.plus(delay_ms),
     });
     drop(guard);
-    let mut response = sse_response(app, rx, session, stream, connection);
+    let mut response = sse_response(app, Replay::default(), rx, session, stream, connection);
     let headers = response.headers_mut();
     insert(headers, headers::RESUMPTION_TOKEN, &token.to_string());
     if fenced {
@@ -733,6 +733,71 @@ fn priming_frame(core: &Core, session: SessionId, stream: StreamId) -> Option<By
     ))
 }
 
+/// What a new connection receives before its live tail: the priming event and the replayed
+/// events, rendered a write's worth at a time.
+#[derive(Debug, Default)]
+struct Replay {
+    priming: Option<Bytes>,
+    ids: Option<forkscope_core::IdScheme>,
+    events: std::vec::IntoIter<forkscope_core::Event>,
+    started: bool,
+    flushed: bool,
+}
+
+impl Replay {
+    /// True exactly once: right after the first chunk was produced.
+    fn first_written(&mut self) -> bool {
+        self.started && !std::mem::replace(&mut self.flushed, true)
+    }
+
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        // A small first write gets the first event out at once; later writes amortise.
+        let max_write = if std::mem::replace(&mut self.started, true) {
+            32 * 1024
+        } else {
+            1024
+        };
+        let mut batch = bytes::BytesMut::new();
+        if let Some(priming) = self.priming.take() {
+            batch.extend_from_slice(&priming);
+        }
+        if let Some(ids) = self.ids {
+            while batch.len() < max_write {
+                let Some(e) = self.events.next() else { break };
+                let truth = Truth {
+                    stream: e.id.stream.0,
+                    seq: e.id.seq,
+                    key: Some(e.payload.key.to_string()),
+                };
+                batch.extend_from_slice(&sse::frame(
+                    Some(&truth),
+                    &ids.encode(e.id),
+                    None,
+                    &e.payload.body,
+                ));
+            }
+        }
+        (!batch.is_empty()).then(|| batch.freeze())
+    }
+}
+
+/// Joins the frames already queued behind `first` into one write (up to 32 KiB): a replay or
+/// a burst then costs a few syscalls instead of one per event.
+fn coalesce(first: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
+    const MAX_WRITE: usize = 32 * 1024;
+    let Ok(second) = rx.try_recv() else {
+        return first;
+    };
+    let mut batch = bytes::BytesMut::with_capacity((first.len() + second.len()) * 8);
+    batch.extend_from_slice(&first);
+    batch.extend_from_slice(&second);
+    while batch.len() < MAX_WRITE {
+        let Ok(next) = rx.try_recv() else { break };
+        batch.extend_from_slice(&next);
+    }
+    batch.freeze()
+}
+
 /// Tells the core when an SSE connection ends (the client went away, or we closed it).
 struct ConnectionGuard {
     shared: Shared,
@@ -760,6 +825,7 @@ impl Drop for ConnectionGuard {
 
 fn sse_response(
     app: &App,
+    replay: Replay,
     rx: mpsc::Receiver<Bytes>,
     session: SessionId,
     stream: StreamId,
@@ -772,10 +838,27 @@ fn sse_response(
         stream,
         connection,
     };
-    let body = futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        let frame = rx.recv().await?;
-        Some((Ok::<Bytes, std::convert::Infallible>(frame), (rx, guard)))
-    });
+    let body = futures_util::stream::unfold(
+        (replay, rx, guard),
+        |(mut replay, mut rx, guard)| async move {
+            if replay.first_written() {
+                // Return Pending once after the first write, so hyper flushes it instead of
+                // buffering the whole replay behind it.
+                tokio::task::yield_now().await;
+            }
+            let chunk = match replay.next_chunk() {
+                Some(chunk) => chunk,
+                None => {
+                    let frame = rx.recv().await?;
+                    coalesce(frame, &mut rx)
+                }
+            };
+            Some((
+                Ok::<Bytes, std::convert::Infallible>(chunk),
+                (replay, rx, guard),
+            ))
+        },
+    );
     (
         StatusCode::OK,
         [
@@ -855,36 +938,23 @@ async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
     for fenced_stream in fenced {
         core.io.close_stream(session, fenced_stream);
     }
-    let replay: Vec<Bytes> = {
-        let s = core.server.session(session).and_then(|s| s.stream(stream));
-        let mut frames = Vec::new();
-        if priming && let Some(frame) = priming_frame(core, session, stream) {
-            frames.push(frame);
-        }
-        if let (Some(s), Some(events)) = (s, core.server.replay(session, stream, replay_after)) {
-            for e in events {
-                let truth = Truth {
-                    stream: stream.0,
-                    seq: e.id.seq,
-                    key: Some(e.payload.key.to_string()),
-                };
-                frames.push(sse::frame(
-                    Some(&truth),
-                    &s.wire_id(e.id.seq),
-                    None,
-                    &e.payload.body,
-                ));
-            }
-        }
-        frames
-    };
-    let (tx, rx) = mpsc::channel(WRITER_QUEUE + replay.len());
-    core.io.register(connection, session, stream, tx);
-    for frame in replay {
-        core.io.send(connection, frame);
+    // Captured atomically with the attach; rendered lazily in the body, so the first replayed
+    // event is written before the last one is formatted.
+    let mut replay = Replay::default();
+    if priming {
+        replay.priming = priming_frame(core, session, stream);
     }
+    if let (Some(s), Some(events)) = (
+        core.server.session(session).and_then(|s| s.stream(stream)),
+        core.server.replay(session, stream, replay_after),
+    ) {
+        replay.ids = Some(s.id_scheme());
+        replay.events = events.cloned().collect::<Vec<_>>().into_iter();
+    }
+    let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+    core.io.register(connection, session, stream, tx);
     drop(guard);
-    let mut response = sse_response(&app, rx, session, stream, connection);
+    let mut response = sse_response(&app, replay, rx, session, stream, connection);
     let h = response.headers_mut();
     if let Some(echo) = echo {
         insert(h, headers::STREAM_ID, &echo.stream.to_string());
