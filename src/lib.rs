@@ -7,4 +7,5 @@
 pub mod demo;
 pub mod incident;
 pub mod lab;
+pub mod tui;
 pub mod wire;

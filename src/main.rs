@@ -1,6 +1,7 @@
 //! The forkscope command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use forkscope::lab::LabOptions;
 use forkscope::lab::clock::LabClock;
 use forkscope::wire::server::{self, ServeOptions};
 use forkscope::wire::{Core, OsEntropy, Shared};
@@ -20,6 +21,12 @@ use std::sync::Arc;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// The dashboard's starting policy (key n toggles it).
+    #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
+    policy: PolicyArg,
+    /// Grace window for orphaned streams, in milliseconds (the dashboard's lab).
+    #[arg(long)]
+    grace_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -70,12 +77,34 @@ enum Command {
     },
     /// Play the seed incident in the core alone (no sockets) and narrate it.
     Demo,
+    /// Open the dashboard (the default).
+    Dashboard,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        None | Some(Command::Demo) => {
+        None | Some(Command::Dashboard) => {
+            let mut options = LabOptions {
+                policy: cli.policy.into(),
+                ..LabOptions::default()
+            };
+            if let Some(grace) = cli.grace_ms {
+                options.config.grace_ms = grace;
+            }
+            if let Err(e) = options.config.validate(options.policy) {
+                eprintln!("forkscope: {e}");
+                return ExitCode::from(2);
+            }
+            match forkscope::tui::run(options) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("forkscope: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some(Command::Demo) => {
             print!("{}", demo::run());
             ExitCode::SUCCESS
         }

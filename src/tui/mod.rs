@@ -1,0 +1,71 @@
+//! The dashboard: a ratatui view of one live lab (or two, in compare mode), with fault keys.
+//!
+//! Data flows one way: key → [`keys::Command`] → [`crate::lab::Action`] → lab → snapshot →
+//! [`ui::draw`]. The loop redraws only when what the screen shows has changed, or on resize.
+
+pub mod app;
+pub mod keys;
+pub mod log;
+pub mod panes;
+pub mod theme;
+pub mod ui;
+
+use crate::lab::LabOptions;
+use std::io::IsTerminal;
+
+/// Runs the dashboard until the user quits. Returns an error for the caller to print once the
+/// terminal is restored.
+pub fn run(options: LabOptions) -> Result<(), String> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err("the dashboard needs a terminal; try `forkscope incident` or `forkscope demo` for headless runs".into());
+    }
+    let ring = log::LogRing::default();
+    install_logging(ring.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let mut terminal = ratatui::init();
+    install_panic_exit();
+    let result = runtime.block_on(app::App::run(options, ring, &mut terminal));
+    ratatui::restore();
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    result
+}
+
+fn install_logging(ring: log::LogRing) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let subscriber = tracing_subscriber::registry().with(filter).with(ring);
+    let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
+/// Held while a frame is written, so a panic's restore and message never interleave with one.
+pub(crate) static TERMINAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A panic on any thread — the UI's or a lab task's — must not leave a dead dashboard in a raw
+/// terminal: wait for any frame in progress, restore the terminal, print the panic, exit.
+/// Replaces the hook `ratatui::init` set, whose restore could race a frame being drawn.
+fn install_panic_exit() {
+    let _ratatuis = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        // Wait briefly for a frame in progress on another thread; a panic inside a frame on this
+        // thread already holds the lock, so never wait for long.
+        for _ in 0..20 {
+            match TERMINAL.try_lock() {
+                Ok(guard) => {
+                    std::mem::forget(guard);
+                    break;
+                }
+                Err(std::sync::TryLockError::Poisoned(_)) => break,
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        }
+        ratatui::restore();
+        eprintln!("forkscope panicked: {info}");
+        std::process::exit(101);
+    }));
+}

@@ -1,0 +1,54 @@
+//! The top line: the policy (unmistakable), lab time, speed, pause, addresses.
+
+use crate::lab::Snapshot;
+use crate::tui::theme::Theme;
+use forkscope_core::Policy;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+pub fn policy_badge(policy: Policy, theme: &Theme) -> Span<'static> {
+    let fenced = policy == Policy::Fenced;
+    let label = if fenced { " FENCED " } else { " NAIVE " };
+    Span::styled(label, theme.policy_badge(fenced))
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, compare: bool, theme: &Theme) {
+    let mut spans = vec![Span::styled(" forkscope ", theme.title())];
+    if compare {
+        spans.push(Span::styled(" COMPARE ", theme.accent()));
+        spans.push(Span::raw(" same actions, two labs "));
+    } else {
+        spans.push(policy_badge(snap.view.policy, theme));
+    }
+    let clock = if snap.paused {
+        "⏸ paused"
+    } else {
+        "▶ running"
+    };
+    let seconds = snap.view.at.as_millis() as f64 / 1000.0;
+    spans.push(Span::raw(format!(
+        "  lab {seconds:.1} s  ×{}  ",
+        trim_speed(snap.speed)
+    )));
+    spans.push(Span::styled(
+        clock,
+        if snap.paused {
+            theme.warn()
+        } else {
+            theme.dim()
+        },
+    ));
+    if !compare && area.width >= 100 {
+        spans.push(Span::styled(
+            format!("  server {}  proxy {}", snap.server_addr, snap.proxy_addr),
+            theme.dim(),
+        ));
+    }
+    frame.render_widget(Line::from(spans), area);
+}
+
+fn trim_speed(speed: f64) -> String {
+    let s = format!("{speed:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}

@@ -1,0 +1,84 @@
+//! The invariant panel: the five conditions of the seed, green or red, and the checker's
+//! verdict with its one-sentence explanation.
+
+use super::block;
+use crate::lab::Snapshot;
+use crate::tui::theme::Theme;
+use forkscope_core::AnomalyKind;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+    // Conditions stay one line each (truncated to fit); only the verdict sentence wraps.
+    let width = area.width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line> = snap
+        .view
+        .conditions
+        .iter()
+        .map(|c| {
+            let (mark, style) = if c.holds {
+                ("✔", theme.good())
+            } else {
+                ("✘", theme.bad())
+            };
+            let head: String = format!("{mark} {} {}", c.condition.number(), c.condition.title())
+                .chars()
+                .take(width)
+                .collect();
+            let room = width.saturating_sub(head.chars().count() + 3);
+            let note: String = c.note.chars().take(room).collect();
+            let note = if note.is_empty() {
+                String::new()
+            } else {
+                format!(" · {note}")
+            };
+            Line::from(vec![
+                Span::styled(head, style),
+                Span::styled(note, theme.dim()),
+            ])
+        })
+        .collect();
+    let verdict = &snap.view.verdict;
+    let summary = if verdict.clean {
+        "CLEAN".to_owned()
+    } else {
+        verdict
+            .counts
+            .iter()
+            .map(|(kind, n)| format!("{} ×{n}", short(*kind)))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    lines.push(Line::from(vec![
+        Span::styled("verdict ", theme.title()),
+        Span::styled(summary, theme.verdict(verdict.clean)),
+    ]));
+    lines.push(Line::styled(
+        verdict.headline.clone(),
+        if verdict.clean {
+            theme.dim()
+        } else {
+            theme.text()
+        },
+    ));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(block("invariant", theme)),
+        area,
+    );
+}
+
+/// Short anomaly names for the verdict line.
+fn short(kind: AnomalyKind) -> &'static str {
+    match kind {
+        AnomalyKind::Fork => "FORK",
+        AnomalyKind::Duplicate => "DUPLICATE",
+        AnomalyKind::Gap => "GAP",
+        AnomalyKind::NonMonotonicCursor => "CURSOR BACK",
+        AnomalyKind::Lost => "LOST",
+        AnomalyKind::CursorDrift => "DRIFT",
+    }
+}

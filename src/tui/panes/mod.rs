@@ -1,0 +1,39 @@
+//! One file per pane. Each renders from a [`crate::lab::Snapshot`] (pure data), so the whole
+//! screen can be drawn into a test backend from a deterministic snapshot.
+
+pub mod client;
+pub mod exchanges;
+pub mod footer;
+pub mod header;
+pub mod help;
+pub mod invariant;
+pub mod lanes;
+pub mod logs;
+pub mod streams;
+
+use super::theme::Theme;
+use ratatui::text::Span;
+use ratatui::widgets::{Block, BorderType};
+
+/// A bordered pane with a title.
+pub fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
+    Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(theme.border())
+        .title(Span::styled(format!(" {title} "), theme.title()))
+}
+
+/// `3.2 s` from milliseconds.
+pub fn seconds(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// A text bar `▇▇▇▁▁▁` of `width` cells filled to `ratio` (clamped to 0..=1).
+pub fn bar(ratio: f64, width: usize) -> String {
+    let filled = (ratio.clamp(0.0, 1.0) * width as f64).round() as usize;
+    format!(
+        "{}{}",
+        "▇".repeat(filled),
+        "▁".repeat(width - filled.min(width))
+    )
+}

@@ -1,0 +1,112 @@
+//! The server's side: the client's session and each of its streams — state, high-water mark,
+//! last emit, connections, and an orphan's grace timer as a shrinking bar.
+
+use super::{bar, block, seconds};
+use crate::lab::Snapshot;
+use crate::tui::theme::Theme;
+use forkscope_core::{StreamKind, StreamState};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+    let client_session = snap.view.client.as_ref().and_then(|c| c.session);
+    let session = snap
+        .view
+        .sessions
+        .iter()
+        .find(|s| Some(s.id) == client_session)
+        .or_else(|| snap.view.sessions.last());
+    let mut lines = Vec::new();
+    match session {
+        None => lines.push(Line::styled("no session yet", theme.dim())),
+        Some(session) => {
+            lines.push(Line::from(vec![
+                Span::styled("session ", theme.dim()),
+                Span::raw(session.short.clone()),
+                Span::styled("  counter ", theme.dim()),
+                Span::raw(session.counter.to_string()),
+            ]));
+            let live = session
+                .streams
+                .iter()
+                .filter(|s| s.kind == StreamKind::Standalone && s.state.accepts_emits())
+                .count();
+            for stream in session
+                .streams
+                .iter()
+                .rev()
+                .take(area.height.saturating_sub(3) as usize)
+                .rev()
+            {
+                let marker = if stream.active { "▶" } else { " " };
+                let kind = if stream.kind == StreamKind::Standalone {
+                    "GET "
+                } else {
+                    "POST"
+                };
+                let (state, style) = match stream.state {
+                    StreamState::Live => (
+                        "live",
+                        if live > 1 && stream.kind == StreamKind::Standalone {
+                            theme.bad()
+                        } else {
+                            theme.good()
+                        },
+                    ),
+                    StreamState::Orphaned { .. } => ("orphaned", theme.warn()),
+                    StreamState::Fenced { .. } => ("fenced", theme.accent()),
+                    StreamState::Closed { .. } => ("closed", theme.dim()),
+                };
+                let mut spans = vec![
+                    Span::styled(format!("{marker} "), theme.key()),
+                    Span::styled(
+                        format!("{:<4}", stream.id.to_string()),
+                        theme.stream(stream.id.0),
+                    ),
+                    Span::styled(format!("{kind} "), theme.dim()),
+                    Span::styled(format!("{state:<9}"), style),
+                    Span::raw(format!("hw {:>4} ", stream.high_water)),
+                ];
+                if let Some(grace) = stream.grace {
+                    spans.push(Span::styled(
+                        format!(
+                            "grace {} {}",
+                            bar(grace.ratio(), 8),
+                            seconds(grace.remaining_ms)
+                        ),
+                        theme.warn(),
+                    ));
+                } else if let Some(last) = stream.last_emit {
+                    spans.push(Span::styled(format!("last {last}"), theme.dim()));
+                }
+                if stream.background {
+                    spans.push(Span::styled(" ◀ bg", theme.dim()));
+                }
+                lines.push(Line::from(spans));
+            }
+            if live > 1 {
+                lines.push(Line::styled(
+                    format!("⚠ {live} live GET streams on one session"),
+                    theme.bad(),
+                ));
+            }
+        }
+    }
+    let others = snap
+        .view
+        .sessions
+        .len()
+        .saturating_sub(usize::from(session.is_some()));
+    if others > 0 {
+        lines.push(Line::styled(
+            format!("+{others} other session(s)"),
+            theme.dim(),
+        ));
+    }
+    frame.render_widget(
+        Paragraph::new(lines).block(block("server · streams", theme)),
+        area,
+    );
+}

@@ -1,0 +1,130 @@
+//! The screen layout: which pane goes where, at any size. Pure: draws a [`Screen`] into any
+//! ratatui backend, so whole-screen tests use `TestBackend`.
+
+use super::panes::{client, exchanges, footer, header, help, invariant, lanes, logs, streams};
+use super::theme::Theme;
+use crate::lab::Snapshot;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+use tracing::Level;
+
+/// Below this the dashboard asks for a larger terminal instead of drawing a mess.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 20;
+
+/// Everything one frame shows.
+#[derive(Debug)]
+pub struct Screen<'a> {
+    /// One lab, or two in compare mode (naive left, fenced right).
+    pub panels: &'a [Snapshot],
+    pub log: &'a [(Level, String)],
+    pub help: bool,
+    pub status: Option<&'a str>,
+    pub theme: Theme,
+}
+
+pub fn draw(frame: &mut Frame, screen: &Screen) {
+    let area = frame.area();
+    let theme = &screen.theme;
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let [middle] = Layout::vertical([Constraint::Length(3)])
+            .flex(Flex::Center)
+            .areas(area);
+        let text = vec![
+            Line::styled("forkscope", theme.title()),
+            Line::raw(format!(
+                "enlarge the terminal to at least {MIN_WIDTH}×{MIN_HEIGHT}"
+            )),
+            Line::styled(
+                format!("now {}×{} · q quits", area.width, area.height),
+                theme.dim(),
+            ),
+        ];
+        frame.render_widget(Paragraph::new(text).centered(), middle);
+        return;
+    }
+    let Some(first) = screen.panels.first() else {
+        return;
+    };
+    let [top, body, bottom] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let compare = screen.panels.len() > 1;
+    header::render(frame, top, first, compare, theme);
+    if compare {
+        let columns =
+            Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).split(body);
+        for (snap, column) in screen.panels.iter().zip(columns.iter()) {
+            draw_column(frame, *column, snap, theme);
+        }
+    } else {
+        draw_single(frame, body, first, screen.log, theme);
+    }
+    footer::render(frame, bottom, screen.status, theme);
+    if screen.help {
+        help::render(frame, body, theme);
+    }
+}
+
+fn draw_single(
+    frame: &mut Frame,
+    body: Rect,
+    snap: &Snapshot,
+    log: &[(Level, String)],
+    theme: &Theme,
+) {
+    let lanes_height = if body.height >= 34 { 8 } else { 6 };
+    let fixed = 6 + lanes_height + 11;
+    let log_height = body.height.saturating_sub(fixed);
+    let (bottom_height, log_height) = if log_height >= 4 {
+        (11, log_height)
+    } else {
+        (body.height.saturating_sub(6 + lanes_height), 0)
+    };
+    let [top, lanes_area, bottom, log_area] = Layout::vertical([
+        Constraint::Length(6),
+        Constraint::Length(lanes_height),
+        Constraint::Length(bottom_height),
+        Constraint::Length(log_height),
+    ])
+    .areas(body);
+    let [streams_area, client_area] =
+        Layout::horizontal([Constraint::Percentage(52), Constraint::Fill(1)]).areas(top);
+    streams::render(frame, streams_area, snap, theme);
+    client::render(frame, client_area, snap, theme);
+    lanes::render(frame, lanes_area, snap, theme);
+    // Narrow: the invariant panel gets the whole width; the exchanges give way.
+    if bottom.width >= 100 {
+        let [invariant_area, http_area] =
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(bottom);
+        invariant::render(frame, invariant_area, snap, theme);
+        exchanges::render(frame, http_area, snap, theme);
+    } else {
+        invariant::render(frame, bottom, snap, theme);
+    }
+    if log_height > 0 {
+        logs::render(frame, log_area, log, theme);
+    }
+}
+
+fn draw_column(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+    let [badge, streams_area, client_area, lanes_area, invariant_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Fill(1),
+    ])
+    .areas(area);
+    let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
+    frame.render_widget(line, badge);
+    streams::render(frame, streams_area, snap, theme);
+    client::render(frame, client_area, snap, theme);
+    lanes::render(frame, lanes_area, snap, theme);
+    invariant::render(frame, invariant_area, snap, theme);
+}
