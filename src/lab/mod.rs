@@ -75,6 +75,29 @@ pub struct Snapshot {
     pub proxy_addr: SocketAddr,
 }
 
+impl Snapshot {
+    /// A snapshot of an in-memory [`forkscope_core::sim::Sim`]: deterministic, for whole-screen
+    /// tests, benches and recorded demos. No sockets, so the wire figures are zero.
+    pub fn from_sim(sim: &forkscope_core::sim::Sim, exchanges: Vec<Exchange>) -> Snapshot {
+        let recent = sim.history().recent();
+        let skip = recent.len().saturating_sub(RECENT_ENTRIES);
+        Snapshot {
+            view: sim.view(),
+            paused: false,
+            speed: 1.0,
+            exchanges,
+            recent: recent.iter().skip(skip).cloned().collect(),
+            server_connections: usize::from(sim.connected()),
+            proxied_connections: 0,
+            half_open: 0,
+            bytes_down: 0,
+            bytes_up: 0,
+            server_addr: SocketAddr::from(([127, 0, 0, 1], 8931)),
+            proxy_addr: SocketAddr::from(([127, 0, 0, 1], 8932)),
+        }
+    }
+}
+
 /// What applying an action asks of the lab's owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

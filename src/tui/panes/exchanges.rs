@@ -19,7 +19,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
         };
         let mut header = vec![
             Span::styled(format!("{:>7} ", exchange.at.to_string()), theme.dim()),
-            Span::styled(format!("{:<6}", exchange.method), theme.key()),
+            Span::styled(format!("{:<7}", exchange.method), theme.key()),
             Span::styled(format!("{} ", exchange.status), status_style),
             Span::raw(exchange.what.clone()),
         ];

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Drives the real forkscope dashboard through the seed incident with keys, under tmux, and reads
+# the screen: naive must show the fork, fenced must stay clean with a typed rejection. Also
+# checks resize, a tiny terminal, q, Ctrl-C and a panic all leave the terminal usable.
+# Synchronises on what the screen shows (polling capture-pane), never on fixed sleeps.
+# Usage: tests/tmux/dashboard.sh [path/to/forkscope]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="$(realpath "${1:-$ROOT/target/release/forkscope}")"
+[[ -x "$BIN" ]] || { echo "no forkscope binary at $BIN" >&2; exit 2; }
+command -v tmux >/dev/null || { echo "tmux is required" >&2; exit 2; }
+
+SOCKET="forkscope-test-$$"
+T() { tmux -L "$SOCKET" "$@"; }
+cleanup() { T kill-server 2>/dev/null || true; }
+trap cleanup EXIT
+passed=0
+failed=0
+
+screen() { T capture-pane -p -t fs; }
+
+# wait_for REGEX [seconds]: poll the screen until it matches.
+wait_for() {
+    local pattern="$1" limit="${2:-20}" i
+    for ((i = 0; i < limit * 10; i++)); do
+        if screen | grep -Eq -- "$pattern"; then return 0; fi
+        sleep 0.1
+    done
+    echo "--- screen (waiting for /$pattern/):" >&2
+    screen >&2
+    return 1
+}
+
+check() {
+    local name="$1"; shift
+    if "$@"; then
+        passed=$((passed + 1)); echo "PASS $name"
+    else
+        failed=$((failed + 1)); echo "FAIL $name"
+    fi
+}
+
+start() {
+    cleanup
+    # After the program ends, show its exit status and whether the terminal is back in
+    # canonical mode with echo on.
+    T new-session -d -s fs -x "${2:-120}" -y "${3:-40}" \
+        "env $1 '$BIN'; echo \"EXITED \$?\"; stty -a | grep -Eo -- '-?icanon|-?echo ' | tr '\\n' ' '; echo; sleep 600"
+}
+
+# 1. Naive: the seed incident forks.
+start "" 120 40
+check "dashboard opens fenced" wait_for "FENCED"
+T send-keys -t fs n
+check "n switches to naive" wait_for "NAIVE"
+check "events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
+T send-keys -t fs t
+check "t arms the token strip" wait_for "STRIPPED on the next reconnect"
+T send-keys -t fs d
+check "naive: the checker reports the fork" wait_for "verdict FORK ×1"
+check "naive: two live GET streams" wait_for "2 live GET streams on one session"
+check "naive: duplicates applied" bash -c "tmux -L $SOCKET capture-pane -p -t fs | grep -Eq 'duplicates +[1-9]'"
+T resize-window -t fs -x 80 -y 24
+check "80×24 still shows the verdict" wait_for "verdict FORK"
+T resize-window -t fs -x 40 -y 10
+check "a tiny terminal asks to be enlarged" wait_for "enlarge the terminal"
+T resize-window -t fs -x 120 -y 40
+check "growing back redraws" wait_for "verdict FORK"
+T send-keys -t fs q
+check "q quits with status 0" wait_for "EXITED 0"
+check "q leaves the terminal clean" wait_for "^icanon echo"
+
+# 2. Fenced: the same keys end in a typed rejection and no fork.
+start "" 120 40
+check "fenced: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
+T send-keys -t fs t
+T send-keys -t fs d
+check "fenced: the reconnect is rejected, the verdict clean" wait_for "1 rejected"
+check "fenced: the log names missing_token" wait_for "reason=missing_token"
+check "fenced: verdict clean" wait_for "verdict CLEAN"
+check "fenced: no fork anywhere" bash -c "! tmux -L $SOCKET capture-pane -p -t fs | grep -q 'FORK'"
+T send-keys -t fs C-c
+check "Ctrl-C quits with status 0" wait_for "EXITED 0"
+check "Ctrl-C leaves the terminal clean" wait_for "^icanon echo"
+
+# 3. A panic on a lab task restores the terminal and exits 101.
+start "FORKSCOPE_TEST_PANIC_AFTER_MS=1500" 100 30
+check "panic exits 101" wait_for "EXITED 101"
+check "panic leaves the terminal clean" wait_for "^icanon echo"
+check "panic message is readable" wait_for "forkscope panicked"
+
+echo "dashboard tmux: $passed passed, $failed failed"
+[[ "$failed" -eq 0 ]]

@@ -1,0 +1,162 @@
+//! Whole-screen snapshots of the dashboard at fixed sizes, drawn into ratatui's TestBackend
+//! from deterministic in-memory labs (no sockets, no clock).
+
+use forkscope::lab::Snapshot;
+use forkscope::tui::theme::Theme;
+use forkscope::tui::ui::{Screen, draw};
+use forkscope::wire::Exchange;
+use forkscope_core::sim::Sim;
+use forkscope_core::{LabConfig, LabTime, Policy};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use tracing::Level;
+
+const NO_COLOR: Theme = Theme { color: false };
+
+fn render(panels: &[Snapshot], help: bool, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    let log = vec![
+        (Level::INFO, "session initialized session=3f2a1c".to_owned()),
+        (
+            Level::WARN,
+            "fault: the resumption token header was dropped on this retry".to_owned(),
+        ),
+    ];
+    let screen = Screen {
+        panels,
+        log: &log,
+        help,
+        status: None,
+        theme: NO_COLOR,
+    };
+    terminal.draw(|frame| draw(frame, &screen)).unwrap();
+    terminal.backend().to_string()
+}
+
+fn exchange(
+    ms: u64,
+    method: &'static str,
+    what: &str,
+    status: u16,
+    headers: &[(&str, &str)],
+) -> Exchange {
+    Exchange {
+        at: LabTime::from_millis(ms),
+        method,
+        what: what.to_owned(),
+        status,
+        headers: headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
+}
+
+/// A lab that has delivered a few background events and is idle.
+fn idle(policy: Policy) -> Sim {
+    let mut sim = Sim::new(LabConfig::default(), policy, 7).unwrap();
+    sim.start();
+    for _ in 0..5 {
+        sim.advance(700);
+        sim.emit_background();
+        sim.deliver_all();
+    }
+    sim
+}
+
+/// The seed incident, stopped while the orphan is still inside its grace window.
+fn mid_incident(policy: Policy) -> Sim {
+    let mut sim = idle(policy);
+    sim.drop_connection();
+    sim.strip_token();
+    sim.advance(300);
+    sim.reconnect(true);
+    sim.deliver_all();
+    for _ in 0..3 {
+        sim.advance(400);
+        sim.emit_background();
+        sim.deliver_all();
+    }
+    sim
+}
+
+#[test]
+fn idle_lab() {
+    let sim = idle(Policy::Fenced);
+    let exchanges = vec![
+        exchange(
+            0,
+            "POST",
+            "initialize",
+            200,
+            &[("← mcp-session-id", "5f0a…")],
+        ),
+        exchange(
+            1,
+            "GET",
+            "open stream",
+            200,
+            &[("← mcp-stream-id", "s1"), ("← mcp-stream-resumed", "false")],
+        ),
+    ];
+    let panels = [Snapshot::from_sim(&sim, exchanges)];
+    insta::assert_snapshot!(render(&panels, false, 120, 40));
+}
+
+#[test]
+fn naive_mid_incident_shows_the_fork() {
+    let sim = mid_incident(Policy::Naive);
+    let screen = render(&[Snapshot::from_sim(&sim, Vec::new())], false, 120, 40);
+    assert!(screen.contains("FORK ×1"), "{screen}");
+    assert!(screen.contains("orphaned"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn fenced_rejection() {
+    let sim = mid_incident(Policy::Fenced);
+    let exchanges = vec![exchange(
+        3_800,
+        "GET",
+        "resume",
+        428,
+        &[("→ last-event-id", "s1-5")],
+    )];
+    let screen = render(&[Snapshot::from_sim(&sim, exchanges)], false, 120, 40);
+    assert!(screen.contains("CLEAN"), "{screen}");
+    assert!(screen.contains("1 rejected"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn compare_mode() {
+    let panels = [
+        Snapshot::from_sim(&mid_incident(Policy::Naive), Vec::new()),
+        Snapshot::from_sim(&mid_incident(Policy::Fenced), Vec::new()),
+    ];
+    let screen = render(&panels, false, 120, 40);
+    assert!(
+        screen.contains("NAIVE") && screen.contains("FENCED"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn help_overlay() {
+    let panels = [Snapshot::from_sim(&idle(Policy::Fenced), Vec::new())];
+    insta::assert_snapshot!(render(&panels, true, 100, 32));
+}
+
+#[test]
+fn the_smallest_usable_size_and_below() {
+    let panels = [Snapshot::from_sim(&mid_incident(Policy::Naive), Vec::new())];
+    let usable = render(&panels, false, 80, 24);
+    assert!(
+        usable.contains("FORK ×1"),
+        "the verdict fits at 80×24:\n{usable}"
+    );
+    insta::assert_snapshot!("usable_80x24", usable);
+    let tiny = render(&panels, false, 40, 10);
+    assert!(tiny.contains("enlarge the terminal"), "{tiny}");
+}
