@@ -7,5 +7,6 @@
 pub mod demo;
 pub mod incident;
 pub mod lab;
+pub mod scenario;
 pub mod tui;
 pub mod wire;

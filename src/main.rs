@@ -5,7 +5,7 @@ use forkscope::lab::LabOptions;
 use forkscope::lab::clock::LabClock;
 use forkscope::wire::server::{self, ServeOptions};
 use forkscope::wire::{Core, OsEntropy, Shared};
-use forkscope::{demo, incident};
+use forkscope::{demo, incident, scenario};
 use forkscope_core::{Client, History, LabConfig, Policy, Server};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -51,6 +51,12 @@ enum Which {
     Both,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the MCP server alone, for other clients (binds 127.0.0.1 by default).
@@ -77,6 +83,18 @@ enum Command {
     },
     /// Play the seed incident in the core alone (no sockets) and narrate it.
     Demo,
+    /// Play scenario files headless against a real loopback lab and print verdict tables.
+    /// Exit status: 0 every expectation held, 1 one failed, 2 bad input.
+    Run {
+        /// Scenario files (scenarios/*.toml).
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// Override the policies a file names.
+        #[arg(long, value_enum)]
+        policy: Option<Which>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Open the dashboard (the default).
     Dashboard,
 }
@@ -108,6 +126,11 @@ fn main() -> ExitCode {
             print!("{}", demo::run());
             ExitCode::SUCCESS
         }
+        Some(Command::Run {
+            files,
+            policy,
+            format,
+        }) => run_scenarios(&files, policy, format),
         Some(Command::Serve {
             port,
             bind,
@@ -153,6 +176,53 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             })
         }
+    }
+}
+
+fn run_scenarios(files: &[std::path::PathBuf], policy: Option<Which>, format: Format) -> ExitCode {
+    // Every file is read and checked before anything runs: bad input fails fast, with exit 2.
+    let mut scenarios = Vec::new();
+    for file in files {
+        match scenario::load(file) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => {
+                eprintln!("forkscope run: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let all_ok = runtime().block_on(async {
+        let mut all_ok = true;
+        let mut reports = Vec::new();
+        for s in &scenarios {
+            let policies = match policy {
+                Some(Which::Fenced) => vec![Policy::Fenced],
+                Some(Which::Naive) => vec![Policy::Naive],
+                Some(Which::Both) => vec![Policy::Naive, Policy::Fenced],
+                None => s.policy.list(),
+            };
+            let mut runs = Vec::new();
+            for p in policies {
+                runs.push(scenario::play(s, p).await);
+            }
+            all_ok &= runs.iter().all(scenario::Run::ok);
+            match format {
+                Format::Text => print!("{}", scenario::report::text(s, &runs)),
+                Format::Json => reports.push(scenario::report::json(s, &runs)),
+            }
+        }
+        if let Format::Json = format {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&reports).unwrap_or_default()
+            );
+        }
+        all_ok
+    });
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

@@ -98,6 +98,37 @@ impl Snapshot {
     }
 }
 
+/// Which token a probe sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeToken {
+    None,
+    /// The lab client's current token.
+    Current,
+    /// Well-formed, but names nothing.
+    Garbage,
+    /// A token minted for a second session.
+    OtherSession,
+}
+
+/// A raw GET to send: token, and `Last-Event-ID` (`"current"`: the client's cursor).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    pub token: ProbeToken,
+    #[serde(default)]
+    pub last_event_id: Option<String>,
+}
+
+/// What a probe got back.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ProbeResult {
+    pub status: u16,
+    pub reason: Option<String>,
+    /// Ids of the events a 200 stream replayed.
+    pub replayed: Vec<String>,
+}
+
 /// What applying an action asks of the lab's owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -238,6 +269,131 @@ impl Lab {
             Action::Restart => return Outcome::RestartRequested,
         }
         Outcome::Done
+    }
+
+    /// Moves lab time forward by `ms` and runs the server's timers at once, so a script's next
+    /// step sees grace windows that ended (the client's reconnects follow on their own).
+    pub fn advance(&self, ms: u64) {
+        self.clock.advance(ms);
+        let now = self.clock.now();
+        let serve = ServeOptions {
+            background_every_ms: self.options.background_every_ms,
+        };
+        server::tick(&mut self.shared.lock(), now, &serve);
+    }
+
+    /// A raw GET on `/mcp` from outside the lab's client (a stale tab, a buggy retry layer):
+    /// returns the status and, for a rejection, its reason. A 200 stream is read for its
+    /// replayed event ids until `limit` arrive or it goes quiet.
+    pub async fn probe(&self, request: &Probe) -> ProbeResult {
+        let Some(session) = self.client.session() else {
+            return ProbeResult {
+                status: 0,
+                reason: Some("no session".into()),
+                replayed: Vec::new(),
+            };
+        };
+        let token = match &request.token {
+            ProbeToken::None => None,
+            ProbeToken::Current => self.shared.lock().client.token().map(str::to_owned),
+            ProbeToken::Garbage => Some("00000000000000000000000000000000".to_owned()),
+            ProbeToken::OtherSession => self.token_of_another_session().await,
+        };
+        let cursor = match request.last_event_id.as_deref() {
+            Some("current") => self.shared.lock().client.cursor().map(str::to_owned),
+            other => other.map(str::to_owned),
+        };
+        let url = format!("http://{}/mcp", self.server_addr());
+        let mut get = reqwest::Client::new()
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header(crate::wire::headers::SESSION_ID, session.to_string())
+            .header(
+                crate::wire::headers::PROTOCOL_VERSION,
+                crate::wire::headers::MODELLED_REVISION,
+            );
+        if let Some(token) = &token {
+            get = get.header(crate::wire::headers::RESUMPTION_TOKEN, token.as_str());
+        }
+        if let Some(cursor) = &cursor {
+            get = get.header(crate::wire::headers::LAST_EVENT_ID, cursor.as_str());
+        }
+        let Ok(response) = get.timeout(Duration::from_secs(5)).send().await else {
+            return ProbeResult {
+                status: 0,
+                reason: Some("no answer".into()),
+                replayed: Vec::new(),
+            };
+        };
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body: serde_json::Value = response.json().await.unwrap_or_default();
+            let reason = body
+                .pointer("/error/data/reason")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned);
+            return ProbeResult {
+                status,
+                reason,
+                replayed: Vec::new(),
+            };
+        }
+        // Read what the server replays; a live stream goes quiet once the replay is out.
+        let mut parser = crate::wire::sse::Parser::new();
+        let mut body = response.bytes_stream();
+        let mut replayed = Vec::new();
+        use futures_util::StreamExt;
+        while let Ok(Some(Ok(chunk))) =
+            tokio::time::timeout(Duration::from_millis(100), body.next()).await
+        {
+            for event in parser.feed(&chunk).unwrap_or_default() {
+                if !event.data.is_empty()
+                    && let Some(id) = event.id
+                {
+                    replayed.push(id);
+                }
+            }
+        }
+        ProbeResult {
+            status,
+            reason: None,
+            replayed,
+        }
+    }
+
+    /// Initializes a second session over raw HTTP and opens its stream: its token belongs to
+    /// another session.
+    async fn token_of_another_session(&self) -> Option<String> {
+        let url = format!("http://{}/mcp", self.server_addr());
+        let http = reqwest::Client::new();
+        let init = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}});
+        let response = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(init.to_string())
+            .send()
+            .await
+            .ok()?;
+        let session = response
+            .headers()
+            .get(crate::wire::headers::SESSION_ID)?
+            .to_str()
+            .ok()?
+            .to_owned();
+        let stream = http
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header(crate::wire::headers::SESSION_ID, session)
+            .send()
+            .await
+            .ok()?;
+        let token = stream
+            .headers()
+            .get(crate::wire::headers::RESUMPTION_TOKEN)?
+            .to_str()
+            .ok()?
+            .to_owned();
+        Some(token)
     }
 
     pub fn snapshot(&self) -> Snapshot {

@@ -1,0 +1,10 @@
+//! Scenarios: replayable stories in `scenarios/*.toml` — steps that are the same actions a
+//! person presses, waits on observed state, and expectations per policy — played headless
+//! against a real lab, with verdict tables in text or JSON.
+
+pub mod format;
+pub mod player;
+pub mod report;
+
+pub use format::{Scenario, ScenarioError, load};
+pub use player::{Run, play};

@@ -1,0 +1,287 @@
+//! Plays a scenario against a real lab (server, proxy, client on loopback) whose clock only
+//! moves when the script says so, then judges the run against the file's expectations.
+
+use super::format::{Expect, Scenario, StepKind, WaitFor};
+use crate::lab::{Lab, LabOptions, ProbeResult};
+use crate::wire::Core;
+use forkscope_core::client::Phase;
+use forkscope_core::history::Counters;
+use forkscope_core::{Policy, Verdict};
+use std::time::Duration;
+
+/// One expectation, judged.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    pub what: String,
+    pub ok: bool,
+    pub got: String,
+}
+
+/// A scenario played under one policy.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Run {
+    pub policy: Policy,
+    pub verdict: Option<Verdict>,
+    pub counters: Option<Counters>,
+    pub conditions_broken: Vec<u8>,
+    pub probes: Vec<ProbeResult>,
+    /// The lab refused the configuration (with why).
+    pub config_refused: Option<String>,
+    /// The run itself failed (a wait timed out, the lab could not start).
+    pub error: Option<String>,
+    pub checks: Vec<Check>,
+    pub transcript: Vec<String>,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.error.is_none() && self.checks.iter().all(|c| c.ok)
+    }
+}
+
+/// Plays `scenario` under `policy`.
+pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
+    let mut run = Run {
+        policy,
+        verdict: None,
+        counters: None,
+        conditions_broken: Vec::new(),
+        probes: Vec::new(),
+        config_refused: None,
+        error: None,
+        checks: Vec::new(),
+        transcript: Vec::new(),
+    };
+    let expect = match policy {
+        Policy::Naive => scenario.expect.naive.clone(),
+        Policy::Fenced => scenario.expect.fenced.clone(),
+    }
+    .unwrap_or_default();
+    if let Err(e) = scenario.config.validate(policy) {
+        run.config_refused = Some(e.to_string());
+        run.transcript
+            .push(format!("the lab refuses this configuration: {e}"));
+        judge(&mut run, &expect);
+        return run;
+    }
+    let options = LabOptions {
+        policy,
+        config: scenario.config,
+        background_every_ms: scenario.background_every_ms,
+        start_paused: true,
+        ..LabOptions::default()
+    };
+    let lab = match Lab::start(options).await {
+        Ok(lab) => lab,
+        Err(e) => {
+            run.error = Some(format!("the lab did not start: {e}"));
+            return run;
+        }
+    };
+    if let Err(e) = steps(&lab, scenario, policy, &mut run).await {
+        run.error = Some(e);
+    }
+    settle(&lab).await;
+    {
+        let core = lab.core();
+        run.verdict = Some(core.history.verdict());
+        run.counters = Some(core.history.checker().counters().clone());
+    }
+    let snapshot = lab.snapshot();
+    run.conditions_broken = snapshot
+        .view
+        .conditions
+        .iter()
+        .filter(|c| !c.holds)
+        .map(|c| c.condition.number())
+        .collect();
+    lab.stop().await;
+    judge(&mut run, &expect);
+    run
+}
+
+async fn steps(
+    lab: &Lab,
+    scenario: &Scenario,
+    policy: Policy,
+    run: &mut Run,
+) -> Result<(), String> {
+    wait(lab, WaitFor::Connected, 1, 10_000, 0)
+        .await
+        .map_err(|e| format!("before step 1: {e}"))?;
+    for (index, step) in scenario.steps.iter().enumerate() {
+        if step.only.is_some_and(|p| p != policy) {
+            continue;
+        }
+        let at = lab.clock().now();
+        if let Some(say) = &step.say {
+            run.transcript.push(format!("{at:>8}  {say}"));
+        }
+        let context = |e: String| format!("step {} (line {}): {e}", index + 1, step.line);
+        match &step.kind {
+            StepKind::Say => {}
+            StepKind::Action { action, repeat } => {
+                for _ in 0..*repeat {
+                    lab.apply(*action);
+                }
+            }
+            StepKind::Advance { ms } => lab.advance(*ms),
+            StepKind::Wait {
+                what,
+                count,
+                timeout_ms,
+            } => {
+                let baseline = decisions(&lab.core());
+                wait(lab, *what, *count, *timeout_ms, baseline)
+                    .await
+                    .map_err(context)?;
+            }
+            StepKind::Probe(probe) => {
+                let result = lab.probe(probe).await;
+                run.transcript.push(format!(
+                    "{at:>8}  probe → {}{}",
+                    result.status,
+                    result
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" {r}"))
+                        .unwrap_or_default()
+                ));
+                run.probes.push(result);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// GET decisions the server has made: accepted, rejected, or a new stream.
+fn decisions(core: &Core) -> u64 {
+    let c = core.history.checker().counters();
+    c.resumes_accepted + c.rejected_total() + c.new_streams_flagged + c.new_streams_silent
+}
+
+async fn wait(
+    lab: &Lab,
+    what: WaitFor,
+    count: u64,
+    timeout_ms: u64,
+    baseline: u64,
+) -> Result<(), String> {
+    let ready = |core: &Core| match what {
+        WaitFor::Connected => {
+            core.client.phase() == Phase::Connected && core.client.cursor().is_some()
+        }
+        WaitFor::Reconnecting => matches!(core.client.phase(), Phase::Reconnecting { .. }),
+        WaitFor::Applied => core.client.applied() >= count,
+        WaitFor::Decision => decisions(core) >= baseline + count,
+        WaitFor::Emits => core.history.checker().counters().emits >= count,
+    };
+    let what = serde_json::to_string(&what).unwrap_or_default();
+    lab.wait_for(Duration::from_millis(timeout_ms), ready)
+        .await
+        .map_err(|e| format!("waiting for {what} (count {count}): {e}"))
+}
+
+/// Lets deliveries already on the wire land: waits until the history stops growing for a few
+/// polls (bounded), so the verdict judges a quiet lab.
+async fn settle(lab: &Lab) {
+    let mut last = u64::MAX;
+    let mut quiet = 0;
+    for _ in 0..100 {
+        let total = lab.core().history.total();
+        quiet = if total == last { quiet + 1 } else { 0 };
+        if quiet >= 3 {
+            return;
+        }
+        last = total;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn judge(run: &mut Run, expect: &Expect) {
+    let mut check = |what: String, ok: bool, got: String| run.checks.push(Check { what, ok, got });
+    if let Some(want) = expect.config_refused {
+        let got = run.config_refused.is_some();
+        check(
+            format!("config refused = {want}"),
+            got == want,
+            run.config_refused
+                .clone()
+                .unwrap_or_else(|| "accepted".into()),
+        );
+    } else if let Some(why) = &run.config_refused {
+        check("config accepted".into(), false, why.clone());
+    }
+    if run.config_refused.is_some() {
+        return;
+    }
+    let verdict = run.verdict.clone();
+    let counters = run.counters.clone().unwrap_or_default();
+    if let Some(want) = expect.clean {
+        let got = verdict.as_ref().is_some_and(|v| v.clean);
+        check(
+            format!("clean = {want}"),
+            got == want,
+            verdict
+                .as_ref()
+                .map_or("no verdict".into(), |v| v.summary()),
+        );
+    }
+    for (kind, count) in &expect.anomalies {
+        let got = verdict.as_ref().map_or(0, |v| v.count(*kind));
+        check(format!("{kind} {count}"), count.holds(got), got.to_string());
+    }
+    for (reason, count) in &expect.rejected {
+        let got = counters.resumes_rejected.get(reason).copied().unwrap_or(0);
+        check(
+            format!("rejected {reason} {count}"),
+            count.holds(got),
+            got.to_string(),
+        );
+    }
+    if let Some(count) = expect.resumes_accepted {
+        check(
+            format!("resumes accepted {count}"),
+            count.holds(counters.resumes_accepted),
+            counters.resumes_accepted.to_string(),
+        );
+    }
+    if let Some(count) = expect.late_emits_refused {
+        let got = counters.late_emits_refused;
+        check(
+            format!("late emits refused {count}"),
+            count.holds(got),
+            got.to_string(),
+        );
+    }
+    if let Some(want) = &expect.conditions_broken {
+        let got = &run.conditions_broken;
+        check(
+            format!("conditions broken {want:?}"),
+            want == got,
+            format!("{got:?}"),
+        );
+    }
+    if let Some(want) = &expect.probe_statuses {
+        let got: Vec<u16> = run.probes.iter().map(|p| p.status).collect();
+        check(
+            format!("probe statuses {want:?}"),
+            *want == got,
+            format!("{got:?}"),
+        );
+    }
+    if let Some(want) = expect.probes_replay_alike {
+        let accepted: Vec<&Vec<String>> = run
+            .probes
+            .iter()
+            .filter(|p| p.status == 200)
+            .map(|p| &p.replayed)
+            .collect();
+        let alike = accepted.len() >= 2 && accepted.windows(2).all(|w| w[0] == w[1]);
+        check(
+            format!("probes replay alike = {want}"),
+            alike == want,
+            format!("{accepted:?}"),
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! The scenario format and runner: every shipped file loads, bad files are reported with file
+//! and line and exit 2, and the seed incident plays to its expected verdicts.
+
+use forkscope::scenario::{self, play};
+use forkscope_core::Policy;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn shipped() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_shipped_scenario_loads_and_says_what_it_teaches() {
+    let files = shipped();
+    assert!(files.len() >= 10, "{files:?}");
+    for file in files {
+        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            s.teaches.len() > 80,
+            "{}: say what it teaches",
+            file.display()
+        );
+        assert!(
+            s.expect.naive.is_some() || s.expect.fenced.is_some(),
+            "{}: no expectations",
+            file.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_scenario_plays_to_its_verdicts() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-incident.toml");
+    let s = scenario::load(&path).unwrap();
+    for policy in [Policy::Naive, Policy::Fenced] {
+        let run = play(&s, policy).await;
+        assert!(run.ok(), "{policy}: {:?} {:?}", run.error, run.checks);
+        assert!(!run.checks.is_empty());
+    }
+}
+
+#[test]
+fn bad_input_exits_2_with_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("forkscope-scenario-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\nteaches = \"y\"\n[[step]]\naction = \"explode\"\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+        .arg("run")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.toml:4"), "{stderr}");
+    assert!(stderr.contains("explode"), "{stderr}");
+    let missing = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+        .args(["run", "/nonexistent/x.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_failed_expectation_exits_1_and_json_reports_it() {
+    let dir = std::env::temp_dir().join(format!("forkscope-scenario-fail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrong = dir.join("wrong.toml");
+    // The fenced policy never forks: expecting one must fail.
+    std::fs::write(
+        &wrong,
+        "name = \"wrong\"\nteaches = \"t\"\npolicy = \"fenced\"\n[[step]]\naction = \"emit_background\"\n[[step]]\nwait = \"applied\"\n[expect.fenced]\nanomalies = { fork = 1 }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+        .args(["run", "--format", "json"])
+        .arg(&wrong)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report[0]["ok"], false);
+    assert_eq!(report[0]["runs"][0]["checks"][0]["what"], "fork = 1");
+    std::fs::remove_dir_all(&dir).ok();
+}
