@@ -7,6 +7,7 @@
 pub mod demo;
 pub mod incident;
 pub mod lab;
+pub mod record;
 pub mod scenario;
 pub mod tui;
 pub mod wire;

@@ -97,6 +97,19 @@ enum Command {
     },
     /// Open the dashboard (the default).
     Dashboard,
+    /// Play a scenario headless and record the dashboard as an asciicast v2 file (asciinema).
+    Record {
+        scenario: std::path::PathBuf,
+        /// Where to write the .cast file.
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// naive, fenced, or both side by side.
+        #[arg(long, value_enum, default_value_t = Which::Both)]
+        policy: Which,
+        /// Terminal size of the recording, WIDTHxHEIGHT.
+        #[arg(long, default_value = "120x36", value_parser = parse_size)]
+        size: (u16, u16),
+    },
 }
 
 fn main() -> ExitCode {
@@ -131,6 +144,12 @@ fn main() -> ExitCode {
             policy,
             format,
         }) => run_scenarios(&files, policy, format),
+        Some(Command::Record {
+            scenario,
+            out,
+            policy,
+            size,
+        }) => record(&scenario, &out, policy, size),
         Some(Command::Serve {
             port,
             bind,
@@ -177,6 +196,51 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+fn record(
+    scenario: &std::path::Path,
+    out: &std::path::Path,
+    policy: Which,
+    size: (u16, u16),
+) -> ExitCode {
+    let s = match scenario::load(scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("forkscope record: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let policies = match policy {
+        Which::Fenced => vec![Policy::Fenced],
+        Which::Naive => vec![Policy::Naive],
+        Which::Both => vec![Policy::Naive, Policy::Fenced],
+    };
+    let recorded = runtime().block_on(forkscope::record::record_scenario(
+        &s, &policies, out, size.0, size.1,
+    ));
+    match recorded {
+        Ok(verdicts) => {
+            println!("recorded {} — {}", out.display(), verdicts.join("; "));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("forkscope record: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or("expected WIDTHxHEIGHT, e.g. 120x36")?;
+    let w: u16 = w.parse().map_err(|_| format!("bad width {w:?}"))?;
+    let h: u16 = h.parse().map_err(|_| format!("bad height {h:?}"))?;
+    if w < 60 || h < 20 || w > 400 || h > 200 {
+        return Err("the size must be between 60x20 and 400x200".into());
+    }
+    Ok((w, h))
 }
 
 fn run_scenarios(files: &[std::path::PathBuf], policy: Option<Which>, format: Format) -> ExitCode {

@@ -38,7 +38,7 @@ pub enum WaitFor {
     /// The client has applied at least `count` side effects.
     Applied,
     /// The server has ruled on `count` more GETs (resumed, rejected or a new stream) since the
-    /// step began.
+    /// last action, advance or probe step began.
     Decision,
     /// The server has recorded at least `count` emits.
     Emits,

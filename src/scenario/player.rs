@@ -41,17 +41,7 @@ impl Run {
 
 /// Plays `scenario` under `policy`.
 pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
-    let mut run = Run {
-        policy,
-        verdict: None,
-        counters: None,
-        conditions_broken: Vec::new(),
-        probes: Vec::new(),
-        config_refused: None,
-        error: None,
-        checks: Vec::new(),
-        transcript: Vec::new(),
-    };
+    let mut run = new_run(policy);
     let expect = match policy {
         Policy::Naive => scenario.expect.naive.clone(),
         Policy::Fenced => scenario.expect.fenced.clone(),
@@ -64,23 +54,18 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
         judge(&mut run, &expect);
         return run;
     }
-    let options = LabOptions {
-        policy,
-        config: scenario.config,
-        background_every_ms: scenario.background_every_ms,
-        start_paused: true,
-        ..LabOptions::default()
-    };
-    let lab = match Lab::start(options).await {
+    let lab = match Lab::start(lab_options(scenario, policy)).await {
         Ok(lab) => lab,
         Err(e) => {
             run.error = Some(format!("the lab did not start: {e}"));
             return run;
         }
     };
-    if let Err(e) = steps(&lab, scenario, policy, &mut run).await {
-        run.error = Some(e);
+    let mut runs = [run];
+    if let Err(e) = drive(&[&lab], scenario, &mut runs, &mut |_, _| {}).await {
+        runs[0].error = Some(e);
     }
+    let [mut run] = runs;
     settle(&lab).await;
     {
         let core = lab.core();
@@ -100,58 +85,97 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
     run
 }
 
-async fn steps(
-    lab: &Lab,
+/// Plays the steps against one lab per run (two in compare mode: the same steps, each lab under
+/// its run's policy). `on_step` is called after each step, for recordings and narration.
+pub async fn drive(
+    labs: &[&Lab],
     scenario: &Scenario,
-    policy: Policy,
-    run: &mut Run,
+    runs: &mut [Run],
+    on_step: &mut dyn FnMut(usize, &super::format::Step),
 ) -> Result<(), String> {
-    wait(lab, WaitFor::Connected, 1, 10_000, 0)
-        .await
-        .map_err(|e| format!("before step 1: {e}"))?;
+    for lab in labs {
+        wait(lab, WaitFor::Connected, 1, 10_000, 0)
+            .await
+            .map_err(|e| format!("before step 1: {e}"))?;
+    }
+    // Decisions counted when the last acting step began: a `decision` wait is for what that
+    // step caused, even if it already happened before the wait started.
+    let mut marks: Vec<u64> = labs.iter().map(|lab| decisions(&lab.core())).collect();
     for (index, step) in scenario.steps.iter().enumerate() {
-        if step.only.is_some_and(|p| p != policy) {
-            continue;
-        }
-        let at = lab.clock().now();
-        if let Some(say) = &step.say {
-            run.transcript.push(format!("{at:>8}  {say}"));
-        }
         let context = |e: String| format!("step {} (line {}): {e}", index + 1, step.line);
-        match &step.kind {
-            StepKind::Say => {}
-            StepKind::Action { action, repeat } => {
-                for _ in 0..*repeat {
-                    lab.apply(*action);
+        for ((lab, run), mark) in labs.iter().zip(runs.iter_mut()).zip(marks.iter_mut()) {
+            if step.only.is_some_and(|p| p != run.policy) {
+                continue;
+            }
+            if !matches!(step.kind, StepKind::Wait { .. } | StepKind::Say) {
+                *mark = decisions(&lab.core());
+            }
+            let at = lab.clock().now();
+            if let Some(say) = &step.say {
+                run.transcript.push(format!("{at:>8}  {say}"));
+            }
+            match &step.kind {
+                StepKind::Say => {}
+                StepKind::Action { action, repeat } => {
+                    for _ in 0..*repeat {
+                        lab.apply(*action);
+                    }
+                }
+                StepKind::Advance { ms } => lab.advance(*ms),
+                StepKind::Wait {
+                    what,
+                    count,
+                    timeout_ms,
+                } => {
+                    wait(lab, *what, *count, *timeout_ms, *mark)
+                        .await
+                        .map_err(context)?;
+                }
+                StepKind::Probe(probe) => {
+                    let result = lab.probe(probe).await;
+                    run.transcript.push(format!(
+                        "{at:>8}  probe → {}{}",
+                        result.status,
+                        result
+                            .reason
+                            .as_deref()
+                            .map(|r| format!(" {r}"))
+                            .unwrap_or_default()
+                    ));
+                    run.probes.push(result);
                 }
             }
-            StepKind::Advance { ms } => lab.advance(*ms),
-            StepKind::Wait {
-                what,
-                count,
-                timeout_ms,
-            } => {
-                let baseline = decisions(&lab.core());
-                wait(lab, *what, *count, *timeout_ms, baseline)
-                    .await
-                    .map_err(context)?;
-            }
-            StepKind::Probe(probe) => {
-                let result = lab.probe(probe).await;
-                run.transcript.push(format!(
-                    "{at:>8}  probe → {}{}",
-                    result.status,
-                    result
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" {r}"))
-                        .unwrap_or_default()
-                ));
-                run.probes.push(result);
-            }
         }
+        on_step(index, step);
     }
     Ok(())
+}
+
+/// The lab a scenario runs in: its configuration, and a clock that moves only when the script
+/// advances it.
+pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
+    LabOptions {
+        policy,
+        config: scenario.config,
+        background_every_ms: scenario.background_every_ms,
+        start_paused: true,
+        ..LabOptions::default()
+    }
+}
+
+/// A fresh, empty run record for `policy`.
+pub fn new_run(policy: Policy) -> Run {
+    Run {
+        policy,
+        verdict: None,
+        counters: None,
+        conditions_broken: Vec::new(),
+        probes: Vec::new(),
+        config_refused: None,
+        error: None,
+        checks: Vec::new(),
+        transcript: Vec::new(),
+    }
 }
 
 /// GET decisions the server has made: accepted, rejected, or a new stream.
@@ -184,7 +208,7 @@ async fn wait(
 
 /// Lets deliveries already on the wire land: waits until the history stops growing for a few
 /// polls (bounded), so the verdict judges a quiet lab.
-async fn settle(lab: &Lab) {
+pub async fn settle(lab: &Lab) {
     let mut last = u64::MAX;
     let mut quiet = 0;
     for _ in 0..100 {
