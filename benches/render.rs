@@ -43,6 +43,8 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 help: false,
                 status: None,
                 theme,
+                narration: None,
+                picker: None,
             };
             terminal.draw(|f| draw(f, black_box(&screen))).unwrap();
         });

@@ -27,6 +27,12 @@ struct Cli {
     /// Grace window for orphaned streams, in milliseconds (the dashboard's lab).
     #[arg(long)]
     grace_ms: Option<u64>,
+    /// Play this scenario in the dashboard (space pauses it, s steps it, p picks another).
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// Record the dashboard to an asciicast v2 file (playable with asciinema).
+    #[arg(long, value_name = "FILE.cast")]
+    record: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -127,7 +133,29 @@ fn main() -> ExitCode {
                 eprintln!("forkscope: {e}");
                 return ExitCode::from(2);
             }
-            match forkscope::tui::run(options) {
+            let scenario = match cli.scenario.as_deref().map(scenario::load).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("forkscope: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let scenario_dir = cli
+                .scenario
+                .as_deref()
+                .and_then(std::path::Path::parent)
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(
+                    || std::path::PathBuf::from("scenarios"),
+                    std::path::Path::to_path_buf,
+                );
+            let start = forkscope::tui::Start {
+                options,
+                scenario,
+                scenario_dir,
+                recorder: None,
+            };
+            match forkscope::tui::run(start, cli.record) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("forkscope: {e}");

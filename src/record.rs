@@ -4,6 +4,7 @@
 use crate::lab::{Lab, Snapshot};
 use crate::scenario::player::{self, new_run};
 use crate::scenario::{Scenario, format::Step};
+use crate::tui::panes::narration::Narration;
 use crate::tui::theme::Theme;
 use crate::tui::ui::{Screen, draw};
 use forkscope_core::Policy;
@@ -140,34 +141,47 @@ pub async fn record_scenario(
     let theme = Theme { color: true };
     let mut at = 0.0f64;
     let mut failure = None;
-    let mut draw_frame = |labs: &[&Lab], narration: Option<&str>, pause: f64| {
-        let panels: Vec<Snapshot> = labs.iter().map(|l| l.snapshot()).collect();
-        let screen = Screen {
-            panels: &panels,
-            log: &[],
-            help: false,
-            status: narration,
-            theme,
-        };
-        if terminal.draw(|f| draw(f, &screen)).is_err() {
-            return;
-        }
-        let mut rec = recorder.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = rec.frame(at);
-        if let Some(bad) = panels.iter().find(|p| !p.view.verdict.clean) {
-            let _ = rec.mark_first_violation(at, &bad.view.verdict.headline);
-        }
-        at += pause;
+    let mut narration = Narration {
+        name: scenario.name.clone(),
+        teaches: scenario.teaches.replace('\n', " "),
+        total: scenario.steps.len(),
+        ..Narration::default()
     };
+    let mut draw_frame =
+        |labs: &[&Lab], narration: &Narration, status: Option<&str>, pause: f64| {
+            let panels: Vec<Snapshot> = labs.iter().map(|l| l.snapshot()).collect();
+            let screen = Screen {
+                panels: &panels,
+                log: &[],
+                help: false,
+                status,
+                theme,
+                narration: Some(narration),
+                picker: None,
+            };
+            if terminal.draw(|f| draw(f, &screen)).is_err() {
+                return;
+            }
+            let mut rec = recorder.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = rec.frame(at);
+            if let Some(bad) = panels.iter().find(|p| !p.view.verdict.clean) {
+                let _ = rec.mark_first_violation(at, &bad.view.verdict.headline);
+            }
+            at += pause;
+        };
     {
         // Hide the cursor and clear, then the opening frame.
         let mut rec = recorder.lock().unwrap_or_else(PoisonError::into_inner);
         rec.pending.extend_from_slice(b"\x1b[?25l\x1b[2J");
     }
-    draw_frame(&lab_refs, Some(&scenario.name), 1.5);
-    let mut on_step = |_: usize, step: &Step| {
-        let pause = if step.say.is_some() { 1.6 } else { 0.4 };
-        draw_frame(&lab_refs, step.say.as_deref(), pause);
+    draw_frame(&lab_refs, &narration, None, 2.5);
+    let mut on_step = |index: usize, step: &Step| {
+        narration.done = index + 1;
+        if let Some(say) = &step.say {
+            narration.said = Some((step.line, say.clone()));
+        }
+        let pause = if step.say.is_some() { 1.8 } else { 0.4 };
+        draw_frame(&lab_refs, &narration, None, pause);
     };
     if let Err(e) = player::drive(&lab_refs, scenario, &mut runs, &mut on_step).await {
         failure = Some(e);
@@ -186,8 +200,9 @@ pub async fn record_scenario(
         })
         .collect();
     let closing = verdicts.join("   ");
-    draw_frame(&lab_refs, Some(&closing), 3.0);
-    draw_frame(&lab_refs, Some(&closing), 0.0);
+    narration.finished = true;
+    draw_frame(&lab_refs, &narration, Some(&closing), 3.0);
+    draw_frame(&lab_refs, &narration, Some(&closing), 0.0);
     drop(terminal);
     for lab in labs {
         lab.stop().await;

@@ -2,6 +2,7 @@
 //! from deterministic in-memory labs (no sockets, no clock).
 
 use forkscope::lab::Snapshot;
+use forkscope::tui::panes::narration::Narration;
 use forkscope::tui::theme::Theme;
 use forkscope::tui::ui::{Screen, draw};
 use forkscope::wire::Exchange;
@@ -14,6 +15,16 @@ use tracing::Level;
 const NO_COLOR: Theme = Theme { color: false };
 
 fn render(panels: &[Snapshot], help: bool, width: u16, height: u16) -> String {
+    render_with(panels, help, None, width, height)
+}
+
+fn render_with(
+    panels: &[Snapshot],
+    help: bool,
+    narration: Option<&Narration>,
+    width: u16,
+    height: u16,
+) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     let log = vec![
         (Level::INFO, "session initialized session=3f2a1c".to_owned()),
@@ -28,6 +39,8 @@ fn render(panels: &[Snapshot], help: bool, width: u16, height: u16) -> String {
         help,
         status: None,
         theme: NO_COLOR,
+        narration,
+        picker: None,
     };
     terminal.draw(|frame| draw(frame, &screen)).unwrap();
     terminal.backend().to_string()
@@ -159,4 +172,34 @@ fn the_smallest_usable_size_and_below() {
     insta::assert_snapshot!("usable_80x24", usable);
     let tiny = render(&panels, false, 40, 10);
     assert!(tiny.contains("enlarge the terminal"), "{tiny}");
+}
+
+#[test]
+fn a_scenario_playing_with_its_narration() {
+    let sim = mid_incident(Policy::Naive);
+    let narration = Narration {
+        name: "The seed incident".into(),
+        teaches: "A NAT drops the connection after event 41…".into(),
+        total: 10,
+        done: 4,
+        said: Some((
+            23,
+            "a NAT drops the TCP connection; the server is not told".into(),
+        )),
+        paused: true,
+        finished: false,
+        error: None,
+    };
+    let screen = render_with(
+        &[Snapshot::from_sim(&sim, Vec::new())],
+        false,
+        Some(&narration),
+        120,
+        40,
+    );
+    assert!(
+        screen.contains("step 4/10") && screen.contains("line 23:"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
 }

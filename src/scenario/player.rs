@@ -91,7 +91,75 @@ pub async fn drive(
     labs: &[&Lab],
     scenario: &Scenario,
     runs: &mut [Run],
-    on_step: &mut dyn FnMut(usize, &super::format::Step),
+    on_step: &mut (dyn FnMut(usize, &super::format::Step) + Send),
+) -> Result<(), String> {
+    drive_paced(labs, scenario, runs, on_step, None).await
+}
+
+/// Lets a person pace a scenario in the dashboard: play, pause, one step at a time.
+#[derive(Debug)]
+pub struct Gate {
+    pace: tokio::sync::watch::Sender<Pace>,
+    /// Real milliseconds between steps while playing, so a person can follow.
+    pub step_delay_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    Playing,
+    Paused,
+    /// Let one step through, then pause.
+    StepOnce,
+}
+
+impl Gate {
+    pub fn new(pace: Pace, step_delay_ms: u64) -> Self {
+        Gate {
+            pace: tokio::sync::watch::Sender::new(pace),
+            step_delay_ms,
+        }
+    }
+
+    pub fn set(&self, pace: Pace) {
+        self.pace.send_replace(pace);
+    }
+
+    pub fn pace(&self) -> Pace {
+        *self.pace.borrow()
+    }
+
+    /// Returns when the next step may run.
+    async fn pass(&self) {
+        let mut rx = self.pace.subscribe();
+        loop {
+            let pace = *rx.borrow_and_update();
+            match pace {
+                Pace::Playing => {
+                    tokio::time::sleep(Duration::from_millis(self.step_delay_ms)).await;
+                    if self.pace() != Pace::Paused {
+                        return;
+                    }
+                }
+                Pace::StepOnce => {
+                    self.pace.send_replace(Pace::Paused);
+                    return;
+                }
+                Pace::Paused => {}
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// [`drive`], waiting at each step for the gate when there is one.
+pub async fn drive_paced(
+    labs: &[&Lab],
+    scenario: &Scenario,
+    runs: &mut [Run],
+    on_step: &mut (dyn FnMut(usize, &super::format::Step) + Send),
+    gate: Option<&Gate>,
 ) -> Result<(), String> {
     for lab in labs {
         wait(lab, WaitFor::Connected, 1, 10_000, 0)
@@ -102,6 +170,9 @@ pub async fn drive(
     // step caused, even if it already happened before the wait started.
     let mut marks: Vec<u64> = labs.iter().map(|lab| decisions(&lab.core())).collect();
     for (index, step) in scenario.steps.iter().enumerate() {
+        if let Some(gate) = gate {
+            gate.pass().await;
+        }
         let context = |e: String| format!("step {} (line {}): {e}", index + 1, step.line);
         for ((lab, run), mark) in labs.iter().zip(runs.iter_mut()).zip(marks.iter_mut()) {
             if step.only.is_some_and(|p| p != run.policy) {

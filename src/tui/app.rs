@@ -1,50 +1,98 @@
 //! Dashboard state and its event loop: keys in, actions to the labs, frames out when changed.
+//! A scenario can play in it (paced by the person), and the whole session can be recorded.
 
 use super::keys::{self, Command};
 use super::log::LogRing;
+use super::panes::narration::Narration;
+use super::panes::picker::PickerView;
 use super::theme::Theme;
 use super::ui::{self, Screen};
 use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
+use crate::record::Recorder;
+use crate::scenario::player::{self, Gate, Pace};
+use crate::scenario::{self, Scenario};
 use forkscope_core::Policy;
 use futures_util::StreamExt;
-use ratatui::DefaultTerminal;
-use ratatui::crossterm::event::{Event, EventStream, KeyEventKind};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
 
 /// The frame deadline: at most this often, and only when something changed.
 const FRAME: Duration = Duration::from_millis(100);
 const STATUS_SHOWN: Duration = Duration::from_secs(4);
 const LOG_LINES: usize = 200;
+/// Real time between scenario steps while playing in the dashboard.
+const STEP_DELAY_MS: u64 = 900;
+
+/// How the dashboard starts.
+#[derive(Debug, Default)]
+pub struct Start {
+    pub options: LabOptions,
+    pub scenario: Option<Scenario>,
+    /// Where `p` looks for scenarios.
+    pub scenario_dir: PathBuf,
+    pub recorder: Option<Arc<Mutex<Recorder>>>,
+}
+
+#[derive(Debug)]
+struct Playback {
+    gate: Arc<Gate>,
+    narration: Arc<Mutex<Narration>>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Debug)]
+struct Picker {
+    files: Vec<PathBuf>,
+    loaded: Vec<Result<Scenario, String>>,
+    selected: usize,
+}
 
 #[derive(Debug)]
 pub struct App {
     options: LabOptions,
-    labs: Vec<Lab>,
+    labs: Vec<Arc<Lab>>,
+    playback: Option<Playback>,
+    picker: Option<Picker>,
+    scenario_dir: PathBuf,
     help: bool,
     status: Option<(String, Instant)>,
     log: LogRing,
     theme: Theme,
+    recorder: Option<(Arc<Mutex<Recorder>>, Instant)>,
     quit: bool,
 }
 
 impl App {
-    pub async fn run(
-        options: LabOptions,
+    pub async fn run<B: Backend>(
+        start: Start,
         log: LogRing,
-        terminal: &mut DefaultTerminal,
+        terminal: &mut Terminal<B>,
     ) -> Result<(), String> {
-        let lab = Lab::start(options.clone())
-            .await
-            .map_err(|e| e.to_string())?;
         let mut app = App {
-            options,
-            labs: vec![lab],
+            options: start.options.clone(),
+            labs: Vec::new(),
+            playback: None,
+            picker: None,
+            scenario_dir: start.scenario_dir,
             help: false,
             status: None,
             log,
             theme: Theme::from_env(),
+            recorder: start.recorder.map(|r| (r, Instant::now())),
             quit: false,
         };
+        match start.scenario {
+            Some(s) => app.play(s).await?,
+            None => {
+                let lab = Lab::start(start.options).await.map_err(|e| e.to_string())?;
+                app.labs.push(Arc::new(lab));
+            }
+        }
         if let Some(ms) = std::env::var("FORKSCOPE_TEST_PANIC_AFTER_MS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -56,13 +104,11 @@ impl App {
             });
         }
         let result = app.event_loop(terminal).await;
-        for lab in app.labs.drain(..) {
-            lab.stop().await;
-        }
+        app.stop_labs().await;
         result
     }
 
-    async fn event_loop(&mut self, terminal: &mut DefaultTerminal) -> Result<(), String> {
+    async fn event_loop<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), String> {
         let mut events = EventStream::new();
         let mut frame = tokio::time::interval(FRAME);
         frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -80,9 +126,7 @@ impl App {
                 _ = frame.tick() => {}
                 event = events.next() => match event {
                     Some(Ok(Event::Key(key))) if key.kind == KeyEventKind::Press => {
-                        if let Some(command) = keys::command_for(key) {
-                            self.handle(command).await;
-                        }
+                        self.key(key).await;
                         force = true;
                     }
                     Some(Ok(Event::Resize(_, _))) => force = true,
@@ -96,11 +140,7 @@ impl App {
         Ok(())
     }
 
-    fn snapshots(&self) -> Vec<Snapshot> {
-        self.labs.iter().map(Lab::snapshot).collect()
-    }
-
-    fn draw(&mut self, terminal: &mut DefaultTerminal) -> Result<(), String> {
+    fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), String> {
         if self
             .status
             .as_ref()
@@ -108,26 +148,46 @@ impl App {
         {
             self.status = None;
         }
-        let panels = self.snapshots();
+        let panels: Vec<Snapshot> = self.labs.iter().map(|l| l.snapshot()).collect();
         let log = self.log.tail(LOG_LINES);
+        let narration = self.playback.as_ref().map(|p| {
+            let mut n = p
+                .narration
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            n.paused = p.gate.pace() == Pace::Paused;
+            n
+        });
+        let picker = self.picker.as_ref().map(Picker::view);
         let screen = Screen {
             panels: &panels,
             log: &log,
             help: self.help,
             status: self.status.as_ref().map(|(s, _)| s.as_str()),
             theme: self.theme,
+            narration: narration.as_ref(),
+            picker: picker.as_ref(),
         };
         let _frame = super::TERMINAL
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         terminal
             .draw(|frame| ui::draw(frame, &screen))
             .map_err(|e| format!("drawing failed: {e}"))?;
+        if let Some((recorder, started)) = &self.recorder {
+            let at = started.elapsed().as_secs_f64();
+            let mut recorder = recorder.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = recorder.frame(at);
+            if let Some(bad) = panels.iter().find(|p| !p.view.verdict.clean) {
+                let _ = recorder.mark_first_violation(at, &bad.view.verdict.headline);
+            }
+        }
         Ok(())
     }
 
     /// Changes whenever anything on screen would: history, exchanges, log, lab time (in the
-    /// tenths the header shows), pause, speed, UI state.
+    /// tenths the header shows), pause, speed, UI state, scenario progress.
     fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -141,8 +201,23 @@ impl App {
             lab.clock().paused().hash(&mut h);
             lab.clock().speed().to_bits().hash(&mut h);
         }
+        if let Some(p) = &self.playback {
+            let n = p.narration.lock().unwrap_or_else(PoisonError::into_inner);
+            (
+                n.done,
+                n.finished,
+                n.error.is_some(),
+                p.gate.pace() == Pace::Paused,
+            )
+                .hash(&mut h);
+        }
         self.log.version().hash(&mut h);
-        (self.help, self.status.is_some()).hash(&mut h);
+        (
+            self.help,
+            self.status.is_some(),
+            self.picker.as_ref().map(|p| p.selected),
+        )
+            .hash(&mut h);
         h.finish()
     }
 
@@ -150,12 +225,35 @@ impl App {
         self.status = Some((status.into(), Instant::now()));
     }
 
-    async fn handle(&mut self, command: Command) {
+    async fn key(&mut self, key: KeyEvent) {
+        if self.picker.is_some() {
+            return self.picker_key(key).await;
+        }
+        let Some(command) = keys::command_for(key) else {
+            return;
+        };
         match command {
             Command::Quit if self.help => self.help = false,
             Command::Quit => self.quit = true,
             Command::ToggleHelp => self.help = !self.help,
             Command::ToggleCompare => self.toggle_compare().await,
+            Command::OpenPicker => self.picker = Some(Picker::load(&self.scenario_dir)),
+            // While a scenario plays, space and s pace the script: its clock is scripted.
+            Command::Lab(Action::TogglePause) if self.playback.is_some() => {
+                if let Some(p) = &self.playback {
+                    let next = if p.gate.pace() == Pace::Paused {
+                        Pace::Playing
+                    } else {
+                        Pace::Paused
+                    };
+                    p.gate.set(next);
+                }
+            }
+            Command::Lab(Action::Step) if self.playback.is_some() => {
+                if let Some(p) = &self.playback {
+                    p.gate.set(Pace::StepOnce);
+                }
+            }
             Command::Lab(Action::ToggleNaive) if self.labs.len() > 1 => {
                 self.say("compare mode runs naive (left) and fenced (right); m leaves it");
             }
@@ -166,8 +264,8 @@ impl App {
                 }
                 if restart {
                     let policies: Vec<Policy> =
-                        self.labs.iter().map(|l| l.snapshot().view.policy).collect();
-                    self.replace_labs(&policies).await;
+                        self.labs.iter().map(|l| l.options().policy).collect();
+                    self.replace_labs(&policies, self.options.clone()).await;
                     self.say("lab restarted");
                 } else {
                     self.say(action.describe());
@@ -176,33 +274,196 @@ impl App {
         }
     }
 
+    async fn picker_key(&mut self, key: KeyEvent) {
+        let Some(picker) = &mut self.picker else {
+            return;
+        };
+        let count = picker.files.len();
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('p') => self.picker = None,
+            KeyCode::Up | KeyCode::Char('k') if count > 0 => {
+                picker.selected = (picker.selected + count - 1) % count
+            }
+            KeyCode::Down | KeyCode::Char('j') if count > 0 => {
+                picker.selected = (picker.selected + 1) % count
+            }
+            KeyCode::Enter => {
+                let chosen = picker.loaded.get(picker.selected).cloned();
+                self.picker = None;
+                match chosen {
+                    Some(Ok(s)) => {
+                        if let Err(e) = self.play(s).await {
+                            self.say(e);
+                        }
+                    }
+                    Some(Err(e)) => self.say(e),
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts a scenario: fresh labs (two side by side for "both"), then the script, paced.
+    async fn play(&mut self, scenario: Scenario) -> Result<(), String> {
+        let policies = scenario.policy.list();
+        let mut refused = Vec::new();
+        let playable: Vec<Policy> = policies
+            .iter()
+            .copied()
+            .filter(|p| match scenario.config.validate(*p) {
+                Ok(()) => true,
+                Err(e) => {
+                    refused.push(format!("{p}: {e}"));
+                    false
+                }
+            })
+            .collect();
+        if playable.is_empty() {
+            return Err(format!(
+                "{}: the lab refuses this configuration: {}",
+                scenario.name,
+                refused.join("; ")
+            ));
+        }
+        self.stop_labs().await;
+        for policy in &playable {
+            let lab = Lab::start(player::lab_options(&scenario, *policy))
+                .await
+                .map_err(|e| e.to_string())?;
+            self.labs.push(Arc::new(lab));
+        }
+        let narration = Arc::new(Mutex::new(Narration {
+            name: scenario.name.clone(),
+            teaches: scenario.teaches.replace('\n', " "),
+            total: scenario.steps.len(),
+            ..Narration::default()
+        }));
+        let gate = Arc::new(Gate::new(Pace::Playing, STEP_DELAY_MS));
+        let task = {
+            let labs = self.labs.clone();
+            let narration = narration.clone();
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                let refs: Vec<&Lab> = labs.iter().map(|l| l.as_ref()).collect();
+                let mut runs: Vec<_> = playable.iter().map(|p| player::new_run(*p)).collect();
+                let progress = narration.clone();
+                let mut on_step = |index: usize, step: &scenario::format::Step| {
+                    let mut n = progress.lock().unwrap_or_else(PoisonError::into_inner);
+                    n.done = index + 1;
+                    if let Some(say) = &step.say {
+                        n.said = Some((step.line, say.clone()));
+                    }
+                };
+                let result =
+                    player::drive_paced(&refs, &scenario, &mut runs, &mut on_step, Some(&gate))
+                        .await;
+                let mut n = narration.lock().unwrap_or_else(PoisonError::into_inner);
+                n.finished = true;
+                n.error = result.err();
+            })
+        };
+        self.playback = Some(Playback {
+            gate,
+            narration,
+            task,
+        });
+        if !refused.is_empty() {
+            self.say(format!("refused: {}", refused.join("; ")));
+        }
+        Ok(())
+    }
+
     async fn toggle_compare(&mut self) {
         if self.labs.len() > 1 {
-            self.replace_labs(&[self.options.policy]).await;
+            self.replace_labs(&[self.options.policy], self.options.clone())
+                .await;
             self.say("compare mode off");
         } else {
-            self.replace_labs(&[Policy::Naive, Policy::Fenced]).await;
+            self.replace_labs(&[Policy::Naive, Policy::Fenced], self.options.clone())
+                .await;
             self.say("compare mode: every key goes to both labs");
         }
     }
 
-    async fn replace_labs(&mut self, policies: &[Policy]) {
-        for lab in self.labs.drain(..) {
-            lab.stop().await;
+    async fn stop_labs(&mut self) {
+        if let Some(playback) = self.playback.take() {
+            playback.task.abort();
+            let _ = playback.task.await;
         }
+        for lab in self.labs.drain(..) {
+            // The playback task held the other references; it is gone now.
+            if let Ok(lab) = Arc::try_unwrap(lab) {
+                lab.stop().await;
+            }
+        }
+    }
+
+    async fn replace_labs(&mut self, policies: &[Policy], options: LabOptions) {
+        self.stop_labs().await;
         for policy in policies {
             match Lab::start(LabOptions {
                 policy: *policy,
-                ..self.options.clone()
+                ..options.clone()
             })
             .await
             {
-                Ok(lab) => self.labs.push(lab),
+                Ok(lab) => self.labs.push(Arc::new(lab)),
                 Err(e) => tracing::error!(error = %e, "could not start a lab"),
             }
         }
         if self.labs.is_empty() {
             self.quit = true;
+        }
+    }
+}
+
+impl Picker {
+    fn load(dir: &std::path::Path) -> Picker {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        let loaded = files
+            .iter()
+            .map(|f| scenario::load(f).map_err(|e| e.to_string()))
+            .collect();
+        Picker {
+            files,
+            loaded,
+            selected: 0,
+        }
+    }
+
+    fn view(&self) -> PickerView {
+        PickerView {
+            entries: self
+                .files
+                .iter()
+                .zip(&self.loaded)
+                .map(|(f, s)| {
+                    let file = f
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    (
+                        file,
+                        s.as_ref().map(|s| s.name.clone()).map_err(Clone::clone),
+                    )
+                })
+                .collect(),
+            selected: self.selected,
+            teaches: self
+                .loaded
+                .get(self.selected)
+                .and_then(|s| s.as_ref().ok())
+                .map(|s| s.teaches.replace('\n', " ")),
         }
     }
 }

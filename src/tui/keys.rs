@@ -8,11 +8,12 @@ pub enum Command {
     Lab(Action),
     ToggleCompare,
     ToggleHelp,
+    OpenPicker,
     Quit,
 }
 
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 16] = [
+pub const BINDINGS: [(&str, Command, &str); 17] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -66,13 +67,18 @@ pub const BINDINGS: [(&str, Command, &str); 16] = [
         Command::ToggleCompare,
         "compare mode: naive and fenced side by side",
     ),
+    (
+        "p",
+        Command::OpenPicker,
+        "pick a scenario to play (space pauses it, s steps it)",
+    ),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (also Esc, Ctrl-C)"),
     ("Esc", Command::Quit, "quit (closes help first)"),
 ];
 
 /// The short list the footer shows.
-pub const FOOTER: [(&str, &str); 11] = [
+pub const FOOTER: [(&str, &str); 12] = [
     ("d", "drop"),
     ("t", "strip token"),
     ("n", "naive"),
@@ -82,6 +88,7 @@ pub const FOOTER: [(&str, &str); 11] = [
     ("r", "reset"),
     ("space", "pause"),
     ("m", "compare"),
+    ("p", "scenarios"),
     ("?", "help"),
     ("q", "quit"),
 ];

@@ -10,12 +10,16 @@ pub mod panes;
 pub mod theme;
 pub mod ui;
 
-use crate::lab::LabOptions;
+use crate::record::{Recorder, Tee};
 use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-/// Runs the dashboard until the user quits. Returns an error for the caller to print once the
-/// terminal is restored.
-pub fn run(options: LabOptions) -> Result<(), String> {
+pub use app::Start;
+
+/// Runs the dashboard until the user quits; with `record`, also writes everything it draws to
+/// an asciicast v2 file. Returns an error for the caller to print once the terminal is restored.
+pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), String> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err("the dashboard needs a terminal; try `forkscope incident` or `forkscope demo` for headless runs".into());
     }
@@ -25,9 +29,46 @@ pub fn run(options: LabOptions) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let mut terminal = ratatui::init();
-    install_panic_exit();
-    let result = runtime.block_on(app::App::run(options, ring, &mut terminal));
+    let recorder = match &record {
+        Some(path) => {
+            let (width, height) =
+                ratatui::crossterm::terminal::size().map_err(|e| e.to_string())?;
+            let title = "forkscope dashboard";
+            let recorder = Recorder::create(path, width, height, title)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(Arc::new(Mutex::new(recorder)))
+        }
+        None => None,
+    };
+    let start = Start {
+        recorder: recorder.clone(),
+        ..start
+    };
+    let result = match recorder {
+        None => {
+            let mut terminal = ratatui::init();
+            install_panic_exit();
+            runtime.block_on(app::App::run(start, ring, &mut terminal))
+        }
+        Some(recorder) => {
+            // Same terminal set-up as `ratatui::init`, with a writer that also records.
+            let _ = ratatui::init();
+            install_panic_exit();
+            let tee = Tee {
+                inner: Some(std::io::stdout()),
+                recorder: recorder.clone(),
+            };
+            let mut terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(tee))
+                .map_err(|e| e.to_string())?;
+            let _ = terminal.clear();
+            let result = runtime.block_on(app::App::run(start, ring, &mut terminal));
+            drop(terminal);
+            if let Ok(recorder) = Arc::try_unwrap(recorder) {
+                let _ = recorder.into_inner().map(Recorder::finish);
+            }
+            result
+        }
+    };
     ratatui::restore();
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     result

@@ -1,6 +1,8 @@
 //! The screen layout: which pane goes where, at any size. Pure: draws a [`Screen`] into any
 //! ratatui backend, so whole-screen tests use `TestBackend`.
 
+use super::panes::narration::{self, Narration};
+use super::panes::picker::{self, PickerView};
 use super::panes::{client, exchanges, footer, header, help, invariant, lanes, logs, streams};
 use super::theme::Theme;
 use crate::lab::Snapshot;
@@ -23,6 +25,9 @@ pub struct Screen<'a> {
     pub help: bool,
     pub status: Option<&'a str>,
     pub theme: Theme,
+    /// A scenario playing in the dashboard.
+    pub narration: Option<&'a Narration>,
+    pub picker: Option<&'a PickerView>,
 }
 
 pub fn draw(frame: &mut Frame, screen: &Screen) {
@@ -56,6 +61,16 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
     .areas(area);
     let compare = screen.panels.len() > 1;
     header::render(frame, top, first, compare, theme);
+    let body = match screen.narration {
+        Some(n) => {
+            let [body, pane] =
+                Layout::vertical([Constraint::Fill(1), Constraint::Length(narration::HEIGHT)])
+                    .areas(body);
+            narration::render(frame, pane, n, theme);
+            body
+        }
+        None => body,
+    };
     if compare {
         let columns =
             Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).split(body);
@@ -66,6 +81,9 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
         draw_single(frame, body, first, screen.log, theme);
     }
     footer::render(frame, bottom, screen.status, theme);
+    if let Some(p) = screen.picker {
+        picker::render(frame, body, p, theme);
+    }
     if screen.help {
         help::render(frame, body, theme);
     }

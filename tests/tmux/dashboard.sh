@@ -88,7 +88,26 @@ T send-keys -t fs C-c
 check "Ctrl-C quits with status 0" wait_for "EXITED 0"
 check "Ctrl-C leaves the terminal clean" wait_for "^icanon echo"
 
-# 3. A panic on a lab task restores the terminal and exits 101.
+# 3. A scenario plays in the dashboard, side by side, and the session is recorded.
+CAST="$(mktemp --suffix=.cast)"
+cleanup
+RUN=$((RUN + 1)); SOCKET="forkscope-test-$$-$RUN"
+T new-session -d -s fs -x 120 -y 40 \
+    "'$BIN' --scenario '$ROOT/scenarios/seed-incident.toml' --record '$CAST'; echo \"EXITED \$?\"; sleep 600"
+check "scenario: narration shows" wait_for "scenario · The seed incident"
+check "scenario: plays to the end" wait_for "step 10/10 +finished"
+check "scenario: naive forks beside fenced" wait_for "verdict FORK"
+check "scenario: fenced stays clean beside it" wait_for "verdict CLEAN"
+T send-keys -t fs p
+check "p opens the scenario picker" wait_for "unknown-token.toml"
+T send-keys -t fs Escape
+T send-keys -t fs q
+check "scenario: q quits" wait_for "EXITED 0"
+check "recording: asciicast v2 header" grep -q '"version":2' "$CAST"
+check "recording: first violation marked" grep -q '"m","first violation' "$CAST"
+rm -f "$CAST"
+
+# 4. A panic on a lab task restores the terminal and exits 101.
 start "FORKSCOPE_TEST_PANIC_AFTER_MS=1500" 100 30
 check "panic exits 101" wait_for "EXITED 101"
 check "panic leaves the terminal clean" wait_for "^icanon echo"

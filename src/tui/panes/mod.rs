@@ -9,6 +9,8 @@ pub mod help;
 pub mod invariant;
 pub mod lanes;
 pub mod logs;
+pub mod narration;
+pub mod picker;
 pub mod streams;
 
 use super::theme::Theme;
