@@ -17,9 +17,9 @@ use forkscope::lab::clock::LabClock;
 use forkscope::lab::{Action, Lab, LabOptions};
 use forkscope::wire::server::{self, ServeOptions};
 use forkscope::wire::sse::{self, Parser};
-use forkscope::wire::{Core, OsEntropy, Shared};
+use forkscope::wire::{Core, Shared};
 use forkscope_core::client::Phase;
-use forkscope_core::{Client, History, LabConfig, Policy, Server, SessionId};
+use forkscope_core::{LabConfig, Policy, SessionId};
 use futures_util::StreamExt;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -193,14 +193,7 @@ async fn resume_lab(events: u64, buffer: usize) -> ResumeLab {
         history_capacity: 1_024,
         ..LabConfig::default()
     };
-    let core = Core {
-        server: Server::new(config, Policy::Fenced).unwrap(),
-        client: Client::new(Policy::Fenced, config.retry),
-        history: History::new(1_024),
-        rng: OsEntropy::new(),
-        io: server::ServerIo::default(),
-        exchanges: Default::default(),
-    };
+    let core = Core::new(config, Policy::Fenced).unwrap();
     let shared = Shared::new(core);
     let running = server::start(
         shared.clone(),

@@ -4,9 +4,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use forkscope::lab::LabOptions;
 use forkscope::lab::clock::LabClock;
 use forkscope::wire::server::{self, ServeOptions};
-use forkscope::wire::{Core, OsEntropy, Shared};
+use forkscope::wire::{Core, Shared};
 use forkscope::{demo, incident, scenario};
-use forkscope_core::{Client, History, LabConfig, Policy, Server};
+use forkscope_core::{LabConfig, Policy};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -335,8 +335,8 @@ fn init_logging() {
 }
 
 async fn serve(addr: SocketAddr, policy: Policy, config: LabConfig, emit_every: u64) -> ExitCode {
-    let server_core = match Server::new(config, policy) {
-        Ok(s) => s,
+    let core = match Core::new(config, policy) {
+        Ok(core) => core,
         Err(e) => {
             eprintln!("forkscope serve: {e}");
             return ExitCode::from(2);
@@ -345,14 +345,6 @@ async fn serve(addr: SocketAddr, policy: Policy, config: LabConfig, emit_every: 
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
     }
-    let core = Core {
-        server: server_core,
-        client: Client::new(policy, config.retry),
-        history: History::new(config.history_capacity),
-        rng: OsEntropy::new(),
-        io: server::ServerIo::default(),
-        exchanges: Default::default(),
-    };
     let shared = Shared::new(core);
     let options = ServeOptions {
         background_every_ms: (emit_every > 0).then_some(emit_every),

@@ -6,11 +6,9 @@ use forkscope::lab::clock::LabClock;
 use forkscope::lab::{Action, Lab, LabOptions};
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::sse::{Parser, SseEvent};
-use forkscope::wire::{Core, OsEntropy, Shared};
+use forkscope::wire::{Core, Shared};
 use forkscope_core::client::Phase;
-use forkscope_core::{
-    AnomalyKind, Client, History, LabConfig, Policy, Record, Server, SessionId, StreamId,
-};
+use forkscope_core::{AnomalyKind, LabConfig, Policy, Record, SessionId, StreamId};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -201,14 +199,7 @@ struct Raw {
 
 async fn raw(policy: Policy) -> Raw {
     let config = LabConfig::default();
-    let core = Core {
-        server: Server::new(config, policy).unwrap(),
-        client: Client::new(policy, config.retry),
-        history: History::new(4_096),
-        rng: OsEntropy::new(),
-        io: server::ServerIo::default(),
-        exchanges: Default::default(),
-    };
+    let core = Core::new(config, policy).unwrap();
     let shared = Shared::new(core);
     let addr = SocketAddr::from(([127, 0, 0, 1], 0));
     let running = server::start(

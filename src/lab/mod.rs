@@ -9,10 +9,10 @@ pub use action::Action;
 use crate::wire::client::LabClient;
 use crate::wire::proxy::{Fault, Proxy};
 use crate::wire::server::{self, RunningServer, ServeOptions};
-use crate::wire::{Core, Exchange, OsEntropy, Shared};
+use crate::wire::{Core, Exchange, Shared};
 use clock::LabClock;
 use forkscope_core::history::Entry;
-use forkscope_core::{Client, ConfigError, History, LabConfig, Policy, Server, View};
+use forkscope_core::{ConfigError, LabConfig, Policy, View};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -158,14 +158,7 @@ impl Lab {
             clock.set_paused(true);
         }
         let config = options.config;
-        let core = Core {
-            server: Server::new(config, options.policy)?,
-            client: Client::new(options.policy, config.retry),
-            history: History::new(config.history_capacity),
-            rng: OsEntropy::new(),
-            io: server::ServerIo::default(),
-            exchanges: Default::default(),
-        };
+        let core = Core::new(config, options.policy)?;
         let shared = Shared::new(core);
         let serve = ServeOptions {
             background_every_ms: options.background_every_ms,

@@ -63,6 +63,21 @@ pub struct Core {
 }
 
 impl Core {
+    /// A fresh core for `policy`: server, client and history, no sessions yet.
+    pub fn new(
+        config: forkscope_core::LabConfig,
+        policy: forkscope_core::Policy,
+    ) -> Result<Core, forkscope_core::ConfigError> {
+        Ok(Core {
+            server: Server::new(config, policy)?,
+            client: Client::new(policy, config.retry),
+            history: History::new(config.history_capacity),
+            rng: OsEntropy::new(),
+            io: server::ServerIo::default(),
+            exchanges: VecDeque::new(),
+        })
+    }
+
     pub fn record_exchange(&mut self, exchange: Exchange) {
         if self.exchanges.len() == EXCHANGES_KEPT {
             self.exchanges.pop_front();

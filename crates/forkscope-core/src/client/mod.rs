@@ -191,16 +191,7 @@ impl Client {
             );
             return Delivery::SkippedReplay;
         }
-        self.applied += 1;
-        history.record(
-            now,
-            Record::Delivered {
-                session: truth.session,
-                event: truth.event,
-                key,
-                applied: true,
-            },
-        );
+        self.apply(now, &truth, key, history);
         if let Some(id) = wire_id {
             self.move_cursor(now, id, &truth, history);
         }
@@ -215,20 +206,26 @@ impl Client {
         truth: EventTruth,
         history: &mut History,
     ) -> Delivery {
-        let Some(key) = truth.key else {
+        let Some(key) = truth.key.clone() else {
             return Delivery::Primed;
         };
+        self.apply(now, &truth, key, history);
+        Delivery::Applied
+    }
+
+    /// Applies a side effect and records it.
+    fn apply(&mut self, now: LabTime, truth: &EventTruth, key: Arc<str>, history: &mut History) {
         self.applied += 1;
+        let (session, event) = (truth.session, truth.event);
         history.record(
             now,
             Record::Delivered {
-                session: truth.session,
-                event: truth.event,
+                session,
+                event,
                 key,
                 applied: true,
             },
         );
-        Delivery::Applied
     }
 
     fn is_replay(&self, wire_id: Option<&str>) -> bool {
