@@ -149,6 +149,14 @@ fn main() -> ExitCode {
                     || std::path::PathBuf::from("scenarios"),
                     std::path::Path::to_path_buf,
                 );
+            if !forkscope::tui::has_terminal() && cli.command.is_none() {
+                // `cargo run` without a terminal (a pipe, CI): show the headless story instead.
+                eprintln!(
+                    "forkscope: no terminal for the dashboard; here is the headless demonstration (forkscope demo)"
+                );
+                print!("{}", demo::run());
+                return ExitCode::SUCCESS;
+            }
             let start = forkscope::tui::Start {
                 options,
                 scenario,

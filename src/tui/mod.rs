@@ -19,8 +19,13 @@ pub use app::Start;
 
 /// Runs the dashboard until the user quits; with `record`, also writes everything it draws to
 /// an asciicast v2 file. Returns an error for the caller to print once the terminal is restored.
+/// Whether stdin and stdout are a terminal the dashboard can own.
+pub fn has_terminal() -> bool {
+    std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
+}
+
 pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), String> {
-    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+    if !has_terminal() {
         return Err("the dashboard needs a terminal; try `forkscope incident` or `forkscope demo` for headless runs".into());
     }
     let ring = log::LogRing::default();
