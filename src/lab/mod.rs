@@ -62,6 +62,8 @@ pub enum LabError {
 pub struct Snapshot {
     pub view: View,
     pub paused: bool,
+    /// The clock moves only when a script advances it.
+    pub scripted: bool,
     pub speed: f64,
     pub exchanges: Vec<Exchange>,
     /// The most recent history entries, oldest first.
@@ -84,6 +86,7 @@ impl Snapshot {
         Snapshot {
             view: sim.view(),
             paused: false,
+            scripted: false,
             speed: 1.0,
             exchanges,
             recent: recent.iter().skip(skip).cloned().collect(),
@@ -399,6 +402,7 @@ impl Lab {
         Snapshot {
             view,
             paused: self.clock.paused(),
+            scripted: self.options.start_paused,
             speed: self.clock.speed(),
             exchanges: core.exchanges.iter().cloned().collect(),
             recent: recent.iter().skip(skip).cloned().collect(),

@@ -26,7 +26,7 @@ const FRAME: Duration = Duration::from_millis(100);
 const STATUS_SHOWN: Duration = Duration::from_secs(4);
 const LOG_LINES: usize = 200;
 /// Real time between scenario steps while playing in the dashboard.
-const STEP_DELAY_MS: u64 = 900;
+const STEP_DELAY_MS: u64 = 1_600;
 
 /// How the dashboard starts.
 #[derive(Debug, Default)]
@@ -64,6 +64,8 @@ pub struct App {
     log: LogRing,
     theme: Theme,
     recorder: Option<(Arc<Mutex<Recorder>>, Instant)>,
+    /// The policy to return to when compare mode ends.
+    single_policy: Policy,
     quit: bool,
 }
 
@@ -84,6 +86,7 @@ impl App {
             log,
             theme: Theme::from_env(),
             recorder: start.recorder.map(|r| (r, Instant::now())),
+            single_policy: start.options.policy,
             quit: false,
         };
         match start.scenario {
@@ -376,10 +379,13 @@ impl App {
 
     async fn toggle_compare(&mut self) {
         if self.labs.len() > 1 {
-            self.replace_labs(&[self.options.policy], self.options.clone())
-                .await;
+            let back = self.single_policy;
+            self.replace_labs(&[back], self.options.clone()).await;
             self.say("compare mode off");
         } else {
+            if let Some(lab) = self.labs.first() {
+                self.single_policy = lab.core().server.policy();
+            }
             self.replace_labs(&[Policy::Naive, Policy::Fenced], self.options.clone())
                 .await;
             self.say("compare mode: every key goes to both labs");
@@ -420,6 +426,8 @@ impl App {
 
 impl Picker {
     fn load(dir: &std::path::Path) -> Picker {
+        let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let dir = if dir.is_dir() { dir } else { shipped.as_path() };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|entries| {
                 entries
@@ -429,7 +437,8 @@ impl Picker {
                     .collect()
             })
             .unwrap_or_default();
-        files.sort();
+        // The seed incident first: it is the story the rest elaborate.
+        files.sort_by_key(|f| (!f.ends_with("seed-incident.toml"), f.clone()));
         let loaded = files
             .iter()
             .map(|f| scenario::load(f).map_err(|e| e.to_string()))

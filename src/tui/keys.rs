@@ -22,22 +22,22 @@ pub const BINDINGS: [(&str, Command, &str); 17] = [
     (
         "r",
         Command::Lab(Action::Reset),
-        "reset the connection (both sides close)",
+        "reset (both sides see it)",
     ),
     (
         "t",
         Command::Lab(Action::StripToken),
-        "strip the token on the next reconnect",
+        "strip the token on next retry",
     ),
     (
         "n",
         Command::Lab(Action::ToggleNaive),
-        "toggle naive mode (reproduces the fork)",
+        "naive ⇄ fenced (naive forks)",
     ),
     (
         "c",
         Command::Lab(Action::ReconnectNow),
-        "reconnect now (skip the backoff)",
+        "reconnect now (skip backoff)",
     ),
     (
         "e",
@@ -47,31 +47,19 @@ pub const BINDINGS: [(&str, Command, &str); 17] = [
     (
         "x",
         Command::Lab(Action::StartToolCall),
-        "start a progress_task tool call",
+        "call the progress_task tool",
     ),
     (
         "space",
         Command::Lab(Action::TogglePause),
         "pause / resume lab time",
     ),
-    (
-        "s",
-        Command::Lab(Action::Step),
-        "single step (100 ms) while paused",
-    ),
+    ("s", Command::Lab(Action::Step), "single step while paused"),
     ("+", Command::Lab(Action::SpeedUp), "faster"),
     ("-", Command::Lab(Action::SpeedDown), "slower"),
     ("R", Command::Lab(Action::Restart), "restart the lab"),
-    (
-        "m",
-        Command::ToggleCompare,
-        "compare mode: naive and fenced side by side",
-    ),
-    (
-        "p",
-        Command::OpenPicker,
-        "pick a scenario to play (space pauses it, s steps it)",
-    ),
+    ("m", Command::ToggleCompare, "naive and fenced side by side"),
+    ("p", Command::OpenPicker, "pick and play a scenario"),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (also Esc, Ctrl-C)"),
     ("Esc", Command::Quit, "quit (closes help first)"),
@@ -79,6 +67,7 @@ pub const BINDINGS: [(&str, Command, &str); 17] = [
 
 /// The short list the footer shows.
 pub const FOOTER: [(&str, &str); 12] = [
+    ("?", "help"),
     ("d", "drop"),
     ("t", "strip token"),
     ("n", "naive"),
@@ -89,7 +78,6 @@ pub const FOOTER: [(&str, &str); 12] = [
     ("space", "pause"),
     ("m", "compare"),
     ("p", "scenarios"),
-    ("?", "help"),
     ("q", "quit"),
 ];
 

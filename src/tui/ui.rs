@@ -96,16 +96,22 @@ fn draw_single(
     log: &[(Level, String)],
     theme: &Theme,
 ) {
-    let lanes_height = if body.height >= 34 { 8 } else { 6 };
-    let fixed = 6 + lanes_height + 11;
-    let log_height = body.height.saturating_sub(fixed);
-    let (bottom_height, log_height) = if log_height >= 4 {
-        (11, log_height)
-    } else {
-        (body.height.saturating_sub(6 + lanes_height), 0)
-    };
+    // The invariant panel (conditions, verdict, its sentence) never gives way; lanes shrink
+    // first, then the log disappears.
+    const TOP: u16 = 6;
+    const BOTTOM: u16 = 11;
+    let wanted_lanes = if body.height >= 34 { 8 } else { 6 };
+    let lanes_height = body
+        .height
+        .saturating_sub(TOP + BOTTOM)
+        .clamp(3, wanted_lanes);
+    let bottom_height = body.height.saturating_sub(TOP + lanes_height).min(BOTTOM);
+    let log_height = body
+        .height
+        .saturating_sub(TOP + lanes_height + bottom_height);
+    let log_height = if log_height >= 4 { log_height } else { 0 };
     let [top, lanes_area, bottom, log_area] = Layout::vertical([
-        Constraint::Length(6),
+        Constraint::Length(TOP),
         Constraint::Length(lanes_height),
         Constraint::Length(bottom_height),
         Constraint::Length(log_height),
@@ -131,18 +137,22 @@ fn draw_single(
 }
 
 fn draw_column(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+    // Short terminals drop the client pane before the verdict.
+    let client_height = if area.height >= 30 { 6 } else { 0 };
     let [badge, streams_area, client_area, lanes_area, invariant_area] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(client_height),
+        Constraint::Length(5),
         Constraint::Fill(1),
     ])
     .areas(area);
     let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
     frame.render_widget(line, badge);
     streams::render(frame, streams_area, snap, theme);
-    client::render(frame, client_area, snap, theme);
+    if client_height > 0 {
+        client::render(frame, client_area, snap, theme);
+    }
     lanes::render(frame, lanes_area, snap, theme);
     invariant::render(frame, invariant_area, snap, theme);
 }

@@ -9,8 +9,12 @@ use ratatui::text::{Line, Span};
 pub fn render(frame: &mut Frame, area: Rect, status: Option<&str>, theme: &Theme) {
     let mut spans = Vec::new();
     if let Some(status) = status {
-        spans.push(Span::styled(format!(" {status} "), theme.warn()));
-        spans.push(Span::raw(" "));
+        // A message replaces the key list for a few seconds; `?` stays in reach.
+        spans.push(Span::styled(" ?", theme.key()));
+        spans.push(Span::styled(" help ", theme.dim()));
+        spans.push(Span::styled(format!(" {status}"), theme.warn()));
+        frame.render_widget(Line::from(spans), area);
+        return;
     }
     for (key, what) in FOOTER {
         spans.push(Span::styled(format!(" {key}"), theme.key()));

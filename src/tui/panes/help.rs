@@ -20,25 +20,35 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
             "forkscope — MCP Streamable HTTP 2025-11-25 stream resumption",
             theme.title(),
         ),
+        Line::styled(
+            "The seed incident: n (naive), let a few events arrive, then t and d: the orphan keeps \
+             receiving (◉) and the client applies duplicates (◆). Then n back to fenced, R for a \
+             fresh lab, t and d again: a typed 428 missing_token and nothing forks. m shows both.",
+            theme.dim(),
+        ),
         Line::raw(""),
     ];
-    for (key, _, what) in BINDINGS {
-        lines.push(Line::from(vec![
-            Span::styled(format!("  {key:<6}"), theme.key()),
-            Span::raw(what),
-        ]));
+    let half = BINDINGS.len().div_ceil(2);
+    // Two columns; only the left one is padded, so a row never runs past the popup.
+    let cell = |i: usize, pad: bool| -> Vec<Span<'static>> {
+        BINDINGS.get(i).map_or_else(Vec::new, |(key, _, what)| {
+            let what: String = what.chars().take(30).collect();
+            let what = if pad { format!("{what:<30}") } else { what };
+            vec![
+                Span::styled(format!(" {key:<6}"), theme.key()),
+                Span::raw(what),
+            ]
+        })
+    };
+    for row in 0..half {
+        let mut spans = cell(row, true);
+        spans.extend(cell(row + half, false));
+        lines.push(Line::from(spans));
     }
-    lines.push(Line::raw(""));
-    lines.push(Line::styled(
-        "The seed incident: press n (naive), let a few events arrive, then t and d. \
-         Watch the orphan keep receiving (red ●) and the client apply duplicates (red ◆). \
-         Press n again and repeat: the fenced server answers 428 missing_token and nothing forks.",
-        theme.dim(),
-    ));
     frame.render_widget(Clear, popup);
     frame.render_widget(
         Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
+            .wrap(Wrap { trim: false })
             .block(block("help · ? or Esc to close", theme)),
         popup,
     );

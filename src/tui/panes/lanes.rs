@@ -192,7 +192,8 @@ fn build(entries: &[Entry], session: Option<SessionId>, now_ms: u64, columns: us
                     put(&mut lanes.client, c, mark);
                 }
             }
-            Record::ResumeRejected { session: s, .. } if ours(s) => {
+            // The client's own refusals show even after it moved to a new session.
+            Record::ResumeRejected { .. } => {
                 if let Some(c) = at {
                     put(
                         &mut lanes.client,
@@ -289,7 +290,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let window = columns as u64 * MS_PER_COLUMN / 1000;
     if legend {
         lines.push(Line::styled(
-        format!("{:<width$}← {window} s · ● emit ○ copied ● orphan emit × refused ┃ fence ▲ applied ◆ duplicate ✗ rejected", "", width = LABEL),
+        format!("{:<width$}← {window} s · ◉ orphan emit ◆ duplicate ✗ rejected ● emit ▲ applied ○ copied ↺ resumed × refused ┃ fenced ╎ orphaned", "", width = LABEL),
         theme.dim(),
     ));
     }

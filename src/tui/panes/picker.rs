@@ -53,10 +53,12 @@ pub fn render(frame: &mut Frame, area: Rect, picker: &PickerView, theme: &Theme)
     }
     frame.render_widget(Clear, popup);
     frame.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: true }).block(block(
-            "scenarios · ↑↓ choose · Enter play · Esc close",
-            theme,
-        )),
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block(
+                "scenarios · ↑↓ choose · Enter play · Esc close",
+                theme,
+            )),
         popup,
     );
 }

@@ -1,11 +1,15 @@
-//! The client's reconnect schedule: exponential backoff inside a retry budget, honouring the
-//! server's SSE `retry:` hint as the base delay.
+//! The client's reconnect schedule: exponential backoff inside a retry budget. The server's SSE
+//! `retry:` hint raises the base delay: the client never comes back sooner than the server asked,
+//! nor sooner than its own policy says.
 
 use crate::config::RetryConfig;
 
 /// The delay before reconnect attempt `attempt` (0-based).
 pub fn backoff_ms(config: &RetryConfig, retry_hint_ms: Option<u64>, attempt: u32) -> u64 {
-    let base = retry_hint_ms.unwrap_or(config.initial_backoff_ms).max(1);
+    let base = retry_hint_ms
+        .unwrap_or(0)
+        .max(config.initial_backoff_ms)
+        .max(1);
     let cap = config.max_backoff_ms.max(base);
     base.saturating_mul(1u64 << attempt.min(32)).min(cap)
 }
@@ -53,7 +57,11 @@ mod tests {
             "a hint above the cap is honoured"
         );
         assert_eq!(backoff_ms(&config, Some(1_000), 3), 1_000);
-        assert_eq!(backoff_ms(&config, Some(50), 1), 100);
+        assert_eq!(
+            backoff_ms(&config, Some(50), 1),
+            200,
+            "a hint below the policy's base is raised"
+        );
         assert_eq!(
             backoff_ms(&config, None, 200),
             800,
