@@ -205,26 +205,10 @@ async fn resume_lab(events: u64, buffer: usize) -> ResumeLab {
     .unwrap();
     let url = format!("http://{}/mcp", running.addr);
     let http = reqwest::Client::new();
-    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}});
-    let response = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(init.to_string())
-        .send()
-        .await
-        .unwrap();
-    let session = SessionId::parse(response.headers()["mcp-session-id"].to_str().unwrap()).unwrap();
-    let stream = http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", session.to_string())
-        .send()
-        .await
-        .unwrap();
-    let token = stream.headers()["mcp-resumption-token"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let (session, token, stream) =
+        forkscope::wire::client::open_session_stream(&http, &url, "bench")
+            .await
+            .unwrap();
     {
         // Fill the stream's buffer directly; the open connection is detached by the first resume.
         let clock = LabClock::new();

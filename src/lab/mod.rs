@@ -362,33 +362,7 @@ impl Lab {
     async fn token_of_another_session(&self) -> Option<String> {
         let url = format!("http://{}/mcp", self.server_addr());
         let http = reqwest::Client::new();
-        let init = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}});
-        let response = http
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(init.to_string())
-            .send()
-            .await
-            .ok()?;
-        let session = response
-            .headers()
-            .get(crate::wire::headers::SESSION_ID)?
-            .to_str()
-            .ok()?
-            .to_owned();
-        let stream = http
-            .get(&url)
-            .header("accept", "text/event-stream")
-            .header(crate::wire::headers::SESSION_ID, session)
-            .send()
-            .await
-            .ok()?;
-        let token = stream
-            .headers()
-            .get(crate::wire::headers::RESUMPTION_TOKEN)?
-            .to_str()
-            .ok()?
-            .to_owned();
+        let (_, token, _) = crate::wire::client::open_session_stream(&http, &url, "probe").await?;
         Some(token)
     }
 

@@ -471,3 +471,41 @@ impl LabClient {
             })
     }
 }
+
+/// A bare client of its own: `initialize`, then open the standalone stream. Returns the session,
+/// the stream's resumption token and the open response. For probes and benchmarks that need a
+/// session the lab's client does not own.
+pub async fn open_session_stream(
+    http: &reqwest::Client,
+    url: &str,
+    name: &str,
+) -> Option<(SessionId, String, reqwest::Response)> {
+    let init = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": MODELLED_REVISION, "capabilities": {}, "clientInfo": { "name": name, "version": "0" } }
+    });
+    let response = http
+        .post(url)
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .ok()?;
+    let session = SessionId::parse(response.headers().get(headers::SESSION_ID)?.to_str().ok()?)?;
+    let stream = http
+        .get(url)
+        .header(ACCEPT, "text/event-stream")
+        .header(headers::SESSION_ID, session.to_string())
+        .header(headers::PROTOCOL_VERSION, MODELLED_REVISION)
+        .send()
+        .await
+        .ok()?;
+    let token = stream
+        .headers()
+        .get(headers::RESUMPTION_TOKEN)?
+        .to_str()
+        .ok()?
+        .to_owned();
+    Some((session, token, stream))
+}
