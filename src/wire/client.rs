@@ -369,11 +369,7 @@ impl LabClient {
         let now = self.clock.now();
         let mut guard = self.shared.lock();
         let core = &mut *guard;
-        if core.client.phase() == Phase::Idle {
-            core.client.on_disconnected(now);
-        } else {
-            core.client.on_attempt_failed(now, &mut core.history);
-        }
+        core.client.on_attempt_failed(now, &mut core.history);
     }
 
     /// Gives up on `session` (DELETE when it may still exist) and starts over with a new one.

@@ -2,7 +2,7 @@
 //!
 //! `drop_connection` is a NAT drop: the client's side is cut while the server's side stays open
 //! and silently drained, so the server keeps believing its stream is live. `reset` closes both
-//! sides. Added latency delays what the server sends.
+//! sides.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +32,6 @@ pub struct ProxyStats {
     pub half_open: AtomicU64,
     pub bytes_up: AtomicU64,
     pub bytes_down: AtomicU64,
-    pub latency_ms: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -94,11 +93,6 @@ impl Proxy {
         let _ = self.faults.send(fault);
     }
 
-    /// Delay added to everything the server sends.
-    pub fn set_latency(&self, ms: u64) {
-        self.stats.latency_ms.store(ms, Ordering::Relaxed);
-    }
-
     pub fn open_connections(&self) -> u64 {
         self.stats.open.load(Ordering::Relaxed)
     }
@@ -126,10 +120,6 @@ async fn link(
             read = server_read.read(&mut down) => match read {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
-                    let latency = stats.latency_ms.load(Ordering::Relaxed);
-                    if latency > 0 {
-                        tokio::time::sleep(Duration::from_millis(latency)).await;
-                    }
                     stats.bytes_down.fetch_add(n as u64, Ordering::Relaxed);
                     if client_write.write_all(&down[..n]).await.is_err() { return; }
                 }

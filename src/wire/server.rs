@@ -77,9 +77,6 @@ pub struct ServerIo {
     background_due: HashMap<SessionId, LabTime>,
     background_counts: HashMap<SessionId, u64>,
     tool_calls: Vec<ToolCall>,
-    /// Frames written to SSE connections, and their bytes.
-    pub frames_written: u64,
-    pub bytes_written: u64,
 }
 
 impl ServerIo {
@@ -113,14 +110,10 @@ impl ServerIo {
     }
 
     fn send(&mut self, connection: ConnectionId, frame: Bytes) {
-        let len = frame.len() as u64;
         let Some(writer) = self.writers.get(&connection) else {
             return;
         };
-        if writer.tx.try_send(frame).is_ok() {
-            self.frames_written += 1;
-            self.bytes_written += len;
-        } else {
+        if writer.tx.try_send(frame).is_err() {
             // Too slow or gone: cut it off; the client resumes from its cursor.
             self.writers.remove(&connection);
         }
@@ -504,6 +497,18 @@ fn session_of(headers: &HeaderMap, core: &Core) -> Result<SessionId, Refusal> {
         .ok_or_else(|| Refusal(StatusCode::NOT_FOUND, SessionError::Unknown.to_string()))
 }
 
+/// The checks every request on an existing session passes first: a protocol version this server
+/// speaks, and a session it holds. Returns the locked core with the session.
+fn session_request<'a>(
+    app: &'a App,
+    headers: &HeaderMap,
+) -> Result<(std::sync::MutexGuard<'a, Core>, SessionId), Refusal> {
+    check_protocol_version(headers)?;
+    let core = app.shared.lock();
+    let session = session_of(headers, &core)?;
+    Ok((core, session))
+}
+
 fn accepts(headers: &HeaderMap, mime: &str) -> bool {
     headers.get_all(header::ACCEPT).iter().any(|v| {
         v.to_str().is_ok_and(|v| {
@@ -556,11 +561,8 @@ async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Re
     if let (Some("initialize"), Some(id)) = (method, &id) {
         return initialize(&app, id, &message);
     }
-    if let Err(refusal) = check_protocol_version(&headers) {
-        return refusal.into_response();
-    }
-    let session = match session_of(&headers, &app.shared.lock()) {
-        Ok(s) => s,
+    let session = match session_request(&app, &headers) {
+        Ok((_, session)) => session,
         Err(refusal) => return refusal.into_response(),
     };
     let (Some(method), Some(id)) = (method, id) else {
@@ -877,17 +879,13 @@ async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
             "GET /mcp answers text/event-stream only",
         );
     }
-    if let Err(refusal) = check_protocol_version(&headers) {
-        return refusal.into_response();
-    }
     let connection = app.connection();
     let now = app.clock.now();
-    let mut guard = app.shared.lock();
-    let core = &mut *guard;
-    let session = match session_of(&headers, core) {
-        Ok(s) => s,
+    let (mut guard, session) = match session_request(&app, &headers) {
+        Ok(locked) => locked,
         Err(refusal) => return refusal.into_response(),
     };
+    let core = &mut *guard;
     let request = ResumeRequest {
         session,
         token: header_str(&headers, headers::RESUMPTION_TOKEN),
@@ -971,16 +969,12 @@ async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
 }
 
 async fn delete_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = check_protocol_version(&headers) {
-        return refusal.into_response();
-    }
     let now = app.clock.now();
-    let mut guard = app.shared.lock();
-    let core = &mut *guard;
-    let session = match session_of(&headers, core) {
-        Ok(s) => s,
+    let (mut guard, session) = match session_request(&app, &headers) {
+        Ok(locked) => locked,
         Err(refusal) => return refusal.into_response(),
     };
+    let core = &mut *guard;
     let _ = core.server.close_session(now, session, &mut core.history);
     core.io.forget_session(session);
     tracing::info!(session = %session.short(), "session deleted");

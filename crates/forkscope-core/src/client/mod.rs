@@ -333,6 +333,11 @@ impl Client {
     /// The attempt in flight failed (connection refused, or a rejection that asks for a retry).
     /// Schedules the next one inside the budget, or gives up.
     pub fn on_attempt_failed(&mut self, now: LabTime, history: &mut History) -> Phase {
+        if self.phase == Phase::Idle {
+            // It failed before the client ever had a stream: the first wait starts now.
+            self.on_disconnected(now);
+            return self.phase;
+        }
         let Phase::Reconnecting { since, attempt, .. } = self.phase else {
             return self.phase;
         };
@@ -359,11 +364,6 @@ impl Client {
     ) -> ClientAction {
         match reason.client_action() {
             ClientAction::RetryLater => {
-                if self.phase == Phase::Idle {
-                    // Refused before it ever had a stream: the first wait starts now.
-                    self.on_disconnected(now);
-                    return ClientAction::RetryLater;
-                }
                 if let Phase::GaveUp { .. } = self.on_attempt_failed(now, history) {
                     return ClientAction::StartNewSession;
                 }

@@ -108,11 +108,9 @@ impl Checker {
             Record::Orphaned { .. } => {}
             Record::Fenced { session, stream } => {
                 self.counters.fences += 1;
-                self.set_accepting(*session, *stream, false);
+                self.stop_accepting(*session, *stream);
             }
-            Record::StreamClosed { session, stream } => {
-                self.set_accepting(*session, *stream, false)
-            }
+            Record::StreamClosed { session, stream } => self.stop_accepting(*session, *stream),
             Record::Emitted {
                 session,
                 stream,
@@ -157,9 +155,10 @@ impl Checker {
         self.streams.get(&(session, stream))
     }
 
-    fn set_accepting(&mut self, session: SessionId, stream: StreamId, accepting: bool) {
+    /// The stream was fenced or closed: emits no longer land on it.
+    fn stop_accepting(&mut self, session: SessionId, stream: StreamId) {
         if let Some(track) = self.streams.get_mut(&(session, stream)) {
-            track.accepting = accepting;
+            track.accepting = false;
         }
     }
 

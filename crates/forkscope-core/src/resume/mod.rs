@@ -76,12 +76,6 @@ pub struct NewStream {
     pub fenced: Vec<StreamId>,
 }
 
-impl ResumeDecision {
-    pub fn is_reject(&self) -> bool {
-        matches!(self, ResumeDecision::Reject(_))
-    }
-}
-
 /// The token header as the server resolved it, before any policy looks at it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TokenLookup {
