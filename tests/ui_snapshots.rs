@@ -138,6 +138,10 @@ fn fenced_rejection() {
     let screen = render(&[Snapshot::from_sim(&sim, exchanges)], false, 120, 40);
     assert!(screen.contains("CLEAN"), "{screen}");
     assert!(screen.contains("1 rejected"), "{screen}");
+    assert!(
+        screen.contains("typed rejections 428 missing_token ×1"),
+        "{screen}"
+    );
     insta::assert_snapshot!(screen);
 }
 

@@ -82,6 +82,7 @@ T send-keys -t fs d
 check "fenced: the reconnect is rejected, the verdict clean" wait_for "1 rejected"
 check "fenced: the log names missing_token" wait_for "reason=missing_token"
 check "fenced: verdict clean" wait_for "verdict CLEAN"
+check "fenced: the typed rejection is on screen" wait_for "typed rejections 428 missing_token"
 no_fork() { ! screen | grep -q 'FORK'; }
 check "fenced: no fork anywhere" no_fork
 T send-keys -t fs C-c

@@ -55,6 +55,18 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
         Span::styled("verdict ", theme.title()),
         Span::styled(summary, theme.verdict(verdict.clean)),
     ]));
+    // The typed rejections are the fenced story's evidence: name them before the sentence.
+    let rejected = &snap.view.counters.resumes_rejected;
+    if !rejected.is_empty() {
+        let list: Vec<String> = rejected
+            .iter()
+            .map(|(reason, n)| format!("{} {reason} ×{n}", reason.http_status()))
+            .collect();
+        lines.push(Line::from(vec![
+            Span::styled("typed rejections ", theme.title()),
+            Span::styled(list.join(" · "), theme.warn()),
+        ]));
+    }
     lines.push(Line::styled(
         verdict.headline.clone(),
         if verdict.clean {
