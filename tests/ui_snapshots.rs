@@ -122,6 +122,10 @@ fn naive_mid_incident_shows_the_fork() {
     let screen = render(&[Snapshot::from_sim(&sim, Vec::new())], false, 120, 40);
     assert!(screen.contains("FORK ×1"), "{screen}");
     assert!(screen.contains("orphaned"), "{screen}");
+    assert!(
+        screen.contains('◉'),
+        "orphan emits have their own glyph:\n{screen}"
+    );
     insta::assert_snapshot!(screen);
 }
 

@@ -366,14 +366,18 @@ impl App {
                 n.error = result.err();
             })
         };
+        if !refused.is_empty() {
+            let mut n = narration.lock().unwrap_or_else(PoisonError::into_inner);
+            n.said = Some((
+                0,
+                format!("refused before it started — {}", refused.join("; ")),
+            ));
+        }
         self.playback = Some(Playback {
             gate,
             narration,
             task,
         });
-        if !refused.is_empty() {
-            self.say(format!("refused: {}", refused.join("; ")));
-        }
         Ok(())
     }
 

@@ -21,10 +21,10 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, compare: bool, the
     } else {
         spans.push(policy_badge(snap.view.policy, theme));
     }
-    let clock = if snap.paused {
-        "⏸ paused"
-    } else {
-        "▶ running"
+    let clock = match (snap.scripted, snap.paused) {
+        (true, _) => "⏯ scripted clock",
+        (false, true) => "⏸ paused",
+        (false, false) => "▶ running",
     };
     let seconds = snap.view.at.as_millis() as f64 / 1000.0;
     spans.push(Span::raw(format!(

@@ -96,7 +96,7 @@ fn build(entries: &[Entry], session: Option<SessionId>, now_ms: u64, columns: us
                 let orphan = bound.get(s).is_some_and(|b| b != stream) && !copied;
                 let mark = match (orphan, copied) {
                     (true, _) => Mark {
-                        glyph: '●',
+                        glyph: '◉',
                         severity: Severity::Violation,
                         stream: Some(*stream),
                     },
