@@ -13,7 +13,7 @@
 use axum::body::{Body, Bytes};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use forkscope::lab::clock::LabClock;
+use forkscope::clock::LabClock;
 use forkscope::lab::{Action, Lab, LabOptions};
 use forkscope::wire::server::{self, ServeOptions};
 use forkscope::wire::sse::{self, Parser};
@@ -139,7 +139,7 @@ async fn bare_throughput(addr: SocketAddr, events: u64) -> f64 {
 
 async fn forkscope_throughput(events: u64) -> f64 {
     let options = LabOptions {
-        background_every_ms: None,
+        background: None,
         via_proxy: false,
         ..LabOptions::default()
     };

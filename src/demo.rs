@@ -2,13 +2,19 @@
 //! a narration of each step and the checker's verdict.
 
 use forkscope_core::sim::Sim;
-use forkscope_core::{LabConfig, Policy, ResumeDecision};
+use forkscope_core::{LabConfig, Policy, ResumeDecision, StreamIdentity};
 use std::fmt::Write as _;
 
 /// Plays the incident under `policy` and returns the narrated transcript.
 pub fn seed_incident(policy: Policy) -> String {
     let mut out = String::new();
-    let mut sim = Sim::new(LabConfig::default(), policy, 41).expect("the default config is valid");
+    // The seed's model: stream identity travels only in the token header, so the stripped
+    // header is the whole incident.
+    let config = LabConfig {
+        identity: StreamIdentity::TokenHeader,
+        ..LabConfig::default()
+    };
+    let mut sim = Sim::new(config, policy, 41).expect("the default config is valid");
     let mut say = |sim: &Sim, line: String| {
         let _ = writeln!(out, "  {:>7}  {line}", sim.now().to_string());
     };

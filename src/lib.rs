@@ -2,8 +2,10 @@
 //!
 //! The protocol rules live in the `forkscope-core` crate. This crate holds the adapters
 //! ([`wire`]: axum server, reqwest client, SSE, fault proxy), the running [`lab`] that wires
-//! them to the core, and the headless runs built on them.
+//! them to the core, and the headless runs built on them. The lab [`clock`] sits below both, so
+//! the wire and the lab read one time source without depending on each other.
 
+pub mod clock;
 pub mod demo;
 pub mod incident;
 pub mod lab;

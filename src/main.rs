@@ -1,12 +1,12 @@
 //! The forkscope command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use forkscope::clock::LabClock;
 use forkscope::lab::LabOptions;
-use forkscope::lab::clock::LabClock;
-use forkscope::wire::server::{self, ServeOptions};
+use forkscope::wire::server::{self, EmitRate, ServeOptions};
 use forkscope::wire::{Core, Shared};
 use forkscope::{demo, incident, scenario};
-use forkscope_core::{LabConfig, Policy};
+use forkscope_core::{LabConfig, Policy, StreamIdentity};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -51,6 +51,28 @@ impl From<PolicyArg> for Policy {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+enum IdentityArg {
+    EventId,
+    TokenHeader,
+}
+
+impl From<IdentityArg> for StreamIdentity {
+    fn from(i: IdentityArg) -> Self {
+        match i {
+            IdentityArg::EventId => StreamIdentity::EventId,
+            IdentityArg::TokenHeader => StreamIdentity::TokenHeader,
+        }
+    }
+}
+
+fn parse_rate(s: &str) -> Result<EmitRate, String> {
+    let n: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of events per second"))?;
+    EmitRate::per_second(n).map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 enum Which {
     Fenced,
     Naive,
@@ -76,11 +98,35 @@ enum Command {
         #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
         policy: PolicyArg,
         /// Milliseconds between background emits on each session's GET stream (0: none).
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, conflicts_with = "emit_rate")]
         emit_every: u64,
+        /// Background emits per second on each session's GET stream, up to 1000000 (instead
+        /// of --emit-every; a fractional rate like 0.25 is one every four seconds).
+        #[arg(long, value_parser = parse_rate)]
+        emit_rate: Option<EmitRate>,
         /// Grace window for orphaned streams, in milliseconds.
         #[arg(long)]
         grace_ms: Option<u64>,
+        /// How long a finished tool call's stream stays resumable, in milliseconds (default:
+        /// the client retry budget, 15000).
+        #[arg(long)]
+        retention_ms: Option<u64>,
+        /// Where the fenced policy reads stream identity from: `event-id` (ids carry the
+        /// stream's token, so stock MCP clients resume with Last-Event-ID alone) or
+        /// `token-header` (the seed's model: a resume also needs Mcp-Resumption-Token).
+        #[arg(long, value_enum, default_value_t = IdentityArg::EventId)]
+        identity: IdentityArg,
+    },
+    /// A TCP fault proxy in front of a server, driven from standard input: `drop` (a NAT drop of
+    /// every open connection: the client side is cut, the server side kept open and drained),
+    /// `reset` (close both sides). For testing other clients' resumption by hand or in scripts.
+    Proxy {
+        /// The server to forward to, HOST:PORT.
+        #[arg(long)]
+        to: SocketAddr,
+        /// Port to listen on, on 127.0.0.1 (0: any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
     /// Play the seed incident over real loopback HTTP, headless, and print the verdicts.
     Incident {
@@ -191,19 +237,33 @@ fn main() -> ExitCode {
             bind,
             policy,
             emit_every,
+            emit_rate,
             grace_ms,
+            retention_ms,
+            identity,
         }) => {
             init_logging();
-            let mut config = LabConfig::default();
+            let mut config = LabConfig {
+                identity: identity.into(),
+                ..LabConfig::default()
+            };
             if let Some(grace) = grace_ms {
                 config.grace_ms = grace;
             }
+            if let Some(retention) = retention_ms {
+                config.retention_ms = retention;
+            }
+            let background = emit_rate.or((emit_every > 0).then(|| EmitRate::every_ms(emit_every)));
             runtime().block_on(serve(
                 SocketAddr::new(bind, port),
                 policy.into(),
                 config,
-                emit_every,
+                background,
             ))
+        }
+        Some(Command::Proxy { to, port }) => {
+            init_logging();
+            runtime().block_on(proxy(to, port))
         }
         Some(Command::Incident { policy }) => {
             let policies = match policy {
@@ -342,7 +402,68 @@ fn init_logging() {
         .init();
 }
 
-async fn serve(addr: SocketAddr, policy: Policy, config: LabConfig, emit_every: u64) -> ExitCode {
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, so a supervisor's stop takes the graceful path.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn proxy(to: SocketAddr, port: u16) -> ExitCode {
+    use forkscope::wire::proxy::{Fault, Proxy};
+    use tokio::io::AsyncBufReadExt;
+    let listen = SocketAddr::from(([127, 0, 0, 1], port));
+    let proxy = match Proxy::start_on(listen, to).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("forkscope proxy: cannot listen on {listen}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("forkscope proxy: {} -> {to}", proxy.addr);
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            () = shutdown_signal() => break,
+        };
+        let Ok(Some(line)) = line else { break };
+        let (fault, word) = match line.trim() {
+            "drop" => (Fault::Drop, "drop"),
+            "reset" => (Fault::Reset, "reset"),
+            "" => continue,
+            other => {
+                println!("error: unknown command {other:?}; the commands are drop and reset");
+                continue;
+            }
+        };
+        let affected = proxy.open_connections();
+        proxy.inject(fault);
+        println!("ok {word} {affected}");
+    }
+    ExitCode::SUCCESS
+}
+
+async fn serve(
+    addr: SocketAddr,
+    policy: Policy,
+    config: LabConfig,
+    background: Option<EmitRate>,
+) -> ExitCode {
     let core = match Core::new(config, policy) {
         Ok(core) => core,
         Err(e) => {
@@ -354,9 +475,7 @@ async fn serve(addr: SocketAddr, policy: Policy, config: LabConfig, emit_every: 
         tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
     }
     let shared = Shared::new(core);
-    let options = ServeOptions {
-        background_every_ms: (emit_every > 0).then_some(emit_every),
-    };
+    let options = ServeOptions { background };
     let running =
         match server::start(shared.clone(), Arc::new(LabClock::new()), options, addr).await {
             Ok(r) => r,
@@ -369,7 +488,7 @@ async fn serve(addr: SocketAddr, policy: Policy, config: LabConfig, emit_every: 
         "forkscope serve: MCP Streamable HTTP 2025-11-25 at http://{}/mcp (policy {policy})",
         running.addr
     );
-    let _ = tokio::signal::ctrl_c().await;
+    shutdown_signal().await;
     let verdict = shared.lock().history.verdict();
     println!(
         "forkscope serve: stopping; checker verdict: {} — {}",

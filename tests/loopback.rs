@@ -1,14 +1,14 @@
 //! Loopback integration tests: the real server, client and proxy on 127.0.0.1 with real
 //! sockets. Synchronised on observed state, never on sleeps.
 
+use forkscope::clock::LabClock;
 use forkscope::incident;
-use forkscope::lab::clock::LabClock;
 use forkscope::lab::{Action, Lab, LabOptions};
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::sse::{Parser, SseEvent};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::client::Phase;
-use forkscope_core::{AnomalyKind, LabConfig, Policy, Record, SessionId, StreamId};
+use forkscope_core::{AnomalyKind, LabConfig, Policy, Record, SessionId, StreamId, StreamIdentity};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -44,7 +44,7 @@ async fn seed_incident_over_http_fenced_rejects_and_stays_clean() {
 async fn lab(policy: Policy) -> Lab {
     let options = LabOptions {
         policy,
-        background_every_ms: None,
+        background: None,
         ..LabOptions::default()
     };
     let lab = Lab::start(options).await.unwrap();
@@ -95,7 +95,7 @@ async fn a_normal_resume_is_gap_free_and_exclusive_of_the_cursor() {
         .unwrap();
     {
         let core = lab.core();
-        assert_eq!(core.client.cursor(), Some("s1-15"));
+        assert!(core.client.cursor().unwrap().starts_with("s1-15."));
         assert_eq!(
             delivered(&core),
             (1..=15).map(|seq| (1, seq)).collect::<Vec<_>>(),
@@ -181,7 +181,7 @@ async fn two_labs_run_side_by_side() {
         .await
         .unwrap();
     assert_eq!(naive.core().client.cursor(), Some("1"));
-    assert_eq!(fenced.core().client.cursor(), Some("s1-1"));
+    assert!(fenced.core().client.cursor().unwrap().starts_with("s1-1."));
     naive.stop().await;
     fenced.stop().await;
 }
@@ -197,19 +197,22 @@ struct Raw {
     http: reqwest::Client,
 }
 
+/// The server with the seed's two-header model: the token co-validates the cursor.
 async fn raw(policy: Policy) -> Raw {
-    let config = LabConfig::default();
+    let config = LabConfig {
+        identity: StreamIdentity::TokenHeader,
+        ..LabConfig::default()
+    };
+    raw_with(policy, config, Arc::new(LabClock::new())).await
+}
+
+async fn raw_with(policy: Policy, config: LabConfig, clock: Arc<LabClock>) -> Raw {
     let core = Core::new(config, policy).unwrap();
     let shared = Shared::new(core);
     let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-    let running = server::start(
-        shared.clone(),
-        Arc::new(LabClock::new()),
-        ServeOptions::default(),
-        addr,
-    )
-    .await
-    .unwrap();
+    let running = server::start(shared.clone(), clock, ServeOptions::default(), addr)
+        .await
+        .unwrap();
     let url = format!("http://{}/mcp", running.addr);
     Raw {
         shared,
@@ -236,14 +239,18 @@ impl Stream {
     }
 
     async fn next(&mut self) -> SseEvent {
+        self.next_opt().await.expect("open")
+    }
+
+    /// The next event, or `None` when the stream ended.
+    async fn next_opt(&mut self) -> Option<SseEvent> {
         loop {
             if let Some(event) = self.pending.pop_front() {
-                return event;
+                return Some(event);
             }
             let chunk = tokio::time::timeout(LIMIT, self.body.next())
                 .await
-                .expect("an event")
-                .expect("open")
+                .expect("an event")?
                 .unwrap();
             self.pending.extend(self.parser.feed(&chunk).unwrap());
         }
@@ -647,4 +654,251 @@ async fn a_second_stream_waits_for_the_orphans_grace_window() {
     let (status, reason, _) = rejection(response).await;
     assert_eq!((status, reason.as_str()), (409, "orphan_still_live"));
     raw.running.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference server: stock-client resumes, resumable tool calls, an event-driven driver.
+
+impl Raw {
+    /// `tools/call progress_task`; returns the open response.
+    async fn call(&self, session: SessionId, steps: u64, delay_ms: u64) -> reqwest::Response {
+        let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":delay_ms},"_meta":{"progressToken":"p"}}});
+        let response = self
+            .post(Some(session), body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response
+    }
+
+    fn stream_state(&self, session: SessionId, stream: StreamId) -> Option<&'static str> {
+        let core = self.shared.lock();
+        let state = core.server.session(session)?.stream(stream)?.state();
+        Some(state.label())
+    }
+}
+
+/// Reads a stream to its end: every event's (id, progress value or "result").
+async fn read_to_end(response: reqwest::Response) -> Vec<(String, String)> {
+    let mut parser = Parser::new();
+    let mut body = response.bytes_stream();
+    let mut events = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(LIMIT, body.next())
+        .await
+        .expect("the stream ends")
+    {
+        for e in parser.feed(&chunk.unwrap()).unwrap() {
+            let what = if e.data.is_empty() {
+                "priming".to_owned()
+            } else {
+                let v: Value = serde_json::from_str(&e.data).unwrap();
+                match v.pointer("/params/progress") {
+                    Some(p) => p.to_string(),
+                    None if v.get("result").is_some() => "result".to_owned(),
+                    None => v.to_string(),
+                }
+            };
+            events.push((e.id.unwrap_or_default(), what));
+        }
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stock_client_resumes_with_last_event_id_alone() {
+    let raw = raw_with(
+        Policy::Fenced,
+        LabConfig::default(),
+        Arc::new(LabClock::new()),
+    )
+    .await;
+    let session = raw.initialize().await;
+    let response = raw.get(session, None, None).send().await.unwrap();
+    let mut first = Stream::new(response);
+    let priming = first.next().await;
+    let mut ids = vec![priming.id.unwrap()];
+    for _ in 0..5 {
+        raw.emit(session);
+    }
+    for _ in 0..5 {
+        ids.push(first.next().await.id.unwrap());
+    }
+    assert!(ids[3].starts_with("s1-3."), "keyed ids: {ids:?}");
+    // What a stock SDK client sends: session, version, Accept, Last-Event-ID. No token.
+    let response = raw.get(session, None, Some(&ids[3])).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["mcp-stream-resumed"], "true");
+    let mut resumed = Stream::new(response);
+    assert_eq!(resumed.next().await.id.as_ref(), Some(&ids[4]));
+    assert_eq!(resumed.next().await.id.as_ref(), Some(&ids[5]));
+    // The old connection was detached atomically with the resume: it gets a last retry: and
+    // ends, and the next emit goes to the resumed connection only.
+    raw.emit(session);
+    while let Some(late) = first.next_opt().await {
+        assert!(
+            late.data.is_empty(),
+            "nothing more on the old connection: {late:?}"
+        );
+    }
+    assert!(resumed.next().await.id.unwrap().starts_with("s1-6."));
+    assert_eq!(raw.shared.lock().io.connections_of(session, StreamId(1)), 1);
+    // A forged token in the id resumes nothing, and changes nothing.
+    let forged = format!("s1-3.{}", "0".repeat(32));
+    let (status, reason, _) =
+        rejection(raw.get(session, None, Some(&forged)).send().await.unwrap()).await;
+    assert_eq!((status, reason.as_str()), (410, "unknown_token"));
+    assert_eq!(raw.shared.lock().io.connections_of(session, StreamId(1)), 1);
+    raw.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_tool_call_is_resumable_within_retention_then_refused() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let raw = raw_with(Policy::Fenced, LabConfig::default(), clock.clone()).await;
+    let session = raw.initialize().await;
+    // delay_ms 0 on a paused clock: no lab time passes, yet every step and the result arrive.
+    let events = read_to_end(raw.call(session, session_steps(), 0).await).await;
+    assert_eq!(
+        events.len(),
+        session_steps() as usize + 2,
+        "priming, steps, result"
+    );
+    assert_eq!(events.last().unwrap().1, "result");
+    let stream = StreamId(1); // the session's first stream: no GET was opened
+    assert_eq!(raw.stream_state(session, stream), Some("finished"));
+    // Resume from the priming event (a client cut off at once): every step and the result,
+    // once each, then the stream ends.
+    let priming = events[0].0.clone();
+    for _ in 0..2 {
+        let response = raw.get(session, None, Some(&priming)).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["mcp-stream-resumed"], "true");
+        let replay = read_to_end(response).await;
+        assert_eq!(
+            replay,
+            events[1..].to_vec(),
+            "the same continuation, every time"
+        );
+    }
+    // From the last progress step: only the result.
+    let before_result = events[events.len() - 2].0.clone();
+    let replay = read_to_end(
+        raw.get(session, None, Some(&before_result))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replay.len(), 1);
+    assert_eq!(replay[0].1, "result");
+    // Past retention the driver closes it (woken by the clock), and a resume is refused.
+    clock.advance(LabConfig::default().retention_ms);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while raw.stream_state(session, stream) != Some("closed") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "retention never ended"
+        );
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (status, reason, _) =
+        rejection(raw.get(session, None, Some(&priming)).send().await.unwrap()).await;
+    assert_eq!((status, reason.as_str()), (410, "stream_closed"));
+    raw.running.stop().await;
+}
+
+/// A long call whose every event still fits the replay buffer (1,024).
+fn session_steps() -> u64 {
+    1_000
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_ms_is_honoured_exactly_in_lab_time() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let raw = raw_with(Policy::Fenced, LabConfig::default(), clock.clone()).await;
+    let session = raw.initialize().await;
+    let mut stream = Stream::new(raw.call(session, 5, 100).await);
+    assert_eq!(stream.next().await.data, "", "priming");
+    let progress = |e: SseEvent| -> u64 {
+        let v: Value = serde_json::from_str(&e.data).unwrap();
+        v.pointer("/params/progress")
+            .and_then(Value::as_u64)
+            .unwrap()
+    };
+    // 350 ms of lab time: steps due at 100, 200 and 300 — three, no more.
+    clock.advance(350);
+    for want in 1..=3 {
+        assert_eq!(progress(stream.next().await), want);
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), stream.next_opt())
+            .await
+            .is_err(),
+        "step 4 is not due until 400 ms"
+    );
+    clock.advance(250);
+    assert_eq!(progress(stream.next().await), 4);
+    assert_eq!(progress(stream.next().await), 5);
+    raw.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_cut_mid_call_resumes_and_applies_everything_once() {
+    let options = LabOptions {
+        policy: Policy::Fenced,
+        background: None,
+        tool_steps: 20,
+        tool_delay_ms: 20,
+        ..LabOptions::default()
+    };
+    let lab = Lab::start(options).await.unwrap();
+    lab.wait_for(LIMIT, |c| c.client.phase() == Phase::Connected)
+        .await
+        .unwrap();
+    lab.apply(Action::StartToolCall);
+    lab.wait_for(LIMIT, |c| {
+        c.client.requests().first().is_some_and(|r| r.applied >= 5)
+    })
+    .await
+    .unwrap();
+    lab.apply(Action::DropConnection);
+    lab.wait_for(LIMIT, |c| {
+        c.client
+            .requests()
+            .first()
+            .is_some_and(|r| r.phase == forkscope_core::client::RequestPhase::Done)
+    })
+    .await
+    .unwrap();
+    {
+        let core = lab.core();
+        let request = &core.client.requests()[0];
+        assert!(request.resumes >= 1, "{request:?}");
+        assert_eq!(request.applied, 21, "20 progress steps and the result");
+        let mut keys: Vec<String> = core
+            .history
+            .recent()
+            .iter()
+            .filter_map(|e| match &e.record {
+                Record::Delivered {
+                    key, applied: true, ..
+                } if key.contains(":call") => Some(key.to_string()),
+                _ => None,
+            })
+            .collect();
+        let total = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!((total, keys.len()), (21, 21), "each applied exactly once");
+        assert!(
+            core.history.verdict().clean,
+            "{}",
+            core.history.verdict().headline
+        );
+    }
+    lab.stop().await;
 }

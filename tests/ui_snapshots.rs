@@ -7,7 +7,7 @@ use forkscope::tui::theme::Theme;
 use forkscope::tui::ui::{Screen, draw};
 use forkscope::wire::Exchange;
 use forkscope_core::sim::Sim;
-use forkscope_core::{LabConfig, LabTime, Policy};
+use forkscope_core::{LabConfig, LabTime, Policy, StreamIdentity};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tracing::Level;
@@ -65,9 +65,14 @@ fn exchange(
     }
 }
 
-/// A lab that has delivered a few background events and is idle.
+/// A lab that has delivered a few background events and is idle. The seed's two-header model,
+/// so the incident below turns on the stripped token.
 fn idle(policy: Policy) -> Sim {
-    let mut sim = Sim::new(LabConfig::default(), policy, 7).unwrap();
+    let config = LabConfig {
+        identity: StreamIdentity::TokenHeader,
+        ..LabConfig::default()
+    };
+    let mut sim = Sim::new(config, policy, 7).unwrap();
     sim.start();
     for _ in 0..5 {
         sim.advance(700);

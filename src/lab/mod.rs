@@ -2,15 +2,14 @@
 //! producing [`Snapshot`]s for the views. Several labs can run side by side in one process.
 
 pub mod action;
-pub mod clock;
 
 pub use action::Action;
 
+use crate::clock::LabClock;
 use crate::wire::client::LabClient;
 use crate::wire::proxy::{Fault, Proxy};
-use crate::wire::server::{self, RunningServer, ServeOptions};
+use crate::wire::server::{self, EmitRate, RunningServer, ServeOptions};
 use crate::wire::{Core, Exchange, Shared};
-use clock::LabClock;
 use forkscope_core::history::Entry;
 use forkscope_core::{ConfigError, LabConfig, Policy, View};
 use std::net::SocketAddr;
@@ -24,8 +23,8 @@ use tokio::task::JoinHandle;
 pub struct LabOptions {
     pub policy: Policy,
     pub config: LabConfig,
-    /// Lab milliseconds between background emits; `None`: only on demand.
-    pub background_every_ms: Option<u64>,
+    /// The background emitter's rate on the standalone stream; `None`: only on demand.
+    pub background: Option<EmitRate>,
     /// Steps and delay of the tool call `StartToolCall` makes.
     pub tool_steps: u64,
     pub tool_delay_ms: u64,
@@ -40,7 +39,7 @@ impl Default for LabOptions {
         LabOptions {
             policy: Policy::Fenced,
             config: LabConfig::default(),
-            background_every_ms: Some(700),
+            background: Some(EmitRate::every_ms(700)),
             tool_steps: 8,
             tool_delay_ms: 400,
             start_paused: false,
@@ -164,7 +163,7 @@ impl Lab {
         let core = Core::new(config, options.policy)?;
         let shared = Shared::new(core);
         let serve = ServeOptions {
-            background_every_ms: options.background_every_ms,
+            background: options.background,
         };
         let running = server::start(
             shared.clone(),
@@ -271,11 +270,12 @@ impl Lab {
     /// step sees grace windows that ended (the client's reconnects follow on their own).
     pub fn advance(&self, ms: u64) {
         self.clock.advance(ms);
-        let now = self.clock.now();
         let serve = ServeOptions {
-            background_every_ms: self.options.background_every_ms,
+            background: self.options.background,
         };
-        server::tick(&mut self.shared.lock(), now, &serve);
+        let mut core = self.shared.lock();
+        let now = self.clock.now();
+        server::run_until_idle(&mut core, now, &serve);
     }
 
     /// A raw GET on `/mcp` from outside the lab's client (a stale tab, a buggy retry layer):

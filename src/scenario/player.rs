@@ -228,7 +228,9 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
     LabOptions {
         policy,
         config: scenario.config,
-        background_every_ms: scenario.background_every_ms,
+        background: scenario
+            .background_every_ms
+            .map(crate::wire::server::EmitRate::every_ms),
         start_paused: true,
         ..LabOptions::default()
     }

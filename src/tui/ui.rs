@@ -98,20 +98,24 @@ fn draw_single(
 ) {
     // The invariant panel (conditions, verdict, its sentence) never gives way; lanes shrink
     // first, then the log disappears.
-    const TOP: u16 = 6;
+    // The client's tool-call line needs the seventh row; short terminals give it to the lanes.
+    let top_height: u16 = if body.height >= 30 { 7 } else { 6 };
     const BOTTOM: u16 = 11;
     let wanted_lanes = if body.height >= 34 { 8 } else { 6 };
     let lanes_height = body
         .height
-        .saturating_sub(TOP + BOTTOM)
+        .saturating_sub(top_height + BOTTOM)
         .clamp(3, wanted_lanes);
-    let bottom_height = body.height.saturating_sub(TOP + lanes_height).min(BOTTOM);
+    let bottom_height = body
+        .height
+        .saturating_sub(top_height + lanes_height)
+        .min(BOTTOM);
     let log_height = body
         .height
-        .saturating_sub(TOP + lanes_height + bottom_height);
+        .saturating_sub(top_height + lanes_height + bottom_height);
     let log_height = if log_height >= 4 { log_height } else { 0 };
     let [top, lanes_area, bottom, log_area] = Layout::vertical([
-        Constraint::Length(TOP),
+        Constraint::Length(top_height),
         Constraint::Length(lanes_height),
         Constraint::Length(bottom_height),
         Constraint::Length(log_height),

@@ -7,8 +7,8 @@ use super::headers::{self, MODELLED_REVISION};
 use super::jsonrpc;
 use super::sse::{Parser, SseEvent};
 use super::{Exchange, Shared};
-use crate::lab::clock::LabClock;
-use forkscope_core::client::Phase;
+use crate::clock::LabClock;
+use forkscope_core::client::{Phase, RequestPhase};
 use forkscope_core::{
     ClientAction, EventId, EventTruth, LabTime, RejectReason, SessionId, StreamHeaders, StreamId,
 };
@@ -33,6 +33,8 @@ pub enum ClientError {
     Status { status: u16, message: String },
     #[error("the server sent no usable Mcp-Session-Id")]
     NoSession,
+    #[error("the tool call's stream broke and could not be resumed: its result is lost")]
+    ResultLost,
 }
 
 /// A handle to the running client, shared by its task and the lab's actions.
@@ -285,10 +287,7 @@ impl LabClient {
         }
         if let Some(token) = &token {
             request = request.header(headers::RESUMPTION_TOKEN, token.as_str());
-            sent.push((
-                headers::RESUMPTION_TOKEN,
-                format!("{}…", &token[..8.min(token.len())]),
-            ));
+            sent.push((headers::RESUMPTION_TOKEN, shorten(token)));
         }
         let what = if cursor.is_some() || token.is_some() {
             "resume"
@@ -334,32 +333,15 @@ impl LabClient {
             }
             return;
         }
-        let echo_stream = response
-            .headers()
-            .get(headers::STREAM_ID)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let resumed = response
-            .headers()
-            .get(headers::STREAM_RESUMED)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.eq_ignore_ascii_case("true"));
-        let new_token = response
-            .headers()
-            .get(headers::RESUMPTION_TOKEN)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let continuity = self.shared.lock().client.on_stream_opened(StreamHeaders {
-            stream: echo_stream.as_deref(),
-            resumed,
-            token: new_token.as_deref(),
-        });
+        let headers = stream_headers(response.headers());
+        let continuity = self.shared.lock().client.on_stream_opened(headers.borrow());
         tracing::info!(
             ?continuity,
-            stream = echo_stream.as_deref().unwrap_or("(no echo)"),
+            stream = headers.stream.as_deref().unwrap_or("(no echo)"),
             "stream open"
         );
-        self.read_events(session, response, false).await;
+        self.read_events(session, response, Follow::Standalone)
+            .await;
         let now = self.clock.now();
         self.shared.lock().client.on_disconnected(now);
         tracing::info!("stream ended");
@@ -380,12 +362,13 @@ impl LabClient {
         self.set_session(None);
     }
 
-    /// Reads SSE events until the stream ends, handing each whole event to the core.
+    /// Reads SSE events until the stream ends, handing each whole event to the core. Returns
+    /// the JSON-RPC response a request stream carried, if it arrived.
     async fn read_events(
         &self,
         session: SessionId,
         response: reqwest::Response,
-        request_stream: bool,
+        follow: Follow,
     ) -> Option<Value> {
         let mut parser = Parser::new();
         let mut bytes = response.bytes_stream();
@@ -395,7 +378,7 @@ impl LabClient {
                 break;
             };
             for event in events {
-                if let Some(result) = self.deliver(session, event, request_stream) {
+                if let Some(result) = self.deliver(session, event, follow) {
                     return Some(result);
                 }
             }
@@ -403,34 +386,54 @@ impl LabClient {
         None
     }
 
-    /// Delivers one event to the core; returns the JSON-RPC response it carried, if any.
-    fn deliver(&self, session: SessionId, event: SseEvent, request_stream: bool) -> Option<Value> {
-        let now: LabTime = self.clock.now();
+    /// Delivers one event to the core; returns the JSON-RPC response it carried, if it was
+    /// applied (a replayed result is not a second result).
+    fn deliver(&self, session: SessionId, event: SseEvent, follow: Follow) -> Option<Value> {
         let mut guard = self.shared.lock();
         let core = &mut *guard;
+        let now: LabTime = self.clock.now();
         if let Some(retry) = event.retry_ms {
             core.client.on_retry_hint(retry);
         }
-        let truth = event.truth.as_ref().map(|t| EventTruth {
+        // The lab-only truth comment feeds the checker; a server that sends none still works.
+        let truth = EventTruth {
             session,
-            event: EventId {
-                stream: StreamId(t.stream),
-                seq: t.seq,
+            event: event.truth.as_ref().map_or(
+                EventId {
+                    stream: StreamId(0),
+                    seq: 0,
+                },
+                |t| EventId {
+                    stream: StreamId(t.stream),
+                    seq: t.seq,
+                },
+            ),
+            key: match &event.truth {
+                Some(t) => t.key.as_deref().map(Arc::from),
+                None => (!event.data.is_empty()).then(|| Arc::from(event.data.as_str())),
             },
-            key: t.key.as_deref().map(Arc::from),
-        })?;
-        if request_stream {
-            core.client.on_request_event(now, truth, &mut core.history);
-        } else {
-            core.client
-                .on_event(now, event.id.as_deref(), truth, &mut core.history);
+        };
+        let delivery = match follow {
+            Follow::Standalone => {
+                core.client
+                    .on_event(now, event.id.as_deref(), truth, &mut core.history)
+            }
+            Follow::Request(id) => {
+                core.client
+                    .on_request_event(now, id, event.id.as_deref(), truth, &mut core.history)
+            }
+        };
+        if delivery != forkscope_core::Delivery::Applied {
+            return None;
         }
         let message: Value = serde_json::from_str(&event.data).ok()?;
         message.get("result").is_some().then_some(message)
     }
 
-    /// Calls `progress_task` and reads its SSE response to the result. Progress side effects
-    /// are applied through the core like any other event.
+    /// Calls `progress_task` and follows its SSE response to the result. When the stream
+    /// breaks first, resumes it (a GET with the stream's token and `Last-Event-ID`) inside the
+    /// retry budget, as the core schedules; every progress step and the result are applied
+    /// through the core exactly once.
     pub async fn call_tool(&self, steps: u64, delay_ms: u64) -> Result<Value, ClientError> {
         let session = self.session().ok_or(ClientError::NoSession)?;
         let id = self.request_id();
@@ -438,6 +441,7 @@ impl LabClient {
             "jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": { "name": "progress_task", "arguments": { "steps": steps, "delay_ms": delay_ms }, "_meta": { "progressToken": id } }
         });
+        self.shared.lock().client.begin_request(id);
         let response = self.post(Some(session), body.to_string()).send().await?;
         let status = response.status().as_u16();
         self.record(
@@ -448,6 +452,7 @@ impl LabClient {
             response.headers(),
         );
         if status != 200 {
+            self.shared.lock().client.on_request_done(id);
             let message = response.text().await.unwrap_or_default();
             return Err(ClientError::Status { status, message });
         }
@@ -457,15 +462,152 @@ impl LabClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse {
+            self.shared.lock().client.on_request_done(id);
             return Ok(response.json().await?);
         }
-        self.read_events(session, response, true)
-            .await
-            .ok_or(ClientError::Status {
-                status,
-                message: "the tool's stream ended before its result".into(),
-            })
+        let mut response = response;
+        loop {
+            let headers = stream_headers(response.headers());
+            self.shared
+                .lock()
+                .client
+                .on_request_stream_opened(id, headers.borrow());
+            if let Some(result) = self
+                .read_events(session, response, Follow::Request(id))
+                .await
+            {
+                self.shared.lock().client.on_request_done(id);
+                return Ok(result);
+            }
+            tracing::info!(
+                request = id,
+                "the tool call's stream broke before its result; resuming"
+            );
+            let now = self.clock.now();
+            self.shared.lock().client.on_request_lost(now, id);
+            response = self.resume_request(session, id).await?;
+        }
     }
+
+    /// Resumes a tool call's stream: waits for the core's schedule, GETs with the stream's
+    /// token and cursor, and retries inside the budget. Errs when the core gives up.
+    async fn resume_request(
+        &self,
+        session: SessionId,
+        id: u64,
+    ) -> Result<reqwest::Response, ClientError> {
+        loop {
+            let plan = loop {
+                let now = self.clock.now();
+                let (plan, phase, due) = {
+                    let mut core = self.shared.lock();
+                    let plan = core.client.request_resume_plan(now, id);
+                    let request = core.client.request(id);
+                    (
+                        plan,
+                        request.map(|r| r.phase),
+                        request.and_then(|r| r.poll_timeout()),
+                    )
+                };
+                if let Some(plan) = plan {
+                    break plan;
+                }
+                if !matches!(phase, Some(RequestPhase::Resuming { .. })) {
+                    return Err(ClientError::ResultLost);
+                }
+                let wait = due
+                    .and_then(|due| self.clock.real_ms_until(due))
+                    .map_or(POLL, |ms| Duration::from_millis(ms).min(POLL));
+                tokio::time::sleep(wait).await;
+            };
+            let mut request = self
+                .http
+                .get(&self.url)
+                .header(ACCEPT, "text/event-stream")
+                .header(headers::SESSION_ID, session.to_string())
+                .header(headers::PROTOCOL_VERSION, MODELLED_REVISION);
+            let mut sent = Vec::new();
+            if let Some(cursor) = &plan.last_event_id {
+                request = request.header(headers::LAST_EVENT_ID, cursor.as_str());
+                sent.push((headers::LAST_EVENT_ID, cursor.clone()));
+            }
+            if let Some(token) = &plan.token {
+                request = request.header(headers::RESUMPTION_TOKEN, token.as_str());
+                sent.push((headers::RESUMPTION_TOKEN, shorten(token)));
+            }
+            let answer = tokio::time::timeout(RESPONSE_TIMEOUT, request.send()).await;
+            let rejected = match answer {
+                Ok(Ok(response)) => {
+                    let status = response.status().as_u16();
+                    self.record(
+                        "GET",
+                        format!("resume tool call {id}"),
+                        status,
+                        &sent,
+                        response.headers(),
+                    );
+                    if status == 200 {
+                        return Ok(response);
+                    }
+                    let body: Value = response.json().await.unwrap_or(Value::Null);
+                    body.pointer("/error/data/reason")
+                        .and_then(Value::as_str)
+                        .and_then(RejectReason::parse)
+                }
+                _ => None,
+            };
+            let now = self.clock.now();
+            let phase = {
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                core.client.on_request_attempt_failed(now, id, rejected)
+            };
+            if phase == RequestPhase::Failed {
+                tracing::warn!(request = id, reason = ?rejected, "the tool call's result is lost");
+                return Err(ClientError::ResultLost);
+            }
+        }
+    }
+}
+
+/// Which stream an event belongs to, for the core's client.
+#[derive(Clone, Copy, Debug)]
+enum Follow {
+    /// The session's standalone stream: the cursor the checker watches.
+    Standalone,
+    /// A tool call's response stream, by request id.
+    Request(u64),
+}
+
+/// A stream response's identity headers, owned (they outlive the response they came from).
+struct OwnedStreamHeaders {
+    stream: Option<String>,
+    resumed: Option<bool>,
+    token: Option<String>,
+}
+
+impl OwnedStreamHeaders {
+    fn borrow(&self) -> StreamHeaders<'_> {
+        StreamHeaders {
+            stream: self.stream.as_deref(),
+            resumed: self.resumed,
+            token: self.token.as_deref(),
+        }
+    }
+}
+
+fn stream_headers(h: &HeaderMap) -> OwnedStreamHeaders {
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    OwnedStreamHeaders {
+        stream: get(headers::STREAM_ID),
+        resumed: get(headers::STREAM_RESUMED).map(|v| v.eq_ignore_ascii_case("true")),
+        token: get(headers::RESUMPTION_TOKEN),
+    }
+}
+
+/// A token as the exchange list shows it: enough to tell tokens apart, not to use one.
+fn shorten(token: &str) -> String {
+    format!("{}…", &token[..8.min(token.len())])
 }
 
 /// A bare client of its own: `initialize`, then open the standalone stream. Returns the session,

@@ -50,9 +50,14 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
-    /// Listens on 127.0.0.1 and forwards every connection to `upstream`.
+    /// Listens on 127.0.0.1 (any free port) and forwards every connection to `upstream`.
     pub async fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), upstream).await
+    }
+
+    /// Listens on `listen` and forwards every connection to `upstream`.
+    pub async fn start_on(listen: SocketAddr, upstream: SocketAddr) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (faults, _) = broadcast::channel(16);
         let stats = Arc::new(ProxyStats::default());

@@ -25,6 +25,37 @@ impl Default for RetryConfig {
     }
 }
 
+/// Where the fenced policy reads a stream's identity from on a resume (condition 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamIdentity {
+    /// Event ids carry the stream's token (`s2-41.<token>`), so `Last-Event-ID` alone
+    /// co-validates: what stock MCP clients send is enough to resume. A token header, when
+    /// sent as well, must name the same stream.
+    #[default]
+    EventId,
+    /// The seed's two-header model: ids say `s2-41` and a resume needs the
+    /// `Mcp-Resumption-Token` header too; without it the fenced server refuses (`missing_token`).
+    /// Teaches the `strip_token` lesson; stock clients cannot resume under it.
+    TokenHeader,
+}
+
+impl StreamIdentity {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamIdentity::EventId => "event id",
+            StreamIdentity::TokenHeader => "token header",
+        }
+    }
+
+    pub fn toggled(self) -> Self {
+        match self {
+            StreamIdentity::EventId => StreamIdentity::TokenHeader,
+            StreamIdentity::TokenHeader => StreamIdentity::EventId,
+        }
+    }
+}
+
 /// Everything a lab is parameterised by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -42,6 +73,13 @@ pub struct LabConfig {
     pub max_streams_per_session: usize,
     /// History records kept for views; the checker's verdict covers all of them regardless.
     pub history_capacity: usize,
+    /// How the fenced policy proves stream identity (new streams take the mode in force when
+    /// they are minted).
+    pub identity: StreamIdentity,
+    /// How long a finished request stream (a tool call whose result was sent) stays resumable:
+    /// a client cut off before the result can still fetch it. Past it, a resume is refused
+    /// with `stream_closed`. Defaults to the client's retry budget.
+    pub retention_ms: u64,
 }
 
 impl Default for LabConfig {
@@ -53,6 +91,8 @@ impl Default for LabConfig {
             max_sessions: 64,
             max_streams_per_session: 16,
             history_capacity: 65_536,
+            identity: StreamIdentity::default(),
+            retention_ms: RetryConfig::default().budget_ms,
         }
     }
 }

@@ -107,17 +107,23 @@ pub enum IdScheme {
     Scoped,
     /// `41`: a bare counter. Two streams of one session reuse the same ids (the naive server).
     Bare,
+    /// `s2-41.<token>`: a scoped id that also carries the stream's unguessable resumption token,
+    /// so `Last-Event-ID` alone proves stream identity. Stock MCP clients keep `Last-Event-ID`
+    /// and drop unknown headers; with these ids they resume under the fenced policy.
+    Keyed,
 }
 
 /// Longest `Last-Event-ID` the core will parse; anything longer is malformed, not truncated.
-pub const MAX_CURSOR_LEN: usize = 64;
+/// The longest well-formed id, `s<u32>-<u64>.<32 hex>`, is 65 bytes.
+pub const MAX_CURSOR_LEN: usize = 80;
 
 impl IdScheme {
-    /// The wire spelling of an event id under this scheme.
-    pub fn encode(self, id: EventId) -> String {
+    /// The wire spelling of an event id of the stream `token` names, under this scheme.
+    pub fn encode(self, id: EventId, token: ResumptionToken) -> String {
         match self {
             IdScheme::Scoped => format!("{}-{}", id.stream, id.seq),
             IdScheme::Bare => id.seq.to_string(),
+            IdScheme::Keyed => format!("{}-{}.{token}", id.stream, id.seq),
         }
     }
 }
@@ -129,25 +135,39 @@ pub enum WireCursor {
     Scoped(EventId),
     /// `41`: a position with no stream identity.
     Bare(u64),
+    /// `s2-41.<token>`: names stream and position, and carries the stream's token.
+    Keyed {
+        event: EventId,
+        token: ResumptionToken,
+    },
 }
 
 impl WireCursor {
-    /// Parses `s<stream>-<seq>` or `<seq>`. Empty, overlong, signed, padded or otherwise odd
-    /// input is `None`: the caller reports it as malformed rather than guessing.
+    /// Parses `s<stream>-<seq>`, `s<stream>-<seq>.<token>` or `<seq>`. Empty, overlong,
+    /// signed, padded or otherwise odd input is `None`: the caller reports it as malformed
+    /// rather than guessing.
     pub fn parse(s: &str) -> Option<Self> {
         if s.is_empty() || s.len() > MAX_CURSOR_LEN {
             return None;
         }
         let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
         if let Some(rest) = s.strip_prefix('s') {
-            let (stream, seq) = rest.split_once('-')?;
+            let (stream, rest) = rest.split_once('-')?;
+            let (seq, token) = match rest.split_once('.') {
+                Some((seq, token)) => (seq, Some(ResumptionToken::parse(token)?)),
+                None => (rest, None),
+            };
             if !digits(stream) || !digits(seq) {
                 return None;
             }
-            Some(WireCursor::Scoped(EventId {
+            let event = EventId {
                 stream: StreamId(stream.parse().ok()?),
                 seq: seq.parse().ok()?,
-            }))
+            };
+            Some(match token {
+                Some(token) => WireCursor::Keyed { event, token },
+                None => WireCursor::Scoped(event),
+            })
         } else if digits(s) {
             Some(WireCursor::Bare(s.parse().ok()?))
         } else {
@@ -157,8 +177,24 @@ impl WireCursor {
 
     pub fn seq(self) -> u64 {
         match self {
-            WireCursor::Scoped(id) => id.seq,
+            WireCursor::Scoped(id) | WireCursor::Keyed { event: id, .. } => id.seq,
             WireCursor::Bare(seq) => seq,
+        }
+    }
+
+    /// The stream and position, when the spelling names a stream.
+    pub fn event(self) -> Option<EventId> {
+        match self {
+            WireCursor::Scoped(id) | WireCursor::Keyed { event: id, .. } => Some(id),
+            WireCursor::Bare(_) => None,
+        }
+    }
+
+    /// The token the id carries (keyed spelling only).
+    pub fn token(self) -> Option<ResumptionToken> {
+        match self {
+            WireCursor::Keyed { token, .. } => Some(token),
+            _ => None,
         }
     }
 }
@@ -166,7 +202,10 @@ impl WireCursor {
 impl fmt::Display for WireCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WireCursor::Scoped(id) => write!(f, "{}", IdScheme::Scoped.encode(*id)),
+            WireCursor::Scoped(id) => write!(f, "{}-{}", id.stream, id.seq),
+            WireCursor::Keyed { event, token } => {
+                write!(f, "{}-{}.{token}", event.stream, event.seq)
+            }
             WireCursor::Bare(seq) => write!(f, "{seq}"),
         }
     }
@@ -259,7 +298,28 @@ mod tests {
             stream: StreamId(3),
             seq: 9,
         };
-        assert_eq!(IdScheme::Scoped.encode(id), "s3-9");
-        assert_eq!(IdScheme::Bare.encode(id), "9");
+        let token = ResumptionToken(0xab);
+        assert_eq!(IdScheme::Scoped.encode(id, token), "s3-9");
+        assert_eq!(IdScheme::Bare.encode(id, token), "9");
+        let keyed = IdScheme::Keyed.encode(id, token);
+        assert_eq!(keyed, format!("s3-9.{token}"));
+        assert_eq!(
+            WireCursor::parse(&keyed),
+            Some(WireCursor::Keyed { event: id, token })
+        );
+        assert_eq!(WireCursor::parse(&keyed).unwrap().to_string(), keyed);
+    }
+
+    #[test]
+    fn keyed_cursors_need_a_whole_token() {
+        for bad in ["s3-9.", "s3-9.abc", "s3-9.zz", "s3.1-9", "9.00"] {
+            assert_eq!(WireCursor::parse(bad), None, "{bad:?} must be malformed");
+        }
+        let longest = format!("s{}-{}.{}", u32::MAX, u64::MAX, "f".repeat(32));
+        assert!(longest.len() <= MAX_CURSOR_LEN);
+        assert!(matches!(
+            WireCursor::parse(&longest),
+            Some(WireCursor::Keyed { .. })
+        ));
     }
 }

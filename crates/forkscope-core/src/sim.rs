@@ -8,10 +8,10 @@ use crate::client::{Client, Continuity, EventTruth, StreamHeaders};
 use crate::config::{ConfigError, LabConfig};
 use crate::event::Payload;
 use crate::history::History;
-use crate::ids::{ConnectionId, SessionId, SplitMix64, StreamId};
+use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
 use crate::policy::Policy;
 use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
-use crate::server::Server;
+use crate::server::{Opening, Outgoing, Server};
 use crate::time::LabTime;
 use crate::view::View;
 use std::collections::VecDeque;
@@ -21,6 +21,19 @@ use std::collections::VecDeque;
 pub struct InFlight {
     pub wire_id: String,
     pub truth: EventTruth,
+}
+
+impl InFlight {
+    fn new(session: SessionId, outgoing: Outgoing) -> Self {
+        InFlight {
+            wire_id: outgoing.wire_id,
+            truth: EventTruth {
+                session,
+                event: outgoing.event,
+                key: outgoing.key,
+            },
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -131,23 +144,15 @@ impl Sim {
             .handle_get(self.now, &request, &mut self.rng, &mut self.history)
             .ok()?;
         self.decisions.push(decision.clone());
+        let opening = self.server.opening_for(session, &decision);
         match &decision {
             ResumeDecision::Resume(resumed) => {
                 let echo = resumed.echo.map(|e| (e.stream.to_string(), e.resumed));
-                self.attach(
-                    connection,
-                    session,
-                    resumed.stream,
-                    resumed.after,
-                    false,
-                    echo,
-                    None,
-                );
+                self.attach(connection, opening, echo, None);
             }
             ResumeDecision::NewStream(new) => {
                 let echo = new.echo.map(|e| (e.stream.to_string(), e.resumed));
-                let token = new.token.to_string();
-                self.attach(connection, session, new.stream, 0, true, echo, Some(token));
+                self.attach(connection, opening, echo, Some(new.token.to_string()));
             }
             ResumeDecision::Reject(rejected) => {
                 match self
@@ -202,40 +207,20 @@ impl Sim {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Attaches the client to a fresh connection that starts with the server's opening.
     fn attach(
         &mut self,
         id: ConnectionId,
-        session: SessionId,
-        stream: StreamId,
-        after: u64,
-        priming: bool,
+        opening: Option<Opening>,
         echo: Option<(String, bool)>,
         token: Option<String>,
     ) {
-        let mut pending = VecDeque::new();
-        if let Some(s) = self.server.session(session).and_then(|s| s.stream(stream)) {
-            if priming {
-                pending.push_back(InFlight {
-                    wire_id: s.wire_id(0),
-                    truth: EventTruth {
-                        session,
-                        event: crate::EventId { stream, seq: 0 },
-                        key: None,
-                    },
-                });
-            }
-            if let Some(replay) = self.server.replay(session, stream, after) {
-                pending.extend(replay.map(|e| InFlight {
-                    wire_id: s.wire_id(e.id.seq),
-                    truth: EventTruth {
-                        session,
-                        event: e.id,
-                        key: Some(e.payload.key.clone()),
-                    },
-                }));
-            }
-        }
+        let Some(opening) = opening else { return };
+        let session = opening.session;
+        let pending = opening
+            .events()
+            .map(|o| InFlight::new(session, o))
+            .collect();
         self.connection = Some(Connection {
             id,
             session,
@@ -268,14 +253,18 @@ impl Sim {
             self.server
                 .emit_background(self.now, session, payload, &mut self.history)
         {
-            self.write(session, emitted.event.stream, emitted.event.seq);
+            self.write(session, emitted.event);
         }
     }
 
     /// The server writes an emitted event to its stream's connection, if that is the one the
     /// client is listening on; anything written to a dropped connection vanishes.
-    fn write(&mut self, session: SessionId, stream: StreamId, seq: u64) {
-        let Some(s) = self.server.session(session).and_then(|s| s.stream(stream)) else {
+    fn write(&mut self, session: SessionId, event: EventId) {
+        let Some(s) = self
+            .server
+            .session(session)
+            .and_then(|s| s.stream(event.stream))
+        else {
             return;
         };
         let Some(connection) = self.connection.as_mut() else {
@@ -284,21 +273,11 @@ impl Sim {
         if s.connection() != Some(connection.id) || connection.session != session {
             return;
         }
-        let Some(event) = self
-            .server
-            .replay(session, stream, seq - 1)
-            .and_then(|mut r| r.next().cloned())
-        else {
-            return;
-        };
-        connection.pending.push_back(InFlight {
-            wire_id: s.wire_id(seq),
-            truth: EventTruth {
-                session,
-                event: event.id,
-                key: Some(event.payload.key),
-            },
-        });
+        if let Some(outgoing) = self.server.outgoing(session, event) {
+            connection
+                .pending
+                .push_back(InFlight::new(session, outgoing));
+        }
     }
 
     /// Delivers up to `n` in-flight events to the client; returns how many arrived.

@@ -76,6 +76,8 @@ pub struct ClientView {
     pub applied: u64,
     pub replays_skipped: u64,
     pub reconciles: bool,
+    /// The most recent tool call the client follows, if any.
+    pub request: Option<crate::client::RequestStream>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -136,6 +138,7 @@ impl View {
             applied: c.applied(),
             replays_skipped: c.skipped(),
             reconciles: c.reconciles(),
+            request: c.requests().last().cloned(),
         });
         let reconciles = client.map_or(server.policy() == Policy::Fenced, Client::reconciles);
         View {

@@ -3,7 +3,8 @@
 
 use forkscope_core::{
     ConnectionId, History, LabConfig, LabTime, Payload, Policy, RejectReason, ResumeDecision,
-    ResumeRequest, Server, SessionError, SessionId, SplitMix64, StreamId, StreamKind, StreamState,
+    ResumeRequest, Server, SessionError, SessionId, SplitMix64, StreamId, StreamIdentity,
+    StreamKind, StreamState,
 };
 
 struct Fixture {
@@ -256,7 +257,7 @@ fn a_fenced_stream_cannot_be_resumed() {
 }
 
 #[test]
-fn a_closed_request_stream_cannot_be_resumed_but_an_open_one_can() {
+fn a_finished_request_stream_stays_resumable_for_its_retention_then_is_refused() {
     let mut f = fenced(0);
     let (stream, token) = f
         .server
@@ -268,15 +269,149 @@ fn a_closed_request_stream_cannot_be_resumed_but_an_open_one_can() {
     let token = token.to_string();
     match f.get(Some(&token), Some("s2-1")) {
         ResumeDecision::Resume(r) => {
-            assert_eq!((r.stream, r.replay_len, r.fenced.len()), (stream, 2, 0))
+            assert_eq!((r.stream, r.replay_len, r.fenced.len()), (stream, 2, 0));
+            assert!(!r.finished);
         }
         other => panic!("{other:?}"),
     }
-    f.server.close_stream(T0, f.session, stream, &mut f.history);
+    f.server
+        .finish_request_stream(T0, f.session, stream, &mut f.history);
+    assert!(matches!(f.state(2), StreamState::Finished { .. }));
+    let retention = f.server.config().retention_ms;
     assert_eq!(
-        rejected(f.get(Some(&token), Some("s2-3"))),
+        f.server.poll_timeout(),
+        Some(T0.plus(retention)),
+        "retention is a deadline"
+    );
+    // Within retention: the same continuation, as often as asked, and the connection ends.
+    for _ in 0..2 {
+        match f.get_at(T0.plus(retention - 1), Some(&token), Some("s2-1")) {
+            ResumeDecision::Resume(r) => {
+                assert_eq!(r.replay_len, 2);
+                assert!(r.finished, "a finished stream ends after its replay");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        matches!(f.state(2), StreamState::Finished { .. }),
+        "a resume does not revive a finished stream"
+    );
+    let decision = f.get_at(T0.plus(1), Some(&token), Some("s2-0"));
+    let opening = f.server.opening_for(f.session, &decision).unwrap();
+    assert_eq!(opening.replay.len(), 3);
+    assert!(opening.ends && !opening.priming);
+    // Past retention: a typed rejection, and the events are gone.
+    f.server.handle_timeout(T0.plus(retention), &mut f.history);
+    assert!(matches!(f.state(2), StreamState::Closed { .. }));
+    assert_eq!(
+        f.server.session(f.session).unwrap().streams()[1].buffered(),
+        0
+    );
+    assert_eq!(
+        rejected(f.get_at(T0.plus(retention), Some(&token), Some("s2-3"))),
         RejectReason::StreamClosed
     );
+}
+
+#[test]
+fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
+    let mut f = fenced(5);
+    let s1 = f.server.session(f.session).unwrap().streams()[0].wire_id(3);
+    assert!(s1.starts_with("s1-3."), "{s1}");
+    // No token header, only Last-Event-ID: the id carries the token.
+    match f.get(None, Some(&s1)) {
+        ResumeDecision::Resume(r) => {
+            assert_eq!((r.stream, r.after, r.replay_len), (StreamId(1), 3, 2))
+        }
+        other => panic!("{other:?}"),
+    }
+    // Header and id agree: fine. The id's token is forged: unknown.
+    let token = f.token.clone();
+    assert!(matches!(
+        f.get(Some(&token), Some(&s1)),
+        ResumeDecision::Resume(_)
+    ));
+    let forged = format!("s1-3.{}", "0".repeat(32));
+    assert_eq!(
+        rejected(f.get(None, Some(&forged))),
+        RejectReason::UnknownToken
+    );
+    // A keyed id whose token names another stream than the header: not on that stream.
+    let (stream, request_token) = f
+        .server
+        .open_request_stream(T0, f.session, ConnectionId(60), &mut f.rng, &mut f.history)
+        .unwrap();
+    f.emit(stream, 1);
+    let s2 = format!("s2-1.{request_token}");
+    match f.get(None, Some(&s2)) {
+        ResumeDecision::Resume(r) => assert_eq!(r.stream, stream),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        rejected(f.get(Some(&token), Some(&s2))),
+        RejectReason::CursorNotOnStream
+    );
+    // The stream number must match the token's stream, whatever the id's prefix says.
+    let lying = format!("s1-1.{request_token}");
+    assert_eq!(
+        rejected(f.get(None, Some(&lying))),
+        RejectReason::CursorNotOnStream
+    );
+    // Without the token in the id, an id alone still proves nothing.
+    assert_eq!(
+        rejected(f.get(None, Some("s1-3"))),
+        RejectReason::MissingToken
+    );
+    assert_eq!(
+        rejected(f.get(None, Some("s1-x"))),
+        RejectReason::MalformedCursor
+    );
+}
+
+#[test]
+fn a_keyed_id_of_another_session_is_refused() {
+    let mut f = fenced(2);
+    let second = f
+        .server
+        .open_session(T0, &mut f.rng, &mut f.history)
+        .unwrap();
+    let request = ResumeRequest {
+        session: second,
+        token: None,
+        last_event_id: None,
+        connection: ConnectionId(70),
+    };
+    let token = match f
+        .server
+        .handle_get(T0, &request, &mut f.rng, &mut f.history)
+        .unwrap()
+    {
+        ResumeDecision::NewStream(n) => n.token,
+        d => panic!("{d:?}"),
+    };
+    let theirs = format!("s1-0.{token}");
+    assert_eq!(
+        rejected(f.get(None, Some(&theirs))),
+        RejectReason::TokenOfAnotherSession
+    );
+}
+
+#[test]
+fn the_token_header_mode_keeps_the_seeds_two_header_model() {
+    let config = LabConfig {
+        identity: StreamIdentity::TokenHeader,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Fenced, config, 5);
+    let id = f.server.session(f.session).unwrap().streams()[0].wire_id(3);
+    assert_eq!(id, "s1-3", "plain scoped ids");
+    assert_eq!(rejected(f.get(None, Some(&id))), RejectReason::MissingToken);
+    let token = f.token.clone();
+    assert!(matches!(
+        f.get(Some(&token), Some(&id)),
+        ResumeDecision::Resume(_)
+    ));
 }
 
 #[test]

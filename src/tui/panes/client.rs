@@ -1,10 +1,11 @@
 //! The client's side: bound stream identity, cursor, token, retry budget, side effects.
 
-use super::{block, seconds};
+use super::{block, seconds, short_id};
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
 use forkscope_core::AnomalyKind;
-use forkscope_core::client::Phase;
+use forkscope_core::StreamIdentity;
+use forkscope_core::client::{Phase, RequestPhase};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -50,6 +51,10 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     };
     let token = match (client.has_token, client.will_send_token) {
         (true, true) => Span::styled("✓ held · sent on reconnect", theme.good()),
+        (true, false) if snap.view.config.identity == StreamIdentity::EventId => Span::styled(
+            "✗ header STRIPPED next reconnect · the id still carries it",
+            theme.warn(),
+        ),
         (true, false) => Span::styled("✗ will be STRIPPED on the next reconnect", theme.bad()),
         (false, _) => Span::styled("– none", theme.dim()),
     };
@@ -71,7 +76,12 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             label("bound"),
             bound,
             Span::styled("  cursor ", theme.dim()),
-            Span::raw(client.cursor.clone().unwrap_or_else(|| "–".into())),
+            Span::raw(
+                client
+                    .cursor
+                    .as_deref()
+                    .map_or_else(|| "–".into(), short_id),
+            ),
         ]),
         Line::from(vec![label("token"), token]),
         Line::from(vec![
@@ -89,6 +99,45 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 },
             ),
         ]),
+        tool_call(client.request.as_ref(), theme),
     ];
     frame.render_widget(Paragraph::new(lines).block(block("client", theme)), area);
+}
+
+/// The latest tool call: how far it got, whether its stream was resumed, and its result.
+fn tool_call<'a>(
+    request: Option<&forkscope_core::client::RequestStream>,
+    theme: &Theme,
+) -> Line<'a> {
+    let label = Span::styled(format!("{:<8}", "call"), theme.dim());
+    let Some(r) = request else {
+        return Line::from(vec![
+            label,
+            Span::styled("– none (x starts one)", theme.dim()),
+        ]);
+    };
+    let stream = r.bound_stream.clone().unwrap_or_else(|| "?".into());
+    let (state, style) = match r.phase {
+        RequestPhase::Streaming => ("streaming".to_owned(), theme.good()),
+        RequestPhase::Resuming { attempt, .. } => {
+            (format!("resuming · attempt {}", attempt + 1), theme.warn())
+        }
+        RequestPhase::Done => ("result applied once ✓".to_owned(), theme.good()),
+        RequestPhase::Failed => ("result LOST".to_owned(), theme.bad()),
+    };
+    let mut spans = vec![
+        label,
+        Span::raw(format!(
+            "#{} on {stream} · {} applied · ",
+            r.request_id, r.applied
+        )),
+        Span::styled(state, style),
+    ];
+    if r.resumes > 0 {
+        spans.push(Span::styled(
+            format!(" · resumed {}×", r.resumes),
+            theme.accent(),
+        ));
+    }
+    Line::from(spans)
 }

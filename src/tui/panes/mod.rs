@@ -25,6 +25,14 @@ pub fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
         .title(Span::styled(format!(" {title} "), theme.title()))
 }
 
+/// An event id as a person reads it: a keyed id's token cut to a few digits (`s1-8.e698…`).
+pub fn short_id(id: &str) -> String {
+    match id.split_once('.') {
+        Some((scoped, token)) if token.len() > 4 => format!("{scoped}.{}…", &token[..4]),
+        _ => id.to_owned(),
+    }
+}
+
 /// `3.2 s` from milliseconds.
 pub fn seconds(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)

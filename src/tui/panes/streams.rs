@@ -57,6 +57,8 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                     ),
                     StreamState::Orphaned { .. } => ("orphaned", theme.warn()),
                     StreamState::Fenced { .. } => ("fenced", theme.accent()),
+                    // Done, but its events (result included) can still be resumed.
+                    StreamState::Finished { .. } => ("finished", theme.good()),
                     StreamState::Closed { .. } => ("closed", theme.dim()),
                 };
                 let mut spans = vec![

@@ -5,7 +5,10 @@
 //! ground truth of each event ([`EventTruth`]) is passed along purely for the history, so the
 //! checker can judge what really happened.
 
+pub mod request;
 pub mod retry;
+
+pub use request::{RequestPhase, RequestStream};
 
 use crate::config::RetryConfig;
 use crate::history::{History, Record};
@@ -102,6 +105,30 @@ pub struct Client {
     phase: Phase,
     applied: u64,
     skipped: u64,
+    /// Tool calls whose response streams the client follows, oldest first; finished ones are
+    /// kept (a few) for the views.
+    requests: Vec<RequestStream>,
+}
+
+/// Finished tool calls kept for the views.
+const REQUESTS_KEPT: usize = 8;
+
+/// Whether `wire_id` is at or before `cursor` on the same stream: a replay not to apply again.
+fn replays(wire_id: Option<&str>, cursor: Option<&str>) -> bool {
+    let incoming = wire_id.and_then(WireCursor::parse);
+    let current = cursor.and_then(WireCursor::parse);
+    match (incoming, current) {
+        (Some(WireCursor::Bare(new)), Some(WireCursor::Bare(cur))) => new <= cur,
+        (Some(new), Some(cur)) => match (new.event(), cur.event()) {
+            (Some(new_id), Some(cur_id)) => {
+                new_id.stream == cur_id.stream
+                    && new.token() == cur.token()
+                    && new_id.seq <= cur_id.seq
+            }
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 impl Client {
@@ -120,6 +147,7 @@ impl Client {
             phase: Phase::Idle,
             applied: 0,
             skipped: 0,
+            requests: Vec::new(),
         }
     }
 
@@ -140,11 +168,14 @@ impl Client {
         self.token = None;
         self.pending_reset = false;
         self.phase = Phase::Idle;
+        self.requests.clear();
     }
 
     /// A stream response arrived (status 200, `text/event-stream`). Condition 4 lives here.
     pub fn on_stream_opened(&mut self, headers: StreamHeaders<'_>) -> Continuity {
         self.phase = Phase::Connected;
+        // The fault hits one retry: a stream that opened ends it.
+        self.strip_next = false;
         if let Some(token) = headers.token {
             self.token = Some(token.to_owned());
         }
@@ -198,19 +229,128 @@ impl Client {
         Delivery::Applied
     }
 
-    /// An event on a request stream (a tool call's progress or result): its side effect is
-    /// applied, the standalone cursor is left alone.
+    /// A tool call was sent: the client follows its response stream from now on.
+    pub fn begin_request(&mut self, request_id: u64) {
+        let finished =
+            |r: &RequestStream| matches!(r.phase, RequestPhase::Done | RequestPhase::Failed);
+        if self.requests.iter().filter(|r| finished(r)).count() >= REQUESTS_KEPT
+            && let Some(oldest) = self.requests.iter().position(finished)
+        {
+            self.requests.remove(oldest);
+        }
+        self.requests.push(RequestStream::new(request_id));
+    }
+
+    fn request_mut(&mut self, request_id: u64) -> Option<&mut RequestStream> {
+        self.requests
+            .iter_mut()
+            .find(|r| r.request_id == request_id)
+    }
+
+    /// A tool call's response stream opened: the POST's own, or a resume's.
+    pub fn on_request_stream_opened(
+        &mut self,
+        request_id: u64,
+        headers: StreamHeaders<'_>,
+    ) -> Continuity {
+        let reconciles = self.reconciles;
+        self.strip_next = false;
+        match self.request_mut(request_id) {
+            Some(request) => request.on_opened(headers, reconciles),
+            None => Continuity::NewStream,
+        }
+    }
+
+    /// An event on a tool call's response stream (progress or result): applied once, unless
+    /// it replays something at or before the call's cursor. The standalone cursor is left
+    /// alone.
     pub fn on_request_event(
         &mut self,
         now: LabTime,
+        request_id: u64,
+        wire_id: Option<&str>,
         truth: EventTruth,
         history: &mut History,
     ) -> Delivery {
+        let reconciles = self.reconciles;
+        let Some(request) = self.request_mut(request_id) else {
+            return Delivery::SkippedReplay;
+        };
         let Some(key) = truth.key.clone() else {
+            if let Some(id) = wire_id {
+                request.moved_to(id);
+            }
             return Delivery::Primed;
         };
+        if reconciles && request.is_replay(wire_id) {
+            request.replays_skipped += 1;
+            self.skipped += 1;
+            history.record(
+                now,
+                Record::Delivered {
+                    session: truth.session,
+                    event: truth.event,
+                    key,
+                    applied: false,
+                },
+            );
+            return Delivery::SkippedReplay;
+        }
+        request.applied += 1;
+        if let Some(id) = wire_id {
+            request.moved_to(id);
+        }
         self.apply(now, &truth, key, history);
         Delivery::Applied
+    }
+
+    /// The tool call's result was applied: nothing more to follow.
+    pub fn on_request_done(&mut self, request_id: u64) {
+        if let Some(request) = self.request_mut(request_id) {
+            request.phase = RequestPhase::Done;
+        }
+    }
+
+    /// The tool call's stream broke before its result: a resume is scheduled.
+    pub fn on_request_lost(&mut self, now: LabTime, request_id: u64) {
+        let (retry, hint) = (self.retry, self.retry_hint_ms);
+        if let Some(request) = self.request_mut(request_id) {
+            request.on_lost(now, &retry, hint);
+        }
+    }
+
+    /// The resume of a tool call's stream to make now, if one is due.
+    pub fn request_resume_plan(&mut self, now: LabTime, request_id: u64) -> Option<ReconnectPlan> {
+        let strip = self.strip_next;
+        self.request_mut(request_id)?.resume_plan(now, strip)
+    }
+
+    /// A resume of a tool call's stream failed (no answer, or a rejection). A rejection that
+    /// says "start a new session" ends the call: its result is lost, and the client says so.
+    pub fn on_request_attempt_failed(
+        &mut self,
+        now: LabTime,
+        request_id: u64,
+        rejected: Option<RejectReason>,
+    ) -> RequestPhase {
+        let (retry, hint) = (self.retry, self.retry_hint_ms);
+        let Some(request) = self.request_mut(request_id) else {
+            return RequestPhase::Failed;
+        };
+        if rejected.is_some_and(|r| r.client_action() == ClientAction::StartNewSession) {
+            request.phase = RequestPhase::Failed;
+            return request.phase;
+        }
+        request.on_attempt_failed(now, &retry, hint)
+    }
+
+    /// The tool calls the client follows, oldest first.
+    pub fn requests(&self) -> &[RequestStream] {
+        &self.requests
+    }
+
+    pub fn request(&self, request_id: u64) -> Option<&RequestStream> {
+        self.requests.iter().find(|r| r.request_id == request_id)
     }
 
     /// Applies a side effect and records it.
@@ -229,15 +369,7 @@ impl Client {
     }
 
     fn is_replay(&self, wire_id: Option<&str>) -> bool {
-        let incoming = wire_id.and_then(WireCursor::parse);
-        let current = self.cursor.as_deref().and_then(WireCursor::parse);
-        match (incoming, current) {
-            (Some(WireCursor::Scoped(new)), Some(WireCursor::Scoped(cur))) => {
-                new.stream == cur.stream && new.seq <= cur.seq
-            }
-            (Some(WireCursor::Bare(new)), Some(WireCursor::Bare(cur))) => new <= cur,
-            _ => false,
-        }
+        replays(wire_id, self.cursor.as_deref())
     }
 
     fn move_cursor(

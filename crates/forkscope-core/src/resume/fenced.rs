@@ -4,36 +4,75 @@
 //! never mint a stream silently.
 //!
 //! Conditions 1 (co-validation) and 2 (fence the old stream) of the seed are decided here;
-//! condition 3 by the [`IdScheme::Scoped`] ids this policy issues.
+//! condition 3 by the scoped ids this policy issues ([`IdScheme::Keyed`] or
+//! [`IdScheme::Scoped`]). Stream identity comes from the token header, or from the token a
+//! keyed `Last-Event-ID` carries ([`StreamIdentity`]); when both are present they must agree.
 
 use super::{Plan, ResumeRejected, TokenLookup, shown};
-use crate::config::LabConfig;
+use crate::config::{LabConfig, StreamIdentity};
 use crate::ids::{IdScheme, StreamId, WireCursor};
 use crate::server::{Session, StreamKind, StreamState};
 use crate::time::LabTime;
 
+/// The ids this policy issues on a new stream: scoped (condition 3), and keyed when identity
+/// travels in the event id.
+pub(crate) fn id_scheme(config: &LabConfig) -> IdScheme {
+    match config.identity {
+        StreamIdentity::EventId => IdScheme::Keyed,
+        StreamIdentity::TokenHeader => IdScheme::Scoped,
+    }
+}
+
+/// `header` is the token header as looked up; `cursor_key` the token a keyed `Last-Event-ID`
+/// carries, as looked up (`Absent` for any other spelling).
 pub(crate) fn decide(
     session: &Session,
-    token: TokenLookup,
+    header: TokenLookup,
+    cursor_key: TokenLookup,
     last_event_id: Option<&str>,
     now: LabTime,
     config: &LabConfig,
 ) -> Plan {
-    match (token, last_event_id) {
-        // Neither header: not a resume at all, a request for a new standalone stream.
-        (TokenLookup::Absent, None) => open_new_stream(session, now, config),
-        // The seed's incident: an id alone proves nothing about identity.
-        (TokenLookup::Absent, Some(cursor)) => Plan::reject(ResumeRejected::MissingToken {
-            cursor: shown(cursor),
-        }),
-        (TokenLookup::Unknown, _) => Plan::reject(ResumeRejected::UnknownToken),
-        (TokenLookup::OtherSession, _) => Plan::reject(ResumeRejected::TokenOfAnotherSession),
-        // A token alone proves nothing about gap-freedom.
-        (TokenLookup::Found(_), None) => Plan::reject(ResumeRejected::MissingLastEventId),
-        (TokenLookup::Found(stream), Some(cursor)) => {
-            resume_identified(session, stream, cursor, now, config)
+    let Some(raw_cursor) = last_event_id else {
+        return match header {
+            // Neither a token nor a cursor: not a resume at all, a request for a new stream.
+            TokenLookup::Absent => open_new_stream(session, now, config),
+            TokenLookup::Unknown => Plan::reject(ResumeRejected::UnknownToken),
+            TokenLookup::OtherSession => Plan::reject(ResumeRejected::TokenOfAnotherSession),
+            // A token alone proves nothing about gap-freedom.
+            TokenLookup::Found(_) => Plan::reject(ResumeRejected::MissingLastEventId),
+        };
+    };
+    let identified = match (header, cursor_key) {
+        // The seed's incident: an id that names no token proves nothing about identity.
+        (TokenLookup::Absent, TokenLookup::Absent) => {
+            return Plan::reject(match WireCursor::parse(raw_cursor) {
+                None => ResumeRejected::MalformedCursor {
+                    shown: shown(raw_cursor),
+                },
+                Some(_) => ResumeRejected::MissingToken {
+                    cursor: shown(raw_cursor),
+                },
+            });
         }
-    }
+        (TokenLookup::Unknown, _) | (_, TokenLookup::Unknown) => {
+            return Plan::reject(ResumeRejected::UnknownToken);
+        }
+        (TokenLookup::OtherSession, _) | (_, TokenLookup::OtherSession) => {
+            return Plan::reject(ResumeRejected::TokenOfAnotherSession);
+        }
+        // Both name a stream: they must name the same one.
+        (TokenLookup::Found(by_header), TokenLookup::Found(by_cursor))
+            if by_header != by_cursor =>
+        {
+            return Plan::reject(ResumeRejected::CursorNotOnStream {
+                cursor: shown(raw_cursor),
+                stream: by_header,
+            });
+        }
+        (TokenLookup::Found(stream), _) | (_, TokenLookup::Found(stream)) => stream,
+    };
+    resume_identified(session, identified, raw_cursor, now, config)
 }
 
 fn resume_identified(
@@ -52,8 +91,8 @@ fn resume_identified(
         });
     };
     // Condition 1: the cursor must name the very stream the token names.
-    let seq = match cursor {
-        WireCursor::Scoped(event) if event.stream == id => event.seq,
+    let seq = match cursor.event() {
+        Some(event) if event.stream == id => event.seq,
         _ => {
             return Plan::reject(ResumeRejected::CursorNotOnStream {
                 cursor: shown(raw_cursor),
@@ -68,7 +107,8 @@ fn resume_identified(
         StreamState::Closed { at } => {
             return Plan::reject(ResumeRejected::StreamClosed { stream: id, at });
         }
-        StreamState::Live | StreamState::Orphaned { .. } => {}
+        // A finished request stream is still replayable within its retention.
+        StreamState::Live | StreamState::Orphaned { .. } | StreamState::Finished { .. } => {}
     }
     if seq > stream.high_water() {
         return Plan::reject(ResumeRejected::CursorAhead {
@@ -109,7 +149,7 @@ fn open_new_stream(session: &Session, now: LabTime, config: &LabConfig) -> Plan 
             backlog_from: None,
             orphan: None,
             fence,
-            ids: IdScheme::Scoped,
+            ids: id_scheme(config),
         },
         Err(plan) => plan,
     }

@@ -58,6 +58,9 @@ pub struct Resumed {
     pub ids: IdScheme,
     /// Other streams of the session fenced by this resume (condition 2).
     pub fenced: Vec<StreamId>,
+    /// The stream already finished (a tool call whose result was sent): the connection ends
+    /// after the replay.
+    pub finished: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,17 +4,21 @@
 //! Sans-IO in the quinn style: `handle_*` and `emit*` take the current [`LabTime`], and
 //! [`Server::poll_timeout`] tells the caller when to call [`Server::handle_timeout`] next.
 
+mod opening;
 mod replay_buffer;
 mod session;
 mod stream;
 
+pub use opening::{Opening, Outgoing};
 pub use session::Session;
 pub use stream::{Stream, StreamKind, StreamState};
 
 use crate::config::{ConfigError, LabConfig};
 use crate::event::{Event, Payload};
 use crate::history::{History, Record};
-use crate::ids::{ConnectionId, Entropy, EventId, IdScheme, ResumptionToken, SessionId, StreamId};
+use crate::ids::{
+    ConnectionId, Entropy, EventId, IdScheme, ResumptionToken, SessionId, StreamId, WireCursor,
+};
 use crate::policy::Policy;
 use crate::resume::{
     self, NewStream, Plan, ResumeDecision, ResumeRejected, ResumeRequest, Resumed, StreamEcho,
@@ -177,7 +181,19 @@ impl Server {
             .ok_or(SessionError::Unknown)?;
         let plan = match self.policy {
             Policy::Fenced => {
-                resume::fenced::decide(session, token, request.last_event_id, now, &self.config)
+                let cursor_key = request
+                    .last_event_id
+                    .and_then(WireCursor::parse)
+                    .and_then(WireCursor::token)
+                    .map_or(TokenLookup::Absent, |t| self.resolve(request.session, t));
+                resume::fenced::decide(
+                    session,
+                    token,
+                    cursor_key,
+                    request.last_event_id,
+                    now,
+                    &self.config,
+                )
             }
             Policy::Naive => resume::naive::decide(session, token, request.last_event_id),
         };
@@ -188,7 +204,14 @@ impl Server {
         let Some(raw) = raw else {
             return TokenLookup::Absent;
         };
-        match ResumptionToken::parse(raw).and_then(|t| self.tokens.get(&t)) {
+        match ResumptionToken::parse(raw) {
+            None => TokenLookup::Unknown,
+            Some(token) => self.resolve(session, token),
+        }
+    }
+
+    fn resolve(&self, session: SessionId, token: ResumptionToken) -> TokenLookup {
+        match self.tokens.get(&token) {
             None => TokenLookup::Unknown,
             Some((owner, _)) if *owner != session => TokenLookup::OtherSession,
             Some((_, stream)) => TokenLookup::Found(*stream),
@@ -225,7 +248,10 @@ impl Server {
                     .get_mut(&session_id)
                     .expect("planned on this session");
                 let target = session.stream_mut(stream).expect("planned on this stream");
-                target.state = StreamState::Live;
+                let finished = matches!(target.state, StreamState::Finished { .. });
+                if !finished {
+                    target.state = StreamState::Live;
+                }
                 let previous = target.connection.replace(request.connection);
                 let replay_len = target
                     .buffer
@@ -267,6 +293,7 @@ impl Server {
                     }),
                     ids,
                     fenced: fence,
+                    finished,
                 })
             }
             Plan::Mint {
@@ -365,8 +392,7 @@ impl Server {
             .get_mut(&session_id)
             .expect("caller checked the session");
         while session.streams.len() >= max {
-            let Some(oldest_ended) = session.streams.iter().position(|s| Session::ended(s.state))
-            else {
+            let Some(oldest_ended) = session.forgettable() else {
                 return Err(max);
             };
             let forgotten = session.streams.remove(oldest_ended);
@@ -425,7 +451,7 @@ impl Server {
             return Err(EmitError::UnknownSession);
         }
         let ids = match self.policy {
-            Policy::Fenced => IdScheme::Scoped,
+            Policy::Fenced => resume::fenced::id_scheme(&self.config),
             Policy::Naive => IdScheme::Bare,
         };
         self.mint_stream(
@@ -527,14 +553,16 @@ impl Server {
         }
     }
 
-    /// Ends a request stream normally (its response was sent).
-    pub fn close_stream(
+    /// A request stream's response was sent: nothing more is emitted on it, but it stays
+    /// resumable for the retention window, so a client cut off before the result gets it.
+    pub fn finish_request_stream(
         &mut self,
         now: LabTime,
         session: SessionId,
         stream: StreamId,
         history: &mut History,
     ) {
+        let retain_until = now.plus(self.config.retention_ms);
         let Some(target) = self
             .sessions
             .get_mut(&session)
@@ -543,7 +571,10 @@ impl Server {
             return;
         };
         if target.state.accepts_emits() {
-            target.state = StreamState::Closed { at: now };
+            target.state = StreamState::Finished {
+                at: now,
+                retain_until,
+            };
             history.record(now, Record::StreamClosed { session, stream });
         }
     }
@@ -597,25 +628,40 @@ impl Server {
         history.record(now, Record::Fenced { session, stream });
     }
 
-    /// The next grace deadline, if any stream is orphaned.
+    /// The next deadline: a grace window or a finished stream's retention ending.
     pub fn poll_timeout(&self) -> Option<LabTime> {
         self.sessions
             .values()
             .flat_map(|s| &s.streams)
             .filter_map(|s| match s.state {
                 StreamState::Orphaned { grace_deadline, .. } => Some(grace_deadline),
+                StreamState::Finished { retain_until, .. } => Some(retain_until),
                 _ => None,
             })
             .min()
     }
 
     /// Ends every orphan whose grace window is over: fenced under the fenced policy, merely
-    /// closed under the naive one. Returns what ended, for the adapter to stop writing.
+    /// closed under the naive one. Forgets the events of finished streams past retention.
+    /// Returns what ended, for the adapter to stop writing.
     pub fn handle_timeout(&mut self, now: LabTime, history: &mut History) -> Vec<Expired> {
         let policy = self.policy;
         let mut expired = Vec::new();
         for session in self.sessions.values_mut() {
             for stream in &mut session.streams {
+                if let StreamState::Finished { retain_until, .. } = stream.state
+                    && retain_until <= now
+                {
+                    stream.state = StreamState::Closed { at: retain_until };
+                    stream.buffer.clear();
+                    expired.push(Expired {
+                        session: session.id,
+                        stream: stream.id,
+                        state: stream.state,
+                        connection: stream.connection.take(),
+                    });
+                    continue;
+                }
                 let StreamState::Orphaned { grace_deadline, .. } = stream.state else {
                     continue;
                 };
@@ -676,7 +722,9 @@ fn emit_onto(
             );
             Err(EmitError::Fenced(stream_id))
         }
-        StreamState::Closed { .. } => Err(EmitError::Closed(stream_id)),
+        StreamState::Closed { .. } | StreamState::Finished { .. } => {
+            Err(EmitError::Closed(stream_id))
+        }
         StreamState::Live | StreamState::Orphaned { .. } => {
             let key = payload.key.clone();
             let event = stream.push(now, payload);
@@ -737,7 +785,12 @@ fn retarget_background_if_ended(session: &mut Session) {
     let keep = session
         .background_target
         .and_then(|id| session.stream(id))
-        .is_some_and(|s| !matches!(s.state, StreamState::Closed { .. }));
+        .is_some_and(|s| {
+            !matches!(
+                s.state,
+                StreamState::Closed { .. } | StreamState::Finished { .. }
+            )
+        });
     if !keep {
         session.background_target = session.active;
     }

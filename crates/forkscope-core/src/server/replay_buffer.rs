@@ -79,6 +79,11 @@ impl ReplayBuffer {
         Ok(self.events.range(start..))
     }
 
+    /// Frees every kept event (a finished stream's retention ran out).
+    pub fn clear(&mut self) {
+        self.events = VecDeque::new();
+    }
+
     /// Every kept event, oldest first (the naive policy copies these into a fresh stream).
     pub fn iter(&self) -> impl Iterator<Item = &Event> {
         self.events.iter()

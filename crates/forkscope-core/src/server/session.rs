@@ -82,10 +82,24 @@ impl Session {
         self.other_standalone_accepting(None).count()
     }
 
+    /// Fenced or closed: nothing more is emitted or replayed.
     pub(crate) fn ended(state: StreamState) -> bool {
         matches!(
             state,
             StreamState::Fenced { .. } | StreamState::Closed { .. }
         )
+    }
+
+    /// Which stream to forget when the session is at its stream bound: the oldest ended one,
+    /// else the oldest finished one (its retention is cut short), else none.
+    pub(crate) fn forgettable(&self) -> Option<usize> {
+        self.streams
+            .iter()
+            .position(|s| Self::ended(s.state))
+            .or_else(|| {
+                self.streams
+                    .iter()
+                    .position(|s| matches!(s.state, StreamState::Finished { .. }))
+            })
     }
 }

@@ -30,7 +30,12 @@ pub enum StreamState {
     },
     /// Invalidated: its token resumes nothing and emits onto it are refused.
     Fenced { at: LabTime },
-    /// Ended normally: the request finished, the session ended, or a naive orphan expired.
+    /// A request stream whose response was sent. Nothing more is emitted, but its events,
+    /// result included, stay replayable until `retain_until`: a client cut off before the
+    /// result can still resume and fetch it.
+    Finished { at: LabTime, retain_until: LabTime },
+    /// Ended for good: the session ended, a naive orphan expired, or a finished stream's
+    /// retention ran out. Its token resumes nothing.
     Closed { at: LabTime },
 }
 
@@ -45,6 +50,7 @@ impl StreamState {
             StreamState::Live => "live",
             StreamState::Orphaned { .. } => "orphaned",
             StreamState::Fenced { .. } => "fenced",
+            StreamState::Finished { .. } => "finished",
             StreamState::Closed { .. } => "closed",
         }
     }
@@ -139,9 +145,12 @@ impl Stream {
     }
     /// The wire spelling of one of this stream's event ids.
     pub fn wire_id(&self, seq: u64) -> String {
-        self.ids.encode(EventId {
-            stream: self.id,
-            seq,
-        })
+        self.ids.encode(
+            EventId {
+                stream: self.id,
+                seq,
+            },
+            self.token,
+        )
     }
 }

@@ -1,13 +1,18 @@
-//! The lab clock: real time × speed, pausable, steppable. Everything in the lab reads time from
-//! here and hands it to the core as a [`LabTime`].
+//! The lab clock: real time × speed, pausable, steppable. Everything in the lab — the server's
+//! driver, the client, the views — reads time from here and hands it to the core as a
+//! [`LabTime`].
 
 use forkscope_core::LabTime;
 use std::sync::Mutex;
 use std::time::Instant;
+use tokio::sync::Notify;
 
 #[derive(Debug)]
 pub struct LabClock {
     state: Mutex<State>,
+    /// Signalled on every change of speed, pause or time: a task sleeping until a lab deadline
+    /// must recompute how long that is in real time.
+    changes: Notify,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +41,13 @@ impl LabClock {
                 speed: 1.0,
                 paused: false,
             }),
+            changes: Notify::new(),
         }
+    }
+
+    /// Resolves when the clock next changes speed, pause or time (one waiter: the driver).
+    pub async fn changed(&self) {
+        self.changes.notified().await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -67,6 +78,7 @@ impl LabClock {
         let mut state = self.lock();
         Self::reanchor(&mut state);
         state.speed = speed.clamp(SPEEDS[0], SPEEDS[SPEEDS.len() - 1]);
+        self.changes.notify_one();
     }
 
     pub fn speed(&self) -> f64 {
@@ -90,6 +102,7 @@ impl LabClock {
         let mut state = self.lock();
         Self::reanchor(&mut state);
         state.paused = paused;
+        self.changes.notify_one();
     }
 
     pub fn paused(&self) -> bool {
@@ -101,6 +114,7 @@ impl LabClock {
         let mut state = self.lock();
         Self::reanchor(&mut state);
         state.anchor_lab_ms += ms as f64;
+        self.changes.notify_one();
     }
 
     /// Real milliseconds until lab time reaches `at`; `None` while paused (it never will).

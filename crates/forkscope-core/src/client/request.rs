@@ -1,0 +1,176 @@
+//! A tool call's response stream as the client follows it: the stream's token and cursor,
+//! dedupe of replayed events, and the resume to make when the stream breaks before the result.
+//!
+//! A request stream is not the session's standalone stream: it carries one POST's progress and
+//! its result, and ends after the result. A client cut off before the result resumes it like
+//! any stream (a GET with `Last-Event-ID`, and the token), and must apply each progress step
+//! and the result exactly once.
+
+use super::{Continuity, ReconnectPlan, StreamHeaders, retry};
+use crate::config::RetryConfig;
+use crate::ids::WireCursor;
+use crate::time::LabTime;
+use serde::Serialize;
+
+/// Where a followed request stream is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "phase")]
+pub enum RequestPhase {
+    /// Reading the stream.
+    Streaming,
+    /// The stream broke before the result; the next resume is due at `next_at` (`None`: one
+    /// is in flight).
+    Resuming {
+        since: LabTime,
+        attempt: u32,
+        next_at: Option<LabTime>,
+    },
+    /// The result arrived and was applied.
+    Done,
+    /// The retry budget ran out, or the server refused for good: the result is lost.
+    Failed,
+}
+
+/// One tool call the client is waiting on.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestStream {
+    pub request_id: u64,
+    pub bound_stream: Option<String>,
+    pub cursor: Option<String>,
+    #[serde(skip)]
+    pub(crate) token: Option<String>,
+    pub phase: RequestPhase,
+    /// Resumes that reattached the stream.
+    pub resumes: u32,
+    pub applied: u64,
+    pub replays_skipped: u64,
+}
+
+impl RequestStream {
+    pub(crate) fn new(request_id: u64) -> Self {
+        RequestStream {
+            request_id,
+            bound_stream: None,
+            cursor: None,
+            token: None,
+            phase: RequestPhase::Streaming,
+            resumes: 0,
+            applied: 0,
+            replays_skipped: 0,
+        }
+    }
+
+    /// A response stream opened (the POST's own, or a resume's). Condition 4 as on the
+    /// standalone stream: continue only on an echo of this very stream saying resumed.
+    pub(crate) fn on_opened(&mut self, headers: StreamHeaders<'_>, reconciles: bool) -> Continuity {
+        let resuming = matches!(self.phase, RequestPhase::Resuming { .. });
+        self.phase = RequestPhase::Streaming;
+        if let Some(token) = headers.token {
+            self.token = Some(token.to_owned());
+        }
+        if !reconciles {
+            if resuming {
+                self.resumes += 1;
+            }
+            return Continuity::Assumed;
+        }
+        let same = headers.stream.is_some() && headers.stream == self.bound_stream.as_deref();
+        if resuming && same && headers.resumed == Some(true) {
+            self.resumes += 1;
+            return Continuity::Resumed;
+        }
+        self.bound_stream = headers.stream.map(str::to_owned);
+        self.cursor = None;
+        Continuity::NewStream
+    }
+
+    /// Whether an event is a replay of one at or before the cursor on the same stream.
+    pub(crate) fn is_replay(&self, wire_id: Option<&str>) -> bool {
+        super::replays(wire_id, self.cursor.as_deref())
+    }
+
+    pub(crate) fn moved_to(&mut self, wire_id: &str) {
+        self.cursor = Some(wire_id.to_owned());
+    }
+
+    /// The stream broke before the result: schedules the first resume.
+    pub(crate) fn on_lost(&mut self, now: LabTime, config: &RetryConfig, hint: Option<u64>) {
+        if matches!(self.phase, RequestPhase::Done | RequestPhase::Failed) {
+            return;
+        }
+        self.phase = RequestPhase::Resuming {
+            since: now,
+            attempt: 0,
+            next_at: Some(now.plus(retry::backoff_ms(config, hint, 0))),
+        };
+    }
+
+    /// The resume to make now, if one is due.
+    pub(crate) fn resume_plan(&mut self, now: LabTime, strip_token: bool) -> Option<ReconnectPlan> {
+        let RequestPhase::Resuming {
+            since,
+            attempt,
+            next_at: Some(due),
+        } = self.phase
+        else {
+            return None;
+        };
+        if now < due {
+            return None;
+        }
+        let attempt = attempt + 1;
+        self.phase = RequestPhase::Resuming {
+            since,
+            attempt,
+            next_at: None,
+        };
+        let token_stripped = strip_token && self.token.is_some();
+        Some(ReconnectPlan {
+            attempt,
+            last_event_id: self.cursor.clone(),
+            token: if token_stripped {
+                None
+            } else {
+                self.token.clone()
+            },
+            token_stripped,
+        })
+    }
+
+    /// The resume in flight failed; schedules the next inside the budget, or gives up.
+    pub(crate) fn on_attempt_failed(
+        &mut self,
+        now: LabTime,
+        config: &RetryConfig,
+        hint: Option<u64>,
+    ) -> RequestPhase {
+        if let RequestPhase::Resuming { since, attempt, .. } = self.phase {
+            let due = now.plus(retry::backoff_ms(config, hint, attempt));
+            self.phase = if due.since(since) > config.budget_ms {
+                RequestPhase::Failed
+            } else {
+                RequestPhase::Resuming {
+                    since,
+                    attempt,
+                    next_at: Some(due),
+                }
+            };
+        }
+        self.phase
+    }
+
+    /// When the follower wants to be woken.
+    pub fn poll_timeout(&self) -> Option<LabTime> {
+        match self.phase {
+            RequestPhase::Resuming { next_at, .. } => next_at,
+            _ => None,
+        }
+    }
+
+    pub fn cursor_seq(&self) -> Option<u64> {
+        self.cursor
+            .as_deref()
+            .and_then(WireCursor::parse)
+            .map(WireCursor::seq)
+    }
+}

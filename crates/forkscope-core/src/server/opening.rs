@@ -1,0 +1,135 @@
+//! What a connection is sent right after a stream is attached to it, before its live tail: the
+//! priming event of a new stream, then the replay after the cursor. Both adapters — the HTTP
+//! server and the in-memory [`crate::sim`] — write exactly this, so the property tests exercise
+//! the attach path the real server runs.
+
+use super::{Server, StreamState};
+use crate::event::Event;
+use crate::ids::{EventId, IdScheme, ResumptionToken, SessionId, StreamId};
+use crate::resume::ResumeDecision;
+use std::sync::Arc;
+
+#[derive(Debug)]
+pub struct Opening {
+    pub session: SessionId,
+    pub stream: StreamId,
+    ids: IdScheme,
+    token: ResumptionToken,
+    /// A new stream opens with a priming event (sequence 0, empty data) so the client has a
+    /// cursor before any real event.
+    pub priming: bool,
+    /// The buffered events after the cursor, oldest first (captured atomically with the
+    /// attach; rendered by the adapter as it writes).
+    pub replay: Vec<Event>,
+    /// The stream has finished: the connection ends after the replay.
+    pub ends: bool,
+}
+
+/// One event as written to the wire: its spelling, its ground truth and its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    pub wire_id: String,
+    pub event: EventId,
+    /// The side-effect key; `None` on the priming event.
+    pub key: Option<Arc<str>>,
+    /// The JSON-RPC message; empty on the priming event.
+    pub body: Arc<str>,
+}
+
+impl Opening {
+    /// The wire spelling of one of this stream's event ids.
+    pub fn wire_id(&self, seq: u64) -> String {
+        self.ids.encode(
+            EventId {
+                stream: self.stream,
+                seq,
+            },
+            self.token,
+        )
+    }
+
+    /// The priming event, if this opening has one.
+    pub fn priming_event(&self) -> Option<Outgoing> {
+        self.priming.then(|| Outgoing {
+            wire_id: self.wire_id(0),
+            event: EventId {
+                stream: self.stream,
+                seq: 0,
+            },
+            key: None,
+            body: Arc::from(""),
+        })
+    }
+
+    pub fn outgoing(&self, event: &Event) -> Outgoing {
+        Outgoing {
+            wire_id: self.wire_id(event.id.seq),
+            event: event.id,
+            key: Some(event.payload.key.clone()),
+            body: event.payload.body.clone(),
+        }
+    }
+
+    /// Everything this opening writes, in order.
+    pub fn events(&self) -> impl Iterator<Item = Outgoing> + '_ {
+        self.priming_event()
+            .into_iter()
+            .chain(self.replay.iter().map(|e| self.outgoing(e)))
+    }
+}
+
+impl Server {
+    /// The opening of the connection a GET decision attached; `None` for a rejection.
+    pub fn opening_for(&self, session: SessionId, decision: &ResumeDecision) -> Option<Opening> {
+        match decision {
+            ResumeDecision::Resume(r) => self.opening(session, r.stream, false, r.after),
+            ResumeDecision::NewStream(n) => self.opening(session, n.stream, true, 0),
+            ResumeDecision::Reject(_) => None,
+        }
+    }
+
+    /// The opening of a request stream just minted for a POST (its priming event).
+    pub fn opening_of_request_stream(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+    ) -> Option<Opening> {
+        self.opening(session, stream, true, 0)
+    }
+
+    fn opening(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        priming: bool,
+        after: u64,
+    ) -> Option<Opening> {
+        let s = self.session(session)?.stream(stream)?;
+        let replay = s
+            .buffer
+            .after(after, s.high_water)
+            .map(|events| events.cloned().collect())
+            .unwrap_or_default();
+        Some(Opening {
+            session,
+            stream,
+            ids: s.ids,
+            token: s.token,
+            priming,
+            replay,
+            ends: matches!(s.state, StreamState::Finished { .. }),
+        })
+    }
+
+    /// The event at `id` as written to the wire, if it is still buffered.
+    pub fn outgoing(&self, session: SessionId, id: EventId) -> Option<Outgoing> {
+        let s = self.session(session)?.stream(id.stream)?;
+        let event = s.buffer.after(id.seq - 1, s.high_water).ok()?.next()?;
+        Some(Outgoing {
+            wire_id: s.wire_id(id.seq),
+            event: id,
+            key: Some(event.payload.key.clone()),
+            body: event.payload.body.clone(),
+        })
+    }
+}

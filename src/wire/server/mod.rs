@@ -1,0 +1,182 @@
+//! The MCP Streamable HTTP server (revision 2025-11-25) at `/mcp`, as a thin axum adapter.
+//!
+//! - [`routes`]: POST, GET and DELETE on `/mcp`; the core rules on every GET.
+//! - [`stream_body`]: an SSE response — its opening (priming, replay), then the live tail.
+//! - [`writers`]: the open SSE connections and their bounded queues.
+//! - [`driver`]: the event-driven task that turns lab time into deadlines and work.
+//! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`.
+//! - [`origin`] and [`refusal`]: what is refused before the core is asked.
+
+pub mod background;
+pub mod driver;
+mod origin;
+mod refusal;
+mod routes;
+pub mod stream_body;
+pub mod tool;
+pub mod writers;
+
+pub use background::{EmitRate, emit_background};
+pub use driver::{Next, Wake, run_due, run_until_idle};
+pub use writers::{RETRY_HINT_MS, WRITER_QUEUE, Writers};
+
+use crate::clock::LabClock;
+use crate::wire::{Core, Shared};
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use forkscope_core::{ConnectionId, EventId, SessionId};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Largest POST body accepted; a larger one is answered 413 before it is read whole.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// Background events per second on each session's standalone stream; `None`: only on
+    /// demand.
+    pub background: Option<EmitRate>,
+}
+
+/// The server side's I/O state: open writers, the background schedule, running tool calls.
+#[derive(Debug, Default)]
+pub struct ServerIo {
+    pub writers: Writers,
+    background: background::Background,
+    tool_calls: Vec<tool::ToolCall>,
+}
+
+impl ServerIo {
+    pub fn open_connections(&self) -> usize {
+        self.writers.len()
+    }
+
+    /// Open SSE connections per stream, for the views.
+    pub fn connections_of(&self, session: SessionId, stream: forkscope_core::StreamId) -> usize {
+        self.writers.connections_of(session, stream)
+    }
+
+    /// Tool calls still running.
+    pub fn running_tool_calls(&self) -> usize {
+        self.tool_calls.len()
+    }
+
+    fn forget_session(&mut self, session: SessionId) {
+        self.background.forget(session);
+        self.tool_calls.retain(|c| c.session != session);
+        self.writers.close_session(session);
+    }
+}
+
+/// Writes an emitted event to every connection open on its stream.
+pub fn write_event(core: &mut Core, session: SessionId, event: EventId) {
+    if let Some(outgoing) = core.server.outgoing(session, event) {
+        let frame = stream_body::render(&outgoing);
+        core.io
+            .writers
+            .send_to_stream(session, event.stream, &frame);
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    shared: Shared,
+    clock: Arc<LabClock>,
+    wake: Wake,
+    next_connection: Arc<AtomicU64>,
+}
+
+impl App {
+    fn connection(&self) -> ConnectionId {
+        ConnectionId(self.next_connection.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A running server: its address, what wakes its driver, and what stops it.
+#[derive(Debug)]
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    wake: Wake,
+    shutdown: Option<oneshot::Sender<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Wakes the driver (after work was queued from outside a request).
+    pub fn wake(&self) {
+        self.wake.wake();
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn router(app: App) -> axum::Router {
+    axum::Router::new()
+        .route(
+            "/mcp",
+            post(routes::post_mcp)
+                .get(routes::get_mcp)
+                .delete(routes::delete_mcp),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(origin::check_origin))
+        .with_state(app)
+}
+
+/// Binds `addr` (127.0.0.1 unless told otherwise) and serves until stopped.
+pub async fn start(
+    shared: Shared,
+    clock: Arc<LabClock>,
+    options: ServeOptions,
+    addr: SocketAddr,
+) -> std::io::Result<RunningServer> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let listener = listener.tap_io(|tcp| {
+        // axum leaves Nagle on, which turns a burst of small SSE frames into 40 ms stalls.
+        let _ = tcp.set_nodelay(true);
+    });
+    let wake = Wake::default();
+    let app = App {
+        shared: shared.clone(),
+        clock: clock.clone(),
+        wake: wake.clone(),
+        next_connection: Arc::new(AtomicU64::new(1)),
+    };
+    let (shutdown, stopped) = oneshot::channel::<()>();
+    let serve = tokio::spawn(async move {
+        let _ = axum::serve(listener, router(app))
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    let driver = tokio::spawn(driver::drive(shared, clock, options, wake.clone()));
+    Ok(RunningServer {
+        addr,
+        wake,
+        shutdown: Some(shutdown),
+        tasks: vec![serve, driver],
+    })
+}

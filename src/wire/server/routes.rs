@@ -1,0 +1,320 @@
+//! The `/mcp` endpoint: POST (JSON-RPC), GET (open or resume a stream: the core rules on it,
+//! this file writes the decision), DELETE (end a session). Each handler parses, asks the core
+//! under one lock — reading the lab time under that lock — writes what it decided, and wakes
+//! the driver.
+
+use super::App;
+use super::refusal::{Refusal, accepts, header_str, json_response, session_error, session_request};
+use super::stream_body::sse_response;
+use super::tool::{self, Arguments, ToolCall};
+use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
+use crate::wire::jsonrpc;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use forkscope_core::{Policy, ResumeDecision, ResumeRequest, SessionId};
+use serde_json::{Value, json};
+
+pub(super) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    // Every Content-Type copy must say JSON: a request that says two things is refused.
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter().peekable();
+    let is_json = types.peek().is_some()
+        && types.all(|ct| {
+            ct.to_str().is_ok_and(|ct| {
+                ct.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            })
+        });
+    if !is_json {
+        return session_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "POST bodies must be application/json",
+        );
+    }
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            let body = jsonrpc::error(
+                &Value::Null,
+                jsonrpc::PARSE_ERROR,
+                &format!("invalid JSON: {e}"),
+                None,
+            );
+            return json_response(StatusCode::BAD_REQUEST, body);
+        }
+    };
+    if !message.is_object() || message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        let why = "expected one JSON-RPC 2.0 message (batches are not part of revision 2025-11-25)";
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, why, None),
+        );
+    }
+    let method = message.get("method").and_then(Value::as_str);
+    let id = message.get("id").cloned();
+    if let (Some("initialize"), Some(id)) = (method, &id) {
+        return initialize(&app, id, &message);
+    }
+    let session = match session_request(&app, &headers) {
+        Ok((_, session)) => session,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let (Some(method), Some(id)) = (method, id) else {
+        // A notification or a response: accepted, nothing to answer.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    match method {
+        "ping" => json_response(StatusCode::OK, jsonrpc::result(&id, json!({}))),
+        "tools/list" => json_response(
+            StatusCode::OK,
+            jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
+        ),
+        "tools/call" => call_tool(&app, session, id, &params),
+        other => json_response(
+            StatusCode::OK,
+            jsonrpc::error(
+                &id,
+                jsonrpc::METHOD_NOT_FOUND,
+                &format!("method not found: {other}"),
+                None,
+            ),
+        ),
+    }
+}
+
+fn initialize(app: &App, id: &Value, message: &Value) -> Response {
+    let requested = message
+        .pointer("/params/protocolVersion")
+        .and_then(Value::as_str);
+    let version = requested
+        .filter(|v| SUPPORTED_REVISIONS.contains(v))
+        .unwrap_or(MODELLED_REVISION);
+    let session = {
+        let mut guard = app.shared.lock();
+        let core = &mut *guard;
+        let now = app.clock.now();
+        match core
+            .server
+            .open_session(now, &mut core.rng, &mut core.history)
+        {
+            Ok(s) => s,
+            Err(e) => return session_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        }
+    };
+    app.wake.wake(); // a new session: a new background schedule
+    tracing::info!(session = %session.short(), version, "session initialized");
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": { "tools": { "listChanged": false }, "logging": {} },
+        "serverInfo": { "name": "forkscope", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": "forkscope models MCP Streamable HTTP 2025-11-25 resumption. Call progress_task; open GET /mcp for background events."
+    });
+    let mut response = json_response(StatusCode::OK, jsonrpc::result(id, result));
+    if let Ok(value) = HeaderValue::from_str(&session.to_string()) {
+        response.headers_mut().insert(headers::SESSION_ID, value);
+    }
+    response
+}
+
+fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Response {
+    let invalid = |message: String| {
+        json_response(
+            StatusCode::OK,
+            jsonrpc::error(&id, jsonrpc::INVALID_PARAMS, &message, None),
+        )
+    };
+    let name = params.get("name").and_then(Value::as_str);
+    if name != Some("progress_task") {
+        return invalid(format!(
+            "unknown tool {}; the only tool is progress_task",
+            name.unwrap_or("(none)")
+        ));
+    }
+    let args = params
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let args = match Arguments::parse(&args) {
+        Ok(args) => args,
+        Err(e) => return invalid(e),
+    };
+    let progress_token = params.pointer("/_meta/progressToken").cloned();
+    let connection = app.connection();
+    let (opening, queue, stream, token, fenced) = {
+        let mut guard = app.shared.lock();
+        let core = &mut *guard;
+        let now = app.clock.now();
+        let (stream, token) = match core.server.open_request_stream(
+            now,
+            session,
+            connection,
+            &mut core.rng,
+            &mut core.history,
+        ) {
+            Ok(minted) => minted,
+            Err(e) => return session_error(StatusCode::CONFLICT, &e.to_string()),
+        };
+        let queue = core
+            .io
+            .writers
+            .register(connection, session, stream, app.wake.clone());
+        let opening = core.server.opening_of_request_stream(session, stream);
+        core.io.tool_calls.push(ToolCall::new(
+            session,
+            stream,
+            id,
+            progress_token,
+            args,
+            now,
+        ));
+        let fenced = core.server.policy() == Policy::Fenced;
+        (opening, queue, stream, token, fenced)
+    };
+    app.wake.wake();
+    let mut response = sse_response(app, opening, Some(queue), session, stream, connection);
+    let headers = response.headers_mut();
+    insert(headers, headers::RESUMPTION_TOKEN, &token.to_string());
+    if fenced {
+        insert(headers, headers::STREAM_ID, &stream.to_string());
+        insert(headers, headers::STREAM_RESUMED, "false");
+    }
+    response
+}
+
+fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(HeaderName::from_static(name), value);
+    }
+}
+
+pub(super) async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !accepts(&headers, "text/event-stream") {
+        return session_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /mcp answers text/event-stream only",
+        );
+    }
+    let connection = app.connection();
+    let (decision, opening, queue, session) = {
+        let (mut guard, session) = match session_request(&app, &headers) {
+            Ok(locked) => locked,
+            Err(refusal) => return refusal.into_response(),
+        };
+        let core = &mut *guard;
+        let now = app.clock.now();
+        let request = ResumeRequest {
+            session,
+            token: header_str(&headers, headers::RESUMPTION_TOKEN),
+            last_event_id: header_str(&headers, headers::LAST_EVENT_ID),
+            connection,
+        };
+        let decision = match core
+            .server
+            .handle_get(now, &request, &mut core.rng, &mut core.history)
+        {
+            Ok(d) => d,
+            Err(e) => return Refusal(StatusCode::NOT_FOUND, e.to_string()).into_response(),
+        };
+        let (stream, fenced) = match &decision {
+            ResumeDecision::Reject(_) => (None, Vec::new()),
+            ResumeDecision::Resume(r) => {
+                tracing::info!(session = %session.short(), stream = %r.stream, after = r.after, replay = r.replay_len, finished = r.finished, "resumed");
+                if let Some(old) = r.detached {
+                    core.io.writers.close(old);
+                }
+                (Some(r.stream), r.fenced.clone())
+            }
+            ResumeDecision::NewStream(n) => {
+                tracing::info!(session = %session.short(), stream = %n.stream, flagged = n.echo.is_some(), backlog = n.replay_len, "new stream");
+                (Some(n.stream), n.fenced.clone())
+            }
+        };
+        for fenced_stream in fenced {
+            core.io.writers.close_stream(session, fenced_stream);
+        }
+        let opening = core.server.opening_for(session, &decision);
+        // A finished stream has no live tail: no writer, the body ends after the replay.
+        let queue = match (&opening, stream) {
+            (Some(o), Some(stream)) if !o.ends => Some(core.io.writers.register(
+                connection,
+                session,
+                stream,
+                app.wake.clone(),
+            )),
+            _ => None,
+        };
+        (decision, opening, queue, session)
+    };
+    app.wake.wake();
+    match decision {
+        ResumeDecision::Reject(rejected) => {
+            tracing::info!(session = %session.short(), reason = %rejected.reason(), "resume rejected");
+            let reason = rejected.reason();
+            let data = json!({
+                "reason": reason.as_str(),
+                "action": rejected.client_action().as_str(),
+                "status": reason.http_status(),
+            });
+            let body = jsonrpc::error(
+                &Value::Null,
+                jsonrpc::RESUME_REJECTED,
+                &rejected.to_string(),
+                Some(data),
+            );
+            let status = StatusCode::from_u16(reason.http_status()).unwrap_or(StatusCode::CONFLICT);
+            let mut response = json_response(status, body);
+            if let Some(secs) = rejected.retry_after_secs() {
+                insert(response.headers_mut(), "retry-after", &secs.to_string());
+            }
+            response
+        }
+        ResumeDecision::Resume(r) => {
+            let mut response = sse_response(&app, opening, queue, session, r.stream, connection);
+            echo(response.headers_mut(), r.echo, None);
+            response
+        }
+        ResumeDecision::NewStream(n) => {
+            let mut response = sse_response(&app, opening, queue, session, n.stream, connection);
+            echo(response.headers_mut(), n.echo, Some(n.token));
+            response
+        }
+    }
+}
+
+/// The identity echo (fenced only) and, on a new stream, its token.
+fn echo(
+    h: &mut HeaderMap,
+    echo: Option<forkscope_core::StreamEcho>,
+    token: Option<forkscope_core::ResumptionToken>,
+) {
+    if let Some(echo) = echo {
+        insert(h, headers::STREAM_ID, &echo.stream.to_string());
+        insert(
+            h,
+            headers::STREAM_RESUMED,
+            if echo.resumed { "true" } else { "false" },
+        );
+    }
+    if let Some(token) = token {
+        insert(h, headers::RESUMPTION_TOKEN, &token.to_string());
+    }
+}
+
+pub(super) async fn delete_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
+    {
+        let (mut guard, session) = match session_request(&app, &headers) {
+            Ok(locked) => locked,
+            Err(refusal) => return refusal.into_response(),
+        };
+        let core = &mut *guard;
+        let now = app.clock.now();
+        let _ = core.server.close_session(now, session, &mut core.history);
+        core.io.forget_session(session);
+        tracing::info!(session = %session.short(), "session deleted");
+    }
+    app.wake.wake();
+    StatusCode::NO_CONTENT.into_response()
+}

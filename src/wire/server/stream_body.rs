@@ -1,0 +1,186 @@
+//! An SSE response body: the connection's opening (priming event, replay) rendered a write's
+//! worth at a time, then the live tail from its writer queue, coalesced into large writes.
+
+use super::App;
+use super::driver::Wake;
+use super::writers::{Queue, RETRY_HINT_MS};
+use crate::clock::LabClock;
+use crate::wire::Shared;
+use crate::wire::sse::{self, Truth};
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use forkscope_core::server::{Opening, Outgoing};
+use forkscope_core::{ConnectionId, SessionId, StreamId};
+use std::sync::Arc;
+
+/// Largest write the body makes; a replay or a burst costs a few syscalls, not one per event.
+const MAX_WRITE: usize = 32 * 1024;
+/// The first write is small, so the first event is out before the rest is rendered.
+const FIRST_WRITE: usize = 1024;
+
+/// An event as an SSE frame, its ground truth in a comment line; the priming event carries the
+/// `retry:` hint.
+pub fn render(outgoing: &Outgoing) -> Bytes {
+    let truth = Truth {
+        stream: outgoing.event.stream.0,
+        seq: outgoing.event.seq,
+        key: outgoing.key.as_deref().map(str::to_owned),
+    };
+    let retry = outgoing.key.is_none().then_some(RETRY_HINT_MS);
+    sse::frame(Some(&truth), &outgoing.wire_id, retry, &outgoing.body)
+}
+
+/// The opening, rendered lazily: captured atomically with the attach, formatted as written.
+#[derive(Debug)]
+struct Replay {
+    opening: Option<Opening>,
+    next: usize,
+    priming_sent: bool,
+    writes: u32,
+}
+
+impl Replay {
+    fn new(opening: Option<Opening>) -> Self {
+        Replay {
+            opening,
+            next: 0,
+            priming_sent: false,
+            writes: 0,
+        }
+    }
+
+    /// Whether the connection ends after the replay (a finished stream, or nothing attached).
+    fn ends(&self) -> bool {
+        self.opening.as_ref().is_none_or(|o| o.ends)
+    }
+
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        let opening = self.opening.as_ref()?;
+        let max_write = if self.writes == 0 {
+            FIRST_WRITE
+        } else {
+            MAX_WRITE
+        };
+        let mut batch = bytes::BytesMut::new();
+        if !self.priming_sent {
+            self.priming_sent = true;
+            if let Some(priming) = opening.priming_event() {
+                batch.extend_from_slice(&render(&priming));
+            }
+        }
+        while batch.len() < max_write {
+            let Some(event) = opening.replay.get(self.next) else {
+                break;
+            };
+            self.next += 1;
+            batch.extend_from_slice(&render(&opening.outgoing(event)));
+        }
+        if batch.is_empty() {
+            return None;
+        }
+        self.writes += 1;
+        Some(batch.freeze())
+    }
+}
+
+/// Joins the frames already queued behind `first` into one write (up to [`MAX_WRITE`]).
+fn coalesce(first: Bytes, queue: &mut Queue) -> Bytes {
+    let Ok(second) = queue.rx.try_recv() else {
+        return first;
+    };
+    let mut batch = bytes::BytesMut::with_capacity((first.len() + second.len()) * 8);
+    batch.extend_from_slice(&first);
+    batch.extend_from_slice(&second);
+    while batch.len() < MAX_WRITE {
+        let Ok(next) = queue.rx.try_recv() else { break };
+        batch.extend_from_slice(&next);
+    }
+    batch.freeze()
+}
+
+/// Tells the core when an SSE connection ends (the client went away, or we closed it), and
+/// wakes the driver: a producer may have been waiting on this connection.
+struct ConnectionGuard {
+    shared: Shared,
+    clock: Arc<LabClock>,
+    wake: Wake,
+    session: SessionId,
+    stream: StreamId,
+    connection: ConnectionId,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        {
+            let mut guard = self.shared.lock();
+            let core = &mut *guard;
+            let now = self.clock.now();
+            core.io.writers.forget(self.connection);
+            core.server.connection_closed(
+                now,
+                self.session,
+                self.stream,
+                self.connection,
+                &mut core.history,
+            );
+        }
+        self.wake.wake();
+    }
+}
+
+/// The response for an attached connection: `opening` first, then `queue` (the live tail)
+/// unless the opening ends the stream.
+pub(super) fn sse_response(
+    app: &App,
+    opening: Option<Opening>,
+    queue: Option<Queue>,
+    session: SessionId,
+    stream: StreamId,
+    connection: ConnectionId,
+) -> Response {
+    let guard = ConnectionGuard {
+        shared: app.shared.clone(),
+        clock: app.clock.clone(),
+        wake: app.wake.clone(),
+        session,
+        stream,
+        connection,
+    };
+    let replay = Replay::new(opening);
+    let body = futures_util::stream::unfold(
+        (replay, queue, guard),
+        |(mut replay, mut queue, guard)| async move {
+            if replay.writes == 1 {
+                // Return Pending once after the first write, so hyper flushes it instead of
+                // buffering the whole replay behind it.
+                replay.writes += 1;
+                tokio::task::yield_now().await;
+            }
+            let chunk = match replay.next_chunk() {
+                Some(chunk) => chunk,
+                None if replay.ends() => return None,
+                None => {
+                    let q = queue.as_mut()?;
+                    let frame = q.rx.recv().await?;
+                    let chunk = coalesce(frame, q);
+                    q.drained();
+                    chunk
+                }
+            };
+            Some((
+                Ok::<Bytes, std::convert::Infallible>(chunk),
+                (replay, queue, guard),
+            ))
+        },
+    );
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}

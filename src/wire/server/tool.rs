@@ -1,0 +1,181 @@
+//! The one tool, `progress_task {steps, delay_ms}`: a `notifications/progress` per step on the
+//! call's own SSE response stream, then the result. `delay_ms` is honoured exactly in lab time;
+//! with `delay_ms: 0` the call streams as fast as the socket takes it.
+
+use crate::wire::{Core, jsonrpc};
+use forkscope_core::{LabTime, Payload, SessionId, StreamId};
+use serde_json::{Value, json};
+
+/// Bounds on the tool's arguments.
+pub const MAX_STEPS: u64 = 10_000;
+pub const MAX_DELAY_MS: u64 = 60_000;
+
+pub fn schema() -> Value {
+    json!({
+        "name": "progress_task",
+        "title": "Progress task",
+        "description": "Works through `steps` steps, sending a progress notification after each (one every `delay_ms` lab milliseconds), then returns. Its response is an SSE stream that can be resumed, also after the result was sent.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "steps": { "type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": 5 },
+                "delay_ms": { "type": "integer", "minimum": 0, "maximum": MAX_DELAY_MS, "default": 100 }
+            },
+            "additionalProperties": false
+        }
+    })
+}
+
+/// A call's arguments, validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arguments {
+    pub steps: u64,
+    pub delay_ms: u64,
+}
+
+impl Arguments {
+    pub fn parse(args: &Value) -> Result<Arguments, String> {
+        let number = |field: &str, default: u64, min: u64, max: u64| -> Result<u64, String> {
+            match args.get(field) {
+                None | Some(Value::Null) => Ok(default),
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| format!("{field} must be an integer from {min} to {max}")),
+            }
+        };
+        Ok(Arguments {
+            steps: number("steps", 5, 1, MAX_STEPS)?,
+            delay_ms: number("delay_ms", 100, 0, MAX_DELAY_MS)?,
+        })
+    }
+}
+
+/// A running call.
+#[derive(Debug)]
+pub struct ToolCall {
+    pub session: SessionId,
+    pub stream: StreamId,
+    pub request_id: Value,
+    pub progress_token: Option<Value>,
+    pub args: Arguments,
+    pub done: u64,
+    pub next_at: LabTime,
+    /// The last step was held back by a full writer: the body will wake the driver.
+    blocked: bool,
+}
+
+impl ToolCall {
+    pub fn new(
+        session: SessionId,
+        stream: StreamId,
+        request_id: Value,
+        progress_token: Option<Value>,
+        args: Arguments,
+        now: LabTime,
+    ) -> Self {
+        ToolCall {
+            session,
+            stream,
+            request_id,
+            progress_token,
+            args,
+            done: 0,
+            next_at: now.plus(args.delay_ms),
+            blocked: false,
+        }
+    }
+}
+
+/// What one step did.
+enum Step {
+    Continue,
+    /// The result was written, or the stream went away under the call: it is over.
+    Over,
+}
+
+/// Advances every due call, at most `budget` events. Returns the next deadline (`None`: no
+/// call is waiting on time).
+pub(super) fn run_due(core: &mut Core, now: LabTime, budget: &mut usize) -> Option<LabTime> {
+    let mut next: Option<LabTime> = None;
+    let mut index = 0;
+    while index < core.io.tool_calls.len() {
+        let (session, stream) = {
+            let call = &mut core.io.tool_calls[index];
+            call.blocked = false;
+            (call.session, call.stream)
+        };
+        let mut over = false;
+        while *budget > 0 && core.io.tool_calls[index].next_at <= now {
+            if !core.io.writers.has_room(session, stream, 1) {
+                core.io.tool_calls[index].blocked = true;
+                break;
+            }
+            *budget -= 1;
+            if let Step::Over = step(core, index, now) {
+                over = true;
+                break;
+            }
+        }
+        if over {
+            core.io.tool_calls.swap_remove(index);
+            continue;
+        }
+        let call = &core.io.tool_calls[index];
+        if !call.blocked {
+            next = Some(next.map_or(call.next_at, |n| n.min(call.next_at)));
+        }
+        index += 1;
+    }
+    next
+}
+
+fn step(core: &mut Core, index: usize, now: LabTime) -> Step {
+    let call = &mut core.io.tool_calls[index];
+    let (session, stream) = (call.session, call.stream);
+    let short = session.short();
+    if call.done == call.args.steps {
+        let text = format!("done: {} steps", call.args.steps);
+        let body = jsonrpc::result(
+            &call.request_id,
+            json!({ "content": [{ "type": "text", "text": text }], "isError": false }),
+        );
+        let payload = Payload::new(format!("{short}:call{}:result", stream.0), body);
+        if let Ok(event) = core
+            .server
+            .emit(now, session, stream, payload, &mut core.history)
+        {
+            super::write_event(core, session, event);
+        }
+        // The response is complete; the stream stays resumable for its retention window.
+        core.server
+            .finish_request_stream(now, session, stream, &mut core.history);
+        core.io.writers.finish_stream(session, stream);
+        return Step::Over;
+    }
+    call.done += 1;
+    // Exact in lab time: the next step is due one delay after this one was, not after now.
+    call.next_at = call.next_at.plus(call.args.delay_ms);
+    let Some(token) = call.progress_token.clone() else {
+        return Step::Continue; // No progress token: the step is silent.
+    };
+    let (done, steps) = (call.done, call.args.steps);
+    let payload = Payload::new(
+        format!("{short}:call{}:progress{done}", stream.0),
+        jsonrpc::notification(
+            "notifications/progress",
+            json!({ "progressToken": token, "progress": done, "total": steps, "message": format!("step {done} of {steps}") }),
+        ),
+    );
+    match core
+        .server
+        .emit(now, session, stream, payload, &mut core.history)
+    {
+        Ok(event) => {
+            super::write_event(core, session, event);
+            Step::Continue
+        }
+        // The stream was fenced or ended under it: the call is over.
+        Err(_) => Step::Over,
+    }
+}
