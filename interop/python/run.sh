@@ -1,31 +1,19 @@
 #!/usr/bin/env bash
-# Run the official Python MCP SDK interop check against a Streamable HTTP server.
-# Usage: run.sh URL [extra stock_client.py args, e.g. --steps N]
+# Run an official Python MCP SDK interop client against a Streamable HTTP server.
+# Usage: run.sh URL [stock_client.py args, e.g. --steps N]
+#        run.sh --client resume_client.py URL [its args]
 set -euo pipefail
 
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CLIENT="stock_client.py"
+if [[ "${1:-}" == "--client" ]]; then
+    CLIENT="${2:?--client needs a file name}"
+    shift 2
+fi
 if [[ $# -lt 1 ]]; then
-    echo "usage: $0 URL [--steps N]" >&2
+    echo "usage: $0 [--client FILE.py] URL [client args]" >&2
     exit 2
 fi
 
-SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
-VENV="${FORKSCOPE_VENV:-$REPO_ROOT/target/interop-venv}"
-REQS="$SCRIPT_DIR/requirements.txt"
-STAMP="$VENV/.forkscope-requirements.sha256"
-
-if [[ ! -x "$VENV/bin/python" ]]; then
-    echo "creating venv at $VENV" >&2
-    mkdir -p "$(dirname "$VENV")"
-    python3 -m venv "$VENV"
-fi
-
-want_hash="$(sha256sum "$REQS" | cut -d' ' -f1)"
-have_hash="$(cat "$STAMP" 2>/dev/null || true)"
-if [[ "$want_hash" != "$have_hash" ]]; then
-    echo "installing $(tr '\n' ' ' < "$REQS")into $VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQS"
-    printf '%s\n' "$want_hash" > "$STAMP"
-fi
-
-exec "$VENV/bin/python" "$SCRIPT_DIR/stock_client.py" "$@"
+PYTHON="$("$SCRIPT_DIR/ensure-venv.sh")"
+exec "$PYTHON" "$SCRIPT_DIR/$CLIENT" "$@"

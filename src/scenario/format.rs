@@ -33,7 +33,8 @@ impl Policies {
 pub enum WaitFor {
     /// The client holds a stream and has a cursor.
     Connected,
-    /// The client noticed its stream ended and is between attempts.
+    /// The client noticed its streams ended and is between attempts: the standalone stream,
+    /// and every tool call still waiting on its result.
     Reconnecting,
     /// The client has applied at least `count` side effects.
     Applied,
@@ -42,6 +43,11 @@ pub enum WaitFor {
     Decision,
     /// The server has recorded at least `count` emits.
     Emits,
+    /// The latest tool call's stream is open (its priming event arrived) and it has applied at
+    /// least `count` events (progress steps, result); `count = 0`: the call is under way.
+    ToolProgress,
+    /// The latest tool call is over: its result applied, or given up as lost.
+    ToolDone,
 }
 
 /// A count expectation: `3` (exactly), `">=1"`, `"<=2"`.
@@ -122,6 +128,8 @@ pub struct Expect {
     pub probe_statuses: Option<Vec<u16>>,
     /// Every accepted probe replayed the same events (idempotent resume).
     pub probes_replay_alike: Option<bool>,
+    /// Tool-call results the client applied (each call's result, once).
+    pub tool_results: Option<Count>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]

@@ -5,6 +5,7 @@ use super::format::{Expect, Scenario, StepKind, WaitFor};
 use crate::lab::{Lab, LabOptions, ProbeResult};
 use crate::wire::Core;
 use forkscope_core::client::Phase;
+use forkscope_core::client::RequestPhase;
 use forkscope_core::history::Counters;
 use forkscope_core::{Policy, Verdict};
 use std::time::Duration;
@@ -24,6 +25,8 @@ pub struct Run {
     pub verdict: Option<Verdict>,
     pub counters: Option<Counters>,
     pub conditions_broken: Vec<u8>,
+    /// Tool calls whose result the client applied.
+    pub tool_results: u64,
     pub probes: Vec<ProbeResult>,
     /// The lab refused the configuration (with why).
     pub config_refused: Option<String>,
@@ -71,6 +74,12 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
         let core = lab.core();
         run.verdict = Some(core.history.verdict());
         run.counters = Some(core.history.checker().counters().clone());
+        run.tool_results = core
+            .client
+            .requests()
+            .iter()
+            .filter(|r| r.phase == RequestPhase::Done)
+            .count() as u64;
     }
     let snapshot = lab.snapshot();
     run.conditions_broken = snapshot
@@ -242,6 +251,7 @@ pub fn new_run(policy: Policy) -> Run {
         policy,
         verdict: None,
         counters: None,
+        tool_results: 0,
         conditions_broken: Vec::new(),
         probes: Vec::new(),
         config_refused: None,
@@ -268,10 +278,27 @@ async fn wait(
         WaitFor::Connected => {
             core.client.phase() == Phase::Connected && core.client.cursor().is_some()
         }
-        WaitFor::Reconnecting => matches!(core.client.phase(), Phase::Reconnecting { .. }),
+        WaitFor::Reconnecting => {
+            matches!(core.client.phase(), Phase::Reconnecting { .. })
+                && core
+                    .client
+                    .requests()
+                    .iter()
+                    .all(|r| r.phase != RequestPhase::Streaming)
+        }
         WaitFor::Applied => core.client.applied() >= count,
         WaitFor::Decision => decisions(core) >= baseline + count,
         WaitFor::Emits => core.history.checker().counters().emits >= count,
+        WaitFor::ToolProgress => core
+            .client
+            .requests()
+            .last()
+            .is_some_and(|r| r.cursor.is_some() && r.applied >= count),
+        WaitFor::ToolDone => core
+            .client
+            .requests()
+            .last()
+            .is_some_and(|r| matches!(r.phase, RequestPhase::Done | RequestPhase::Failed)),
     };
     let what = serde_json::to_string(&what).unwrap_or_default();
     lab.wait_for(Duration::from_millis(timeout_ms), ready)
@@ -341,6 +368,13 @@ fn judge(run: &mut Run, expect: &Expect) {
             format!("resumes accepted {count}"),
             count.holds(counters.resumes_accepted),
             counters.resumes_accepted.to_string(),
+        );
+    }
+    if let Some(count) = expect.tool_results {
+        check(
+            format!("tool results applied {count}"),
+            count.holds(run.tool_results),
+            run.tool_results.to_string(),
         );
     }
     if let Some(count) = expect.late_emits_refused {

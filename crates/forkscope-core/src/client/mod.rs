@@ -174,8 +174,7 @@ impl Client {
     /// A stream response arrived (status 200, `text/event-stream`). Condition 4 lives here.
     pub fn on_stream_opened(&mut self, headers: StreamHeaders<'_>) -> Continuity {
         self.phase = Phase::Connected;
-        // The fault hits one retry: a stream that opened ends it.
-        self.strip_next = false;
+        self.end_outage_if_over();
         if let Some(token) = headers.token {
             self.token = Some(token.to_owned());
         }
@@ -254,11 +253,12 @@ impl Client {
         headers: StreamHeaders<'_>,
     ) -> Continuity {
         let reconciles = self.reconciles;
-        self.strip_next = false;
-        match self.request_mut(request_id) {
+        let continuity = match self.request_mut(request_id) {
             Some(request) => request.on_opened(headers, reconciles),
             None => Continuity::NewStream,
-        }
+        };
+        self.end_outage_if_over();
+        continuity
     }
 
     /// An event on a tool call's response stream (progress or result): applied once, unless
@@ -399,8 +399,22 @@ impl Client {
         self.retry_hint_ms = Some(retry_ms);
     }
 
-    /// The `strip_token` fault: the next reconnect omits the token header, like an HTTP library
-    /// that drops a custom header on retry.
+    /// The `strip_token` fault ends with the outage: once no stream is still reconnecting,
+    /// every retry the outage caused has gone out without the header.
+    fn end_outage_if_over(&mut self) {
+        let standalone_waiting = matches!(self.phase, Phase::Reconnecting { .. });
+        let request_waiting = self
+            .requests
+            .iter()
+            .any(|r| matches!(r.phase, RequestPhase::Resuming { .. }));
+        if !standalone_waiting && !request_waiting {
+            self.strip_next = false;
+        }
+    }
+
+    /// The `strip_token` fault: the next reconnects — of the standalone stream and of any tool
+    /// call's stream cut by the same outage — omit the token header, like an HTTP library that
+    /// drops a custom header on retry.
     pub fn strip_token_on_next_reconnect(&mut self) {
         self.strip_next = true;
     }
@@ -449,7 +463,7 @@ impl Client {
             attempt,
             next_at: None,
         };
-        let token_stripped = std::mem::take(&mut self.strip_next) && self.token.is_some();
+        let token_stripped = self.strip_next && self.token.is_some();
         Some(ReconnectPlan {
             attempt,
             last_event_id: self.cursor.clone(),

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Interop: stock official SDK clients — Python `mcp` (PyPI) and TypeScript
+# `@modelcontextprotocol/sdk` (npm) — resume an interrupted tool call and an interrupted
+# standalone GET stream against `forkscope serve`, through `forkscope proxy`'s NAT drop.
+#
+# Usage: interop/check-sdk-clients.sh [path/to/forkscope]
+#
+# For each policy (fenced, naive), each case (tool: a progress_task call cut at progress 10;
+# stream: the standalone GET stream cut after 5 background emits) and each SDK, it starts
+#   forkscope serve --port 0 --policy P --emit-every 0|50 --grace-ms 1000 [--identity event-id]
+#   forkscope proxy --to 127.0.0.1:PORT --port 0        (stdin: a fifo the client writes `drop` to)
+# runs the SDK's client against the proxy, and stops both. Every wait is bounded.
+#   fenced: the SDK's own Last-Event-ID resume delivers everything exactly once.
+#   naive:  the damage must show ("damage seen (expected under naive)" lines count as passes;
+#           if naive stops damaging, those checks fail).
+# Prints one line per check and ends with `sdk interop: N passed, N failed`; exit 0 iff every
+# expected check held, 1 otherwise, 2 when it cannot run (no binary, no python3/node/npm).
+#
+# Environment: SDK_INTEROP_SDKS="python typescript", SDK_INTEROP_POLICIES="fenced naive",
+# SDK_INTEROP_CASES="tool stream" narrow a run; FORKSCOPE_VENV moves the venv
+# (default target/interop-venv); FORKSCOPE_INSTALL_TIMEOUT bounds pip and npm (s, default 600).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+INTEROP="$ROOT/interop"
+BIN="${1:-$ROOT/target/release/forkscope}"
+SDKS="${SDK_INTEROP_SDKS:-python typescript}"
+POLICIES="${SDK_INTEROP_POLICIES:-fenced naive}"
+CASES="${SDK_INTEROP_CASES:-tool stream}"
+INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"
+START_TIMEOUT=15   # s: a server or proxy that has not printed its address by then failed
+CLIENT_TIMEOUT=90  # s: one client run (each client bounds itself at 40 s)
+STOP_TIMEOUT=5     # s: per signal when stopping a process (its signal, then TERM, then KILL)
+EXPECTED_CHECKS=5  # checks each client prints for one case
+
+die() { echo "check-sdk-clients: $*" >&2; exit 2; }
+[[ -x "$BIN" ]] || die "no forkscope binary at $BIN (cargo build --release first)"
+for tool in python3 node npm mkfifo timeout sha256sum; do
+    command -v "$tool" >/dev/null || die "$tool is needed"
+done
+
+# ---- processes: every one started is tracked and stopped, whatever happens ------------------
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/forkscope-sdk-interop.XXXXXX")"
+PIDS=()
+CTL_FD=""
+
+# Stops one process this script started: SIGNAL (default TERM), then SIGTERM, then SIGKILL,
+# each after STOP_TIMEOUT seconds.
+stop_pid() {
+    local pid="$1" sig i
+    for sig in "${2:-TERM}" TERM KILL; do
+        kill -0 "$pid" 2>/dev/null || break
+        kill -"$sig" "$pid" 2>/dev/null
+        for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+    done
+    wait "$pid" 2>/dev/null
+    return 0
+}
+
+close_ctl() {
+    if [[ -n "$CTL_FD" ]]; then
+        exec {CTL_FD}>&-
+        CTL_FD=""
+    fi
+}
+
+cleanup() {
+    close_ctl
+    local i
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do # the client first, the server last
+        stop_pid "${PIDS[i]}"
+    done
+    PIDS=()
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- bookkeeping -----------------------------------------------------------------------------
+PASSED=0
+FAILED=0
+say() { printf '%s\n' "$*"; }
+pass() { PASSED=$((PASSED + 1)); say "$1: PASS $2"; }
+fail() { FAILED=$((FAILED + 1)); say "$1: FAIL $2"; }
+
+# Waits (bounded) for a line matching REGEX in FILE while PID lives; prints the match.
+wait_for_line() {
+    local file="$1" regex="$2" pid="$3" i line
+    for ((i = 0; i < START_TIMEOUT * 20; i++)); do
+        line="$(grep -E -o -m1 "$regex" "$file" 2>/dev/null || true)"
+        if [[ -n "$line" ]]; then
+            printf '%s\n' "$line"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+
+# ---- dependencies ----------------------------------------------------------------------------
+PYTHON="$("$INTEROP/python/ensure-venv.sh")" || die "could not set up the Python venv"
+PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || echo '?')"
+
+TS_DIR="$INTEROP/typescript"
+TS_STAMP="$TS_DIR/node_modules/.forkscope-lock.sha256"
+want_hash="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
+if [[ "$want_hash" != "$(cat "$TS_STAMP" 2>/dev/null || true)" ]]; then
+    echo "installing the TypeScript SDK (npm ci in interop/typescript)" >&2
+    (cd "$TS_DIR" && timeout "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2) ||
+        die "npm ci failed in $TS_DIR"
+    printf '%s\n' "$want_hash" > "$TS_STAMP"
+fi
+TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || echo '?')"
+
+say "== versions: forkscope $("$BIN" --version 2>/dev/null | awk '{print $2}'), python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"
+
+# ---- one run: a server, a proxy, one SDK client, one case ------------------------------------
+SERVER_PID=""
+PROXY_PID=""
+
+start_lab() { # policy case run-dir; sets SERVER_PID PROXY_PID PROXY_URL or returns 1
+    local policy="$1" case="$2" dir="$3" emit=0 addr url extra=()
+    [[ "$case" == stream ]] && emit=50
+    [[ "$policy" == fenced ]] && extra=(--identity event-id)
+    "$BIN" serve --port 0 --policy "$policy" --emit-every "$emit" --grace-ms 1000 "${extra[@]}" \
+        >"$dir/serve.out" 2>"$dir/serve.err" </dev/null &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    url="$(wait_for_line "$dir/serve.out" 'http://127\.0\.0\.1:[0-9]+/mcp' "$SERVER_PID")" || {
+        echo "--- forkscope serve did not start:" >&2
+        cat "$dir/serve.out" "$dir/serve.err" >&2
+        return 1
+    }
+    addr="${url#http://}"
+    addr="${addr%/mcp}"
+
+    mkfifo "$dir/proxy.ctl"
+    # Held open read-write by this shell, so a client opening the fifo to write `drop` never
+    # blocks, and the proxy sees EOF (and stops) only when close_ctl closes it.
+    exec {CTL_FD}<>"$dir/proxy.ctl"
+    "$BIN" proxy --to "$addr" --port 0 <"$dir/proxy.ctl" >"$dir/proxy.out" 2>"$dir/proxy.err" {CTL_FD}>&- &
+    PROXY_PID=$!
+    PIDS+=("$PROXY_PID")
+    local line
+    line="$(wait_for_line "$dir/proxy.out" 'forkscope proxy: 127\.0\.0\.1:[0-9]+' "$PROXY_PID")" || {
+        echo "--- forkscope proxy did not start:" >&2
+        cat "$dir/proxy.out" "$dir/proxy.err" >&2
+        return 1
+    }
+    PROXY_URL="http://${line#forkscope proxy: }/mcp"
+    return 0
+}
+
+stop_lab() { # run-dir label
+    local dir="$1" label="$2" verdict
+    close_ctl
+    [[ -n "$PROXY_PID" ]] && stop_pid "$PROXY_PID"
+    # SIGINT: forkscope serve then prints its checker's verdict on what it served.
+    [[ -n "$SERVER_PID" ]] && stop_pid "$SERVER_PID" INT
+    PIDS=()
+    if grep -q 'panicked' "$dir/serve.err" "$dir/proxy.err" 2>/dev/null; then
+        fail "$label" "forkscope did not panic: $(grep -h -m1 'panicked' "$dir/serve.err" "$dir/proxy.err")"
+    fi
+    verdict="$(grep -h -m1 'checker verdict' "$dir/serve.out" 2>/dev/null || true)"
+    [[ -n "$verdict" ]] && say "$label: note: server ${verdict#forkscope serve: }"
+    SERVER_PID=""
+    PROXY_PID=""
+}
+
+run_case() { # policy case sdk
+    local policy="$1" case="$2" sdk="$3"
+    local label="$policy $sdk $case" dir="$WORK/$policy-$case-$sdk" rc=0 checks=0 bad=0 line
+    mkdir -p "$dir"
+    if ! start_lab "$policy" "$case" "$dir"; then
+        fail "$label" "lab started (serve + proxy): see the log above"
+        stop_lab "$dir" "$label"
+        return
+    fi
+    say "== $label: $PROXY_URL -> forkscope serve --policy $policy"
+    local args=("$PROXY_URL" --case "$case" --policy "$policy" --proxy-ctl "$dir/proxy.ctl" --proxy-out "$dir/proxy.out")
+    local client=()
+    case "$sdk" in
+        python) client=("$PYTHON" "$INTEROP/python/resume_client.py") ;;
+        typescript) client=(node "$TS_DIR/resume_client.mjs") ;;
+        *) fail "$label" "known SDK: $sdk"; stop_lab "$dir" "$label"; return ;;
+    esac
+    # In the background and waited for, so a signal to this script is handled at once (the
+    # trap stops the client too); `timeout` bounds it and forwards the signal to it.
+    timeout -k 5 "$CLIENT_TIMEOUT" "${client[@]}" "${args[@]}" \
+        >"$dir/client.out" 2>"$dir/client.err" </dev/null {CTL_FD}>&- &
+    local client_pid=$!
+    PIDS+=("$client_pid")
+    wait "$client_pid" || rc=$?
+    while IFS= read -r line; do
+        case "$line" in
+            "PASS "*) checks=$((checks + 1)); pass "$label" "${line#PASS }" ;;
+            "FAIL "*) checks=$((checks + 1)); bad=$((bad + 1)); fail "$label" "${line#FAIL }" ;;
+            "note: "*) say "$label: $line" ;;
+        esac
+    done <"$dir/client.out"
+    if ((rc == 124 || rc == 137)); then
+        fail "$label" "client finished within ${CLIENT_TIMEOUT}s: killed by timeout"
+    elif ((rc != 0 && bad == 0)); then
+        fail "$label" "client exited 0: exit status $rc"
+    elif ((bad == 0 && checks != EXPECTED_CHECKS)); then
+        fail "$label" "client ran all $EXPECTED_CHECKS checks: saw $checks"
+    fi
+    if ((rc != 0)); then
+        {
+            echo "--- $label: client stderr (tail)"
+            tail -n 20 "$dir/client.err"
+            echo "--- $label: server stderr (tail)"
+            tail -n 20 "$dir/serve.err" | sed 's/\x1b\[[0-9;]*m//g'
+        } >&2
+    fi
+    stop_lab "$dir" "$label"
+}
+
+for policy in $POLICIES; do
+    for case in $CASES; do
+        for sdk in $SDKS; do
+            run_case "$policy" "$case" "$sdk"
+        done
+    done
+done
+
+say "sdk interop: $PASSED passed, $FAILED failed"
+((FAILED == 0 && PASSED > 0))
