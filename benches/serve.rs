@@ -1,0 +1,1476 @@
+//! `forkscope serve` as a user runs it: the real binary as a subprocess, real sockets on
+//! 127.0.0.1, every figure beside a bare-axum baseline measured in the same run.
+//!
+//! One core per server: the forkscope subprocess runs with `TOKIO_WORKER_THREADS=1`; the bare
+//! axum baseline runs on its own OS thread with a current-thread runtime; the measuring client
+//! (reqwest + forkscope's own SSE parser, the same code for both servers) runs on a third,
+//! current-thread runtime on the main thread.
+//!
+//! 1. tool-call progress events/s: `progress_task` with `delay_ms` 0, send → result, best of 3;
+//!    bare: serialize a `notifications/progress`, frame it, `send().await` it into a
+//!    1,024-slot channel feeding `Body::from_stream`, then the result.
+//! 2. background-emitter events/s (`--emit-rate 1000000`): the session's GET stream, events
+//!    after the first one, best of 3; bare: the same loop with `notifications/message`.
+//! 3. resume of a finished tool call after 1,000 missed: GET with `Last-Event-ID` = the tool
+//!    call's priming id, send → first replayed event and → result, p50/p99, every progress
+//!    value checked to arrive exactly once; bare: a whole-buffer replay of stored frames.
+//! 4. idle CPU of a fresh `--emit-every 0` server holding one session with its GET stream open.
+//!
+//! `cargo bench --bench serve`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
+//! `cargo test --all-targets` does) uses small sizes. Results are printed as a table and
+//! written as JSON to `target/bench-serve.json` (quick runs: `target/bench-serve.quick.json`,
+//! so a smoke test never overwrites a full run). A measure that cannot run (a refused flag, a
+//! stream that stalls, a replay that loses or repeats an event) is reported as FAILED with its
+//! reason and makes the process exit non-zero; a missed target is reported, not fatal.
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use forkscope::wire::sse::{self, Parser};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+const PROTOCOL: &str = "2025-11-25";
+/// Every request's send (headers back) must finish within this.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `forkscope serve` may take to announce its port.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// Largest chunk of the bare whole-buffer replay.
+const REPLAY_CHUNK: usize = 32 * 1024;
+
+/// `cargo bench` passes `--bench`; anything else (`cargo test --all-targets`) is a smoke run.
+fn quick() -> bool {
+    std::env::var_os("FORKSCOPE_BENCH_QUICK").is_some() || !std::env::args().any(|a| a == "--bench")
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    quick: bool,
+    /// Measure 1: steps of one `progress_task`.
+    progress_steps: u64,
+    /// Measure 2: background events counted after the first one.
+    background_events: u64,
+    /// Best-of count for measures 1 and 2.
+    best_of: usize,
+    /// Measure 3: tries, and events missed before each resume.
+    resume_tries: usize,
+    missed: u64,
+    /// Measure 4: how long the server is left idle.
+    idle: Duration,
+    limits: Limits,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Self {
+        Sizes {
+            quick,
+            progress_steps: if quick { 2_000 } else { 200_000 },
+            background_events: if quick { 2_000 } else { 200_000 },
+            best_of: 3,
+            resume_tries: if quick { 3 } else { 20 },
+            missed: 1_000,
+            idle: Duration::from_secs(if quick { 1 } else { 10 }),
+            limits: Limits {
+                deadline: Duration::from_secs(if quick { 10 } else { 120 }),
+                stall: Duration::from_secs(5),
+                after_result: Duration::from_secs(2),
+            },
+        }
+    }
+}
+
+/// Bounds on reading one SSE stream.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// The whole stream, from the request's send.
+    deadline: Duration,
+    /// Longest silence before the result.
+    stall: Duration,
+    /// How long a stream may stay open after its result before we stop waiting for its end.
+    after_result: Duration,
+}
+
+async fn within<T>(
+    limit: Duration,
+    what: &str,
+    future: impl Future<Output = T>,
+) -> Result<T, String> {
+    tokio::time::timeout(limit, future)
+        .await
+        .map_err(|_| format!("{what}: no answer within {:.1} s", limit.as_secs_f64()))
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+// --- JSON-RPC shapes, shared by the bare baseline and the client ----------------------------
+
+fn progress_json(token: &Value, n: u64, total: u64) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": { "progressToken": token, "progress": n, "total": total, "message": format!("step {n} of {total}") }
+    })
+    .to_string()
+}
+
+fn result_json(id: &Value, steps: u64) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": { "content": [{ "type": "text", "text": format!("done: {steps} steps") }], "isError": false }
+    })
+    .to_string()
+}
+
+fn message_json(n: u64) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": { "level": "info", "logger": "forkscope", "data": { "background": n } }
+    })
+    .to_string()
+}
+
+fn tool_call(id: u64, steps: u64) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {
+            "name": "progress_task",
+            "arguments": { "steps": steps, "delay_ms": 0 },
+            "_meta": { "progressToken": 1 }
+        }
+    })
+}
+
+// --- bare axum baseline, on its own thread with a current-thread runtime --------------------
+
+struct BareState {
+    /// The stored replay of a finished tool call: `missed` progress frames and the result,
+    /// concatenated and cut into chunks of about [`REPLAY_CHUNK`] at frame boundaries.
+    replay: Vec<Bytes>,
+}
+
+fn stored_replay(missed: u64) -> Vec<Bytes> {
+    let token = json!(1);
+    let mut chunks = Vec::new();
+    let mut chunk = bytes::BytesMut::with_capacity(REPLAY_CHUNK + 1024);
+    let frames = (1..=missed)
+        .map(|n| {
+            sse::frame(
+                None,
+                &n.to_string(),
+                None,
+                &progress_json(&token, n, missed),
+            )
+        })
+        .chain(std::iter::once(sse::frame(
+            None,
+            &(missed + 1).to_string(),
+            None,
+            &result_json(&json!(0), missed),
+        )));
+    for frame in frames {
+        if !chunk.is_empty() && chunk.len() + frame.len() > REPLAY_CHUNK {
+            chunks.push(chunk.split().freeze());
+        }
+        chunk.extend_from_slice(&frame);
+    }
+    chunks.push(chunk.freeze());
+    chunks
+}
+
+fn bare_sse(rx: mpsc::Receiver<Bytes>) -> Response {
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// POST: a `tools/call` answered like `progress_task`: priming event, per step serialize a
+/// `notifications/progress` with serde_json, frame it, `send().await` it through a 1,024-slot
+/// channel (backpressured by the socket) into `Body::from_stream`; then the result.
+async fn bare_post(body: Bytes) -> Response {
+    let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let steps = message
+        .pointer("/params/arguments/steps")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let token = message
+        .pointer("/params/_meta/progressToken")
+        .cloned()
+        .unwrap_or(json!(1));
+    let (tx, rx) = mpsc::channel::<Bytes>(1024);
+    tokio::spawn(async move {
+        if tx.send(sse::frame(None, "0", Some(250), "")).await.is_err() {
+            return;
+        }
+        for n in 1..=steps {
+            let frame = sse::frame(None, &n.to_string(), None, &progress_json(&token, n, steps));
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+        let result = sse::frame(
+            None,
+            &(steps + 1).to_string(),
+            None,
+            &result_json(&id, steps),
+        );
+        let _ = tx.send(result).await;
+    });
+    bare_sse(rx)
+}
+
+/// GET with `Last-Event-ID`: the whole-buffer replay of a finished tool call — the stored,
+/// pre-framed 1,000 progress events and the result, handed to hyper as a few ~32 KiB `Bytes`
+/// (no per-event work, no per-event write), then the body ends. This is the strongest replay a
+/// server can do: a handful of writes of bytes it already holds.
+///
+/// GET without it: the standalone stream, priming event then `notifications/message` events in
+/// the same serialize → frame → `send().await` loop as POST, until the client goes away.
+async fn bare_get(State(state): State<Arc<BareState>>, headers: HeaderMap) -> Response {
+    if headers.contains_key("last-event-id") {
+        let chunks: Vec<Result<Bytes, Infallible>> = state.replay.iter().cloned().map(Ok).collect();
+        return (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            Body::from_stream(futures_util::stream::iter(chunks)),
+        )
+            .into_response();
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(1024);
+    tokio::spawn(async move {
+        if tx.send(sse::frame(None, "0", Some(250), "")).await.is_err() {
+            return;
+        }
+        // Bounded; in practice ends when the client drops the stream.
+        for n in 1..=100_000_000u64 {
+            let frame = sse::frame(None, &n.to_string(), None, &message_json(n));
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    bare_sse(rx)
+}
+
+struct BareServer {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BareServer {
+    fn start(missed: u64) -> Result<BareServer, String> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let state = Arc::new(BareState {
+            replay: stored_replay(missed),
+        });
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("bare-axum".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a current-thread runtime for the bare server");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)
+                        .expect("the bare listener joins the runtime")
+                        .tap_io(|tcp| {
+                            let _ = tcp.set_nodelay(true);
+                        });
+                    let app = axum::Router::new()
+                        .route("/mcp", post(bare_post).get(bare_get))
+                        .with_state(state);
+                    tokio::select! {
+                        _ = async { axum::serve(listener, app).await } => {}
+                        _ = stopped => {}
+                    }
+                });
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(BareServer {
+            addr,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for BareServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            for _ in 0..200 {
+                if thread.is_finished() {
+                    let _ = thread.join();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            eprintln!("bench: the bare server thread did not stop within 2 s; leaving it");
+        }
+    }
+}
+
+// --- `forkscope serve` as a subprocess ------------------------------------------------------
+
+/// A running `forkscope serve`; killed when dropped (panics included).
+struct Serve {
+    child: Child,
+    port: u16,
+    args: String,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Serve {
+    fn start(args: &[&str]) -> Result<Serve, String> {
+        let binary = env!("CARGO_BIN_EXE_forkscope");
+        let shown = format!("forkscope serve {}", args.join(" "));
+        let mut child = Command::new(binary)
+            .arg("serve")
+            .args(args)
+            .env("TOKIO_WORKER_THREADS", "1")
+            .env_remove("RUST_LOG") // the default log level, as a user runs it
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{shown}: cannot start {binary}: {e}"))?;
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr_tail.clone();
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let stderr_thread = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut tail = tail.lock().unwrap();
+                if tail.len() == 20 {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        });
+        let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        std::thread::spawn(move || {
+            // Keeps draining stdout after the announcement, until the process ends.
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines_tx.send(line);
+            }
+        });
+        let mut serve = Serve {
+            child,
+            port: 0,
+            args: shown.clone(),
+            stderr_tail,
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(port) = announced_port(&line) {
+                        if !line.ends_with("(policy fenced)") {
+                            eprintln!("bench: unexpected announcement from {shown}: {line}");
+                        }
+                        serve.port = port;
+                        return Ok(serve);
+                    }
+                    seen.push(line);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!(
+                        "{shown}: no `forkscope serve: MCP Streamable HTTP 2025-11-25 at …` line \
+                         within {} s (stdout: {:?}){}",
+                        START_TIMEOUT.as_secs(),
+                        seen,
+                        serve.tail()
+                    ));
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    // stdout closed: the process is ending. Give stderr a moment to drain.
+                    let mut status = None;
+                    for _ in 0..100 {
+                        if let Ok(Some(s)) = serve.child.try_wait() {
+                            status = Some(s);
+                            if stderr_thread.is_finished() {
+                                break;
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    let status = status.map_or("still running".to_owned(), |s| s.to_string());
+                    return Err(format!(
+                        "{shown} exited before announcing its port ({status}){}",
+                        serve.tail()
+                    ));
+                }
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines the server wrote to stderr, for a failure message.
+    fn tail(&self) -> String {
+        let tail = self.stderr_tail.lock().unwrap();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            let lines: Vec<&str> = tail
+                .iter()
+                .rev()
+                .take(6)
+                .rev()
+                .map(String::as_str)
+                .collect();
+            format!("; its stderr ends: {}", clip(&lines.join(" | "), 600))
+        }
+    }
+
+    /// An error message, with a note if the server has died meanwhile.
+    fn explain(&mut self, error: String) -> String {
+        match self.child.try_wait() {
+            Ok(Some(status)) => format!("{error} [{} died: {status}{}]", self.args, self.tail()),
+            _ => error,
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn announced_port(line: &str) -> Option<u16> {
+    let rest =
+        line.strip_prefix("forkscope serve: MCP Streamable HTTP 2025-11-25 at http://127.0.0.1:")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    rest[digits.len()..].starts_with("/mcp").then_some(())?;
+    digits.parse().ok()
+}
+
+// --- the measuring client: reqwest + forkscope's SSE parser, one code path for both ---------
+
+/// Where requests go, with the session they carry (a placeholder for the bare server, so both
+/// get the same headers).
+#[derive(Clone, Debug)]
+struct Target {
+    url: String,
+    session: String,
+}
+
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("a reqwest client")
+}
+
+fn post_request(http: &reqwest::Client, target: &Target, body: &Value) -> reqwest::RequestBuilder {
+    http.post(&target.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &target.session)
+        .header("mcp-protocol-version", PROTOCOL)
+        .body(body.to_string())
+}
+
+fn get_request(
+    http: &reqwest::Client,
+    target: &Target,
+    last_event_id: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let request = http
+        .get(&target.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &target.session)
+        .header("mcp-protocol-version", PROTOCOL);
+    match last_event_id {
+        Some(id) => request.header("last-event-id", id),
+        None => request,
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, String> {
+    within(SEND_TIMEOUT, what, request.send())
+        .await?
+        .map_err(|e| format!("{what}: {e}"))
+}
+
+/// The response must be a 200 SSE stream; anything else becomes an error with its body.
+async fn expect_stream(
+    response: reqwest::Response,
+    what: &str,
+) -> Result<reqwest::Response, String> {
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    if status == 200 && content_type.starts_with("text/event-stream") {
+        return Ok(response);
+    }
+    let body = within(Duration::from_secs(5), what, response.text())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    Err(format!(
+        "{what}: expected 200 text/event-stream, got {status} ({content_type}): {}",
+        clip(&body, 300)
+    ))
+}
+
+/// `initialize` then `notifications/initialized`; returns the session as a target.
+async fn open_session(http: &reqwest::Client, url: &str) -> Result<Target, String> {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": { "name": "forkscope-bench", "version": env!("CARGO_PKG_VERSION") }
+        }
+    });
+    let request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    let response = send(request, "initialize").await?;
+    let status = response.status();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = within(SEND_TIMEOUT, "initialize body", response.text())
+        .await?
+        .unwrap_or_default();
+    let Some(session) = session.filter(|_| status == 200) else {
+        return Err(format!(
+            "initialize: {status} without Mcp-Session-Id: {}",
+            clip(&text, 300)
+        ));
+    };
+    let target = Target {
+        url: url.to_owned(),
+        session,
+    };
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let response = send(
+        post_request(http, &target, &initialized),
+        "notifications/initialized",
+    )
+    .await?;
+    if response.status() != 202 {
+        return Err(format!(
+            "notifications/initialized: expected 202, got {}",
+            response.status()
+        ));
+    }
+    Ok(target)
+}
+
+async fn close_session(http: &reqwest::Client, target: &Target) {
+    let request = http
+        .delete(&target.url)
+        .header("mcp-session-id", &target.session)
+        .header("mcp-protocol-version", PROTOCOL);
+    let _ = send(request, "DELETE /mcp").await;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Progress,
+    Result,
+    Error,
+    Other,
+}
+
+/// A cheap look at an event's data, without parsing it (the client must not be the bottleneck).
+fn classify(data: &str) -> Kind {
+    if data.contains("\"method\"") {
+        if data.contains("notifications/progress") {
+            Kind::Progress
+        } else {
+            Kind::Other
+        }
+    } else if data.contains("\"result\"") {
+        Kind::Result
+    } else if data.contains("\"error\"") {
+        Kind::Error
+    } else {
+        Kind::Other
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Until {
+    /// Until the server ends the stream (or it stays open `after_result` past the result).
+    End,
+    /// Until this many events with data have arrived.
+    DataEvents(u64),
+}
+
+/// What one SSE stream delivered. Times are since the request's send.
+#[derive(Debug, Default)]
+struct Read {
+    /// The id of the first event with empty data (the priming event).
+    priming_id: Option<String>,
+    first_at: Option<Duration>,
+    last_at: Option<Duration>,
+    result_at: Option<Duration>,
+    data_events: u64,
+    progress: u64,
+    results: u64,
+    ended: bool,
+    /// Every data payload, when asked to keep them (checked after the clock stops).
+    kept: Vec<String>,
+}
+
+impl Read {
+    fn summary(&self, start: Instant) -> String {
+        let secs = start.elapsed().as_secs_f64();
+        format!(
+            "after {secs:.1} s: {} events with data ({} progress, {} results, {:.0} events/s)",
+            self.data_events,
+            self.progress,
+            self.results,
+            self.data_events as f64 / secs
+        )
+    }
+}
+
+async fn read_sse(
+    response: reqwest::Response,
+    start: Instant,
+    until: Until,
+    keep: bool,
+    limits: Limits,
+) -> Result<Read, String> {
+    let mut parser = Parser::new();
+    let mut body = response.bytes_stream();
+    let mut read = Read::default();
+    loop {
+        let elapsed = start.elapsed();
+        if elapsed >= limits.deadline {
+            return Err(format!("timed out {}", read.summary(start)));
+        }
+        let quiet = if read.results > 0 {
+            limits.after_result
+        } else {
+            limits.stall
+        };
+        let wait = quiet.min(limits.deadline - elapsed);
+        let next = match tokio::time::timeout(wait, body.next()).await {
+            Ok(next) => next,
+            // The result is in and the stream stays open: done waiting; `ended` stays false.
+            Err(_) if read.results > 0 => return Ok(read),
+            Err(_) if wait < quiet => return Err(format!("timed out {}", read.summary(start))),
+            Err(_) => {
+                return Err(format!(
+                    "stalled (nothing for {:.1} s) {}",
+                    wait.as_secs_f64(),
+                    read.summary(start)
+                ));
+            }
+        };
+        let Some(chunk) = next else {
+            read.ended = true;
+            return Ok(read);
+        };
+        let chunk = chunk.map_err(|e| format!("stream broke ({e}) {}", read.summary(start)))?;
+        let events = parser
+            .feed(&chunk)
+            .map_err(|e| format!("SSE parse error: {e}"))?;
+        for event in events {
+            if event.data.is_empty() {
+                if read.priming_id.is_none() && event.id.is_some() {
+                    read.priming_id = event.id;
+                }
+                continue;
+            }
+            let now = start.elapsed();
+            read.data_events += 1;
+            read.first_at.get_or_insert(now);
+            read.last_at = Some(now);
+            match classify(&event.data) {
+                Kind::Progress => read.progress += 1,
+                Kind::Result => {
+                    read.results += 1;
+                    read.result_at.get_or_insert(now);
+                }
+                Kind::Error => {
+                    return Err(format!(
+                        "JSON-RPC error on the stream: {}",
+                        clip(&event.data, 300)
+                    ));
+                }
+                Kind::Other => {}
+            }
+            if keep {
+                read.kept.push(event.data);
+            }
+            if let Until::DataEvents(n) = until
+                && read.data_events >= n
+            {
+                return Ok(read);
+            }
+        }
+    }
+}
+
+/// Measure 1, one try: events/s from the send to the result (and a warning).
+async fn tool_call_rate(
+    http: &reqwest::Client,
+    target: &Target,
+    id: u64,
+    steps: u64,
+    limits: Limits,
+) -> Result<(f64, Option<String>), String> {
+    let start = Instant::now();
+    let response = send(
+        post_request(http, target, &tool_call(id, steps)),
+        "tools/call",
+    )
+    .await?;
+    let response = expect_stream(response, "tools/call").await?;
+    let read = read_sse(response, start, Until::End, false, limits)
+        .await
+        .map_err(|e| format!("tools/call steps={steps}: {e}"))?;
+    if read.progress != steps || read.results != 1 {
+        return Err(format!(
+            "tools/call steps={steps}: the stream ended with {} progress events and {} results",
+            read.progress, read.results
+        ));
+    }
+    let at = read.result_at.expect("a result was counted");
+    let warning = (!read.ended).then(|| {
+        format!(
+            "a tool call's stream stayed open {} s after its result",
+            limits.after_result.as_secs_f64()
+        )
+    });
+    Ok((steps as f64 / at.as_secs_f64(), warning))
+}
+
+/// Measure 2, one try: events/s over `count` events after the first one on a GET stream.
+async fn background_rate(
+    http: &reqwest::Client,
+    target: &Target,
+    count: u64,
+    limits: Limits,
+) -> Result<f64, String> {
+    let start = Instant::now();
+    let response = send(get_request(http, target, None), "GET /mcp").await?;
+    let response = expect_stream(response, "GET /mcp").await?;
+    let read = read_sse(response, start, Until::DataEvents(count + 1), false, limits)
+        .await
+        .map_err(|e| format!("GET /mcp, counting {count} background events: {e}"))?;
+    if read.data_events < count + 1 {
+        return Err(format!(
+            "GET /mcp: the stream ended {}",
+            read.summary(start)
+        ));
+    }
+    let span = read.last_at.unwrap() - read.first_at.unwrap();
+    Ok(count as f64 / span.as_secs_f64())
+}
+
+/// Checks a replay after the priming event: every progress value 1..=missed exactly once,
+/// the result exactly once, nothing else.
+fn check_replay(kept: &[String], missed: u64) -> Result<(), String> {
+    let mut seen = vec![0u32; missed as usize + 1];
+    let mut results = 0;
+    for data in kept {
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| format!("replayed event is not JSON ({e}): {}", clip(data, 200)))?;
+        if v.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+            let p = v
+                .pointer("/params/progress")
+                .and_then(Value::as_u64)
+                .filter(|p| (1..=missed).contains(p))
+                .ok_or_else(|| {
+                    format!("replayed progress out of 1..={missed}: {}", clip(data, 200))
+                })?;
+            seen[p as usize] += 1;
+        } else if v.get("result").is_some() {
+            results += 1;
+        } else {
+            return Err(format!("unexpected replayed event: {}", clip(data, 200)));
+        }
+    }
+    let missing: Vec<u64> = (1..=missed).filter(|p| seen[*p as usize] == 0).collect();
+    let repeated: Vec<u64> = (1..=missed).filter(|p| seen[*p as usize] > 1).collect();
+    if missing.is_empty() && repeated.is_empty() && results == 1 {
+        return Ok(());
+    }
+    Err(format!(
+        "replay not exactly-once: {} progress values missing (first {:?}), {} repeated (first {:?}), {results} results",
+        missing.len(),
+        missing.iter().take(5).collect::<Vec<_>>(),
+        repeated.len(),
+        repeated.iter().take(5).collect::<Vec<_>>(),
+    ))
+}
+
+/// Measure 3, one try: a `missed`-step tool call read to its end, then a resume from its
+/// priming id. Returns (first replayed event, result) since the resume's send, and a warning.
+async fn resume_try(
+    http: &reqwest::Client,
+    target: &Target,
+    id: u64,
+    missed: u64,
+    limits: Limits,
+) -> Result<(Duration, Duration, Option<String>), String> {
+    let start = Instant::now();
+    let response = send(
+        post_request(http, target, &tool_call(id, missed)),
+        "tools/call",
+    )
+    .await?;
+    let response = expect_stream(response, "tools/call").await?;
+    let call = read_sse(response, start, Until::End, false, limits)
+        .await
+        .map_err(|e| format!("tools/call steps={missed}: {e}"))?;
+    if call.progress != missed || call.results != 1 {
+        return Err(format!(
+            "tools/call steps={missed}: {} progress events and {} results",
+            call.progress, call.results
+        ));
+    }
+    let priming = call
+        .priming_id
+        .ok_or("the tool call's stream had no priming event (empty data with an id)")?;
+    let what = format!("resume GET with Last-Event-ID {priming}");
+    let start = Instant::now();
+    let response = send(get_request(http, target, Some(&priming)), &what).await?;
+    let response = expect_stream(response, &what).await?;
+    let read = read_sse(response, start, Until::End, true, limits)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
+    check_replay(&read.kept, missed).map_err(|e| format!("{what}: {e}"))?;
+    let warning = (!read.ended).then(|| {
+        format!(
+            "the resumed stream of a finished tool call stayed open {} s after its result",
+            limits.after_result.as_secs_f64()
+        )
+    });
+    Ok((read.first_at.unwrap(), read.result_at.unwrap(), warning))
+}
+
+/// Process CPU time (user + system, all threads) in clock ticks.
+fn cpu_ticks(pid: u32) -> Result<u64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime 14, stime 15.
+    let rest = stat
+        .rfind(')')
+        .map(|i| &stat[i + 1..])
+        .ok_or("malformed /proc/<pid>/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, String> {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("/proc/{pid}/stat: no field {n}"))
+    };
+    Ok(field(14)? + field(15)?)
+}
+
+fn clock_ticks_per_second() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(100)
+}
+
+struct Idle {
+    cpu_percent: f64,
+    cpu_ms: f64,
+    seconds: f64,
+    bytes_on_get: u64,
+}
+
+/// Measure 4: a fresh `--emit-every 0` server, one session, its GET stream open and read.
+async fn idle_cpu(http: &reqwest::Client, idle: Duration) -> Result<Idle, String> {
+    let mut serve = Serve::start(&["--port", "0", "--policy", "fenced", "--emit-every", "0"])?;
+    let result = async {
+        let target = open_session(http, &serve.url()).await?;
+        let response = expect_stream(
+            send(get_request(http, &target, None), "GET /mcp").await?,
+            "GET /mcp",
+        )
+        .await?;
+        let bytes = Arc::new(AtomicU64::new(0));
+        let counter = bytes.clone();
+        let reader = tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            while let Some(Ok(chunk)) = body.next().await {
+                counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            }
+        });
+        // Let the GET's own work (and its priming event) finish before the window opens.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let ticks = clock_ticks_per_second();
+        let before_bytes = bytes.load(Ordering::Relaxed);
+        let before = cpu_ticks(serve.pid())?;
+        let clock = Instant::now();
+        tokio::time::sleep(idle).await;
+        let after = cpu_ticks(serve.pid())?;
+        let seconds = clock.elapsed().as_secs_f64();
+        let bytes_on_get = bytes.load(Ordering::Relaxed) - before_bytes;
+        let stream_open = !reader.is_finished();
+        reader.abort();
+        if !stream_open {
+            return Err("the GET stream ended during the idle window".to_owned());
+        }
+        let cpu_secs = (after - before) as f64 / ticks as f64;
+        Ok(Idle {
+            cpu_percent: 100.0 * cpu_secs / seconds,
+            cpu_ms: 1_000.0 * cpu_secs,
+            seconds,
+            bytes_on_get,
+        })
+    }
+    .await;
+    result.map_err(|e| serve.explain(e))
+}
+
+/// The client's own ceiling: the SSE parser and classifier alone, on in-memory frames.
+fn client_ceiling(events: u64) -> f64 {
+    let token = json!(1);
+    let mut buffer = Vec::new();
+    for n in 1..=events {
+        buffer.extend_from_slice(&sse::frame(
+            None,
+            &format!("0-1-{n}"),
+            None,
+            &progress_json(&token, n, events),
+        ));
+    }
+    let start = Instant::now();
+    let mut parser = Parser::new();
+    let mut progress = 0u64;
+    for chunk in buffer.chunks(16 * 1024) {
+        for event in parser.feed(chunk).expect("well-formed frames") {
+            if classify(&event.data) == Kind::Progress {
+                progress += 1;
+            }
+        }
+    }
+    assert_eq!(progress, events);
+    events as f64 / start.elapsed().as_secs_f64()
+}
+
+// --- results --------------------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct Row {
+    key: &'static str,
+    label: String,
+    unit: &'static str,
+    bare: Option<f64>,
+    forkscope: Option<f64>,
+    /// forkscope / bare.
+    ratio: Option<f64>,
+    target: &'static str,
+    met: Option<bool>,
+    error: Option<String>,
+    bare_samples: Vec<f64>,
+    forkscope_samples: Vec<f64>,
+}
+
+impl Row {
+    fn new(key: &'static str, label: String, unit: &'static str, target: &'static str) -> Self {
+        Row {
+            key,
+            label,
+            unit,
+            target,
+            ..Row::default()
+        }
+    }
+
+    /// Fills in the ratio and, with `check`, whether the target is met.
+    fn compare(&mut self, check: Option<fn(f64) -> bool>) {
+        if let (Some(b), Some(f)) = (self.bare, self.forkscope) {
+            let ratio = f / b;
+            self.ratio = Some(ratio);
+            self.met = check.map(|c| c(ratio));
+        }
+    }
+
+    fn fail(&mut self, error: String) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "key": self.key,
+            "measure": self.label,
+            "unit": self.unit,
+            "bare_axum": self.bare,
+            "forkscope": self.forkscope,
+            "ratio_forkscope_over_bare": self.ratio,
+            "target": self.target,
+            "met": self.met,
+            "error": self.error,
+            "bare_samples": self.bare_samples,
+            "forkscope_samples": self.forkscope_samples,
+        })
+    }
+}
+
+fn best(samples: &[f64]) -> Option<f64> {
+    samples.iter().copied().reduce(f64::max)
+}
+
+/// Nearest-rank percentile, in milliseconds.
+fn percentile_ms(samples: &[Duration], p: f64) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1].as_secs_f64() * 1_000.0)
+}
+
+fn ms(samples: &[Duration]) -> Vec<f64> {
+    samples.iter().map(|d| d.as_secs_f64() * 1_000.0).collect()
+}
+
+struct Report {
+    sizes: Sizes,
+    rows: Vec<Row>,
+    idle: Option<Idle>,
+    client_ceiling: f64,
+    warnings: Vec<String>,
+}
+
+async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
+    let http = http_client();
+    let limits = sizes.limits;
+    let bare = Target {
+        url: format!("http://{bare_addr}/mcp"),
+        session: "bare-baseline".to_owned(),
+    };
+    let mut warnings = Vec::new();
+    let mut next_id = 1u64;
+    let mut id = || {
+        next_id += 1;
+        next_id
+    };
+
+    // --- 1 and 3 share one `--emit-every 0` server and one session --------------------------
+    let steps = sizes.progress_steps;
+    let mut progress = Row::new(
+        "tool_call_progress_events_per_s",
+        format!(
+            "1 tool-call progress, events/s ({steps} steps, delay 0, send → result, best of {})",
+            sizes.best_of
+        ),
+        "events/s",
+        "forkscope ≥ 0.5 × bare",
+    );
+    let missed = sizes.missed;
+    let tries = sizes.resume_tries;
+    let mut first_p50 = Row::new(
+        "resume_first_event_p50_ms",
+        format!("3 resume after {missed} missed, first replayed event p50 ({tries} tries)"),
+        "ms",
+        "forkscope ≤ 1.5 × bare",
+    );
+    let mut first_p99 = Row::new(
+        "resume_first_event_p99_ms",
+        "  … first replayed event p99".to_owned(),
+        "ms",
+        "—",
+    );
+    let mut all_p50 = Row::new(
+        "resume_result_p50_ms",
+        format!("  … all {missed} + result, p50"),
+        "ms",
+        "forkscope ≤ 1.5 × bare",
+    );
+    let mut all_p99 = Row::new(
+        "resume_result_p99_ms",
+        format!("  … all {missed} + result, p99"),
+        "ms",
+        "—",
+    );
+
+    let server = Serve::start(&["--port", "0", "--policy", "fenced", "--emit-every", "0"]);
+    let (mut server, session) = match server {
+        Ok(mut server) => {
+            let session = open_session(&http, &server.url()).await;
+            let session = session.map_err(|e| server.explain(e));
+            (Some(server), session)
+        }
+        Err(e) => (None, Err(e)),
+    };
+    if let Err(e) = &session {
+        progress.fail(format!("forkscope: {e}"));
+        first_p50.fail(format!("forkscope: {e}"));
+    }
+
+    for _ in 0..sizes.best_of {
+        match tool_call_rate(&http, &bare, id(), steps, limits).await {
+            Ok((rate, _)) => progress.bare_samples.push(rate),
+            Err(e) => progress.fail(format!("bare: {e}")),
+        }
+        if let (Ok(target), None) = (&session, &progress.error) {
+            match tool_call_rate(&http, target, id(), steps, limits).await {
+                Ok((rate, warning)) => {
+                    progress.forkscope_samples.push(rate);
+                    if let Some(w) = warning
+                        && !warnings.contains(&w)
+                    {
+                        warnings.push(w);
+                    }
+                }
+                Err(e) => {
+                    let e = server.as_mut().map_or(e.clone(), |s| s.explain(e));
+                    progress.fail(format!("forkscope: {e}"));
+                }
+            }
+        }
+    }
+    progress.bare = best(&progress.bare_samples);
+    progress.forkscope = best(&progress.forkscope_samples);
+    progress.compare(Some(|r| r >= 0.5));
+
+    let (mut bare_first, mut bare_all, mut fork_first, mut fork_all) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut resume_error = None;
+    for _ in 0..tries {
+        match resume_try(&http, &bare, id(), missed, limits).await {
+            Ok((first, all, _)) => {
+                bare_first.push(first);
+                bare_all.push(all);
+            }
+            Err(e) => {
+                resume_error.get_or_insert(format!("bare: {e}"));
+            }
+        }
+        if let (Ok(target), None) = (&session, &resume_error) {
+            match resume_try(&http, target, id(), missed, limits).await {
+                Ok((first, all, warning)) => {
+                    fork_first.push(first);
+                    fork_all.push(all);
+                    if let Some(w) = warning
+                        && !warnings.contains(&w)
+                    {
+                        warnings.push(w);
+                    }
+                }
+                Err(e) => {
+                    let e = server.as_mut().map_or(e.clone(), |s| s.explain(e));
+                    resume_error = Some(format!("forkscope: {e}"));
+                }
+            }
+        }
+    }
+    if let Some(e) = resume_error {
+        first_p50.fail(e);
+    }
+    for (row, bare_samples, fork_samples, p) in [
+        (&mut first_p50, &bare_first, &fork_first, 0.5),
+        (&mut first_p99, &bare_first, &fork_first, 0.99),
+        (&mut all_p50, &bare_all, &fork_all, 0.5),
+        (&mut all_p99, &bare_all, &fork_all, 0.99),
+    ] {
+        row.bare = percentile_ms(bare_samples, p);
+        row.forkscope = percentile_ms(fork_samples, p);
+        row.bare_samples = ms(bare_samples);
+        row.forkscope_samples = ms(fork_samples);
+    }
+    first_p50.compare(Some(|r| r <= 1.5));
+    all_p50.compare(Some(|r| r <= 1.5));
+    first_p99.compare(None);
+    all_p99.compare(None);
+    drop(server); // kills it: measure 2 gets the machine to itself
+
+    // --- 2: the background emitter at full rate --------------------------------------------
+    let count = sizes.background_events;
+    let mut background = Row::new(
+        "background_events_per_s",
+        format!(
+            "2 background emitter, events/s (--emit-rate 1000000, {count} after the first, best of {})",
+            sizes.best_of
+        ),
+        "events/s",
+        "forkscope ≥ 0.5 × bare",
+    );
+    let mut server = match Serve::start(&[
+        "--port",
+        "0",
+        "--policy",
+        "fenced",
+        "--emit-rate",
+        "1000000",
+    ]) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            background.fail(format!("forkscope: {e}"));
+            None
+        }
+    };
+    for _ in 0..sizes.best_of {
+        match background_rate(&http, &bare, count, limits).await {
+            Ok(rate) => background.bare_samples.push(rate),
+            Err(e) => background.fail(format!("bare: {e}")),
+        }
+        let (Some(serve), None) = (server.as_mut(), &background.error) else {
+            continue;
+        };
+        // A fresh session per try, deleted after, so no emitter runs between tries.
+        let outcome = match open_session(&http, &serve.url()).await {
+            Ok(target) => {
+                let rate = background_rate(&http, &target, count, limits).await;
+                close_session(&http, &target).await;
+                rate
+            }
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(rate) => background.forkscope_samples.push(rate),
+            Err(e) => background.fail(format!("forkscope: {}", serve.explain(e))),
+        }
+    }
+    drop(server.take());
+    background.bare = best(&background.bare_samples);
+    background.forkscope = best(&background.forkscope_samples);
+    background.compare(Some(|r| r >= 0.5));
+
+    // --- 4: idle CPU ------------------------------------------------------------------------
+    let mut idle_row = Row::new(
+        "idle_cpu_percent",
+        format!(
+            "4 idle CPU, {} s, --emit-every 0, one session with its GET stream open",
+            sizes.idle.as_secs()
+        ),
+        "% of one core",
+        "< 0.5 %",
+    );
+    let idle = match idle_cpu(&http, sizes.idle).await {
+        Ok(idle) => {
+            idle_row.forkscope = Some(idle.cpu_percent);
+            idle_row.met = Some(idle.cpu_percent < 0.5);
+            Some(idle)
+        }
+        Err(e) => {
+            idle_row.fail(e);
+            None
+        }
+    };
+
+    Report {
+        sizes,
+        rows: vec![
+            progress, background, first_p50, first_p99, all_p50, all_p99, idle_row,
+        ],
+        idle,
+        client_ceiling: client_ceiling(sizes.progress_steps),
+        warnings,
+    }
+}
+
+fn number(value: Option<f64>, unit: &str) -> String {
+    match value {
+        None => "—".to_owned(),
+        Some(v) if unit == "events/s" => {
+            let n = v.round() as u64;
+            let s = n.to_string();
+            let mut out = String::new();
+            for (i, c) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        }
+        Some(v) if unit == "ms" => format!("{v:.3} ms"),
+        Some(v) => format!("{v:.2} %"),
+    }
+}
+
+fn print_table(report: &Report) {
+    let sizes = report.sizes;
+    println!();
+    println!(
+        "forkscope serve vs bare axum — {} sizes; forkscope: subprocess, TOKIO_WORKER_THREADS=1; \
+         bare: one current-thread runtime; client: its own current-thread runtime",
+        if sizes.quick { "QUICK" } else { "full" }
+    );
+    println!(
+        "{:<88} {:>14} {:>14} {:>8}  target",
+        "measure", "bare axum", "forkscope", "ratio"
+    );
+    for row in &report.rows {
+        let verdict = match row.met {
+            Some(true) => " ✔",
+            Some(false) => " ✘",
+            None => "",
+        };
+        println!(
+            "{:<88} {:>14} {:>14} {:>8}  {}{}",
+            row.label,
+            number(row.bare, row.unit),
+            number(row.forkscope, row.unit),
+            row.ratio.map_or("—".to_owned(), |r| if r < 0.1 {
+                format!("{r:.4}×")
+            } else {
+                format!("{r:.2}×")
+            }),
+            row.target,
+            verdict
+        );
+        if let Some(e) = &row.error {
+            println!("    FAILED: {e}");
+        }
+    }
+    if let Some(idle) = &report.idle {
+        println!(
+            "    idle: {:.0} ms of CPU in {:.1} s; {} bytes arrived on the open GET stream meanwhile",
+            idle.cpu_ms, idle.seconds, idle.bytes_on_get
+        );
+    }
+    println!(
+        "client ceiling (forkscope's SSE parser + classifier alone, in memory, {} events): {} events/s",
+        sizes.progress_steps,
+        number(Some(report.client_ceiling), "events/s")
+    );
+    for w in &report.warnings {
+        println!("warning: {w}");
+    }
+}
+
+fn write_json(report: &Report) -> Result<PathBuf, String> {
+    let sizes = report.sizes;
+    let doc = json!({
+        "bench": "serve",
+        "quick": sizes.quick,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "sizes": {
+            "progress_steps": sizes.progress_steps,
+            "background_events": sizes.background_events,
+            "best_of": sizes.best_of,
+            "resume_tries": sizes.resume_tries,
+            "resume_missed": sizes.missed,
+            "idle_seconds": sizes.idle.as_secs_f64(),
+        },
+        "measures": report.rows.iter().map(Row::json).collect::<Vec<_>>(),
+        "idle": report.idle.as_ref().map(|i| json!({
+            "cpu_percent": i.cpu_percent,
+            "cpu_ms": i.cpu_ms,
+            "seconds": i.seconds,
+            "bytes_on_get_stream": i.bytes_on_get,
+        })),
+        "client_ceiling_events_per_s": report.client_ceiling,
+        "warnings": report.warnings,
+        "failed": report.rows.iter().any(|r| r.error.is_some()),
+    });
+    // The target directory: the one holding the profile directory of the binary under test.
+    let target_dir = std::path::Path::new(env!("CARGO_BIN_EXE_forkscope"))
+        .parent()
+        .and_then(|profile| profile.parent())
+        .ok_or("no target directory")?;
+    let name = if sizes.quick {
+        "bench-serve.quick.json"
+    } else {
+        "bench-serve.json"
+    };
+    let path = target_dir.join(name);
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+fn main() -> ExitCode {
+    let sizes = Sizes::new(quick());
+    let bare = match BareServer::start(sizes.missed) {
+        Ok(bare) => bare,
+        Err(e) => {
+            eprintln!("bench: cannot start the bare axum server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime for the client");
+    let report = client.block_on(run(sizes, bare.addr));
+    drop(client);
+    drop(bare);
+    print_table(&report);
+    match write_json(&report) {
+        Ok(path) => println!("results written to {}", path.display()),
+        Err(e) => eprintln!("bench: cannot write the JSON results: {e}"),
+    }
+    if report.rows.iter().any(|r| r.error.is_some()) {
+        eprintln!("bench: at least one measure FAILED (see above)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
