@@ -676,6 +676,8 @@ struct Read {
     progress: u64,
     results: u64,
     ended: bool,
+    /// Body bytes received.
+    bytes: u64,
     /// Every data payload, when asked to keep them (checked after the clock stops).
     kept: Vec<String>,
 }
@@ -732,6 +734,7 @@ async fn read_sse(
             return Ok(read);
         };
         let chunk = chunk.map_err(|e| format!("stream broke ({e}) {}", read.summary(start)))?;
+        read.bytes += chunk.len() as u64;
         let events = parser
             .feed(&chunk)
             .map_err(|e| format!("SSE parse error: {e}"))?;
@@ -866,15 +869,23 @@ fn check_replay(kept: &[String], missed: u64) -> Result<(), String> {
     ))
 }
 
+/// One resume: times since the resume's send, the replay's size, and a warning.
+struct Resumed {
+    first: Duration,
+    all: Duration,
+    bytes: u64,
+    warning: Option<String>,
+}
+
 /// Measure 3, one try: a `missed`-step tool call read to its end, then a resume from its
-/// priming id. Returns (first replayed event, result) since the resume's send, and a warning.
+/// priming id.
 async fn resume_try(
     http: &reqwest::Client,
     target: &Target,
     id: u64,
     missed: u64,
     limits: Limits,
-) -> Result<(Duration, Duration, Option<String>), String> {
+) -> Result<Resumed, String> {
     let start = Instant::now();
     let response = send(
         post_request(http, target, &tool_call(id, missed)),
@@ -908,7 +919,12 @@ async fn resume_try(
             limits.after_result.as_secs_f64()
         )
     });
-    Ok((read.first_at.unwrap(), read.result_at.unwrap(), warning))
+    Ok(Resumed {
+        first: read.first_at.unwrap(),
+        all: read.result_at.unwrap(),
+        bytes: read.bytes,
+        warning,
+    })
 }
 
 /// Process CPU time (user + system, all threads) in clock ticks.
@@ -1104,6 +1120,8 @@ struct Report {
     rows: Vec<Row>,
     idle: Option<Idle>,
     client_ceiling: f64,
+    /// Body bytes of one resume's replay: bare, forkscope.
+    resume_bytes: [Option<u64>; 2],
     warnings: Vec<String>,
 }
 
@@ -1202,11 +1220,13 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
     let (mut bare_first, mut bare_all, mut fork_first, mut fork_all) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut resume_error = None;
+    let mut resume_bytes = [None, None];
     for _ in 0..tries {
         match resume_try(&http, &bare, id(), missed, limits).await {
-            Ok((first, all, _)) => {
-                bare_first.push(first);
-                bare_all.push(all);
+            Ok(r) => {
+                bare_first.push(r.first);
+                bare_all.push(r.all);
+                resume_bytes[0] = Some(r.bytes);
             }
             Err(e) => {
                 resume_error.get_or_insert(format!("bare: {e}"));
@@ -1214,10 +1234,11 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
         }
         if let (Ok(target), None) = (&session, &resume_error) {
             match resume_try(&http, target, id(), missed, limits).await {
-                Ok((first, all, warning)) => {
-                    fork_first.push(first);
-                    fork_all.push(all);
-                    if let Some(w) = warning
+                Ok(r) => {
+                    fork_first.push(r.first);
+                    fork_all.push(r.all);
+                    resume_bytes[1] = Some(r.bytes);
+                    if let Some(w) = r.warning
                         && !warnings.contains(&w)
                     {
                         warnings.push(w);
@@ -1331,6 +1352,7 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
         ],
         idle,
         client_ceiling: client_ceiling(sizes.progress_steps),
+        resume_bytes,
         warnings,
     }
 }
@@ -1396,6 +1418,12 @@ fn print_table(report: &Report) {
             idle.cpu_ms, idle.seconds, idle.bytes_on_get
         );
     }
+    if let [Some(bare), Some(forkscope)] = report.resume_bytes {
+        println!(
+            "    resume: one replay of {} + result is {bare} bytes from bare, {forkscope} bytes from forkscope",
+            sizes.missed
+        );
+    }
     println!(
         "client ceiling (forkscope's SSE parser + classifier alone, in memory, {} events): {} events/s",
         sizes.progress_steps,
@@ -1428,6 +1456,7 @@ fn write_json(report: &Report) -> Result<PathBuf, String> {
             "bytes_on_get_stream": i.bytes_on_get,
         })),
         "client_ceiling_events_per_s": report.client_ceiling,
+        "resume_replay_bytes": { "bare_axum": report.resume_bytes[0], "forkscope": report.resume_bytes[1] },
         "warnings": report.warnings,
         "failed": report.rows.iter().any(|r| r.error.is_some()),
     });
