@@ -78,7 +78,7 @@ impl Sizes {
     fn new(quick: bool) -> Self {
         Sizes {
             quick,
-            progress_steps: if quick { 2_000 } else { 200_000 },
+            progress_steps: if quick { 2_000 } else { 10_000 }, // the tool's maximum
             background_events: if quick { 2_000 } else { 200_000 },
             best_of: 3,
             resume_tries: if quick { 3 } else { 20 },

@@ -116,6 +116,10 @@ enum Command {
         /// `token-header` (the seed's model: a resume also needs Mcp-Resumption-Token).
         #[arg(long, value_enum, default_value_t = IdentityArg::EventId)]
         identity: IdentityArg,
+        /// Also write each event's ground truth as an SSE comment (`: truth s2 5 <key>`), as
+        /// the dashboard's lab does; clients ignore it.
+        #[arg(long)]
+        truth_comments: bool,
     },
     /// A TCP fault proxy in front of a server, driven from standard input: `drop` (a NAT drop of
     /// every open connection: the client side is cut, the server side kept open and drained),
@@ -241,6 +245,7 @@ fn main() -> ExitCode {
             grace_ms,
             retention_ms,
             identity,
+            truth_comments,
         }) => {
             init_logging();
             let mut config = LabConfig {
@@ -254,11 +259,15 @@ fn main() -> ExitCode {
                 config.retention_ms = retention;
             }
             let background = emit_rate.or((emit_every > 0).then(|| EmitRate::every_ms(emit_every)));
+            let options = ServeOptions {
+                background,
+                truth_comments,
+            };
             runtime().block_on(serve(
                 SocketAddr::new(bind, port),
                 policy.into(),
                 config,
-                background,
+                options,
             ))
         }
         Some(Command::Proxy { to, port }) => {
@@ -462,7 +471,7 @@ async fn serve(
     addr: SocketAddr,
     policy: Policy,
     config: LabConfig,
-    background: Option<EmitRate>,
+    options: ServeOptions,
 ) -> ExitCode {
     let core = match Core::new(config, policy) {
         Ok(core) => core,
@@ -475,7 +484,6 @@ async fn serve(
         tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
     }
     let shared = Shared::new(core);
-    let options = ServeOptions { background };
     let running =
         match server::start(shared.clone(), Arc::new(LabClock::new()), options, addr).await {
             Ok(r) => r,

@@ -164,6 +164,7 @@ impl Lab {
         let shared = Shared::new(core);
         let serve = ServeOptions {
             background: options.background,
+            truth_comments: true,
         };
         let running = server::start(
             shared.clone(),
@@ -272,6 +273,7 @@ impl Lab {
         self.clock.advance(ms);
         let serve = ServeOptions {
             background: self.options.background,
+            truth_comments: true,
         };
         let mut core = self.shared.lock();
         let now = self.clock.now();

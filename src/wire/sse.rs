@@ -45,6 +45,71 @@ pub fn frame(truth: Option<&Truth>, id: &str, retry_ms: Option<u64>, data: &str)
     Bytes::from(out)
 }
 
+/// Appends one event to `out` as [`frame`] spells it, without building it separately: a
+/// replay of a thousand events is rendered into one buffer. `truth` is (stream, seq, key).
+pub fn write_frame(
+    out: &mut BytesMut,
+    truth: Option<(u32, u64, Option<&str>)>,
+    id: &str,
+    retry_ms: Option<u64>,
+    data: &str,
+) {
+    let mut number = itoa_buffer();
+    if let Some((stream, seq, key)) = truth {
+        out.put_slice(b": truth s");
+        out.put_slice(number.format(u64::from(stream)).as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(number.format(seq).as_bytes());
+        if let Some(key) = key {
+            out.put_u8(b' ');
+            out.put_slice(key.as_bytes());
+        }
+        out.put_u8(b'\n');
+    }
+    out.put_slice(b"id: ");
+    out.put_slice(id.as_bytes());
+    out.put_u8(b'\n');
+    if let Some(ms) = retry_ms {
+        out.put_slice(b"retry: ");
+        out.put_slice(number.format(ms).as_bytes());
+        out.put_u8(b'\n');
+    }
+    for line in data.split('\n') {
+        out.put_slice(b"data: ");
+        out.put_slice(line.as_bytes());
+        out.put_u8(b'\n');
+    }
+    out.put_u8(b'\n');
+}
+
+/// Appends `n` in decimal to `out`, without the formatting machinery (a replay spells a
+/// thousand ids).
+pub fn push_decimal(out: &mut String, n: u64) {
+    out.push_str(itoa_buffer().format(n));
+}
+
+/// A small decimal formatter (no allocation per number).
+struct Decimal([u8; 20]);
+
+fn itoa_buffer() -> Decimal {
+    Decimal([0; 20])
+}
+
+impl Decimal {
+    fn format(&mut self, mut n: u64) -> &str {
+        let mut i = self.0.len();
+        loop {
+            i -= 1;
+            self.0[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        std::str::from_utf8(&self.0[i..]).unwrap_or("0")
+    }
+}
+
 /// A bare `retry:` frame, sent before the server closes a stream so the client knows when to
 /// come back.
 pub fn retry_frame(retry_ms: u64) -> Bytes {
@@ -177,6 +242,44 @@ fn parse_truth(comment: &str) -> Option<Truth> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_frame_spells_exactly_what_frame_does() {
+        let truth = Truth {
+            stream: 7,
+            seq: 1_234_567,
+            key: Some("abc:bg:9".into()),
+        };
+        for (retry, data) in [(None, "{\"a\":1}"), (Some(250), ""), (None, "two\nlines")] {
+            let mut out = BytesMut::new();
+            write_frame(
+                &mut out,
+                Some((7, 1_234_567, Some("abc:bg:9"))),
+                "s7-1234567.00ff",
+                retry,
+                data,
+            );
+            assert_eq!(
+                out.freeze(),
+                frame(Some(&truth), "s7-1234567.00ff", retry, data)
+            );
+        }
+        let mut out = BytesMut::new();
+        write_frame(&mut out, Some((0, 0, None)), "0", None, "");
+        assert_eq!(
+            out.freeze(),
+            frame(
+                Some(&Truth {
+                    stream: 0,
+                    seq: 0,
+                    key: None
+                }),
+                "0",
+                None,
+                ""
+            )
+        );
+    }
 
     fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut parser = Parser::new();

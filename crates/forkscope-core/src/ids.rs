@@ -120,11 +120,20 @@ pub const MAX_CURSOR_LEN: usize = 80;
 impl IdScheme {
     /// The wire spelling of an event id of the stream `token` names, under this scheme.
     pub fn encode(self, id: EventId, token: ResumptionToken) -> String {
-        match self {
-            IdScheme::Scoped => format!("{}-{}", id.stream, id.seq),
-            IdScheme::Bare => id.seq.to_string(),
-            IdScheme::Keyed => format!("{}-{}.{token}", id.stream, id.seq),
-        }
+        let mut out = String::with_capacity(48);
+        self.encode_into(id, token, &mut out);
+        out
+    }
+
+    /// [`IdScheme::encode`], appended to `out` (a replay spells a thousand ids into one
+    /// buffer).
+    pub fn encode_into(self, id: EventId, token: ResumptionToken, out: &mut String) {
+        use std::fmt::Write as _;
+        let _ = match self {
+            IdScheme::Scoped => write!(out, "{}-{}", id.stream, id.seq),
+            IdScheme::Bare => write!(out, "{}", id.seq),
+            IdScheme::Keyed => write!(out, "{}-{}.{token}", id.stream, id.seq),
+        };
     }
 }
 

@@ -122,7 +122,7 @@ fn tool_call<'a>(
         RequestPhase::Resuming { attempt, .. } => {
             (format!("resuming · attempt {}", attempt + 1), theme.warn())
         }
-        RequestPhase::Done => ("result applied once ✓".to_owned(), theme.good()),
+        RequestPhase::Done => ("result ✓ once".to_owned(), theme.good()),
         RequestPhase::Failed => ("result LOST".to_owned(), theme.bad()),
     };
     let mut spans = vec![
@@ -135,7 +135,7 @@ fn tool_call<'a>(
     ];
     if r.resumes > 0 {
         spans.push(Span::styled(
-            format!(" · resumed {}×", r.resumes),
+            format!(" · ↺ resumed {}×", r.resumes),
             theme.accent(),
         ));
     }

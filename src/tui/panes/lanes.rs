@@ -6,7 +6,7 @@ use super::block;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
 use forkscope_core::history::{Entry, Record};
-use forkscope_core::{SessionId, StreamId};
+use forkscope_core::{SessionId, StreamId, StreamKind};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -57,7 +57,10 @@ fn build(entries: &[Entry], session: Option<SessionId>, now_ms: u64, columns: us
         client: vec![None; columns],
         ..Lanes::default()
     };
+    // The standalone stream each session last attached: the one the client is bound to. A tool
+    // call's stream is attached beside it, never instead of it.
     let mut bound: HashMap<SessionId, StreamId> = HashMap::new();
+    let mut requests: HashSet<(SessionId, StreamId)> = HashSet::new();
     let mut applied: HashSet<Arc<str>> = HashSet::new();
     let column = |at: u64| -> Option<usize> {
         (at >= start)
@@ -67,10 +70,37 @@ fn build(entries: &[Entry], session: Option<SessionId>, now_ms: u64, columns: us
         let at = column(entry.at.as_millis());
         let ours = |s: &SessionId| Some(*s) == session;
         match &entry.record {
+            Record::StreamOpened {
+                session: s,
+                stream,
+                stream_kind: StreamKind::Request,
+                ..
+            } => {
+                requests.insert((*s, *stream));
+            }
+            Record::ResumeAccepted {
+                session: s, stream, ..
+            } if ours(s) => {
+                if let Some(c) = at {
+                    lane(
+                        &mut lanes,
+                        *stream,
+                        columns,
+                        c,
+                        Mark {
+                            glyph: '↺',
+                            severity: Severity::Info,
+                            stream: Some(*stream),
+                        },
+                    );
+                }
+            }
             Record::Attached {
                 session: s, stream, ..
             } => {
-                bound.insert(*s, *stream);
+                if !requests.contains(&(*s, *stream)) {
+                    bound.insert(*s, *stream);
+                }
                 if ours(s)
                     && let Some(c) = at
                 {
@@ -93,7 +123,9 @@ fn build(entries: &[Entry], session: Option<SessionId>, now_ms: u64, columns: us
                 copied,
                 ..
             } if ours(s) => {
-                let orphan = bound.get(s).is_some_and(|b| b != stream) && !copied;
+                let orphan = bound.get(s).is_some_and(|b| b != stream)
+                    && !copied
+                    && !requests.contains(&(*s, *stream));
                 let mark = match (orphan, copied) {
                     (true, _) => Mark {
                         glyph: '◉',

@@ -36,17 +36,31 @@ use tokio::task::JoinHandle;
 /// Largest POST body accepted; a larger one is answered 413 before it is read whole.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// Background events per second on each session's standalone stream; `None`: only on
     /// demand.
     pub background: Option<EmitRate>,
+    /// Write each event's ground truth in an SSE comment (`: truth s2 5 <key>`), for a lab's
+    /// own client and checker. Every SSE client ignores comments, but they cost bytes.
+    pub truth_comments: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            background: None,
+            truth_comments: true,
+        }
+    }
 }
 
 /// The server side's I/O state: open writers, the background schedule, running tool calls.
 #[derive(Debug, Default)]
 pub struct ServerIo {
     pub writers: Writers,
+    /// See [`ServeOptions::truth_comments`].
+    truth_comments: bool,
     background: background::Background,
     tool_calls: Vec<tool::ToolCall>,
 }
@@ -76,7 +90,7 @@ impl ServerIo {
 /// Writes an emitted event to every connection open on its stream.
 pub fn write_event(core: &mut Core, session: SessionId, event: EventId) {
     if let Some(outgoing) = core.server.outgoing(session, event) {
-        let frame = stream_body::render(&outgoing);
+        let frame = stream_body::render(&outgoing, core.io.truth_comments);
         core.io
             .writers
             .send_to_stream(session, event.stream, &frame);
@@ -86,6 +100,7 @@ pub fn write_event(core: &mut Core, session: SessionId, event: EventId) {
 #[derive(Clone)]
 struct App {
     shared: Shared,
+    truth: bool,
     clock: Arc<LabClock>,
     wake: Wake,
     next_connection: Arc<AtomicU64>,
@@ -158,8 +173,10 @@ pub async fn start(
         let _ = tcp.set_nodelay(true);
     });
     let wake = Wake::default();
+    shared.lock().io.truth_comments = options.truth_comments;
     let app = App {
         shared: shared.clone(),
+        truth: options.truth_comments,
         clock: clock.clone(),
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),

@@ -6,7 +6,7 @@ use super::driver::Wake;
 use super::writers::{Queue, RETRY_HINT_MS};
 use crate::clock::LabClock;
 use crate::wire::Shared;
-use crate::wire::sse::{self, Truth};
+use crate::wire::sse;
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -14,36 +14,47 @@ use forkscope_core::server::{Opening, Outgoing};
 use forkscope_core::{ConnectionId, SessionId, StreamId};
 use std::sync::Arc;
 
-/// Largest write the body makes; a replay or a burst costs a few syscalls, not one per event.
+/// Largest live-tail write: queued frames are joined, so a burst costs a few syscalls.
 const MAX_WRITE: usize = 32 * 1024;
-/// The first write is small, so the first event is out before the rest is rendered.
-const FIRST_WRITE: usize = 1024;
+/// Largest replay write: a replay is rendered straight into one buffer of up to this size.
+const MAX_REPLAY_WRITE: usize = 256 * 1024;
+/// The first write is smaller, so the first events are out before the rest is rendered.
+const FIRST_WRITE: usize = 16 * 1024;
 
-/// An event as an SSE frame, its ground truth in a comment line; the priming event carries the
-/// `retry:` hint.
-pub fn render(outgoing: &Outgoing) -> Bytes {
-    let truth = Truth {
-        stream: outgoing.event.stream.0,
-        seq: outgoing.event.seq,
-        key: outgoing.key.as_deref().map(str::to_owned),
-    };
+/// An event as an SSE frame — with its ground truth in a comment line when `truth` (the lab's
+/// own client feeds it to the checker; other clients have no use for it); the priming event
+/// carries the `retry:` hint.
+pub fn render(outgoing: &Outgoing, truth: bool) -> Bytes {
+    let mut out = bytes::BytesMut::with_capacity(outgoing.body.len() + 128);
+    render_into(&mut out, outgoing, truth);
+    out.freeze()
+}
+
+fn render_into(out: &mut bytes::BytesMut, outgoing: &Outgoing, truth: bool) {
+    let truth = truth.then_some((
+        outgoing.event.stream.0,
+        outgoing.event.seq,
+        outgoing.key.as_deref(),
+    ));
     let retry = outgoing.key.is_none().then_some(RETRY_HINT_MS);
-    sse::frame(Some(&truth), &outgoing.wire_id, retry, &outgoing.body)
+    sse::write_frame(out, truth, &outgoing.wire_id, retry, &outgoing.body);
 }
 
 /// The opening, rendered lazily: captured atomically with the attach, formatted as written.
 #[derive(Debug)]
 struct Replay {
     opening: Option<Opening>,
+    truth: bool,
     next: usize,
     priming_sent: bool,
     writes: u32,
 }
 
 impl Replay {
-    fn new(opening: Option<Opening>) -> Self {
+    fn new(opening: Option<Opening>, truth: bool) -> Self {
         Replay {
             opening,
+            truth,
             next: 0,
             priming_sent: false,
             writes: 0,
@@ -60,21 +71,30 @@ impl Replay {
         let max_write = if self.writes == 0 {
             FIRST_WRITE
         } else {
-            MAX_WRITE
+            MAX_REPLAY_WRITE
         };
-        let mut batch = bytes::BytesMut::new();
+        let mut batch = bytes::BytesMut::with_capacity(max_write + 1024);
         if !self.priming_sent {
             self.priming_sent = true;
             if let Some(priming) = opening.priming_event() {
-                batch.extend_from_slice(&render(&priming));
+                render_into(&mut batch, &priming, self.truth);
             }
         }
+        let (prefix, suffix) = opening.id_affixes();
+        let mut id = String::with_capacity(64);
         while batch.len() < max_write {
             let Some(event) = opening.replay.get(self.next) else {
                 break;
             };
             self.next += 1;
-            batch.extend_from_slice(&render(&opening.outgoing(event)));
+            id.clear();
+            id.push_str(&prefix);
+            sse::push_decimal(&mut id, event.id.seq);
+            id.push_str(&suffix);
+            let truth =
+                self.truth
+                    .then_some((event.id.stream.0, event.id.seq, Some(&*event.payload.key)));
+            sse::write_frame(&mut batch, truth, &id, None, &event.payload.body);
         }
         if batch.is_empty() {
             return None;
@@ -147,7 +167,7 @@ pub(super) fn sse_response(
         stream,
         connection,
     };
-    let replay = Replay::new(opening);
+    let replay = Replay::new(opening, app.truth);
     let body = futures_util::stream::unfold(
         (replay, queue, guard),
         |(mut replay, mut queue, guard)| async move {

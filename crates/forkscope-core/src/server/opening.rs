@@ -48,6 +48,29 @@ impl Opening {
         )
     }
 
+    /// What every wire id of this stream starts and ends with around its sequence number
+    /// (`s2-` and `.<token>` for keyed ids): a replay spells a thousand ids from these without
+    /// formatting the token each time.
+    pub fn id_affixes(&self) -> (String, String) {
+        match self.ids {
+            IdScheme::Bare => (String::new(), String::new()),
+            IdScheme::Scoped => (format!("{}-", self.stream), String::new()),
+            IdScheme::Keyed => (format!("{}-", self.stream), format!(".{}", self.token)),
+        }
+    }
+
+    /// [`Opening::wire_id`], appended to `out`.
+    pub fn wire_id_into(&self, seq: u64, out: &mut String) {
+        self.ids.encode_into(
+            EventId {
+                stream: self.stream,
+                seq,
+            },
+            self.token,
+            out,
+        );
+    }
+
     /// The priming event, if this opening has one.
     pub fn priming_event(&self) -> Option<Outgoing> {
         self.priming.then(|| Outgoing {
