@@ -27,6 +27,10 @@ struct Cli {
     /// Grace window for orphaned streams, in milliseconds (the dashboard's lab).
     #[arg(long)]
     grace_ms: Option<u64>,
+    /// Where the fenced lab reads stream identity from: `event-id` (ids carry the stream's
+    /// token) or `token-header` (the seed's model: a stripped token header is refused).
+    #[arg(long, value_enum, default_value_t = IdentityArg::EventId)]
+    identity: IdentityArg,
     /// Play this scenario in the dashboard (space pauses it, s steps it, p picks another).
     #[arg(long)]
     scenario: Option<std::path::PathBuf>,
@@ -179,6 +183,7 @@ fn main() -> ExitCode {
             if let Some(grace) = cli.grace_ms {
                 options.config.grace_ms = grace;
             }
+            options.config.identity = cli.identity.into();
             if let Err(e) = options.config.validate(options.policy) {
                 eprintln!("forkscope: {e}");
                 return ExitCode::from(2);

@@ -49,7 +49,7 @@ start() {
     # After the program ends, show its exit status and whether the terminal is back in
     # canonical mode with echo on.
     T new-session -d -s fs -x "${2:-120}" -y "${3:-40}" \
-        "env $1 '$BIN'; echo \"EXITED \$?\"; stty -a | grep -Eo -- '-?icanon|-?echo ' | tr '\\n' ' '; echo; sleep 600"
+        "env $1 '$BIN' ${4:-}; echo \"EXITED \$?\"; stty -a | grep -Eo -- '-?icanon|-?echo ' | tr '\\n' ' '; echo; sleep 600"
 }
 
 # 1. Naive: the seed incident forks.
@@ -74,8 +74,8 @@ T send-keys -t fs q
 check "q quits with status 0" wait_for "EXITED 0"
 check "q leaves the terminal clean" wait_for "^icanon echo"
 
-# 2. Fenced: the same keys end in a typed rejection and no fork.
-start "" 120 40
+# 2. Fenced, the seed's two-header model: the same keys end in a typed rejection and no fork.
+start "" 120 40 "--identity token-header"
 check "fenced: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
 T send-keys -t fs t
 T send-keys -t fs d
@@ -88,6 +88,23 @@ check "fenced: no fork anywhere" no_fork
 T send-keys -t fs C-c
 check "Ctrl-C quits with status 0" wait_for "EXITED 0"
 check "Ctrl-C leaves the terminal clean" wait_for "^icanon echo"
+
+# 2b. Fenced, identity in the event id (the default): a stripped header still resumes, and a
+# tool call cut off mid-call resumes to its result, applied once.
+start "" 120 40
+check "event-id: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
+T send-keys -t fs x
+check "x starts a tool call" wait_for "call +#[0-9]+ s[0-9]+ · [1-9][0-9]* applied · streaming"
+T send-keys -t fs t
+check "event-id: t says the id still carries the token" wait_for "the id still carries it"
+T send-keys -t fs d
+check "d: the tool call's stream is resumed" wait_for "↺ resumed 1×"
+check "d: its result is applied once" wait_for "result ✓ once"
+check "event-id: nothing rejected" wait_for "[1-9] resumes accepted, 0 rejected"
+check "event-id: verdict clean" wait_for "verdict CLEAN"
+check "event-id: no fork anywhere" no_fork
+T send-keys -t fs q
+check "event-id: q quits" wait_for "EXITED 0"
 
 # 3. A scenario plays in the dashboard, side by side, and the session is recorded.
 CAST="$(mktemp --suffix=.cast)"

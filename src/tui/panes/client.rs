@@ -51,10 +51,12 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     };
     let token = match (client.has_token, client.will_send_token) {
         (true, true) => Span::styled("✓ held · sent on reconnect", theme.good()),
-        (true, false) if snap.view.config.identity == StreamIdentity::EventId => Span::styled(
-            "✗ header STRIPPED next reconnect · the id still carries it",
-            theme.warn(),
-        ),
+        (true, false)
+            if snap.view.config.identity == StreamIdentity::EventId
+                && snap.view.policy == forkscope_core::Policy::Fenced =>
+        {
+            Span::styled("✗ header STRIPPED · the id still carries it", theme.warn())
+        }
         (true, false) => Span::styled("✗ will be STRIPPED on the next reconnect", theme.bad()),
         (false, _) => Span::styled("– none", theme.dim()),
     };
@@ -128,7 +130,7 @@ fn tool_call<'a>(
     let mut spans = vec![
         label,
         Span::raw(format!(
-            "#{} on {stream} · {} applied · ",
+            "#{} {stream} · {} applied · ",
             r.request_id, r.applied
         )),
         Span::styled(state, style),
