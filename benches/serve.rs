@@ -81,7 +81,7 @@ impl Sizes {
             progress_steps: if quick { 2_000 } else { 10_000 }, // the tool's maximum
             background_events: if quick { 2_000 } else { 200_000 },
             best_of: 3,
-            resume_tries: if quick { 3 } else { 20 },
+            resume_tries: if quick { 3 } else { 50 },
             missed: 1_000,
             idle: Duration::from_secs(if quick { 1 } else { 10 }),
             limits: Limits {

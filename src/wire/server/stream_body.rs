@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// Largest live-tail write: queued frames are joined, so a burst costs a few syscalls.
 const MAX_WRITE: usize = 32 * 1024;
 /// Largest replay write: a replay is rendered straight into one buffer of up to this size.
-const MAX_REPLAY_WRITE: usize = 256 * 1024;
+const MAX_REPLAY_WRITE: usize = 32 * 1024;
 /// The first write is smaller, so the first events are out before the rest is rendered.
 const FIRST_WRITE: usize = 16 * 1024;
 
