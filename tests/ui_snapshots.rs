@@ -1,11 +1,11 @@
 //! Whole-screen snapshots of the dashboard at fixed sizes, drawn into ratatui's TestBackend
 //! from deterministic in-memory labs (no sockets, no clock).
 
+use forkscope::lab::Exchange;
 use forkscope::lab::Snapshot;
 use forkscope::tui::panes::narration::Narration;
 use forkscope::tui::theme::Theme;
 use forkscope::tui::ui::{Screen, draw};
-use forkscope::wire::Exchange;
 use forkscope_core::sim::Sim;
 use forkscope_core::{LabConfig, LabTime, Policy, StreamIdentity};
 use ratatui::Terminal;

@@ -2,14 +2,16 @@
 //! producing [`Snapshot`]s for the views. Several labs can run side by side in one process.
 
 pub mod action;
+pub mod exchanges;
 
 pub use action::Action;
+pub use exchanges::{Exchange, Exchanges};
 
 use crate::clock::LabClock;
 use crate::wire::client::LabClient;
 use crate::wire::proxy::{Fault, Proxy};
 use crate::wire::server::{self, EmitRate, RunningServer, ServeOptions};
-use crate::wire::{Core, Exchange, Shared};
+use crate::wire::{Core, Shared};
 use forkscope_core::history::Entry;
 use forkscope_core::{ConfigError, LabConfig, Policy, View};
 use std::net::SocketAddr;
@@ -147,6 +149,7 @@ pub struct Lab {
     server: Option<RunningServer>,
     proxy: Proxy,
     client: Arc<LabClient>,
+    exchanges: Arc<Exchanges>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -179,10 +182,12 @@ impl Lab {
         } else {
             running.addr
         };
+        let exchanges = Arc::new(Exchanges::default());
         let client = LabClient::new(
             format!("http://{target}/mcp"),
             shared.clone(),
             clock.clone(),
+            exchanges.clone(),
         );
         let tasks = vec![tokio::spawn(client.clone().run())];
         Ok(Lab {
@@ -192,6 +197,7 @@ impl Lab {
             server: Some(running),
             proxy,
             client,
+            exchanges,
             tasks,
         })
     }
@@ -210,6 +216,11 @@ impl Lab {
 
     pub fn proxy(&self) -> &Proxy {
         &self.proxy
+    }
+
+    /// The HTTP exchanges the client made, for the views.
+    pub fn exchanges(&self) -> &Exchanges {
+        &self.exchanges
     }
 
     /// The server's own address (not through the proxy), for other clients.
@@ -380,7 +391,7 @@ impl Lab {
             paused: self.clock.paused(),
             scripted: self.options.start_paused,
             speed: self.clock.speed(),
-            exchanges: core.exchanges.iter().cloned().collect(),
+            exchanges: self.exchanges.list(),
             recent: recent.iter().skip(skip).cloned().collect(),
             server_connections: core.io.open_connections(),
             proxied_connections: stats.open.load(Ordering::Relaxed),

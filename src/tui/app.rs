@@ -1,6 +1,7 @@
 //! Dashboard state and its event loop: keys in, actions to the labs, frames out when changed.
 //! A scenario can play in it (paced by the person), and the whole session can be recorded.
 
+use super::DashboardError;
 use super::keys::{self, Command};
 use super::log::LogRing;
 use super::panes::narration::Narration;
@@ -74,7 +75,7 @@ impl App {
         start: Start,
         log: LogRing,
         terminal: &mut Terminal<B>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DashboardError> {
         let mut app = App {
             options: start.options.clone(),
             labs: Vec::new(),
@@ -92,7 +93,7 @@ impl App {
         match start.scenario {
             Some(s) => app.play(s).await?,
             None => {
-                let lab = Lab::start(start.options).await.map_err(|e| e.to_string())?;
+                let lab = Lab::start(start.options).await?;
                 app.labs.push(Arc::new(lab));
             }
         }
@@ -111,7 +112,10 @@ impl App {
         result
     }
 
-    async fn event_loop<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), String> {
+    async fn event_loop<B: Backend>(
+        &mut self,
+        terminal: &mut Terminal<B>,
+    ) -> Result<(), DashboardError> {
         let mut events = EventStream::new();
         let mut frame = tokio::time::interval(FRAME);
         frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -134,7 +138,7 @@ impl App {
                     }
                     Some(Ok(Event::Resize(_, _))) => force = true,
                     Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(format!("terminal input failed: {e}")),
+                    Some(Err(e)) => return Err(DashboardError::Terminal(e)),
                     None => self.quit = true,
                 },
                 () = terminate.as_mut() => self.quit = true,
@@ -143,7 +147,7 @@ impl App {
         Ok(())
     }
 
-    fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), String> {
+    fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), DashboardError> {
         if self
             .status
             .as_ref()
@@ -177,7 +181,7 @@ impl App {
             .unwrap_or_else(PoisonError::into_inner);
         terminal
             .draw(|frame| ui::draw(frame, &screen))
-            .map_err(|e| format!("drawing failed: {e}"))?;
+            .map_err(|e| DashboardError::Terminal(std::io::Error::other(e.to_string())))?;
         if let Some((recorder, started)) = &self.recorder {
             let at = started.elapsed().as_secs_f64();
             let mut recorder = recorder.lock().unwrap_or_else(PoisonError::into_inner);
@@ -197,9 +201,8 @@ impl App {
         for lab in &self.labs {
             let core = lab.core();
             core.history.total().hash(&mut h);
-            core.exchanges.len().hash(&mut h);
-            core.exchanges.back().map(|e| e.at).hash(&mut h);
             drop(core);
+            lab.exchanges().fingerprint().hash(&mut h);
             (lab.clock().now().as_millis() / 100).hash(&mut h);
             lab.clock().paused().hash(&mut h);
             lab.clock().speed().to_bits().hash(&mut h);
@@ -296,7 +299,7 @@ impl App {
                 match chosen {
                     Some(Ok(s)) => {
                         if let Err(e) = self.play(s).await {
-                            self.say(e);
+                            self.say(e.to_string());
                         }
                     }
                     Some(Err(e)) => self.say(e),
@@ -308,7 +311,7 @@ impl App {
     }
 
     /// Starts a scenario: fresh labs (two side by side for "both"), then the script, paced.
-    async fn play(&mut self, scenario: Scenario) -> Result<(), String> {
+    async fn play(&mut self, scenario: Scenario) -> Result<(), DashboardError> {
         let policies = scenario.policy.list();
         let mut refused = Vec::new();
         let playable: Vec<Policy> = policies
@@ -323,17 +326,14 @@ impl App {
             })
             .collect();
         if playable.is_empty() {
-            return Err(format!(
-                "{}: the lab refuses this configuration: {}",
-                scenario.name,
-                refused.join("; ")
-            ));
+            return Err(DashboardError::ConfigRefused {
+                scenario: scenario.name.clone(),
+                why: refused.join("; "),
+            });
         }
         self.stop_labs().await;
         for policy in &playable {
-            let lab = Lab::start(player::lab_options(&scenario, *policy))
-                .await
-                .map_err(|e| e.to_string())?;
+            let lab = Lab::start(player::lab_options(&scenario, *policy)).await?;
             self.labs.push(Arc::new(lab));
         }
         let narration = Arc::new(Mutex::new(Narration {

@@ -24,23 +24,49 @@ pub fn has_terminal() -> bool {
     std::io::stdout().is_terminal() && std::io::stdin().is_terminal()
 }
 
-pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), String> {
+/// Why the dashboard could not run (printed once the terminal is restored).
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    #[error(
+        "the dashboard needs a terminal; try `forkscope incident` or `forkscope demo` for headless runs"
+    )]
+    NoTerminal,
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("the terminal failed: {0}")]
+    Terminal(std::io::Error),
+    #[error("{path}: {source}")]
+    Recording {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("could not start a lab: {0}")]
+    Lab(#[from] crate::lab::LabError),
+    #[error("{scenario}: the lab refuses this configuration: {why}")]
+    ConfigRefused { scenario: String, why: String },
+}
+
+pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), DashboardError> {
     if !has_terminal() {
-        return Err("the dashboard needs a terminal; try `forkscope incident` or `forkscope demo` for headless runs".into());
+        return Err(DashboardError::NoTerminal);
     }
     let ring = log::LogRing::default();
     install_logging(ring.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(DashboardError::Runtime)?;
     let recorder = match &record {
         Some(path) => {
             let (width, height) =
-                ratatui::crossterm::terminal::size().map_err(|e| e.to_string())?;
+                ratatui::crossterm::terminal::size().map_err(DashboardError::Terminal)?;
             let title = "forkscope dashboard";
-            let recorder = Recorder::create(path, width, height, title)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let recorder = Recorder::create(path, width, height, title).map_err(|source| {
+                DashboardError::Recording {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             Some(Arc::new(Mutex::new(recorder)))
         }
         None => None,
@@ -64,7 +90,7 @@ pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), String> {
                 recorder: recorder.clone(),
             };
             let mut terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(tee))
-                .map_err(|e| e.to_string())?;
+                .map_err(DashboardError::Terminal)?;
             let _ = terminal.clear();
             let result = runtime.block_on(app::App::run(start, ring, &mut terminal));
             drop(terminal);

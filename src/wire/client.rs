@@ -3,10 +3,10 @@
 //! reconnect, whether a response continues the stream, whether an event is applied — is asked
 //! of the core's [`forkscope_core::Client`]; this file only speaks HTTP and SSE.
 
+use super::Shared;
 use super::headers::{self, MODELLED_REVISION};
 use super::jsonrpc;
 use super::sse::{Parser, SseEvent};
-use super::{Exchange, Shared};
 use crate::clock::LabClock;
 use forkscope_core::client::{Phase, RequestPhase};
 use forkscope_core::{
@@ -37,6 +37,19 @@ pub enum ClientError {
     ResultLost,
 }
 
+/// Where the client reports every HTTP exchange it makes (the lab keeps a few for the views).
+pub trait ExchangeLog: Send + Sync + std::fmt::Debug {
+    fn exchange(
+        &self,
+        at: LabTime,
+        method: &'static str,
+        what: String,
+        status: u16,
+        sent: &[(&str, String)],
+        received: &HeaderMap,
+    );
+}
+
 /// A handle to the running client, shared by its task and the lab's actions.
 #[derive(Debug)]
 pub struct LabClient {
@@ -44,6 +57,7 @@ pub struct LabClient {
     url: String,
     shared: Shared,
     clock: Arc<LabClock>,
+    exchanges: Arc<dyn ExchangeLog>,
     session: std::sync::Mutex<Option<SessionId>>,
     wake: Notify,
     force_reconnect: AtomicBool,
@@ -51,7 +65,12 @@ pub struct LabClient {
 }
 
 impl LabClient {
-    pub fn new(url: String, shared: Shared, clock: Arc<LabClock>) -> Arc<Self> {
+    pub fn new(
+        url: String,
+        shared: Shared,
+        clock: Arc<LabClock>,
+        exchanges: Arc<dyn ExchangeLog>,
+    ) -> Arc<Self> {
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(4)
@@ -62,6 +81,7 @@ impl LabClient {
             url,
             shared,
             clock,
+            exchanges,
             session: std::sync::Mutex::new(None),
             wake: Notify::new(),
             force_reconnect: AtomicBool::new(false),
@@ -97,23 +117,9 @@ impl LabClient {
         sent: &[(&str, String)],
         received: &HeaderMap,
     ) {
-        let mut shown: Vec<(String, String)> = sent
-            .iter()
-            .map(|(n, v)| (format!("→ {n}"), v.clone()))
-            .collect();
-        for name in headers::SHOWN {
-            if let Some(v) = received.get(name).and_then(|v| v.to_str().ok()) {
-                shown.push((format!("← {name}"), v.to_owned()));
-            }
-        }
         let at = self.clock.now();
-        self.shared.lock().record_exchange(Exchange {
-            at,
-            method,
-            what,
-            status,
-            headers: shown,
-        });
+        self.exchanges
+            .exchange(at, method, what, status, sent, received);
     }
 
     fn request_id(&self) -> u64 {

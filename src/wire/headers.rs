@@ -13,13 +13,3 @@ pub const STREAM_RESUMED: &str = "mcp-stream-resumed";
 /// The revision forkscope models, and the older ones it still accepts.
 pub const MODELLED_REVISION: &str = "2025-11-25";
 pub const SUPPORTED_REVISIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
-
-/// The headers a person wants to see in an exchange list.
-pub const SHOWN: [&str; 6] = [
-    SESSION_ID,
-    LAST_EVENT_ID,
-    RESUMPTION_TOKEN,
-    STREAM_ID,
-    STREAM_RESUMED,
-    "retry-after",
-];

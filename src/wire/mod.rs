@@ -11,7 +11,6 @@ pub mod sse;
 
 use forkscope_core::{Client, Entropy, History, Server};
 use rand::{RngCore, SeedableRng, rngs::StdRng};
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Randomness for session ids and tokens: a CSPRNG seeded from the operating system.
@@ -36,20 +35,6 @@ impl Entropy for OsEntropy {
     }
 }
 
-/// One HTTP exchange, as the dashboard shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Exchange {
-    pub at: forkscope_core::LabTime,
-    pub method: &'static str,
-    pub what: String,
-    pub status: u16,
-    /// The headers that matter, `name: value`, in the order sent/received.
-    pub headers: Vec<(String, String)>,
-}
-
-/// How many exchanges the lab keeps for display.
-pub const EXCHANGES_KEPT: usize = 64;
-
 /// Everything the adapters share: the core's server and client, the history both write to, and
 /// the server's open SSE writers. One lock, held briefly and never across an await.
 #[derive(Debug)]
@@ -59,7 +44,6 @@ pub struct Core {
     pub history: History,
     pub rng: OsEntropy,
     pub io: server::ServerIo,
-    pub exchanges: VecDeque<Exchange>,
 }
 
 impl Core {
@@ -74,15 +58,7 @@ impl Core {
             history: History::new(config.history_capacity),
             rng: OsEntropy::new(),
             io: server::ServerIo::default(),
-            exchanges: VecDeque::new(),
         })
-    }
-
-    pub fn record_exchange(&mut self, exchange: Exchange) {
-        if self.exchanges.len() == EXCHANGES_KEPT {
-            self.exchanges.pop_front();
-        }
-        self.exchanges.push_back(exchange);
     }
 }
 
