@@ -416,17 +416,22 @@ fn init_logging() {
         .init();
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM, so a supervisor's stop takes the graceful path.
+/// Resolves on Ctrl-C (SIGINT), SIGTERM or SIGHUP, so a supervisor's stop or a closed
+/// terminal takes the graceful path.
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(mut term), Ok(mut hup)) => tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                _ = hup.recv() => {}
             },
-            Err(_) => {
+            _ => {
                 let _ = tokio::signal::ctrl_c().await;
             }
         }

@@ -902,3 +902,192 @@ async fn a_tool_call_cut_mid_call_resumes_and_applies_everything_once() {
     }
     lab.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hardening: JSON-RPC edges, header hygiene, cancellation.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_rpc_edges_get_typed_answers_with_the_request_id() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let raw = raw_with(Policy::Fenced, LabConfig::default(), clock).await;
+    let session = raw.initialize().await;
+    let post = |body: Value| raw.post(Some(session), body.to_string()).send();
+    let error_of = |v: &Value| {
+        (
+            v.pointer("/id").cloned().unwrap_or(Value::Null),
+            v.pointer("/error/code").and_then(Value::as_i64),
+        )
+    };
+    // A method that is not a string is an invalid request, not a notification.
+    let r = post(json!({"jsonrpc":"2.0","id":3,"method":5}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        error_of(&r.json::<Value>().await.unwrap()),
+        (json!(3), Some(-32600))
+    );
+    // Arguments that are not an object, a huge progress token, a call that would run for
+    // days: invalid params, answered to the request.
+    for (id, params) in [
+        (4, json!({"name":"progress_task","arguments":[1,2]})),
+        (5, json!({"name":"progress_task","arguments":"steps=3"})),
+        (
+            6,
+            json!({"name":"progress_task","arguments":{"steps":3},"_meta":{"progressToken":"x".repeat(60_000)}}),
+        ),
+        (
+            7,
+            json!({"name":"progress_task","arguments":{"steps":10_000,"delay_ms":60_000}}),
+        ),
+    ] {
+        let r = post(json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params}))
+            .await
+            .unwrap();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(error_of(&body), (json!(id), Some(-32602)), "{body}");
+    }
+    // tools/call answers with SSE: a client that accepts only JSON is told so.
+    let r = raw
+        .http
+        .post(&raw.url)
+        .header("accept", "application/json")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", session.to_string())
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(
+            json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"progress_task"}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 406);
+    assert_eq!(
+        error_of(&r.json::<Value>().await.unwrap()),
+        (json!(8), Some(-32600))
+    );
+    // A body over 64 KiB: 413, as JSON-RPC.
+    let big = json!({"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"x".repeat(70_000)}});
+    let r = post(big).await.unwrap();
+    assert_eq!(r.status(), 413);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body.pointer("/error/code").and_then(Value::as_i64),
+        Some(-32600)
+    );
+    // The session's 17th open stream is refused, and the refusal carries the request id.
+    let max = LabConfig::default().max_streams_per_session;
+    let mut open = Vec::new();
+    for _ in 0..max {
+        open.push(raw.call(session, 5, 100).await);
+    }
+    let r = post(json!({"jsonrpc":"2.0","id":"seventeen","method":"tools/call","params":{"name":"progress_task","arguments":{"steps":5,"delay_ms":100}}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    assert_eq!(r.json::<Value>().await.unwrap()["id"], json!("seventeen"));
+    drop(open);
+    raw.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_headers_are_never_silently_absent_or_doubled() {
+    let raw = raw_with(
+        Policy::Fenced,
+        LabConfig::default(),
+        Arc::new(LabClock::new()),
+    )
+    .await;
+    let session = raw.initialize().await;
+    let response = raw.get(session, None, None).send().await.unwrap();
+    let mut stream = Stream::new(response);
+    let priming = stream.next().await.id.unwrap();
+    let before = raw.fingerprint(session);
+    let bad = reqwest::header::HeaderValue::from_bytes(b"s1-0.\xff\xfe").unwrap();
+    // An unreadable Last-Event-ID is a malformed cursor, not a request for a new stream.
+    let r = raw
+        .get(session, None, None)
+        .header("last-event-id", bad.clone())
+        .send()
+        .await
+        .unwrap();
+    let (status, reason, _) = rejection(r).await;
+    assert_eq!((status, reason.as_str()), (400, "malformed_cursor"));
+    // An unreadable token is an unknown token, not a missing one.
+    let r = raw
+        .get(session, None, Some(&priming))
+        .header("mcp-resumption-token", bad)
+        .send()
+        .await
+        .unwrap();
+    let (status, reason, _) = rejection(r).await;
+    assert_eq!((status, reason.as_str()), (410, "unknown_token"));
+    // Two copies of an identity header: refused, whichever copy is the valid one.
+    for (first, second) in [(priming.as_str(), "s9-9"), ("s9-9", priming.as_str())] {
+        let r = raw
+            .get(session, None, None)
+            .header("last-event-id", first)
+            .header("last-event-id", second)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{first} + {second}");
+    }
+    let r = raw
+        .get(session, None, None)
+        .header("mcp-session-id", session.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "two Mcp-Session-Id headers");
+    // HEAD mints nothing.
+    let r = raw
+        .http
+        .head(&raw.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session.to_string())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(raw.fingerprint(session), before, "refusals changed nothing");
+    assert_eq!(raw.shared.lock().io.connections_of(session, StreamId(1)), 1);
+    raw.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_tool_call_stops_and_sends_no_result() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let raw = raw_with(Policy::Fenced, LabConfig::default(), clock.clone()).await;
+    let session = raw.initialize().await;
+    let body = json!({"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"progress_task","arguments":{"steps":50,"delay_ms":100},"_meta":{"progressToken":"p"}}});
+    let response = raw
+        .post(Some(session), body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    clock.advance(250);
+    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"call-1","reason":"user"}});
+    let r = raw
+        .post(Some(session), cancel.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let events = read_to_end(response).await;
+    assert!(
+        events.iter().all(|(_, what)| what != "result"),
+        "{events:?}"
+    );
+    assert!(
+        events.len() <= 3,
+        "priming and at most two steps: {events:?}"
+    );
+    assert_eq!(raw.shared.lock().io.running_tool_calls(), 0);
+    raw.running.stop().await;
+}

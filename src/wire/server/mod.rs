@@ -152,6 +152,8 @@ fn router(app: App) -> axum::Router {
             "/mcp",
             post(routes::post_mcp)
                 .get(routes::get_mcp)
+                // Without its own handler HEAD would run GET and mint a stream.
+                .head(routes::head_mcp)
                 .delete(routes::delete_mcp),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -29,10 +29,6 @@ impl IntoResponse for Refusal {
     }
 }
 
-pub(super) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
 /// `MCP-Protocol-Version`, when present, must be one this server speaks — every copy of it.
 fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
     let supported = headers
@@ -53,12 +49,19 @@ fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
 
 /// The session a request names: 400 without the header, 404 when unknown or ended.
 fn session_of(headers: &HeaderMap, core: &Core) -> Result<SessionId, Refusal> {
-    let Some(raw) = headers.get(headers::SESSION_ID) else {
+    let mut copies = headers.get_all(headers::SESSION_ID).iter();
+    let Some(raw) = copies.next() else {
         return Err(Refusal(
             StatusCode::BAD_REQUEST,
             "missing Mcp-Session-Id: initialize first".to_owned(),
         ));
     };
+    if copies.next().is_some() {
+        return Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            "more than one Mcp-Session-Id header: send exactly one".to_owned(),
+        ));
+    }
     raw.to_str()
         .ok()
         .and_then(SessionId::parse)

@@ -4,19 +4,41 @@
 //! the driver.
 
 use super::App;
-use super::refusal::{Refusal, accepts, header_str, json_response, session_error, session_request};
+use super::refusal::{Refusal, accepts, json_response, session_error, session_request};
 use super::stream_body::sse_response;
 use super::tool::{self, Arguments, ToolCall};
 use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
 use crate::wire::jsonrpc;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forkscope_core::{Policy, ResumeDecision, ResumeRequest, SessionId};
 use serde_json::{Value, json};
 
-pub(super) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+pub(super) async fn post_mcp(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        // Too large (413) or unreadable: a JSON-RPC error like every other refusal.
+        Err(rejection) => {
+            let status = rejection.status();
+            let message = match status {
+                StatusCode::PAYLOAD_TOO_LARGE => {
+                    format!("the request body is over {} bytes", super::MAX_BODY_BYTES)
+                }
+                _ => format!("the request body could not be read: {rejection}"),
+            };
+            return json_response(
+                status,
+                jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, &message, None),
+            );
+        }
+    };
     // Every Content-Type copy must say JSON: a request that says two things is refused.
     let mut types = headers.get_all(header::CONTENT_TYPE).iter().peekable();
     let is_json = types.peek().is_some()
@@ -52,8 +74,22 @@ pub(super) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: B
             jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, why, None),
         );
     }
-    let method = message.get("method").and_then(Value::as_str);
     let id = message.get("id").cloned();
+    let method = match message.get("method") {
+        None => None,
+        Some(Value::String(m)) => Some(m.as_str()),
+        Some(_) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error(
+                    id.as_ref().unwrap_or(&Value::Null),
+                    jsonrpc::INVALID_REQUEST,
+                    "method must be a string",
+                    None,
+                ),
+            );
+        }
+    };
     if let (Some("initialize"), Some(id)) = (method, &id) {
         return initialize(&app, id, &message);
     }
@@ -62,6 +98,9 @@ pub(super) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: B
         Err(refusal) => return refusal.into_response(),
     };
     let (Some(method), Some(id)) = (method, id) else {
+        if method == Some("notifications/cancelled") {
+            cancel_tool_call(&app, session, message.pointer("/params/requestId"));
+        }
         // A notification or a response: accepted, nothing to answer.
         return StatusCode::ACCEPTED.into_response();
     };
@@ -71,6 +110,15 @@ pub(super) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: B
         "tools/list" => json_response(
             StatusCode::OK,
             jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
+        ),
+        "tools/call" if !accepts(&headers, "text/event-stream") => json_response(
+            StatusCode::NOT_ACCEPTABLE,
+            jsonrpc::error(
+                &id,
+                jsonrpc::INVALID_REQUEST,
+                "tools/call answers with an SSE stream: Accept must include text/event-stream",
+                None,
+            ),
         ),
         "tools/call" => call_tool(&app, session, id, &params),
         other => json_response(
@@ -133,15 +181,22 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
             name.unwrap_or("(none)")
         ));
     }
-    let args = params
-        .get("arguments")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(args @ Value::Object(_)) => args.clone(),
+        Some(_) => return invalid("arguments must be an object".to_owned()),
+    };
     let args = match Arguments::parse(&args) {
         Ok(args) => args,
-        Err(e) => return invalid(e),
+        Err(e) => return invalid(e.to_string()),
     };
-    let progress_token = params.pointer("/_meta/progressToken").cloned();
+    let progress_token = match params.pointer("/_meta/progressToken") {
+        None | Some(Value::Null) => None,
+        Some(token) => match tool::check_progress_token(token) {
+            Ok(()) => Some(token.clone()),
+            Err(e) => return invalid(e.to_string()),
+        },
+    };
     let connection = app.connection();
     let (opening, queue, stream, token, fenced) = {
         let mut guard = app.shared.lock();
@@ -155,7 +210,13 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
             &mut core.history,
         ) {
             Ok(minted) => minted,
-            Err(e) => return session_error(StatusCode::CONFLICT, &e.to_string()),
+            // The refusal answers this request: it carries its id.
+            Err(e) => {
+                return json_response(
+                    StatusCode::CONFLICT,
+                    jsonrpc::error(&id, jsonrpc::SESSION_ERROR, &e.to_string(), None),
+                );
+            }
         };
         let queue = core
             .io
@@ -205,10 +266,18 @@ pub(super) async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Respo
         };
         let core = &mut *guard;
         let now = app.clock.now();
+        let token = match identity_header(&headers, headers::RESUMPTION_TOKEN) {
+            Ok(token) => token,
+            Err(refusal) => return refusal.into_response(),
+        };
+        let last_event_id = match identity_header(&headers, headers::LAST_EVENT_ID) {
+            Ok(cursor) => cursor,
+            Err(refusal) => return refusal.into_response(),
+        };
         let request = ResumeRequest {
             session,
-            token: header_str(&headers, headers::RESUMPTION_TOKEN),
-            last_event_id: header_str(&headers, headers::LAST_EVENT_ID),
+            token,
+            last_event_id,
             connection,
         };
         let decision = match core
@@ -284,6 +353,42 @@ pub(super) async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Respo
     }
 }
 
+/// A header that names a stream or a position: at most one copy (two copies that disagree
+/// cannot both be believed, whatever their order), and one that is not visible ASCII is
+/// present but malformed — never absent, which would turn a garbled resume into a new stream.
+fn identity_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Refusal> {
+    let mut copies = headers.get_all(name).iter();
+    let Some(value) = copies.next() else {
+        return Ok(None);
+    };
+    if copies.next().is_some() {
+        return Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            format!("more than one {name} header: send exactly one"),
+        ));
+    }
+    Ok(Some(value.to_str().unwrap_or(UNREADABLE)))
+}
+
+/// What an unreadable identity header is judged as: a value no id, cursor or token matches.
+const UNREADABLE: &str = "\u{FFFD}";
+
+/// `notifications/cancelled` for a running tool call: it stops, sends no result, and its
+/// stream ends (what it sent stays resumable for the retention window).
+fn cancel_tool_call(app: &App, session: SessionId, request_id: Option<&Value>) {
+    let Some(request_id) = request_id else { return };
+    let cancelled = {
+        let mut guard = app.shared.lock();
+        let core = &mut *guard;
+        let now = app.clock.now();
+        super::tool::cancel(core, session, request_id, now)
+    };
+    if cancelled {
+        tracing::info!(session = %session.short(), request = %request_id, "tool call cancelled");
+        app.wake.wake();
+    }
+}
+
 /// The identity echo (fenced only) and, on a new stream, its token.
 fn echo(
     h: &mut HeaderMap,
@@ -317,4 +422,13 @@ pub(super) async fn delete_mcp(State(app): State<App>, headers: HeaderMap) -> Re
     }
     app.wake.wake();
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// HEAD changes nothing: 405, with what is allowed.
+pub(super) async fn head_mcp() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "GET, POST, DELETE")],
+    )
+        .into_response()
 }

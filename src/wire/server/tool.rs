@@ -9,6 +9,39 @@ use serde_json::{Value, json};
 /// Bounds on the tool's arguments.
 pub const MAX_STEPS: u64 = 10_000;
 pub const MAX_DELAY_MS: u64 = 60_000;
+/// The longest a call may run (`steps × delay_ms`): a call holds a stream slot until it ends.
+pub const MAX_CALL_MS: u64 = 10 * 60 * 1_000;
+/// The longest progress token echoed: every progress notification carries it.
+pub const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
+
+/// Why a call's arguments or `_meta` were refused (answered with −32602).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidArguments {
+    #[error("{field} must be an integer from {min} to {max}")]
+    OutOfRange {
+        field: &'static str,
+        min: u64,
+        max: u64,
+    },
+    #[error("steps × delay_ms is {total_ms} ms; a call may run at most {max_ms} ms")]
+    TooLong { total_ms: u64, max_ms: u64 },
+    #[error(
+        "_meta.progressToken must be a string of at most {max} bytes or an integer (it is echoed on every progress notification)"
+    )]
+    ProgressToken { max: usize },
+}
+
+/// MCP allows a string or an integer progress token; a bounded one, since each notification
+/// echoes it.
+pub fn check_progress_token(token: &Value) -> Result<(), InvalidArguments> {
+    match token {
+        Value::String(s) if s.len() <= MAX_PROGRESS_TOKEN_BYTES => Ok(()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(()),
+        _ => Err(InvalidArguments::ProgressToken {
+            max: MAX_PROGRESS_TOKEN_BYTES,
+        }),
+    }
+}
 
 pub fn schema() -> Value {
     json!({
@@ -34,20 +67,26 @@ pub struct Arguments {
 }
 
 impl Arguments {
-    pub fn parse(args: &Value) -> Result<Arguments, String> {
-        let number = |field: &str, default: u64, min: u64, max: u64| -> Result<u64, String> {
-            match args.get(field) {
-                None | Some(Value::Null) => Ok(default),
-                Some(v) => v
-                    .as_u64()
-                    .filter(|n| (min..=max).contains(n))
-                    .ok_or_else(|| format!("{field} must be an integer from {min} to {max}")),
-            }
+    pub fn parse(args: &Value) -> Result<Arguments, InvalidArguments> {
+        let number = |field: &'static str, default: u64, min: u64, max: u64| match args.get(field) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or(InvalidArguments::OutOfRange { field, min, max }),
         };
-        Ok(Arguments {
+        let args = Arguments {
             steps: number("steps", 5, 1, MAX_STEPS)?,
             delay_ms: number("delay_ms", 100, 0, MAX_DELAY_MS)?,
-        })
+        };
+        let total_ms = args.steps.saturating_mul(args.delay_ms);
+        if total_ms > MAX_CALL_MS {
+            return Err(InvalidArguments::TooLong {
+                total_ms,
+                max_ms: MAX_CALL_MS,
+            });
+        }
+        Ok(args)
     }
 }
 
@@ -85,6 +124,24 @@ impl ToolCall {
             blocked: false,
         }
     }
+}
+
+/// Stops the call `request_id` of `session`, if it runs: no result is sent, its stream ends.
+/// Returns whether a call was stopped.
+pub fn cancel(core: &mut Core, session: SessionId, request_id: &Value, now: LabTime) -> bool {
+    let Some(index) = core
+        .io
+        .tool_calls
+        .iter()
+        .position(|c| c.session == session && &c.request_id == request_id)
+    else {
+        return false;
+    };
+    let call = core.io.tool_calls.swap_remove(index);
+    core.server
+        .finish_request_stream(now, session, call.stream, &mut core.history);
+    core.io.writers.finish_stream(session, call.stream);
+    true
 }
 
 /// What one step did.
