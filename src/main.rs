@@ -115,6 +115,10 @@ enum Command {
         /// the client retry budget, 15000).
         #[arg(long)]
         retention_ms: Option<u64>,
+        /// End a session with nothing attached and no request for this long, in milliseconds
+        /// (default 600000); at capacity, `initialize` is answered 503 with Retry-After.
+        #[arg(long)]
+        session_idle_ms: Option<u64>,
         /// Where the fenced policy reads stream identity from: `event-id` (ids carry the
         /// stream's token, so stock MCP clients resume with Last-Event-ID alone) or
         /// `token-header` (the seed's model: a resume also needs Mcp-Resumption-Token).
@@ -249,6 +253,7 @@ fn main() -> ExitCode {
             emit_rate,
             grace_ms,
             retention_ms,
+            session_idle_ms,
             identity,
             truth_comments,
         }) => {
@@ -262,6 +267,9 @@ fn main() -> ExitCode {
             }
             if let Some(retention) = retention_ms {
                 config.retention_ms = retention;
+            }
+            if let Some(idle) = session_idle_ms {
+                config.session_idle_ms = idle;
             }
             let background = emit_rate.or((emit_every > 0).then(|| EmitRate::every_ms(emit_every)));
             let options = ServeOptions {

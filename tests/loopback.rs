@@ -1091,3 +1091,33 @@ async fn a_cancelled_tool_call_stops_and_sends_no_result() {
     assert_eq!(raw.shared.lock().io.running_tool_calls(), 0);
     raw.running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_are_reclaimed_and_a_full_server_says_when() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let config = LabConfig {
+        max_sessions: 2,
+        session_idle_ms: 1_000,
+        ..LabConfig::default()
+    };
+    let raw = raw_with(Policy::Fenced, config, clock.clone()).await;
+    raw.initialize().await;
+    raw.initialize().await;
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let full = raw.post(None, init.to_string()).send().await.unwrap();
+    assert_eq!(full.status(), 503);
+    assert_eq!(full.headers()["retry-after"], "1");
+    // The driver is woken by the clock and ends both idle sessions.
+    clock.advance(1_000);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while raw.shared.lock().server.sessions().count() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "idle sessions never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    raw.initialize().await;
+    raw.running.stop().await;
+}

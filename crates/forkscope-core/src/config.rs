@@ -80,6 +80,9 @@ pub struct LabConfig {
     /// a client cut off before the result can still fetch it. Past it, a resume is refused
     /// with `stream_closed`. Defaults to the client's retry budget.
     pub retention_ms: u64,
+    /// A session with no connection attached and no request for this long is ended, so
+    /// abandoned sessions free their slot (and their memory).
+    pub session_idle_ms: u64,
 }
 
 impl Default for LabConfig {
@@ -93,6 +96,7 @@ impl Default for LabConfig {
             history_capacity: 65_536,
             identity: StreamIdentity::default(),
             retention_ms: RetryConfig::default().budget_ms,
+            session_idle_ms: 10 * 60 * 1_000,
         }
     }
 }
@@ -142,6 +146,7 @@ impl LabConfig {
         )?;
         min("history_capacity", self.history_capacity as u64, 16)?;
         min("retry.initial_backoff_ms", self.retry.initial_backoff_ms, 1)?;
+        min("session_idle_ms", self.session_idle_ms, 1)?;
         if self.retry.initial_backoff_ms > self.retry.max_backoff_ms {
             return Err(ConfigError::BackoffInverted {
                 initial: self.retry.initial_backoff_ms,

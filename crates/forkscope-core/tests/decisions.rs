@@ -550,7 +550,11 @@ fn sessions_are_bounded() {
     let mut f = Fixture::new(Policy::Fenced, config, 0);
     assert_eq!(
         f.server.open_session(T0, &mut f.rng, &mut f.history),
-        Err(SessionError::Limit { max: 1 })
+        Err(SessionError::Limit {
+            max: 1,
+            free_at: None
+        }),
+        "the one session has its stream attached: none idles"
     );
 }
 
@@ -668,7 +672,9 @@ fn grace_timers_are_exposed_through_poll_timeout() {
             .is_empty()
     );
     assert_eq!(f.server.handle_timeout(deadline, &mut f.history).len(), 1);
-    assert_eq!(f.server.poll_timeout(), None);
+    // What is left is the session's own idle deadline: nothing is attached any more.
+    let idle = f.server.config().session_idle_ms;
+    assert_eq!(f.server.poll_timeout(), Some(T0.plus(idle)));
 }
 
 #[test]
@@ -715,4 +721,61 @@ fn deleting_a_session_ends_its_streams_and_tokens() {
         .handle_get(T0, &request, &mut f.rng, &mut f.history)
         .unwrap();
     assert_eq!(rejected(decision), RejectReason::UnknownToken);
+}
+
+#[test]
+fn idle_sessions_expire_and_a_full_server_says_when_a_slot_frees() {
+    let config = LabConfig {
+        session_idle_ms: 1_000,
+        max_sessions: 2,
+        ..LabConfig::default()
+    };
+    let mut server = Server::new(config, Policy::Fenced).unwrap();
+    let mut history = History::new(1024);
+    let mut rng = SplitMix64::new(9);
+    let t0 = LabTime::ZERO;
+    let idle = server.open_session(t0, &mut rng, &mut history).unwrap();
+    let busy = server.open_session(t0, &mut rng, &mut history).unwrap();
+    // `busy` holds a stream with a connection attached: in use, it never idles.
+    let request = ResumeRequest {
+        session: busy,
+        token: None,
+        last_event_id: None,
+        connection: ConnectionId(1),
+    };
+    assert!(matches!(
+        server.handle_get(t0, &request, &mut rng, &mut history),
+        Ok(ResumeDecision::NewStream(_))
+    ));
+    assert_eq!(server.poll_timeout(), Some(t0.plus(1_000)));
+    match server.open_session(t0, &mut rng, &mut history) {
+        Err(SessionError::Limit { max: 2, free_at }) => assert_eq!(free_at, Some(t0.plus(1_000))),
+        other => panic!("{other:?}"),
+    }
+    // A request restarts the idle clock.
+    server.touch(t0.plus(500), idle);
+    server.handle_timeout(t0.plus(1_000), &mut history);
+    assert!(server.session(idle).is_some());
+    server.handle_timeout(t0.plus(1_500), &mut history);
+    assert!(server.session(idle).is_none(), "idle past its deadline");
+    assert!(server.session(busy).is_some(), "in use");
+    // Its connection ends: now it idles from that moment.
+    server.connection_closed(
+        t0.plus(2_000),
+        busy,
+        StreamId(1),
+        ConnectionId(1),
+        &mut history,
+    );
+    assert_eq!(
+        server.poll_timeout(),
+        Some(t0.plus(3_000)).min(server.poll_timeout())
+    );
+    server.handle_timeout(t0.plus(10_000), &mut history);
+    assert_eq!(server.sessions().count(), 0);
+    assert!(
+        server
+            .open_session(t0.plus(10_000), &mut rng, &mut history)
+            .is_ok()
+    );
 }

@@ -51,6 +51,8 @@ pub fn run_due(core: &mut Core, now: LabTime, options: &ServeOptions) -> Next {
             .writers
             .close_stream(expired.session, expired.stream);
     }
+    // Sessions the core ended by their idle deadline leave nothing behind here either.
+    core.io.forget_gone_sessions(&core.server);
     let mut budget = EMITS_PER_TURN;
     let background = options
         .background

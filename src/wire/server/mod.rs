@@ -80,6 +80,20 @@ impl ServerIo {
         self.tool_calls.len()
     }
 
+    /// Drops the I/O state of sessions the core no longer holds (expired while idle).
+    pub(crate) fn forget_gone_sessions(&mut self, server: &forkscope_core::Server) {
+        let gone: Vec<SessionId> = self
+            .tool_calls
+            .iter()
+            .map(|c| c.session)
+            .filter(|s| server.session(*s).is_none())
+            .collect();
+        for session in gone {
+            tracing::info!(session = %session.short(), "session expired while idle");
+            self.forget_session(session);
+        }
+    }
+
     fn forget_session(&mut self, session: SessionId) {
         self.background.forget(session);
         self.tool_calls.retain(|c| c.session != session);

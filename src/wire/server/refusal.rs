@@ -76,8 +76,10 @@ pub(super) fn session_request<'a>(
     headers: &HeaderMap,
 ) -> Result<(std::sync::MutexGuard<'a, Core>, SessionId), Refusal> {
     check_protocol_version(headers)?;
-    let core = app.shared.lock();
+    let mut core = app.shared.lock();
     let session = session_of(headers, &core)?;
+    let now = app.clock.now();
+    core.server.touch(now, session);
     Ok((core, session))
 }
 

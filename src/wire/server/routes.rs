@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use forkscope_core::{Policy, ResumeDecision, ResumeRequest, SessionId};
+use forkscope_core::{Policy, ResumeDecision, ResumeRequest, SessionError, SessionId};
 use serde_json::{Value, json};
 
 pub(super) async fn post_mcp(
@@ -149,7 +149,22 @@ fn initialize(app: &App, id: &Value, message: &Value) -> Response {
             .open_session(now, &mut core.rng, &mut core.history)
         {
             Ok(s) => s,
-            Err(e) => return session_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            Err(e) => {
+                // At capacity: say when an idle session will have freed a slot.
+                let retry_after = match &e {
+                    SessionError::Limit {
+                        free_at: Some(at), ..
+                    } => at.since(now).div_ceil(1_000).max(1),
+                    _ => 60,
+                };
+                let mut response = session_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+                insert(
+                    response.headers_mut(),
+                    "retry-after",
+                    &retry_after.to_string(),
+                );
+                return response;
+            }
         }
     };
     app.wake.wake(); // a new session: a new background schedule

@@ -33,8 +33,14 @@ use thiserror::Error;
 pub enum SessionError {
     #[error("no such session: it never existed, ended, or was deleted; initialize a new one")]
     Unknown,
-    #[error("the server already holds {max} sessions; end one before initializing another")]
-    Limit { max: usize },
+    #[error(
+        "the server already holds {max} sessions; end one (DELETE) or wait for an idle one to expire"
+    )]
+    Limit {
+        max: usize,
+        /// When the first idle session expires, if any is idle now.
+        free_at: Option<LabTime>,
+    },
 }
 
 /// An emit the core refused.
@@ -124,6 +130,7 @@ impl Server {
         if self.sessions.len() >= self.config.max_sessions {
             return Err(SessionError::Limit {
                 max: self.config.max_sessions,
+                free_at: self.next_idle_deadline(),
             });
         }
         let id = loop {
@@ -164,6 +171,23 @@ impl Server {
         Ok(connections)
     }
 
+    /// A request named the session: it is in use, its idle clock starts over.
+    pub fn touch(&mut self, now: LabTime, session: SessionId) {
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.last_activity = s.last_activity.max(now);
+        }
+    }
+
+    /// The earliest moment a session with nothing attached expires.
+    fn next_idle_deadline(&self) -> Option<LabTime> {
+        let idle = self.config.session_idle_ms;
+        self.sessions
+            .values()
+            .filter(|s| !s.in_use())
+            .map(|s| s.last_activity.plus(idle))
+            .min()
+    }
+
     /// A GET on the session: a resume, or a request for a new standalone stream. The policy
     /// decides ([`resume::fenced`] or [`resume::naive`]); this carries the decision out
     /// atomically and records it.
@@ -174,6 +198,7 @@ impl Server {
         rng: &mut impl Entropy,
         history: &mut History,
     ) -> Result<ResumeDecision, SessionError> {
+        self.touch(now, request.session);
         let token = self.lookup_token(request.session, request.token);
         let session = self
             .sessions
@@ -450,6 +475,7 @@ impl Server {
         if !self.sessions.contains_key(&session) {
             return Err(EmitError::UnknownSession);
         }
+        self.touch(now, session);
         let ids = match self.policy {
             Policy::Fenced => resume::fenced::id_scheme(&self.config),
             Policy::Naive => IdScheme::Bare,
@@ -548,6 +574,14 @@ impl Server {
             return; // An old connection, already replaced by a resume.
         }
         target.connection = None;
+        self.touch(now, session);
+        let Some(target) = self
+            .sessions
+            .get_mut(&session)
+            .and_then(|s| s.stream_mut(stream))
+        else {
+            return;
+        };
         if target.state == StreamState::Live {
             self.orphan(now, session, stream, history);
         }
@@ -628,7 +662,8 @@ impl Server {
         history.record(now, Record::Fenced { session, stream });
     }
 
-    /// The next deadline: a grace window or a finished stream's retention ending.
+    /// The next deadline: a grace window, a finished stream's retention, or an idle session
+    /// ending.
     pub fn poll_timeout(&self) -> Option<LabTime> {
         self.sessions
             .values()
@@ -638,13 +673,30 @@ impl Server {
                 StreamState::Finished { retain_until, .. } => Some(retain_until),
                 _ => None,
             })
+            .chain(self.next_idle_deadline())
             .min()
+    }
+
+    /// Ends every session idle past its deadline; returns them.
+    fn expire_idle_sessions(&mut self, now: LabTime, history: &mut History) -> Vec<SessionId> {
+        let idle = self.config.session_idle_ms;
+        let expired: Vec<SessionId> = self
+            .sessions
+            .values()
+            .filter(|s| !s.in_use() && s.last_activity.plus(idle) <= now)
+            .map(|s| s.id)
+            .collect();
+        for session in &expired {
+            let _ = self.close_session(now, *session, history);
+        }
+        expired
     }
 
     /// Ends every orphan whose grace window is over: fenced under the fenced policy, merely
     /// closed under the naive one. Forgets the events of finished streams past retention.
     /// Returns what ended, for the adapter to stop writing.
     pub fn handle_timeout(&mut self, now: LabTime, history: &mut History) -> Vec<Expired> {
+        self.expire_idle_sessions(now, history);
         let policy = self.policy;
         let mut expired = Vec::new();
         for session in self.sessions.values_mut() {

@@ -18,6 +18,8 @@ pub struct Session {
     /// Events emitted in the session on standalone streams: the server's session counter.
     pub(crate) counter: u64,
     pub(crate) opened_at: LabTime,
+    /// The last request naming the session, or the last connection of it ending.
+    pub(crate) last_activity: LabTime,
 }
 
 impl Session {
@@ -30,6 +32,7 @@ impl Session {
             background_target: None,
             counter: 0,
             opened_at: now,
+            last_activity: now,
         }
     }
 
@@ -50,6 +53,14 @@ impl Session {
     }
     pub fn streams(&self) -> &[Stream] {
         &self.streams
+    }
+    pub fn last_activity(&self) -> LabTime {
+        self.last_activity
+    }
+
+    /// Whether a connection is attached to any of its streams: a session in use never idles.
+    pub fn in_use(&self) -> bool {
+        self.streams.iter().any(|s| s.connection.is_some())
     }
 
     pub fn stream(&self, id: StreamId) -> Option<&Stream> {
