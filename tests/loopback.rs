@@ -1121,3 +1121,28 @@ async fn idle_sessions_are_reclaimed_and_a_full_server_says_when() {
     raw.initialize().await;
     raw.running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_request_never_harms_a_healthy_stream() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let raw = raw_with(Policy::Fenced, LabConfig::default(), clock.clone()).await;
+    let session = raw.initialize().await;
+    let mut healthy = Stream::new(raw.get(session, None, None).send().await.unwrap());
+    assert_eq!(healthy.next().await.data, "", "priming");
+    let before = raw.fingerprint(session);
+    // A tokenless GET (a second tab, a confused retry layer) while the stream is attached.
+    let (status, reason, _) = rejection(raw.get(session, None, None).send().await.unwrap()).await;
+    assert_eq!((status, reason.as_str()), (409, "orphan_still_live"));
+    assert_eq!(
+        raw.fingerprint(session),
+        before,
+        "the refusal changed nothing"
+    );
+    // Well past any grace window, the healthy stream is still live and still delivering.
+    clock.advance(LabConfig::default().grace_ms * 2);
+    raw.emit(session);
+    assert!(healthy.next().await.id.unwrap().starts_with("s1-1."));
+    assert_eq!(raw.fingerprint(session), vec![(StreamId(1), "live", 1)]);
+    raw.running.stop().await;
+}

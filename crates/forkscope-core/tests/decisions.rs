@@ -431,10 +431,15 @@ fn an_evicted_cursor_cannot_be_proven_gap_free() {
 #[test]
 fn a_new_stream_request_waits_out_the_orphans_grace_window_then_fences_it() {
     let mut f = fenced(3);
-    // The server believed s1 live: this request proves it abandoned; grace starts now.
+    // s1 is attached and healthy: a request for another stream is refused, and the refusal
+    // changes nothing — it is no proof that s1 was abandoned.
+    let before = f.server.session(f.session).unwrap().streams()[0].state();
     let first = f.get(None, None);
     assert_eq!(rejected(first), RejectReason::OrphanStillLive);
-    assert!(matches!(f.state(1), StreamState::Orphaned { .. }));
+    assert_eq!(f.state(1), before, "still live: no grace window started");
+    assert_eq!(f.server.poll_timeout(), None, "no timer started");
+    // Its connection ends: now it is an orphan, and its grace window runs.
+    f.close_s1(T0);
     let grace = f.server.config().grace_ms;
     let halfway = T0.plus(grace / 2);
     match f.get_at(halfway, None, None) {

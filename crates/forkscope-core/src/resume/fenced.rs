@@ -158,7 +158,9 @@ fn open_new_stream(session: &Session, now: LabTime, config: &LabConfig) -> Plan 
 /// Condition 2, with the seed's grace rule: every other standalone stream that emits can still
 /// land on must be fenced before this request is granted, but one still inside its grace window
 /// blocks the request instead, so a resume never races a still-live original. A stream the
-/// server still believed live is proven abandoned by this very request: its grace starts now.
+/// server believes live (a connection attached) blocks it too — and the refusal changes
+/// nothing: another request is no proof that a healthy stream was abandoned; only its own
+/// connection ending is.
 fn fence_orphaned_streams(
     session: &Session,
     except: Option<StreamId>,
@@ -169,13 +171,10 @@ fn fence_orphaned_streams(
     for other in session.other_standalone_accepting(except) {
         match other.state() {
             StreamState::Live if config.grace_ms > 0 => {
-                return Err(Plan::Reject {
-                    rejected: ResumeRejected::OrphanStillLive {
-                        orphan: other.id(),
-                        remaining_ms: config.grace_ms,
-                    },
-                    orphan: Some(other.id()),
-                });
+                return Err(Plan::reject(ResumeRejected::OrphanStillLive {
+                    orphan: other.id(),
+                    remaining_ms: config.grace_ms,
+                }));
             }
             StreamState::Orphaned { grace_deadline, .. } if grace_deadline > now => {
                 return Err(Plan::reject(ResumeRejected::OrphanStillLive {

@@ -97,11 +97,8 @@ pub(crate) enum Plan {
         after: u64,
         fence: Vec<StreamId>,
     },
-    Reject {
-        rejected: ResumeRejected,
-        /// A live stream this request proves abandoned: its grace window starts now.
-        orphan: Option<StreamId>,
-    },
+    /// A rejection changes nothing: no stream, timer or counter moves.
+    Reject(ResumeRejected),
     Mint {
         flagged_new: bool,
         /// Copy this stream's buffered events into the new stream (naive).
@@ -114,9 +111,6 @@ pub(crate) enum Plan {
 
 impl Plan {
     pub(crate) fn reject(rejected: ResumeRejected) -> Plan {
-        Plan::Reject {
-            rejected,
-            orphan: None,
-        }
+        Plan::Reject(rejected)
     }
 }

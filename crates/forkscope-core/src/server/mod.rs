@@ -253,12 +253,7 @@ impl Server {
     ) -> ResumeDecision {
         let session_id = request.session;
         match plan {
-            Plan::Reject { rejected, orphan } => {
-                if let Some(orphan) = orphan {
-                    self.orphan(now, session_id, orphan, history);
-                }
-                self.reject(now, session_id, rejected, history)
-            }
+            Plan::Reject(rejected) => self.reject(now, session_id, rejected, history),
             Plan::Resume {
                 stream,
                 after,
