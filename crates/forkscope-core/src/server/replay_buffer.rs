@@ -79,6 +79,13 @@ impl ReplayBuffer {
         Ok(self.events.range(start..))
     }
 
+    /// The kept event with sequence `seq`, to annotate it.
+    pub fn get_mut(&mut self, seq: u64) -> Option<&mut Event> {
+        let first = self.events.front()?.id.seq;
+        let index = usize::try_from(seq.checked_sub(first)?).ok()?;
+        self.events.get_mut(index)
+    }
+
     /// Frees every kept event (a finished stream's retention ran out).
     pub fn clear(&mut self) {
         self.events = VecDeque::new();
@@ -105,6 +112,7 @@ mod tests {
             },
             payload: Payload::new(format!("k{seq}"), "{}"),
             emitted_at: LabTime::from_millis(seq),
+            rendered: None,
         }
     }
 

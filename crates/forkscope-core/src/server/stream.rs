@@ -105,6 +105,7 @@ impl Stream {
             id,
             payload,
             emitted_at: now,
+            rendered: None,
         });
         self.last_emit = Some(now);
         id
