@@ -67,6 +67,10 @@ pub struct LabConfig {
     /// Events kept per stream for replay. A cursor older than the oldest kept event cannot be
     /// proven gap-free.
     pub replay_buffer: usize,
+    /// Bytes kept per stream for replay; whichever bound is hit first evicts the oldest
+    /// events. With the session and stream bounds this caps replay memory at
+    /// 64 sessions × 16 streams × 512 KiB = 512 MiB at the very most.
+    pub replay_buffer_bytes: usize,
     /// Sessions the server holds at once; `initialize` past this is refused.
     pub max_sessions: usize,
     /// Streams a session keeps, ended ones included; the oldest ended ones are forgotten first.
@@ -91,6 +95,7 @@ impl Default for LabConfig {
             grace_ms: 5_000,
             retry: RetryConfig::default(),
             replay_buffer: 1_024,
+            replay_buffer_bytes: 512 * 1024,
             max_sessions: 64,
             max_streams_per_session: 16,
             history_capacity: 65_536,
@@ -138,6 +143,11 @@ impl LabConfig {
             }
         };
         min("replay_buffer", self.replay_buffer as u64, 1)?;
+        min(
+            "replay_buffer_bytes",
+            self.replay_buffer_bytes as u64,
+            1_024,
+        )?;
         min("max_sessions", self.max_sessions as u64, 1)?;
         min(
             "max_streams_per_session",

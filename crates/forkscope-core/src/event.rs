@@ -30,7 +30,4 @@ pub struct Event {
     pub id: EventId,
     pub payload: Payload,
     pub emitted_at: LabTime,
-    /// The bytes the adapter wrote for this event, kept so a replay resends them as they were
-    /// instead of spelling a thousand frames again. Opaque to the core.
-    pub rendered: Option<Arc<[u8]>>,
 }

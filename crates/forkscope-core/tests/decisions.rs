@@ -784,3 +784,48 @@ fn idle_sessions_expire_and_a_full_server_says_when_a_slot_frees() {
             .is_ok()
     );
 }
+
+#[test]
+fn a_long_session_keeps_bounded_state() {
+    let config = LabConfig {
+        replay_buffer_bytes: 4 * 1024,
+        ..LabConfig::default()
+    };
+    let mut f = Fixture::new(Policy::Fenced, config, 0);
+    let max = f.server.config().max_streams_per_session;
+    for call in 0..2_000u64 {
+        let (stream, _) = f
+            .server
+            .open_request_stream(
+                T0,
+                f.session,
+                ConnectionId(1_000 + call),
+                &mut f.rng,
+                &mut f.history,
+            )
+            .unwrap();
+        for n in 1..=3 {
+            f.emit(stream, n);
+        }
+        f.server
+            .finish_request_stream(T0, f.session, stream, &mut f.history);
+    }
+    let session = f.server.session(f.session).unwrap();
+    assert!(session.streams().len() <= max);
+    assert!(
+        f.history.checker().tracked_streams() <= max + 1,
+        "the checker forgets forgotten streams: {}",
+        f.history.checker().tracked_streams()
+    );
+    // The byte bound holds on a stream that emits big events.
+    let s1 = StreamId(1);
+    for n in 0..100 {
+        let payload = Payload::new(format!("big{n}"), "x".repeat(1_000));
+        let _ = f.server.emit(T0, f.session, s1, payload, &mut f.history);
+    }
+    let s1 = f.server.session(f.session).unwrap().stream(s1);
+    if let Some(s1) = s1 {
+        assert!(s1.buffered_bytes() <= 4 * 1024, "{}", s1.buffered_bytes());
+        assert!(s1.buffered() < 10);
+    }
+}

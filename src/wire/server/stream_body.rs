@@ -87,10 +87,6 @@ impl Replay {
                 break;
             };
             self.next += 1;
-            if let Some(frame) = &event.rendered {
-                batch.extend_from_slice(frame);
-                continue;
-            }
             id.clear();
             id.push_str(&prefix);
             sse::push_decimal(&mut id, event.id.seq);

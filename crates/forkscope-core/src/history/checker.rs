@@ -111,6 +111,11 @@ impl Checker {
                 self.stop_accepting(*session, *stream);
             }
             Record::StreamClosed { session, stream } => self.stop_accepting(*session, *stream),
+            // Forget what was kept about it, so a long session's checker stays flat.
+            Record::StreamForgotten { session, stream } => {
+                self.streams.remove(&(*session, *stream));
+                self.forked.remove(&(*session, *stream));
+            }
             Record::Emitted {
                 session,
                 stream,
@@ -149,6 +154,11 @@ impl Checker {
             }
             Record::ClientNewSession => self.cursor = None,
         }
+    }
+
+    /// Streams the checker keeps state about (bounded by what the server keeps).
+    pub fn tracked_streams(&self) -> usize {
+        self.streams.len()
     }
 
     fn track(&self, session: SessionId, stream: StreamId) -> Option<&Track> {

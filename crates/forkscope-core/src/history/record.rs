@@ -50,6 +50,12 @@ pub enum Record {
         session: SessionId,
         stream: StreamId,
     },
+    /// An ended stream the session no longer keeps (its slot was needed): nothing about it
+    /// can happen any more.
+    StreamForgotten {
+        session: SessionId,
+        stream: StreamId,
+    },
     /// An event landed on a stream. `copied` marks the naive backlog copied into a new stream:
     /// old content under new ids, not a new side effect of the session.
     Emitted {

@@ -407,6 +407,7 @@ impl Server {
     ) -> Result<(StreamId, ResumptionToken), usize> {
         let max = self.config.max_streams_per_session;
         let capacity = self.config.replay_buffer;
+        let capacity_bytes = self.config.replay_buffer_bytes;
         let session = self
             .sessions
             .get_mut(&session_id)
@@ -417,6 +418,13 @@ impl Server {
             };
             let forgotten = session.streams.remove(oldest_ended);
             self.tokens.remove(&forgotten.token);
+            history.record(
+                now,
+                Record::StreamForgotten {
+                    session: session_id,
+                    stream: forgotten.id,
+                },
+            );
         }
         let token = loop {
             let token = ResumptionToken::generate(rng);
@@ -426,7 +434,7 @@ impl Server {
         };
         let id = StreamId(session.next_stream);
         session.next_stream += 1;
-        let mut stream = Stream::new(id, kind, token, ids, capacity, now);
+        let mut stream = Stream::new(id, kind, token, ids, capacity, capacity_bytes, now);
         stream.connection = connection;
         session.streams.push(stream);
         if kind == StreamKind::Standalone {

@@ -144,18 +144,6 @@ impl Server {
         })
     }
 
-    /// Keeps the bytes the adapter wrote for the event at `id` (see [`Event::rendered`]).
-    pub fn keep_rendered(&mut self, session: SessionId, id: EventId, bytes: Arc<[u8]>) {
-        if let Some(event) = self
-            .sessions
-            .get_mut(&session)
-            .and_then(|s| s.stream_mut(id.stream))
-            .and_then(|s| s.buffer.get_mut(id.seq))
-        {
-            event.rendered = Some(bytes);
-        }
-    }
-
     /// The event at `id` as written to the wire, if it is still buffered.
     pub fn outgoing(&self, session: SessionId, id: EventId) -> Option<Outgoing> {
         let s = self.session(session)?.stream(id.stream)?;

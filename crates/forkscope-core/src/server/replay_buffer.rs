@@ -10,6 +10,14 @@ use std::collections::VecDeque;
 pub(crate) struct ReplayBuffer {
     events: VecDeque<Event>,
     capacity: usize,
+    /// Bound on the bytes kept; the oldest go first, the newest event always stays.
+    max_bytes: usize,
+    bytes: usize,
+}
+
+/// What one kept event costs, roughly: its key, its body and its record.
+fn cost(event: &Event) -> usize {
+    event.payload.key.len() + event.payload.body.len() + std::mem::size_of::<Event>()
 }
 
 /// Why a replay after a cursor cannot be served gap-free.
@@ -19,11 +27,29 @@ pub(crate) struct Evicted {
 }
 
 impl ReplayBuffer {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         ReplayBuffer {
-            events: VecDeque::with_capacity(capacity.min(4096)),
+            events: VecDeque::with_capacity(capacity.min(64)),
             capacity,
+            max_bytes,
+            bytes: 0,
         }
+    }
+
+    /// Drops the oldest events until both bounds hold (the newest always stays).
+    fn evict_to_bounds(&mut self) {
+        while self.events.len() > 1
+            && (self.events.len() > self.capacity || self.bytes > self.max_bytes)
+        {
+            if let Some(old) = self.events.pop_front() {
+                self.bytes -= cost(&old);
+            }
+        }
+    }
+
+    /// Bytes kept, as counted against the bound.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Appends the next event; its sequence must follow the newest kept one.
@@ -34,10 +60,9 @@ impl ReplayBuffer {
                 .is_none_or(|last| last.id.seq + 1 == event.id.seq),
             "replay buffer sequences must be consecutive"
         );
-        if self.events.len() == self.capacity {
-            self.events.pop_front();
-        }
+        self.bytes += cost(&event);
         self.events.push_back(event);
+        self.evict_to_bounds();
     }
 
     pub fn len(&self) -> usize {
@@ -79,16 +104,10 @@ impl ReplayBuffer {
         Ok(self.events.range(start..))
     }
 
-    /// The kept event with sequence `seq`, to annotate it.
-    pub fn get_mut(&mut self, seq: u64) -> Option<&mut Event> {
-        let first = self.events.front()?.id.seq;
-        let index = usize::try_from(seq.checked_sub(first)?).ok()?;
-        self.events.get_mut(index)
-    }
-
     /// Frees every kept event (a finished stream's retention ran out).
     pub fn clear(&mut self) {
         self.events = VecDeque::new();
+        self.bytes = 0;
     }
 
     /// Every kept event, oldest first (the naive policy copies these into a fresh stream).
@@ -112,7 +131,6 @@ mod tests {
             },
             payload: Payload::new(format!("k{seq}"), "{}"),
             emitted_at: LabTime::from_millis(seq),
-            rendered: None,
         }
     }
 
@@ -122,7 +140,7 @@ mod tests {
 
     #[test]
     fn replays_exclusive_of_the_cursor() {
-        let mut buf = ReplayBuffer::new(10);
+        let mut buf = ReplayBuffer::new(10, usize::MAX);
         for seq in 1..=5 {
             buf.push(event(seq));
         }
@@ -133,7 +151,7 @@ mod tests {
 
     #[test]
     fn eviction_makes_old_cursors_unprovable() {
-        let mut buf = ReplayBuffer::new(3);
+        let mut buf = ReplayBuffer::new(3, usize::MAX);
         for seq in 1..=6 {
             buf.push(event(seq));
         }
@@ -148,8 +166,27 @@ mod tests {
     }
 
     #[test]
+    fn the_byte_bound_evicts_oldest_first_and_keeps_the_newest() {
+        let one = cost(&event(10)); // the largest of the ten (its key has two digits)
+        let mut buf = ReplayBuffer::new(100, one * 3);
+        for seq in 1..=10 {
+            buf.push(event(seq));
+        }
+        assert_eq!((buf.len(), buf.oldest_seq()), (3, Some(8)));
+        assert!(buf.bytes() <= one * 3);
+        assert_eq!(buf.after(6, 10).err(), Some(Evicted { oldest_kept: 8 }));
+        let mut tiny = ReplayBuffer::new(100, 1);
+        tiny.push(event(1));
+        assert_eq!(
+            tiny.len(),
+            1,
+            "an event over the bound still stays while newest"
+        );
+    }
+
+    #[test]
     fn an_empty_buffer_serves_only_a_cursor_at_high_water() {
-        let buf = ReplayBuffer::new(3);
+        let buf = ReplayBuffer::new(3, usize::MAX);
         assert_eq!(buf.after(0, 0).unwrap().len(), 0);
         assert_eq!(buf.after(0, 2).err(), Some(Evicted { oldest_kept: 3 }));
     }

@@ -78,6 +78,7 @@ impl Stream {
         token: ResumptionToken,
         ids: IdScheme,
         buffer_capacity: usize,
+        buffer_bytes: usize,
         now: LabTime,
     ) -> Self {
         Stream {
@@ -89,7 +90,7 @@ impl Stream {
             high_water: 0,
             last_emit: None,
             connection: None,
-            buffer: ReplayBuffer::new(buffer_capacity),
+            buffer: ReplayBuffer::new(buffer_capacity, buffer_bytes),
             opened_at: now,
         }
     }
@@ -105,7 +106,6 @@ impl Stream {
             id,
             payload,
             emitted_at: now,
-            rendered: None,
         });
         self.last_emit = Some(now);
         id
@@ -140,6 +140,10 @@ impl Stream {
     }
     pub fn buffered(&self) -> usize {
         self.buffer.len()
+    }
+    /// Bytes the replay buffer holds.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffer.bytes()
     }
     pub fn oldest_buffered(&self) -> Option<u64> {
         self.buffer.oldest_seq()
