@@ -71,6 +71,8 @@ struct Sizes {
     missed: u64,
     /// Measure 4: how long the server is left idle.
     idle: Duration,
+    /// Measure 6: tool calls in one long session.
+    long_session_calls: u64,
     limits: Limits,
 }
 
@@ -84,6 +86,7 @@ impl Sizes {
             resume_tries: if quick { 3 } else { 50 },
             missed: 1_000,
             idle: Duration::from_secs(if quick { 1 } else { 10 }),
+            long_session_calls: if quick { 2_000 } else { 100_000 },
             limits: Limits {
                 deadline: Duration::from_secs(if quick { 10 } else { 120 }),
                 stall: Duration::from_secs(5),
@@ -965,6 +968,96 @@ struct Idle {
 }
 
 /// Measure 4: a fresh `--emit-every 0` server, one session, its GET stream open and read.
+/// Resident memory of a process, from `/proc/<pid>/status`.
+fn rss_mib(pid: u32) -> Result<f64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or("no VmRSS in /proc/<pid>/status")?;
+    Ok(kib / 1024.0)
+}
+
+struct Memory {
+    start_mib: f64,
+    unread_mib: f64,
+    long_first_mib: f64,
+    long_last_mib: f64,
+    long_growth_mib: f64,
+}
+
+/// 5: a client that opens 16 long tool calls and never reads them (the producers must wait on
+/// their full writer queues, not buffer without bound), plus the oversized progress tokens
+/// that once took the server to ~1 GB (now refused). 6: RSS over many tool calls in one
+/// session (streams, tokens, checker state and history must not grow with the count).
+async fn memory(http: &reqwest::Client, sizes: Sizes) -> Result<Memory, String> {
+    let mut serve = Serve::start(&["--port", "0", "--policy", "fenced", "--emit-every", "0"])?;
+    let pid = serve.pid();
+    let result = async {
+        let target = open_session(http, &serve.url()).await?;
+        let start_mib = rss_mib(pid)?;
+        let huge = "x".repeat(60_000);
+        for id in 0..16 {
+            let mut call = tool_call(10_000 + id, 1_100);
+            call["params"]["_meta"]["progressToken"] = json!(huge);
+            let r = send(post_request(http, &target, &call), "hostile tools/call").await?;
+            let body: Value = r.json().await.map_err(|e| e.to_string())?;
+            if body.pointer("/error/code").and_then(Value::as_i64) != Some(-32602) {
+                return Err(format!(
+                    "a 60,000-byte progress token was not refused: {body}"
+                ));
+            }
+        }
+        let token = "t".repeat(256);
+        let mut unread = Vec::new();
+        for id in 0..16 {
+            let mut call = tool_call(20_000 + id, 1_100);
+            call["params"]["_meta"]["progressToken"] = json!(token);
+            unread.push(send(post_request(http, &target, &call), "unread tools/call").await?);
+        }
+        // Let the calls run into their full queues; RSS is read once it stops rising.
+        let mut unread_mib = rss_mib(pid)?;
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = rss_mib(pid)?;
+            if (now - unread_mib).abs() < 0.1 {
+                break;
+            }
+            unread_mib = now;
+        }
+        unread_mib = unread_mib.max(rss_mib(pid)?);
+        drop(unread);
+        let target = open_session(http, &serve.url()).await?;
+        let calls = sizes.long_session_calls;
+        let mut long_first_mib = 0.0;
+        for n in 0..calls {
+            let response =
+                send(post_request(http, &target, &tool_call(n, 1)), "tools/call").await?;
+            let response = expect_stream(response, "tools/call").await?;
+            let read = read_sse(response, Instant::now(), Until::End, false, sizes.limits).await?;
+            if read.results != 1 {
+                return Err(format!("call {n}: no result"));
+            }
+            if n + 1 == calls / 10 {
+                long_first_mib = rss_mib(pid)?;
+            }
+        }
+        let long_last_mib = rss_mib(pid)?;
+        Ok(Memory {
+            start_mib,
+            unread_mib,
+            long_first_mib,
+            long_last_mib,
+            long_growth_mib: (long_last_mib - long_first_mib).max(0.0),
+        })
+    }
+    .await;
+    result.map_err(|e| serve.explain(e))
+}
+
 async fn idle_cpu(http: &reqwest::Client, idle: Duration) -> Result<Idle, String> {
     let mut serve = Serve::start(&["--port", "0", "--policy", "fenced", "--emit-every", "0"])?;
     let result = async {
@@ -1345,10 +1438,44 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
         }
     };
 
+    // --- 5 and 6: memory under hostile loads -----------------------------------------------
+    let mut unread_row = Row::new(
+        "rss_unread_calls_mib",
+        "5 RSS, 16 tool calls × 1,100 steps never read (256-byte progress tokens) + 16 refused 60,000-byte ones".to_owned(),
+        "MiB",
+        "< 64 MiB",
+    );
+    let mut long_row = Row::new(
+        "rss_long_session_growth_mib",
+        format!(
+            "6 RSS growth over {} tool calls in one session (after the first 10 %)",
+            sizes.long_session_calls
+        ),
+        "MiB",
+        "flat (< 8 MiB)",
+    );
+    match memory(&http, sizes).await {
+        Ok(m) => {
+            unread_row.forkscope = Some(m.unread_mib);
+            unread_row.met = Some(m.unread_mib < 64.0);
+            long_row.forkscope = Some(m.long_growth_mib);
+            long_row.met = Some(m.long_growth_mib < 8.0);
+            warnings.push(format!(
+                "memory: idle server {:.1} MiB; with 16 unread calls {:.1} MiB; long session {:.1} → {:.1} MiB",
+                m.start_mib, m.unread_mib, m.long_first_mib, m.long_last_mib
+            ));
+        }
+        Err(e) => {
+            unread_row.fail(e.clone());
+            long_row.fail(e);
+        }
+    }
+
     Report {
         sizes,
         rows: vec![
-            progress, background, first_p50, first_p99, all_p50, all_p99, idle_row,
+            progress, background, first_p50, first_p99, all_p50, all_p99, idle_row, unread_row,
+            long_row,
         ],
         idle,
         client_ceiling: client_ceiling(sizes.progress_steps),
@@ -1373,6 +1500,7 @@ fn number(value: Option<f64>, unit: &str) -> String {
             out
         }
         Some(v) if unit == "ms" => format!("{v:.3} ms"),
+        Some(v) if unit == "MiB" => format!("{v:.1} MiB"),
         Some(v) => format!("{v:.2} %"),
     }
 }
