@@ -240,10 +240,18 @@ impl Lab {
             Action::Reset => self.proxy.inject(Fault::Reset),
             Action::StripToken => self.shared.lock().client.strip_token_on_next_reconnect(),
             Action::ToggleNaive => {
-                let mut core = self.shared.lock();
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                let now = self.clock.now();
                 let policy = core.server.policy().toggled();
-                match core.server.set_policy(policy) {
-                    Ok(()) => core.client.set_policy(policy),
+                match core.server.set_policy(now, policy, &mut core.history) {
+                    Ok(fenced) => {
+                        core.client.set_policy(policy);
+                        for (session, stream) in fenced {
+                            tracing::info!(session = %session.short(), %stream, "fenced: the naive orphan stops receiving");
+                            core.io.close_stream(session, stream);
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "policy not changed"),
                 }
             }

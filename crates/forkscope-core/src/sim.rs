@@ -104,7 +104,8 @@ impl Sim {
 
     /// Switches both server and client policy.
     pub fn set_policy(&mut self, policy: Policy) -> Result<(), ConfigError> {
-        self.server.set_policy(policy)?;
+        self.server
+            .set_policy(self.now, policy, &mut self.history)?;
         self.client.set_policy(policy);
         Ok(())
     }

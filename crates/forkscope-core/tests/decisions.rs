@@ -477,25 +477,45 @@ fn a_zero_grace_window_fences_at_once() {
 }
 
 #[test]
-fn a_resume_refuses_while_another_stream_is_live_in_grace_and_fences_it_after() {
-    // Two live standalone streams exist only after a naive spell; then the policy turns fenced.
+fn switching_to_fenced_fences_the_naive_orphan_at_once() {
+    // Two live standalone streams exist only after a naive spell.
     let mut f = Fixture::new(Policy::Naive, LabConfig::default(), 3);
     let s2_token = match f.get(None, Some("3")) {
         ResumeDecision::NewStream(new) => new.token.to_string(),
         other => panic!("{other:?}"),
     };
-    f.server.set_policy(Policy::Fenced).unwrap();
     assert_eq!(
-        rejected(f.get(Some(&s2_token), Some("s2-3"))),
-        RejectReason::OrphanStillLive
+        f.server.session(f.session).unwrap().live_standalone_count(),
+        2
     );
-    let grace = f.server.config().grace_ms;
-    let later = T0.plus(grace);
-    match f.get_at(later, Some(&s2_token), Some("s2-3")) {
-        ResumeDecision::Resume(r) => assert_eq!(r.fenced, vec![StreamId(1)]),
+    // The header will say FENCED: from that instant one live stream, not two.
+    let fenced = f
+        .server
+        .set_policy(T0, Policy::Fenced, &mut f.history)
+        .unwrap();
+    assert_eq!(fenced, vec![(f.session, StreamId(1))]);
+    assert!(matches!(f.state(1), StreamState::Fenced { .. }));
+    assert!(matches!(f.state(2), StreamState::Live));
+    // The background task's next emit onto the orphan is refused and counted.
+    let payload = Payload::new("late", "{}");
+    assert!(
+        f.server
+            .emit(T0, f.session, StreamId(1), payload, &mut f.history)
+            .is_err()
+    );
+    assert_eq!(f.history.checker().counters().late_emits_refused, 1);
+    // The bound stream resumes as any fenced stream would, with nothing else to fence.
+    match f.get(Some(&s2_token), Some("s2-3")) {
+        ResumeDecision::Resume(r) => assert!(r.fenced.is_empty()),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(f.state(1), StreamState::Fenced { .. }));
+    // Switching again (or to the same policy) fences nothing more.
+    assert_eq!(
+        f.server
+            .set_policy(T0, Policy::Fenced, &mut f.history)
+            .unwrap(),
+        Vec::new()
+    );
 }
 
 #[test]

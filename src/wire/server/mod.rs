@@ -75,6 +75,11 @@ impl ServerIo {
         self.writers.connections_of(session, stream)
     }
 
+    /// Stops writing to a stream the core let go of (its connections get `retry:` and EOF).
+    pub fn close_stream(&mut self, session: SessionId, stream: forkscope_core::StreamId) {
+        self.writers.close_stream(session, stream);
+    }
+
     /// Tool calls still running.
     pub fn running_tool_calls(&self) -> usize {
         self.tool_calls.len()

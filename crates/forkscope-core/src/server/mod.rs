@@ -105,11 +105,33 @@ impl Server {
         &self.config
     }
 
-    /// Switches policy at run time. Switching to fenced re-checks condition 5.
-    pub fn set_policy(&mut self, policy: Policy) -> Result<(), ConfigError> {
+    /// Switches policy at run time. Switching to fenced re-checks condition 5, and fences
+    /// every standalone stream the naive policy left emitting beside the one the client is
+    /// bound to: from the switch on, the single-live-stream invariant holds. Returns the
+    /// streams fenced, for the adapter to stop writing to.
+    pub fn set_policy(
+        &mut self,
+        now: LabTime,
+        policy: Policy,
+        history: &mut History,
+    ) -> Result<Vec<(SessionId, StreamId)>, ConfigError> {
         self.config.validate(policy)?;
-        self.policy = policy;
-        Ok(())
+        let was = std::mem::replace(&mut self.policy, policy);
+        if was == policy || policy != Policy::Fenced {
+            return Ok(Vec::new());
+        }
+        let orphans: Vec<(SessionId, StreamId)> = self
+            .sessions
+            .values()
+            .flat_map(|s| {
+                s.other_standalone_accepting(s.active)
+                    .map(move |stream| (s.id, stream.id))
+            })
+            .collect();
+        for (session, stream) in &orphans {
+            self.fence(now, *session, *stream, history);
+        }
+        Ok(orphans)
     }
 
     pub fn sessions(&self) -> impl Iterator<Item = &Session> {
