@@ -275,6 +275,7 @@ fn main() -> ExitCode {
             let options = ServeOptions {
                 background,
                 truth_comments,
+                ..ServeOptions::default()
             };
             runtime().block_on(serve(
                 SocketAddr::new(bind, port),

@@ -1146,3 +1146,82 @@ async fn a_rejected_request_never_harms_a_healthy_stream() {
     assert_eq!(raw.fingerprint(session), vec![(StreamId(1), "live", 1)]);
     raw.running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_connections_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let shared = Shared::new(Core::new(LabConfig::default(), Policy::Fenced).unwrap());
+    let options = ServeOptions {
+        max_connections: 3,
+        request_read_timeout: Duration::from_millis(200),
+        ..ServeOptions::default()
+    };
+    let running = server::start(
+        shared,
+        Arc::new(LabClock::new()),
+        options,
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .unwrap();
+    let addr = running.addr;
+    // Headers trickled and never finished: the server hangs up instead of waiting forever.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(LIMIT, slow.read_to_end(&mut answer))
+        .await
+        .expect("the server closes a connection whose headers never finish")
+        .unwrap();
+    // A POST whose body never arrives: 408, as JSON-RPC.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(LIMIT, stalled.read(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"jsonrpc\":\"2.0\""), "{text}");
+    // Three connections held open: the fourth gets a typed 503 at once.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let response = reqwest::Client::new()
+        .get(format!("http://{addr}/mcp"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], json!(-32001));
+    // Once they go, a slot frees.
+    drop(held);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let status = reqwest::Client::new()
+            .get(format!("http://{addr}/mcp"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status != 503 {
+            assert_eq!(status, 400, "an ordinary answer again (no session header)");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slots never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.stop().await;
+}

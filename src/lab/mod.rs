@@ -167,7 +167,7 @@ impl Lab {
         let shared = Shared::new(core);
         let serve = ServeOptions {
             background: options.background,
-            truth_comments: true,
+            ..ServeOptions::default()
         };
         let running = server::start(
             shared.clone(),
@@ -292,7 +292,7 @@ impl Lab {
         self.clock.advance(ms);
         let serve = ServeOptions {
             background: self.options.background,
-            truth_comments: true,
+            ..ServeOptions::default()
         };
         let mut core = self.shared.lock();
         let now = self.clock.now();

@@ -8,6 +8,7 @@
 //! - [`origin`] and [`refusal`]: what is refused before the core is asked.
 
 pub mod background;
+mod connections;
 pub mod driver;
 mod origin;
 mod refusal;
@@ -25,7 +26,6 @@ use crate::wire::{Core, Shared};
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::post;
-use axum::serve::ListenerExt;
 use forkscope_core::{ConnectionId, EventId, SessionId};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +35,12 @@ use tokio::task::JoinHandle;
 
 /// Largest POST body accepted; a larger one is answered 413 before it is read whole.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Connections served at once by default; past it a new one gets a 503 and is closed.
+/// 64 sessions × 16 streams fit.
+pub const MAX_CONNECTIONS: usize = 1_024;
+/// How long a client may take by default to send a request's headers, and a POST's body: a
+/// client trickling bytes (slowloris) cannot hold a connection open.
+pub const REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -44,6 +50,10 @@ pub struct ServeOptions {
     /// Write each event's ground truth in an SSE comment (`: truth s2 5 <key>`), for a lab's
     /// own client and checker. Every SSE client ignores comments, but they cost bytes.
     pub truth_comments: bool,
+    /// See [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// See [`REQUEST_READ_TIMEOUT`].
+    pub request_read_timeout: std::time::Duration,
 }
 
 impl Default for ServeOptions {
@@ -51,6 +61,8 @@ impl Default for ServeOptions {
         ServeOptions {
             background: None,
             truth_comments: true,
+            max_connections: MAX_CONNECTIONS,
+            request_read_timeout: REQUEST_READ_TIMEOUT,
         }
     }
 }
@@ -165,7 +177,7 @@ impl Drop for RunningServer {
     }
 }
 
-fn router(app: App) -> axum::Router {
+fn router(app: App, read_timeout: std::time::Duration) -> axum::Router {
     axum::Router::new()
         .route(
             "/mcp",
@@ -176,6 +188,10 @@ fn router(app: App) -> axum::Router {
                 .delete(routes::delete_mcp),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            read_timeout,
+            connections::bound_request_read,
+        ))
         .layer(middleware::from_fn(origin::check_origin))
         .with_state(app)
 }
@@ -189,10 +205,6 @@ pub async fn start(
 ) -> std::io::Result<RunningServer> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let listener = listener.tap_io(|tcp| {
-        // axum leaves Nagle on, which turns a burst of small SSE frames into 40 ms stalls.
-        let _ = tcp.set_nodelay(true);
-    });
     let wake = Wake::default();
     shared.lock().io.truth_comments = options.truth_comments;
     let app = App {
@@ -203,13 +215,16 @@ pub async fn start(
         next_connection: Arc::new(AtomicU64::new(1)),
     };
     let (shutdown, stopped) = oneshot::channel::<()>();
-    let serve = tokio::spawn(async move {
-        let _ = axum::serve(listener, router(app))
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let limits = connections::Limits {
+        max_connections: options.max_connections,
+        read_timeout: options.request_read_timeout,
+    };
+    let serve = tokio::spawn(connections::accept(
+        listener,
+        router(app, limits.read_timeout),
+        limits,
+        stopped,
+    ));
     let driver = tokio::spawn(driver::drive(shared, clock, options, wake.clone()));
     Ok(RunningServer {
         addr,
