@@ -158,7 +158,9 @@ impl Parser {
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, ParseError> {
         let mut events = Vec::new();
         let mut rest = chunk;
-        if self.skip_lf {
+        // A `\r` ended the last chunk: a `\n` opening this one belongs to it. An empty chunk
+        // says nothing yet, so the flag waits for the next byte.
+        if self.skip_lf && !rest.is_empty() {
             self.skip_lf = false;
             if let Some(stripped) = rest.strip_prefix(b"\n") {
                 rest = stripped;
@@ -242,6 +244,25 @@ fn parse_truth(comment: &str) -> Option<Truth> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_chunk_between_cr_and_lf_is_no_blank_line() {
+        // Found by tests/fuzz.rs: the empty chunk used to clear the pending CR, so the LF
+        // after it read as a blank line and dispatched the event early.
+        let mut parser = Parser::new();
+        assert!(parser.feed(b"id: s1-1\r").unwrap().is_empty());
+        assert!(parser.feed(b"").unwrap().is_empty());
+        assert!(
+            parser.feed(b"\n").unwrap().is_empty(),
+            "CRLF is one line ending"
+        );
+        let events = parser.feed(b"data: x\n\n").unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            (events[0].id.as_deref(), events[0].data.as_str()),
+            (Some("s1-1"), "x")
+        );
+    }
 
     #[test]
     fn write_frame_spells_exactly_what_frame_does() {
