@@ -96,3 +96,25 @@ fn a_failed_expectation_exits_1_and_json_reports_it() {
     assert_eq!(report[0]["runs"][0]["checks"][0]["what"], "fork = 1");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn every_scenario_reports_parseable_json_under_both_policies() {
+    for policy in ["naive", "fenced"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+            .args(["run", "--format", "json", "--policy", policy])
+            .args(shipped())
+            .output()
+            .unwrap();
+        let code = output.status.code();
+        assert!(
+            matches!(code, Some(0 | 1)),
+            "{policy}: exit {code:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{policy}: the JSON report does not parse: {e}"));
+        assert!(!report.is_null());
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(!text.contains("number out of range"));
+    }
+}

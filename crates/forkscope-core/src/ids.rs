@@ -49,8 +49,23 @@ fn parse_hex128(s: &str) -> Option<u128> {
 }
 
 /// The logical conversation: 128 random bits, sent as `Mcp-Session-Id` in 32 hex digits.
+/// Serialized as that hex string: 128 bits do not fit a JSON number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct SessionId(u128);
+
+impl From<SessionId> for String {
+    fn from(id: SessionId) -> String {
+        id.to_string()
+    }
+}
+
+impl TryFrom<String> for SessionId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        SessionId::parse(&s).ok_or_else(|| format!("{s:?} is not a session id (32 hex digits)"))
+    }
+}
 
 impl SessionId {
     pub fn generate(rng: &mut impl Entropy) -> Self {
@@ -221,9 +236,25 @@ impl fmt::Display for WireCursor {
 }
 
 /// A resumption token: 128 random bits naming one stream of one session. The server keeps the
-/// binding token → (session, stream); the token itself carries nothing guessable.
+/// binding token → (session, stream); the token itself carries nothing guessable. Serialized as
+/// its 32 hex digits (128 bits do not fit a JSON number).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct ResumptionToken(u128);
+
+impl From<ResumptionToken> for String {
+    fn from(token: ResumptionToken) -> String {
+        token.to_string()
+    }
+}
+
+impl TryFrom<String> for ResumptionToken {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        ResumptionToken::parse(&s)
+            .ok_or_else(|| "not a resumption token (32 hex digits)".to_owned())
+    }
+}
 
 impl ResumptionToken {
     pub fn generate(rng: &mut impl Entropy) -> Self {
@@ -299,6 +330,21 @@ mod tests {
         let session = SessionId::generate(&mut rng);
         assert_eq!(SessionId::parse(&session.to_string()), Some(session));
         assert_ne!(SessionId::generate(&mut rng), session);
+    }
+
+    #[test]
+    fn wide_ids_serialize_as_hex_strings() {
+        let mut rng = SplitMix64::new(3);
+        let session = SessionId::generate(&mut rng);
+        let json = serde_json::to_string(&session).unwrap();
+        assert_eq!(json, format!("\"{session}\""));
+        assert_eq!(serde_json::from_str::<SessionId>(&json).unwrap(), session);
+        let token = ResumptionToken::generate(&mut rng);
+        assert_eq!(
+            serde_json::to_string(&token).unwrap(),
+            format!("\"{token}\"")
+        );
+        assert!(serde_json::from_str::<SessionId>("\"zz\"").is_err());
     }
 
     #[test]
