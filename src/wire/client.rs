@@ -278,8 +278,14 @@ impl LabClient {
         }
     }
 
-    /// One GET and, if a stream opens, reading it until it ends.
-    async fn stream_once(&self, session: SessionId, token: Option<String>, cursor: Option<String>) {
+    /// A GET for a stream: a new one, or a resume with the cursor and token the core chose.
+    /// Returns the request and the headers sent, as the exchange list shows them.
+    fn stream_get(
+        &self,
+        session: SessionId,
+        token: Option<&str>,
+        cursor: Option<&str>,
+    ) -> (reqwest::RequestBuilder, Vec<(&'static str, String)>) {
         let mut request = self
             .http
             .get(&self.url)
@@ -287,14 +293,20 @@ impl LabClient {
             .header(headers::SESSION_ID, session.to_string())
             .header(headers::PROTOCOL_VERSION, MODELLED_REVISION);
         let mut sent = Vec::new();
-        if let Some(cursor) = &cursor {
-            request = request.header(headers::LAST_EVENT_ID, cursor.as_str());
-            sent.push((headers::LAST_EVENT_ID, cursor.clone()));
+        if let Some(cursor) = cursor {
+            request = request.header(headers::LAST_EVENT_ID, cursor);
+            sent.push((headers::LAST_EVENT_ID, cursor.to_owned()));
         }
-        if let Some(token) = &token {
-            request = request.header(headers::RESUMPTION_TOKEN, token.as_str());
+        if let Some(token) = token {
+            request = request.header(headers::RESUMPTION_TOKEN, token);
             sent.push((headers::RESUMPTION_TOKEN, shorten(token)));
         }
+        (request, sent)
+    }
+
+    /// One GET and, if a stream opens, reading it until it ends.
+    async fn stream_once(&self, session: SessionId, token: Option<String>, cursor: Option<String>) {
+        let (request, sent) = self.stream_get(session, token.as_deref(), cursor.as_deref());
         let what = if cursor.is_some() || token.is_some() {
             "resume"
         } else {
@@ -526,21 +538,11 @@ impl LabClient {
                     .map_or(POLL, |ms| Duration::from_millis(ms).min(POLL));
                 tokio::time::sleep(wait).await;
             };
-            let mut request = self
-                .http
-                .get(&self.url)
-                .header(ACCEPT, "text/event-stream")
-                .header(headers::SESSION_ID, session.to_string())
-                .header(headers::PROTOCOL_VERSION, MODELLED_REVISION);
-            let mut sent = Vec::new();
-            if let Some(cursor) = &plan.last_event_id {
-                request = request.header(headers::LAST_EVENT_ID, cursor.as_str());
-                sent.push((headers::LAST_EVENT_ID, cursor.clone()));
-            }
-            if let Some(token) = &plan.token {
-                request = request.header(headers::RESUMPTION_TOKEN, token.as_str());
-                sent.push((headers::RESUMPTION_TOKEN, shorten(token)));
-            }
+            let (request, sent) = self.stream_get(
+                session,
+                plan.token.as_deref(),
+                plan.last_event_id.as_deref(),
+            );
             let answer = tokio::time::timeout(RESPONSE_TIMEOUT, request.send()).await;
             let rejected = match answer {
                 Ok(Ok(response)) => {

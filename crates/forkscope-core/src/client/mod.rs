@@ -71,6 +71,24 @@ pub struct ReconnectPlan {
     pub token_stripped: bool,
 }
 
+impl ReconnectPlan {
+    /// Attempt `attempt` with the cursor and token held; `strip` withholds the token.
+    pub(crate) fn new(
+        attempt: u32,
+        last_event_id: Option<String>,
+        token: Option<String>,
+        strip: bool,
+    ) -> Self {
+        let token_stripped = strip && token.is_some();
+        ReconnectPlan {
+            attempt,
+            last_event_id,
+            token: if token_stripped { None } else { token },
+            token_stripped,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "phase")]
 pub enum Phase {
@@ -209,17 +227,7 @@ impl Client {
             return Delivery::Primed;
         };
         if self.reconciles && self.is_replay(wire_id) {
-            self.skipped += 1;
-            history.record(
-                now,
-                Record::Delivered {
-                    session: truth.session,
-                    event: truth.event,
-                    key,
-                    applied: false,
-                },
-            );
-            return Delivery::SkippedReplay;
+            return self.skip(now, &truth, key, history);
         }
         self.apply(now, &truth, key, history);
         if let Some(id) = wire_id {
@@ -284,17 +292,7 @@ impl Client {
         };
         if reconciles && request.is_replay(wire_id) {
             request.replays_skipped += 1;
-            self.skipped += 1;
-            history.record(
-                now,
-                Record::Delivered {
-                    session: truth.session,
-                    event: truth.event,
-                    key,
-                    applied: false,
-                },
-            );
-            return Delivery::SkippedReplay;
+            return self.skip(now, &truth, key, history);
         }
         request.applied += 1;
         if let Some(id) = wire_id {
@@ -351,6 +349,27 @@ impl Client {
 
     pub fn request(&self, request_id: u64) -> Option<&RequestStream> {
         self.requests.iter().find(|r| r.request_id == request_id)
+    }
+
+    /// A replay of what the client already applied: recorded as delivered, not applied again.
+    fn skip(
+        &mut self,
+        now: LabTime,
+        truth: &EventTruth,
+        key: Arc<str>,
+        history: &mut History,
+    ) -> Delivery {
+        self.skipped += 1;
+        history.record(
+            now,
+            Record::Delivered {
+                session: truth.session,
+                event: truth.event,
+                key,
+                applied: false,
+            },
+        );
+        Delivery::SkippedReplay
     }
 
     /// Applies a side effect and records it.
@@ -463,17 +482,12 @@ impl Client {
             attempt,
             next_at: None,
         };
-        let token_stripped = self.strip_next && self.token.is_some();
-        Some(ReconnectPlan {
+        Some(ReconnectPlan::new(
             attempt,
-            last_event_id: self.cursor.clone(),
-            token: if token_stripped {
-                None
-            } else {
-                self.token.clone()
-            },
-            token_stripped,
-        })
+            self.cursor.clone(),
+            self.token.clone(),
+            self.strip_next,
+        ))
     }
 
     /// The attempt in flight failed (connection refused, or a rejection that asks for a retry).
@@ -487,17 +501,18 @@ impl Client {
         let Phase::Reconnecting { since, attempt, .. } = self.phase else {
             return self.phase;
         };
-        let due = now.plus(retry::backoff_ms(&self.retry, self.retry_hint_ms, attempt));
-        self.phase = if due.since(since) > self.retry.budget_ms {
-            history.record(now, Record::ClientGaveUp);
-            Phase::GaveUp { at: now }
-        } else {
-            Phase::Reconnecting {
-                since,
-                attempt,
-                next_at: Some(due),
-            }
-        };
+        self.phase =
+            match retry::next_attempt_at(&self.retry, self.retry_hint_ms, since, attempt, now) {
+                Some(due) => Phase::Reconnecting {
+                    since,
+                    attempt,
+                    next_at: Some(due),
+                },
+                None => {
+                    history.record(now, Record::ClientGaveUp);
+                    Phase::GaveUp { at: now }
+                }
+            };
         self.phase
     }
 

@@ -124,17 +124,12 @@ impl RequestStream {
             attempt,
             next_at: None,
         };
-        let token_stripped = strip_token && self.token.is_some();
-        Some(ReconnectPlan {
+        Some(ReconnectPlan::new(
             attempt,
-            last_event_id: self.cursor.clone(),
-            token: if token_stripped {
-                None
-            } else {
-                self.token.clone()
-            },
-            token_stripped,
-        })
+            self.cursor.clone(),
+            self.token.clone(),
+            strip_token,
+        ))
     }
 
     /// The resume in flight failed; schedules the next inside the budget, or gives up.
@@ -145,15 +140,13 @@ impl RequestStream {
         hint: Option<u64>,
     ) -> RequestPhase {
         if let RequestPhase::Resuming { since, attempt, .. } = self.phase {
-            let due = now.plus(retry::backoff_ms(config, hint, attempt));
-            self.phase = if due.since(since) > config.budget_ms {
-                RequestPhase::Failed
-            } else {
-                RequestPhase::Resuming {
+            self.phase = match retry::next_attempt_at(config, hint, since, attempt, now) {
+                Some(due) => RequestPhase::Resuming {
                     since,
                     attempt,
                     next_at: Some(due),
-                }
+                },
+                None => RequestPhase::Failed,
             };
         }
         self.phase

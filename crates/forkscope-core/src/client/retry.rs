@@ -3,6 +3,7 @@
 //! nor sooner than its own policy says.
 
 use crate::config::RetryConfig;
+use crate::time::LabTime;
 
 /// The delay before reconnect attempt `attempt` (0-based).
 pub fn backoff_ms(config: &RetryConfig, retry_hint_ms: Option<u64>, attempt: u32) -> u64 {
@@ -12,6 +13,19 @@ pub fn backoff_ms(config: &RetryConfig, retry_hint_ms: Option<u64>, attempt: u32
         .max(1);
     let cap = config.max_backoff_ms.max(base);
     base.saturating_mul(1u64 << attempt.min(32)).min(cap)
+}
+
+/// When the next attempt goes out after attempt `attempt` failed at `now`, for a loss at
+/// `since`; `None` once that would be past the budget (the client gives up).
+pub fn next_attempt_at(
+    config: &RetryConfig,
+    retry_hint_ms: Option<u64>,
+    since: LabTime,
+    attempt: u32,
+    now: LabTime,
+) -> Option<LabTime> {
+    let due = now.plus(backoff_ms(config, retry_hint_ms, attempt));
+    (due.since(since) <= config.budget_ms).then_some(due)
 }
 
 /// The full schedule of attempt times (ms after the loss) that fit in the budget.
