@@ -1225,3 +1225,59 @@ async fn slow_clients_are_cut_off_and_connections_are_capped() {
     }
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lab_client_follows_a_server_that_sends_no_truth() {
+    use forkscope::lab::Exchanges;
+    use forkscope::wire::client::LabClient;
+    let server_core = Shared::new(Core::new(LabConfig::default(), Policy::Fenced).unwrap());
+    let options = ServeOptions {
+        truth_comments: false,
+        ..ServeOptions::default()
+    };
+    let clock = Arc::new(LabClock::new());
+    let running = server::start(
+        server_core.clone(),
+        clock.clone(),
+        options,
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .unwrap();
+    // The client has a core of its own: nothing but the wire connects the two.
+    let client_core = Shared::new(Core::new(LabConfig::default(), Policy::Fenced).unwrap());
+    let client = LabClient::new(
+        format!("http://{}/mcp", running.addr),
+        client_core.clone(),
+        clock.clone(),
+        Arc::new(Exchanges::default()),
+    );
+    let task = tokio::spawn(client.clone().run());
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while client_core.lock().client.cursor().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let session = client.session().unwrap();
+    for _ in 0..3 {
+        server::emit_background(&mut server_core.lock(), session, clock.now());
+    }
+    while client_core.lock().client.applied() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    {
+        let core = client_core.lock();
+        assert!(core.client.cursor().unwrap().starts_with("s1-3."));
+        assert_eq!(core.client.applied(), 3);
+        assert!(
+            core.history.verdict().clean,
+            "no truth, no invented anomalies"
+        );
+    }
+    task.abort();
+    running.stop().await;
+}

@@ -413,32 +413,25 @@ impl LabClient {
         if let Some(retry) = event.retry_ms {
             core.client.on_retry_hint(retry);
         }
-        // The lab-only truth comment feeds the checker; a server that sends none still works.
-        let truth = EventTruth {
+        // The lab-only truth comment feeds the checker, nothing else: a server that sends
+        // none is followed the same way, and the checker is simply told less.
+        let truth = event.truth.as_ref().map(|t| EventTruth {
             session,
-            event: event.truth.as_ref().map_or(
-                EventId {
-                    stream: StreamId(0),
-                    seq: 0,
-                },
-                |t| EventId {
-                    stream: StreamId(t.stream),
-                    seq: t.seq,
-                },
-            ),
-            key: match &event.truth {
-                Some(t) => t.key.as_deref().map(Arc::from),
-                None => (!event.data.is_empty()).then(|| Arc::from(event.data.as_str())),
+            event: EventId {
+                stream: StreamId(t.stream),
+                seq: t.seq,
             },
-        };
+            key: t.key.as_deref().map(Arc::from),
+        });
+        let priming = event.data.is_empty();
+        let id = event.id.as_deref();
         let delivery = match follow {
-            Follow::Standalone => {
+            Follow::Standalone => core
+                .client
+                .on_event(now, id, priming, truth, &mut core.history),
+            Follow::Request(request) => {
                 core.client
-                    .on_event(now, event.id.as_deref(), truth, &mut core.history)
-            }
-            Follow::Request(id) => {
-                core.client
-                    .on_request_event(now, id, event.id.as_deref(), truth, &mut core.history)
+                    .on_request_event(now, request, id, priming, truth, &mut core.history)
             }
         };
         if delivery != forkscope_core::Delivery::Applied {

@@ -291,7 +291,8 @@ impl Sim {
             self.client.on_event(
                 self.now,
                 Some(&event.wire_id),
-                event.truth,
+                event.truth.key.is_none(),
+                Some(event.truth),
                 &mut self.history,
             );
             delivered += 1;

@@ -131,6 +131,21 @@ pub struct Client {
 /// Finished tool calls kept for the views.
 const REQUESTS_KEPT: usize = 8;
 
+/// What the checker learns of a delivery, when the server told the truth about the event.
+fn record_delivery(now: LabTime, truth: Option<&EventTruth>, applied: bool, history: &mut History) {
+    let Some(truth) = truth else { return };
+    let Some(key) = truth.key.clone() else { return };
+    history.record(
+        now,
+        Record::Delivered {
+            session: truth.session,
+            event: truth.event,
+            key,
+            applied,
+        },
+    );
+}
+
 /// Whether `wire_id` is at or before `cursor` on the same stream: a replay not to apply again.
 fn replays(wire_id: Option<&str>, cursor: Option<&str>) -> bool {
     let incoming = wire_id.and_then(WireCursor::parse);
@@ -211,27 +226,29 @@ impl Client {
         Continuity::NewStream
     }
 
-    /// An SSE event arrived whole. Applies its side effect unless it is a replay of something
-    /// at or before the cursor on the same stream.
+    /// An SSE event arrived whole: `priming` when its data was empty. Applies its side effect
+    /// unless it is a replay of something at or before the cursor on the same stream. The
+    /// decision reads only the wire; `truth` (when the server sent it) feeds the history.
     pub fn on_event(
         &mut self,
         now: LabTime,
         wire_id: Option<&str>,
-        truth: EventTruth,
+        priming: bool,
+        truth: Option<EventTruth>,
         history: &mut History,
     ) -> Delivery {
-        let Some(key) = truth.key.clone() else {
+        if priming {
             if let Some(id) = wire_id {
-                self.move_cursor(now, id, &truth, history);
+                self.move_cursor(now, id, truth.as_ref(), history);
             }
             return Delivery::Primed;
-        };
-        if self.reconciles && self.is_replay(wire_id) {
-            return self.skip(now, &truth, key, history);
         }
-        self.apply(now, &truth, key, history);
+        if self.reconciles && self.is_replay(wire_id) {
+            return self.skip(now, truth.as_ref(), history);
+        }
+        self.apply(now, truth.as_ref(), history);
         if let Some(id) = wire_id {
-            self.move_cursor(now, id, &truth, history);
+            self.move_cursor(now, id, truth.as_ref(), history);
         }
         Delivery::Applied
     }
@@ -277,28 +294,29 @@ impl Client {
         now: LabTime,
         request_id: u64,
         wire_id: Option<&str>,
-        truth: EventTruth,
+        priming: bool,
+        truth: Option<EventTruth>,
         history: &mut History,
     ) -> Delivery {
         let reconciles = self.reconciles;
         let Some(request) = self.request_mut(request_id) else {
             return Delivery::SkippedReplay;
         };
-        let Some(key) = truth.key.clone() else {
+        if priming {
             if let Some(id) = wire_id {
                 request.moved_to(id);
             }
             return Delivery::Primed;
-        };
+        }
         if reconciles && request.is_replay(wire_id) {
             request.replays_skipped += 1;
-            return self.skip(now, &truth, key, history);
+            return self.skip(now, truth.as_ref(), history);
         }
         request.applied += 1;
         if let Some(id) = wire_id {
             request.moved_to(id);
         }
-        self.apply(now, &truth, key, history);
+        self.apply(now, truth.as_ref(), history);
         Delivery::Applied
     }
 
@@ -355,36 +373,18 @@ impl Client {
     fn skip(
         &mut self,
         now: LabTime,
-        truth: &EventTruth,
-        key: Arc<str>,
+        truth: Option<&EventTruth>,
         history: &mut History,
     ) -> Delivery {
         self.skipped += 1;
-        history.record(
-            now,
-            Record::Delivered {
-                session: truth.session,
-                event: truth.event,
-                key,
-                applied: false,
-            },
-        );
+        record_delivery(now, truth, false, history);
         Delivery::SkippedReplay
     }
 
     /// Applies a side effect and records it.
-    fn apply(&mut self, now: LabTime, truth: &EventTruth, key: Arc<str>, history: &mut History) {
+    fn apply(&mut self, now: LabTime, truth: Option<&EventTruth>, history: &mut History) {
         self.applied += 1;
-        let (session, event) = (truth.session, truth.event);
-        history.record(
-            now,
-            Record::Delivered {
-                session,
-                event,
-                key,
-                applied: true,
-            },
-        );
+        record_delivery(now, truth, true, history);
     }
 
     fn is_replay(&self, wire_id: Option<&str>) -> bool {
@@ -395,22 +395,24 @@ impl Client {
         &mut self,
         now: LabTime,
         wire_id: &str,
-        truth: &EventTruth,
+        truth: Option<&EventTruth>,
         history: &mut History,
     ) {
         let from = self.cursor_truth;
         self.cursor = Some(wire_id.to_owned());
-        self.cursor_truth = Some(truth.event);
         let reset = std::mem::take(&mut self.pending_reset);
-        history.record(
-            now,
-            Record::CursorMoved {
-                session: truth.session,
-                from,
-                to: truth.event,
-                reset,
-            },
-        );
+        self.cursor_truth = truth.map(|t| t.event);
+        if let Some(truth) = truth {
+            history.record(
+                now,
+                Record::CursorMoved {
+                    session: truth.session,
+                    from,
+                    to: truth.event,
+                    reset,
+                },
+            );
+        }
     }
 
     /// The server's SSE `retry:` field: the base delay of the next reconnects.
