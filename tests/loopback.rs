@@ -744,9 +744,9 @@ async fn a_stock_client_resumes_with_last_event_id_alone() {
     assert!(resumed.next().await.id.unwrap().starts_with("s1-6."));
     assert_eq!(raw.shared.lock().io.connections_of(session, StreamId(1)), 1);
     // A forged token in the id resumes nothing, and changes nothing.
-    let forged = format!("s1-3.{}", "0".repeat(32));
+    let forged = "s1-3.AAAAAAAAAAA";
     let (status, reason, _) =
-        rejection(raw.get(session, None, Some(&forged)).send().await.unwrap()).await;
+        rejection(raw.get(session, None, Some(forged)).send().await.unwrap()).await;
     assert_eq!((status, reason.as_str()), (410, "unknown_token"));
     assert_eq!(raw.shared.lock().io.connections_of(session, StreamId(1)), 1);
     raw.running.stop().await;

@@ -29,7 +29,7 @@ impl Default for RetryConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StreamIdentity {
-    /// Event ids carry the stream's token (`s2-41.<token>`), so `Last-Event-ID` alone
+    /// Event ids carry the stream's key (`s2-41.<key>`), so `Last-Event-ID` alone
     /// co-validates: what stock MCP clients send is enough to resume. A token header, when
     /// sent as well, must name the same stream.
     #[default]

@@ -122,15 +122,43 @@ pub enum IdScheme {
     Scoped,
     /// `41`: a bare counter. Two streams of one session reuse the same ids (the naive server).
     Bare,
-    /// `s2-41.<token>`: a scoped id that also carries the stream's unguessable resumption token,
-    /// so `Last-Event-ID` alone proves stream identity. Stock MCP clients keep `Last-Event-ID`
-    /// and drop unknown headers; with these ids they resume under the fenced policy.
+    /// `s2-41.<key>`: a scoped id that also carries the stream's key — 64 unguessable bits of
+    /// its resumption token, in 11 base64url characters — so `Last-Event-ID` alone proves
+    /// stream identity. Stock MCP clients keep `Last-Event-ID` and drop unknown headers; with
+    /// these ids they resume under the fenced policy.
     Keyed,
 }
 
 /// Longest `Last-Event-ID` the core will parse; anything longer is malformed, not truncated.
-/// The longest well-formed id, `s<u32>-<u64>.<32 hex>`, is 65 bytes.
+/// The longest well-formed id, `s<u32>-<u64>.<11 base64url>`, is 44 bytes.
 pub const MAX_CURSOR_LEN: usize = 80;
+
+const BASE64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+/// Characters a stream key spells in: 64 bits, 6 at a time.
+const KEY_LEN: usize = 11;
+
+/// Appends a stream key as 11 base64url characters, most significant first.
+fn push_key(out: &mut String, key: u64) {
+    for i in (0..KEY_LEN).rev() {
+        out.push(BASE64URL[((key >> (6 * i)) & 63) as usize] as char);
+    }
+}
+
+/// Reads 11 base64url characters back into a key; `None` for anything else (or past 64 bits).
+fn parse_key(s: &str) -> Option<u64> {
+    if s.len() != KEY_LEN {
+        return None;
+    }
+    let mut key: u64 = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let v = BASE64URL.iter().position(|c| *c == b)? as u64;
+        if i == 0 && v > 15 {
+            return None; // 66 bits spelled; the top two must be zero
+        }
+        key = (key << 6) | v;
+    }
+    Some(key)
+}
 
 impl IdScheme {
     /// The wire spelling of an event id of the stream `token` names, under this scheme.
@@ -147,7 +175,11 @@ impl IdScheme {
         let _ = match self {
             IdScheme::Scoped => write!(out, "{}-{}", id.stream, id.seq),
             IdScheme::Bare => write!(out, "{}", id.seq),
-            IdScheme::Keyed => write!(out, "{}-{}.{token}", id.stream, id.seq),
+            IdScheme::Keyed => {
+                let written = write!(out, "{}-{}.", id.stream, id.seq);
+                push_key(out, token.stream_key());
+                written
+            }
         };
     }
 }
@@ -159,15 +191,12 @@ pub enum WireCursor {
     Scoped(EventId),
     /// `41`: a position with no stream identity.
     Bare(u64),
-    /// `s2-41.<token>`: names stream and position, and carries the stream's token.
-    Keyed {
-        event: EventId,
-        token: ResumptionToken,
-    },
+    /// `s2-41.<key>`: names stream and position, and carries the stream's key.
+    Keyed { event: EventId, key: u64 },
 }
 
 impl WireCursor {
-    /// Parses `s<stream>-<seq>`, `s<stream>-<seq>.<token>` or `<seq>`. Empty, overlong,
+    /// Parses `s<stream>-<seq>`, `s<stream>-<seq>.<key>` or `<seq>`. Empty, overlong,
     /// signed, padded or otherwise odd input is `None`: the caller reports it as malformed
     /// rather than guessing.
     pub fn parse(s: &str) -> Option<Self> {
@@ -177,8 +206,8 @@ impl WireCursor {
         let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
         if let Some(rest) = s.strip_prefix('s') {
             let (stream, rest) = rest.split_once('-')?;
-            let (seq, token) = match rest.split_once('.') {
-                Some((seq, token)) => (seq, Some(ResumptionToken::parse(token)?)),
+            let (seq, key) = match rest.split_once('.') {
+                Some((seq, key)) => (seq, Some(parse_key(key)?)),
                 None => (rest, None),
             };
             if !digits(stream) || !digits(seq) {
@@ -188,8 +217,8 @@ impl WireCursor {
                 stream: StreamId(stream.parse().ok()?),
                 seq: seq.parse().ok()?,
             };
-            Some(match token {
-                Some(token) => WireCursor::Keyed { event, token },
+            Some(match key {
+                Some(key) => WireCursor::Keyed { event, key },
                 None => WireCursor::Scoped(event),
             })
         } else if digits(s) {
@@ -214,10 +243,10 @@ impl WireCursor {
         }
     }
 
-    /// The token the id carries (keyed spelling only).
-    pub fn token(self) -> Option<ResumptionToken> {
+    /// The stream key the id carries (keyed spelling only).
+    pub fn key(self) -> Option<u64> {
         match self {
-            WireCursor::Keyed { token, .. } => Some(token),
+            WireCursor::Keyed { key, .. } => Some(key),
             _ => None,
         }
     }
@@ -227,8 +256,10 @@ impl fmt::Display for WireCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WireCursor::Scoped(id) => write!(f, "{}-{}", id.stream, id.seq),
-            WireCursor::Keyed { event, token } => {
-                write!(f, "{}-{}.{token}", event.stream, event.seq)
+            WireCursor::Keyed { event, key } => {
+                let mut spelled = String::with_capacity(KEY_LEN);
+                push_key(&mut spelled, *key);
+                write!(f, "{}-{}.{spelled}", event.stream, event.seq)
             }
             WireCursor::Bare(seq) => write!(f, "{seq}"),
         }
@@ -263,6 +294,12 @@ impl ResumptionToken {
 
     pub fn parse(s: &str) -> Option<Self> {
         parse_hex128(s).map(ResumptionToken)
+    }
+
+    /// The 64 bits of the token a keyed event id carries: enough that no one guesses them, and
+    /// 21 bytes shorter on every event than the whole token.
+    pub fn stream_key(&self) -> u64 {
+        self.0 as u64
     }
 }
 
@@ -357,20 +394,32 @@ mod tests {
         assert_eq!(IdScheme::Scoped.encode(id, token), "s3-9");
         assert_eq!(IdScheme::Bare.encode(id, token), "9");
         let keyed = IdScheme::Keyed.encode(id, token);
-        assert_eq!(keyed, format!("s3-9.{token}"));
+        assert_eq!(keyed, "s3-9.AAAAAAAAACr");
         assert_eq!(
             WireCursor::parse(&keyed),
-            Some(WireCursor::Keyed { event: id, token })
+            Some(WireCursor::Keyed {
+                event: id,
+                key: token.stream_key()
+            })
         );
         assert_eq!(WireCursor::parse(&keyed).unwrap().to_string(), keyed);
     }
 
     #[test]
     fn keyed_cursors_need_a_whole_token() {
-        for bad in ["s3-9.", "s3-9.abc", "s3-9.zz", "s3.1-9", "9.00"] {
+        for bad in [
+            "s3-9.",
+            "s3-9.abc",
+            "s3-9.zz",
+            "s3.1-9",
+            "9.00",
+            "s3-9.QAAAAAAAAAA",  // past 64 bits
+            "s3-9.AAAAAAAAAA=",  // not base64url
+            "s3-9.AAAAAAAAAAAA", // one too many
+        ] {
             assert_eq!(WireCursor::parse(bad), None, "{bad:?} must be malformed");
         }
-        let longest = format!("s{}-{}.{}", u32::MAX, u64::MAX, "f".repeat(32));
+        let longest = format!("s{}-{}.{}", u32::MAX, u64::MAX, "P__________");
         assert!(longest.len() <= MAX_CURSOR_LEN);
         assert!(matches!(
             WireCursor::parse(&longest),

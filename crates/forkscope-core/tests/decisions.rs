@@ -332,18 +332,18 @@ fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
         f.get(Some(&token), Some(&s1)),
         ResumeDecision::Resume(_)
     ));
-    let forged = format!("s1-3.{}", "0".repeat(32));
+    let forged = "s1-3.AAAAAAAAAAA".to_owned();
     assert_eq!(
         rejected(f.get(None, Some(&forged))),
         RejectReason::UnknownToken
     );
     // A keyed id whose token names another stream than the header: not on that stream.
-    let (stream, request_token) = f
+    let (stream, _) = f
         .server
         .open_request_stream(T0, f.session, ConnectionId(60), &mut f.rng, &mut f.history)
         .unwrap();
     f.emit(stream, 1);
-    let s2 = format!("s2-1.{request_token}");
+    let s2 = f.server.session(f.session).unwrap().streams()[1].wire_id(1);
     match f.get(None, Some(&s2)) {
         ResumeDecision::Resume(r) => assert_eq!(r.stream, stream),
         other => panic!("{other:?}"),
@@ -352,11 +352,11 @@ fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
         rejected(f.get(Some(&token), Some(&s2))),
         RejectReason::CursorNotOnStream
     );
-    // The stream number must match the token's stream, whatever the id's prefix says.
-    let lying = format!("s1-1.{request_token}");
+    // A key is bound to the stream the id names: s2's key on an s1 id identifies nothing.
+    let lying = format!("s1-1.{}", s2.rsplit_once('.').unwrap().1);
     assert_eq!(
         rejected(f.get(None, Some(&lying))),
-        RejectReason::CursorNotOnStream
+        RejectReason::UnknownToken
     );
     // Without the token in the id, an id alone still proves nothing.
     assert_eq!(
@@ -370,7 +370,7 @@ fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
 }
 
 #[test]
-fn a_keyed_id_of_another_session_is_refused() {
+fn a_keyed_id_of_another_session_names_nothing_here() {
     let mut f = fenced(2);
     let second = f
         .server
@@ -390,9 +390,20 @@ fn a_keyed_id_of_another_session_is_refused() {
         ResumeDecision::NewStream(n) => n.token,
         d => panic!("{d:?}"),
     };
-    let theirs = format!("s1-0.{token}");
+    // Their s1's key is not our s1's: the id identifies nothing in this session.
+    let theirs = f.server.session(second).unwrap().streams()[0].wire_id(0);
+    assert_eq!(
+        theirs,
+        format!("s1-0.{}", theirs.rsplit_once('.').unwrap().1)
+    );
     assert_eq!(
         rejected(f.get(None, Some(&theirs))),
+        RejectReason::UnknownToken
+    );
+    // The header form of the same token still says whose it is.
+    let token = token.to_string();
+    assert_eq!(
+        rejected(f.get(Some(&token), Some("s1-0"))),
         RejectReason::TokenOfAnotherSession
     );
 }

@@ -154,9 +154,7 @@ fn replays(wire_id: Option<&str>, cursor: Option<&str>) -> bool {
         (Some(WireCursor::Bare(new)), Some(WireCursor::Bare(cur))) => new <= cur,
         (Some(new), Some(cur)) => match (new.event(), cur.event()) {
             (Some(new_id), Some(cur_id)) => {
-                new_id.stream == cur_id.stream
-                    && new.token() == cur.token()
-                    && new_id.seq <= cur_id.seq
+                new_id.stream == cur_id.stream && new.key() == cur.key() && new_id.seq <= cur_id.seq
             }
             _ => false,
         },

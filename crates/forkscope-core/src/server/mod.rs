@@ -228,11 +228,15 @@ impl Server {
             .ok_or(SessionError::Unknown)?;
         let plan = match self.policy {
             Policy::Fenced => {
-                let cursor_key = request
-                    .last_event_id
-                    .and_then(WireCursor::parse)
-                    .and_then(WireCursor::token)
-                    .map_or(TokenLookup::Absent, |t| self.resolve(request.session, t));
+                // A keyed id names its stream and carries that stream's key: it identifies the
+                // stream only when the key is that stream's, in this session.
+                let cursor_key = match request.last_event_id.and_then(WireCursor::parse) {
+                    Some(WireCursor::Keyed { event, key }) => match session.stream(event.stream) {
+                        Some(s) if s.token.stream_key() == key => TokenLookup::Found(s.id),
+                        _ => TokenLookup::Unknown,
+                    },
+                    _ => TokenLookup::Absent,
+                };
                 resume::fenced::decide(
                     session,
                     token,

@@ -49,13 +49,18 @@ impl Opening {
     }
 
     /// What every wire id of this stream starts and ends with around its sequence number
-    /// (`s2-` and `.<token>` for keyed ids): a replay spells a thousand ids from these without
+    /// (`s2-` and `.<key>` for keyed ids): a replay spells a thousand ids from these without
     /// formatting the token each time.
     pub fn id_affixes(&self) -> (String, String) {
         match self.ids {
             IdScheme::Bare => (String::new(), String::new()),
             IdScheme::Scoped => (format!("{}-", self.stream), String::new()),
-            IdScheme::Keyed => (format!("{}-", self.stream), format!(".{}", self.token)),
+            IdScheme::Keyed => {
+                // The suffix is whatever follows the sequence number in a keyed id.
+                let sample = self.wire_id(0);
+                let dot = sample.rfind('.').unwrap_or(sample.len());
+                (format!("{}-", self.stream), sample[dot..].to_owned())
+            }
         }
     }
 
