@@ -56,6 +56,20 @@ async fn lab(policy: Policy) -> Lab {
     lab
 }
 
+/// The tool-call side effects the client applied, in order.
+fn applied_call_keys(core: &Core) -> Vec<String> {
+    core.history
+        .recent()
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Delivered {
+                key, applied: true, ..
+            } if key.contains(":call") => Some(key.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn delivered(core: &Core) -> Vec<(u32, u64)> {
     core.history
         .recent()
@@ -146,15 +160,7 @@ async fn the_tool_call_streams_progress_then_its_result() {
     );
     {
         let core = lab.core();
-        let keys: Vec<String> = core
-            .history
-            .recent()
-            .iter()
-            .filter_map(|e| match &e.record {
-                Record::Delivered { key, .. } if key.contains(":call") => Some(key.to_string()),
-                _ => None,
-            })
-            .collect();
+        let keys = applied_call_keys(&core);
         assert_eq!(
             keys.len(),
             6,
@@ -879,17 +885,7 @@ async fn a_tool_call_cut_mid_call_resumes_and_applies_everything_once() {
         let request = &core.client.requests()[0];
         assert!(request.resumes >= 1, "{request:?}");
         assert_eq!(request.applied, 21, "20 progress steps and the result");
-        let mut keys: Vec<String> = core
-            .history
-            .recent()
-            .iter()
-            .filter_map(|e| match &e.record {
-                Record::Delivered {
-                    key, applied: true, ..
-                } if key.contains(":call") => Some(key.to_string()),
-                _ => None,
-            })
-            .collect();
+        let mut keys = applied_call_keys(&core);
         let total = keys.len();
         keys.sort();
         keys.dedup();

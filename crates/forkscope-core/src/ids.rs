@@ -163,24 +163,23 @@ fn parse_key(s: &str) -> Option<u64> {
 impl IdScheme {
     /// The wire spelling of an event id of the stream `token` names, under this scheme.
     pub fn encode(self, id: EventId, token: ResumptionToken) -> String {
-        let mut out = String::with_capacity(48);
-        self.encode_into(id, token, &mut out);
-        out
+        let (prefix, suffix) = self.affixes(id.stream, token);
+        format!("{prefix}{}{suffix}", id.seq)
     }
 
-    /// [`IdScheme::encode`], appended to `out` (a replay spells a thousand ids into one
-    /// buffer).
-    pub fn encode_into(self, id: EventId, token: ResumptionToken, out: &mut String) {
-        use std::fmt::Write as _;
-        let _ = match self {
-            IdScheme::Scoped => write!(out, "{}-{}", id.stream, id.seq),
-            IdScheme::Bare => write!(out, "{}", id.seq),
+    /// What every id of `stream` spells before and after its sequence number (`s2-` and
+    /// `.<key>` for keyed ids): a replay spells a thousand ids from one pair.
+    pub fn affixes(self, stream: StreamId, token: ResumptionToken) -> (String, String) {
+        match self {
+            IdScheme::Bare => (String::new(), String::new()),
+            IdScheme::Scoped => (format!("{stream}-"), String::new()),
             IdScheme::Keyed => {
-                let written = write!(out, "{}-{}.", id.stream, id.seq);
-                push_key(out, token.stream_key());
-                written
+                let mut suffix = String::with_capacity(KEY_LEN + 1);
+                suffix.push('.');
+                push_key(&mut suffix, token.stream_key());
+                (format!("{stream}-"), suffix)
             }
-        };
+        }
     }
 }
 

@@ -592,26 +592,20 @@ impl Server {
         connection: ConnectionId,
         history: &mut History,
     ) {
-        let Some(target) = self
-            .sessions
-            .get_mut(&session)
-            .and_then(|s| s.stream_mut(stream))
-        else {
+        let Some(owner) = self.sessions.get_mut(&session) else {
+            return;
+        };
+        let Some(target) = owner.stream_mut(stream) else {
             return;
         };
         if target.connection != Some(connection) {
             return; // An old connection, already replaced by a resume.
         }
         target.connection = None;
-        self.touch(now, session);
-        let Some(target) = self
-            .sessions
-            .get_mut(&session)
-            .and_then(|s| s.stream_mut(stream))
-        else {
-            return;
-        };
-        if target.state == StreamState::Live {
+        let live = target.state == StreamState::Live;
+        // Its idle clock starts when its last connection ends.
+        owner.last_activity = owner.last_activity.max(now);
+        if live {
             self.orphan(now, session, stream, history);
         }
     }

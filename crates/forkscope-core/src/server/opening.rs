@@ -48,32 +48,9 @@ impl Opening {
         )
     }
 
-    /// What every wire id of this stream starts and ends with around its sequence number
-    /// (`s2-` and `.<key>` for keyed ids): a replay spells a thousand ids from these without
-    /// formatting the token each time.
+    /// What every wire id of this stream spells around its sequence number.
     pub fn id_affixes(&self) -> (String, String) {
-        match self.ids {
-            IdScheme::Bare => (String::new(), String::new()),
-            IdScheme::Scoped => (format!("{}-", self.stream), String::new()),
-            IdScheme::Keyed => {
-                // The suffix is whatever follows the sequence number in a keyed id.
-                let sample = self.wire_id(0);
-                let dot = sample.rfind('.').unwrap_or(sample.len());
-                (format!("{}-", self.stream), sample[dot..].to_owned())
-            }
-        }
-    }
-
-    /// [`Opening::wire_id`], appended to `out`.
-    pub fn wire_id_into(&self, seq: u64, out: &mut String) {
-        self.ids.encode_into(
-            EventId {
-                stream: self.stream,
-                seq,
-            },
-            self.token,
-            out,
-        );
+        self.ids.affixes(self.stream, self.token)
     }
 
     /// The priming event, if this opening has one.
