@@ -167,7 +167,10 @@ pub fn conditions(
             let (holds, note) = match condition {
                 Condition::CoValidated => (
                     fenced,
-                    if fenced {
+                    if fenced && config.identity == crate::config::StreamIdentity::EventId {
+                        "Last-Event-ID carries its stream's key; a token header must agree"
+                            .to_owned()
+                    } else if fenced {
                         "a resume needs token and Last-Event-ID of one stream".to_owned()
                     } else {
                         "a reconnect without the token is served anyway".to_owned()
