@@ -1,10 +1,11 @@
 //! Table tests: every branch of the resume decision and every `ResumeRejected` variant, under
 //! both policies, driven directly against the server.
 
+use forkscope_core::history::{AnomalyKind, Record};
 use forkscope_core::{
-    ConnectionId, History, LabConfig, LabTime, Payload, Policy, RejectReason, ResumeDecision,
-    ResumeRequest, Server, SessionError, SessionId, SplitMix64, StreamId, StreamIdentity,
-    StreamKind, StreamState,
+    ConnectionId, EventId, History, LabConfig, LabTime, Payload, Policy, RejectReason,
+    ResumeDecision, ResumeRequest, Server, SessionError, SessionId, SplitMix64, StreamId,
+    StreamIdentity, StreamKind, StreamState,
 };
 
 struct Fixture {
@@ -43,6 +44,19 @@ impl Fixture {
             fixture.emit(StreamId(1), n);
         }
         fixture
+    }
+
+    /// The client received and applied event `seq` of `stream` (the key `emit` gave it).
+    fn deliver(&mut self, stream: StreamId, seq: u64) {
+        self.history.record(
+            T0,
+            Record::Delivered {
+                session: self.session,
+                event: EventId { stream, seq },
+                key: format!("k{seq}").into(),
+                applied: true,
+            },
+        );
     }
 
     fn emit(&mut self, stream: StreamId, n: u64) {
@@ -662,6 +676,8 @@ fn naive_honours_any_token_without_proof() {
 #[test]
 fn a_late_emit_onto_a_fenced_stream_is_refused_and_counted() {
     let mut f = fenced(2);
+    f.deliver(StreamId(1), 1);
+    f.deliver(StreamId(1), 2);
     f.close_s1(T0);
     let grace = f.server.config().grace_ms;
     let later = T0.plus(grace);
@@ -692,6 +708,80 @@ fn a_late_emit_onto_a_fenced_stream_is_refused_and_counted() {
     assert_eq!(direct, Err(forkscope_core::EmitError::Fenced(StreamId(1))));
     assert_eq!(f.history.checker().counters().late_emits_refused, 2);
     assert!(f.history.verdict().clean);
+}
+
+/// Lost outside a fork: events the client was owed on the stream it was bound to and never
+/// got, once that stream can deliver nothing more — silently (the naive server's new stream is
+/// not flagged), unless the client was told continuity broke (the fenced server flags it).
+#[test]
+fn events_owed_by_an_ended_bound_stream_are_lost_unless_the_client_was_told() {
+    for policy in [Policy::Naive, Policy::Fenced] {
+        let mut f = Fixture::new(policy, LabConfig::default(), 4);
+        f.deliver(StreamId(1), 1);
+        f.deliver(StreamId(1), 2);
+        f.close_s1(T0);
+        let later = T0.plus(f.server.config().grace_ms);
+        if policy == Policy::Fenced {
+            f.server.handle_timeout(later, &mut f.history);
+            assert!(
+                f.history.verdict().clean,
+                "still the bound stream: the client may yet come back for 3 and 4"
+            );
+        }
+        let at = if policy == Policy::Fenced { later } else { T0 };
+        assert!(matches!(
+            f.get_at(at, None, None),
+            ResumeDecision::NewStream(_)
+        ));
+        // Naive: s1 is an orphan in grace until now; its end settles what it owed.
+        f.server.handle_timeout(later, &mut f.history);
+        let verdict = f.history.verdict();
+        assert_eq!(verdict.count(AnomalyKind::Fork), 0, "{verdict:?}");
+        let lost: Vec<_> = f
+            .history
+            .checker()
+            .anomalies()
+            .iter()
+            .filter_map(|a| match a {
+                forkscope_core::history::Anomaly::Lost { event, .. } => Some(event.seq),
+                _ => None,
+            })
+            .collect();
+        match policy {
+            Policy::Naive => assert_eq!(lost, [3, 4], "silently lost"),
+            Policy::Fenced => assert!(verdict.clean, "told: s2 is flagged new {verdict:?}"),
+        }
+    }
+}
+
+/// What a replay delivers is not lost, nor what arrives under other ids (a naive copy).
+#[test]
+fn owed_events_delivered_by_replay_or_as_copies_are_not_lost() {
+    let mut f = fenced(3);
+    f.deliver(StreamId(1), 1);
+    f.close_s1(T0);
+    let token = f.token.clone();
+    let cursor = f.server.session(f.session).unwrap().streams()[0].wire_id(1);
+    assert!(matches!(
+        f.get(Some(&token), Some(&cursor)),
+        ResumeDecision::Resume(_)
+    ));
+    f.deliver(StreamId(1), 2);
+    f.deliver(StreamId(1), 3);
+    f.server
+        .close_session(T0, f.session, &mut f.history)
+        .unwrap();
+    assert!(f.history.verdict().clean, "{:?}", f.history.verdict());
+
+    let mut n = Fixture::new(Policy::Naive, LabConfig::default(), 2);
+    n.close_s1(T0);
+    assert!(matches!(n.get(None, None), ResumeDecision::NewStream(_)));
+    // The backlog copied onto s2 carries k1 and k2: the client applies them there.
+    n.deliver(StreamId(2), 1);
+    n.deliver(StreamId(2), 2);
+    let later = T0.plus(n.server.config().grace_ms);
+    n.server.handle_timeout(later, &mut n.history);
+    assert_eq!(n.history.verdict().count(AnomalyKind::Lost), 0);
 }
 
 #[test]

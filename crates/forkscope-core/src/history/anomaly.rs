@@ -85,7 +85,8 @@ pub enum Anomaly {
         to: EventId,
         at: LabTime,
     },
-    /// Emitted onto a stream the client silently left: it can never be delivered.
+    /// Emitted onto a stream the client silently left (a fork), or owed by a stream that can
+    /// deliver nothing more while the client was not told continuity broke: never delivered.
     Lost { event: EventId, at: LabTime },
     CursorDrift {
         session: SessionId,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Anomalies kept in full; past this they are only counted.
 const KEPT_ANOMALIES: usize = 1_000;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Track {
     kind: StreamKind,
     ids: IdScheme,
@@ -23,6 +23,12 @@ struct Track {
     high_water: u64,
     /// Highest sequence the client has received on this stream (0: just the priming event).
     seen: u64,
+    /// Events emitted here and not yet delivered, by sequence: judged when the stream can no
+    /// longer deliver them (see [`Checker::settle_stream`]).
+    pending: BTreeMap<u64, Arc<str>>,
+    /// Opened flagged as new (`Mcp-Stream-Resumed: false`): a client moving onto it was told
+    /// that continuity broke.
+    flagged_new: bool,
 }
 
 /// Counters kept alongside the anomalies.
@@ -66,7 +72,9 @@ impl Checker {
     pub fn observe(&mut self, entry: &Entry) {
         let at = entry.at;
         match &entry.record {
-            Record::SessionOpened { .. } | Record::ClientGaveUp => {}
+            Record::SessionOpened { .. } => {}
+            Record::ClientGaveUp => {}
+            // What the session still owed is gone with it, and the client knows: not silent.
             Record::SessionClosed { session } => {
                 self.streams.retain(|(s, _), _| s != session);
                 self.bound.remove(session);
@@ -85,6 +93,8 @@ impl Checker {
                     accepting: true,
                     high_water: 0,
                     seen: 0,
+                    pending: BTreeMap::new(),
+                    flagged_new: *flagged_new,
                 };
                 self.streams.insert((*session, *stream), track);
                 if *stream_kind == StreamKind::Standalone {
@@ -101,18 +111,25 @@ impl Checker {
                 if self
                     .track(*session, *stream)
                     .is_some_and(|t| t.kind == StreamKind::Standalone)
+                    && let Some(left) = self.bound.insert(*session, *stream)
+                    && left != *stream
+                    && self.track(*session, left).is_some_and(|t| !t.accepting)
                 {
-                    self.bound.insert(*session, *stream);
+                    // The client moved on from an ended stream: what it still owed is lost.
+                    self.settle_stream(*session, left, at);
                 }
             }
             Record::Orphaned { .. } => {}
             Record::Fenced { session, stream } => {
                 self.counters.fences += 1;
-                self.stop_accepting(*session, *stream);
+                self.stop_accepting(*session, *stream, at);
             }
-            Record::StreamClosed { session, stream } => self.stop_accepting(*session, *stream),
+            Record::StreamClosed { session, stream } => {
+                self.stop_accepting(*session, *stream, at);
+            }
             // Forget what was kept about it, so a long session's checker stays flat.
             Record::StreamForgotten { session, stream } => {
+                self.settle_stream(*session, *stream, at);
                 self.streams.remove(&(*session, *stream));
                 self.forked.remove(&(*session, *stream));
             }
@@ -121,14 +138,19 @@ impl Checker {
                 stream,
                 seq,
                 copied,
-                ..
+                key,
             } => {
-                if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
-                    track.high_water = track.high_water.max(*seq);
-                }
+                let forked =
+                    !copied && self.check_emit_lands_on_bound_stream(*session, *stream, *seq, at);
                 if !copied {
                     self.counters.emits += 1;
-                    self.check_emit_lands_on_bound_stream(*session, *stream, *seq, at);
+                }
+                if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
+                    track.high_water = track.high_water.max(*seq);
+                    // A forked emit is reported lost at once; every other one is owed.
+                    if !forked && *seq > track.seen {
+                        track.pending.insert(*seq, key.clone());
+                    }
                 }
             }
             Record::LateEmitRefused { .. } => self.counters.late_emits_refused += 1,
@@ -165,27 +187,62 @@ impl Checker {
         self.streams.get(&(session, stream))
     }
 
-    /// The stream was fenced or closed: emits no longer land on it.
-    fn stop_accepting(&mut self, session: SessionId, stream: StreamId) {
-        if let Some(track) = self.streams.get_mut(&(session, stream)) {
-            track.accepting = false;
+    /// The stream was fenced or closed: emits no longer land on it. A standalone stream the
+    /// client is no longer bound to can deliver nothing more, so it is settled now; the one it
+    /// is bound to is settled when the client moves on. (A request stream is closed when its
+    /// result is queued, before it is delivered: it is settled when forgotten.)
+    fn stop_accepting(&mut self, session: SessionId, stream: StreamId, at: LabTime) {
+        let Some(track) = self.streams.get_mut(&(session, stream)) else {
+            return;
+        };
+        track.accepting = false;
+        if track.kind == StreamKind::Standalone && self.bound.get(&session) != Some(&stream) {
+            self.settle_stream(session, stream, at);
+        }
+    }
+
+    /// The stream can deliver nothing more: every event it still owed the client whose side
+    /// effect was not applied some other way (a replay, a naive copy) is lost — silently,
+    /// unless the stream the client is now bound to was flagged new (it was told continuity
+    /// broke, as it is when it starts a new session).
+    fn settle_stream(&mut self, session: SessionId, stream: StreamId, at: LabTime) {
+        let told = self
+            .bound
+            .get(&session)
+            .filter(|b| **b != stream)
+            .and_then(|b| self.track(session, *b))
+            .is_some_and(|t| t.flagged_new);
+        let Some(track) = self.streams.get_mut(&(session, stream)) else {
+            return;
+        };
+        let owed = std::mem::take(&mut track.pending);
+        if told {
+            return;
+        }
+        for (seq, key) in owed {
+            if !self.applied.contains_key(&key) {
+                self.report(Anomaly::Lost {
+                    event: EventId { stream, seq },
+                    at,
+                });
+            }
         }
     }
 
     /// Fork, lost and drift: an emit onto a standalone stream other than the one the client is
-    /// bound to, while that one is live too.
+    /// bound to, while that one is live too. Returns whether it was (the emit is then lost).
     fn check_emit_lands_on_bound_stream(
         &mut self,
         session: SessionId,
         stream: StreamId,
         seq: u64,
         at: LabTime,
-    ) {
+    ) -> bool {
         if self
             .track(session, stream)
             .is_none_or(|t| t.kind != StreamKind::Standalone)
         {
-            return;
+            return false;
         }
         let counter = {
             let counter = self.session_counters.entry(session).or_default();
@@ -193,10 +250,10 @@ impl Checker {
             *counter
         };
         let Some(&bound) = self.bound.get(&session) else {
-            return;
+            return false;
         };
         if bound == stream || self.track(session, bound).is_none_or(|t| !t.accepting) {
-            return;
+            return false;
         }
         if self.forked.insert((session, stream)) {
             self.report(Anomaly::Fork {
@@ -220,6 +277,7 @@ impl Checker {
             };
             self.report(Anomaly::CursorDrift { session, drift, at });
         }
+        true
     }
 
     fn check_delivery(
@@ -233,6 +291,7 @@ impl Checker {
         if let Some(track) = self.streams.get_mut(&(session, event.stream)) {
             let expected = track.seen + 1;
             track.seen = track.seen.max(event.seq);
+            track.pending.remove(&event.seq);
             if event.seq > expected {
                 self.report(Anomaly::Gap {
                     stream: event.stream,
