@@ -119,6 +119,10 @@ enum Command {
         /// (default 600000); at capacity, `initialize` is answered 503 with Retry-After.
         #[arg(long)]
         session_idle_ms: Option<u64>,
+        /// Replay memory across all sessions, in MiB (default 64); past it, `initialize` and
+        /// tool calls are answered 503 `over_budget` with Retry-After.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+        replay_budget_mib: Option<u64>,
         /// Where the fenced policy reads stream identity from: `event-id` (ids carry the
         /// stream's token, so stock MCP clients resume with Last-Event-ID alone) or
         /// `token-header` (the seed's model: a resume also needs Mcp-Resumption-Token).
@@ -254,6 +258,7 @@ fn main() -> ExitCode {
             grace_ms,
             retention_ms,
             session_idle_ms,
+            replay_budget_mib,
             identity,
             truth_comments,
         }) => {
@@ -270,6 +275,11 @@ fn main() -> ExitCode {
             }
             if let Some(idle) = session_idle_ms {
                 config.session_idle_ms = idle;
+            }
+            if let Some(mib) = replay_budget_mib {
+                // Bounded by the parser: at most 64 GiB, which fits in usize on 64-bit hosts.
+                config.replay_budget_bytes =
+                    usize::try_from(mib * 1024 * 1024).unwrap_or(usize::MAX);
             }
             let background = emit_rate.or((emit_every > 0).then(|| EmitRate::every_ms(emit_every)));
             let options = ServeOptions {

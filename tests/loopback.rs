@@ -4,11 +4,15 @@
 use forkscope::clock::LabClock;
 use forkscope::incident;
 use forkscope::lab::{Action, Lab, LabOptions};
+use forkscope::wire::proxy::{Fault, Proxy};
+use forkscope::wire::server::liveness::{KEEPALIVE_FRAME, Liveness};
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::sse::{Parser, SseEvent};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::client::Phase;
-use forkscope_core::{AnomalyKind, LabConfig, Policy, Record, SessionId, StreamId, StreamIdentity};
+use forkscope_core::{
+    AnomalyKind, LabConfig, OrphanCause, Policy, Record, SessionId, StreamId, StreamIdentity,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -213,10 +217,19 @@ async fn raw(policy: Policy) -> Raw {
 }
 
 async fn raw_with(policy: Policy, config: LabConfig, clock: Arc<LabClock>) -> Raw {
+    raw_with_options(policy, config, clock, ServeOptions::default()).await
+}
+
+async fn raw_with_options(
+    policy: Policy,
+    config: LabConfig,
+    clock: Arc<LabClock>,
+    options: ServeOptions,
+) -> Raw {
     let core = Core::new(config, policy).unwrap();
     let shared = Shared::new(core);
     let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-    let running = server::start(shared.clone(), clock, ServeOptions::default(), addr)
+    let running = server::start(shared.clone(), clock, options, addr)
         .await
         .unwrap();
     let url = format!("http://{}/mcp", running.addr);
@@ -1276,4 +1289,160 @@ async fn the_lab_client_follows_a_server_that_sends_no_truth() {
     }
     task.abort();
     running.stop().await;
+}
+
+/// One budget holds the replay memory of every session: past it, `initialize` and `tools/call`
+/// get a typed 503 with Retry-After (the call's id echoed), and retention running out frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_budget_refuses_new_work_with_a_typed_error_until_memory_is_freed() {
+    let clock = Arc::new(LabClock::new());
+    clock.set_paused(true);
+    let config = LabConfig {
+        replay_buffer_bytes: 16 * 1024,
+        replay_budget_bytes: 16 * 1024,
+        retention_ms: 3_000,
+        ..LabConfig::default()
+    };
+    let raw = raw_with(Policy::Fenced, config, clock.clone()).await;
+    let session = raw.initialize().await;
+    // 300 progress events of ~200 bytes: more than the whole budget.
+    let events = read_to_end(raw.call(session, 300, 0).await).await;
+    assert_eq!(events.last().unwrap().1, "result");
+    assert!(raw.shared.lock().server.replay_bytes() > 8 * 1024);
+    let call = json!({"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":1}}});
+    let refused = raw
+        .post(Some(session), call.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "3");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["id"], 77, "{body}");
+    assert_eq!(body["error"]["data"]["reason"], "over_budget", "{body}");
+    let init = json!({"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let refused = raw.post(None, init.to_string()).send().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "3");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        (body["id"].clone(), body["error"]["data"]["reason"].clone()),
+        (json!(5), json!("over_budget"))
+    );
+    // Retention ends: the finished call's memory goes, new work is admitted again.
+    clock.advance(3_000);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while raw.shared.lock().server.replay_bytes() > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never freed");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let events = read_to_end(raw.call(session, 3, 0).await).await;
+    assert_eq!(events.last().unwrap().1, "result");
+    raw.running.stop().await;
+}
+
+/// Fast liveness rules for the tests (lab milliseconds; the lab clock runs in real time).
+fn quick_liveness() -> ServeOptions {
+    ServeOptions {
+        liveness: Liveness {
+            keepalive_ms: Some(50),
+            write_deadline_ms: Some(300),
+        },
+        ..ServeOptions::default()
+    }
+}
+
+/// Why the stream's grace window started, once it has.
+fn orphan_cause(raw: &Raw, session: SessionId) -> Option<OrphanCause> {
+    let core = raw.shared.lock();
+    core.history.recent().iter().find_map(|e| match &e.record {
+        Record::Orphaned {
+            session: s, cause, ..
+        } if *s == session => Some(*cause),
+        _ => None,
+    })
+}
+
+/// A NAT drop is noticed from the connection itself, even on an idle stream: the proxy stops
+/// reading, the server's keep-alive comments go unacknowledged, and past the write deadline
+/// the stream is orphaned as `writes_stalled` — with no other request arriving. Before
+/// liveness the stream stayed live for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nat_dropped_stream_is_orphaned_by_its_stalled_writes() {
+    let raw = raw_with_options(
+        Policy::Fenced,
+        LabConfig::default(),
+        Arc::new(LabClock::new()),
+        quick_liveness(),
+    )
+    .await;
+    let proxy = Proxy::start(raw.running.addr).await.unwrap();
+    let session = raw.initialize().await;
+    let url = format!("http://{}/mcp", proxy.addr);
+    let response = raw
+        .http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session.to_string())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = Stream::new(response);
+    stream.next().await; // priming
+    proxy.inject(Fault::Drop);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while orphan_cause(&raw, session).is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stalled stream was never orphaned"
+        );
+        // Nothing is emitted: the keep-alive comments alone back up.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        orphan_cause(&raw, session),
+        Some(OrphanCause::WritesStalled)
+    );
+    assert_eq!(raw.stream_state(session, StreamId(1)), Some("orphaned"));
+    assert_eq!(raw.shared.lock().io.open_connections(), 0, "cut off");
+    raw.running.stop().await;
+}
+
+/// An idle stream gets keep-alive comments, and a reader that keeps reading is never judged
+/// stalled, however long nothing happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_healthy_stream_gets_keep_alives_and_stays_live() {
+    let raw = raw_with_options(
+        Policy::Fenced,
+        LabConfig::default(),
+        Arc::new(LabClock::new()),
+        quick_liveness(),
+    )
+    .await;
+    let session = raw.initialize().await;
+    let response = raw.get(session, None, None).send().await.unwrap();
+    let mut body = Box::pin(response.bytes_stream());
+    let mut seen = Vec::new();
+    // Ten keep-alives: two write deadlines' worth of idleness at least.
+    while seen
+        .windows(KEEPALIVE_FRAME.len())
+        .filter(|w| *w == KEEPALIVE_FRAME)
+        .count()
+        < 10
+    {
+        let chunk = tokio::time::timeout(LIMIT, body.next())
+            .await
+            .expect("keep-alives")
+            .expect("open")
+            .unwrap();
+        seen.extend_from_slice(&chunk);
+    }
+    assert_eq!(orphan_cause(&raw, session), None);
+    assert_eq!(raw.stream_state(session, StreamId(1)), Some("live"));
+    // A standard SSE parser sees no event in them.
+    let events = Parser::new().feed(&seen).unwrap();
+    assert_eq!(events.len(), 1, "only the priming event: {events:?}");
+    raw.running.stop().await;
 }

@@ -1,8 +1,9 @@
 //! The fault proxy: an in-process TCP proxy between the lab's client and server.
 //!
 //! `drop_connection` is a NAT drop: the client's side is cut while the server's side stays open
-//! and silently drained, so the server keeps believing its stream is live. `reset` closes both
-//! sides.
+//! and is no longer read, so the server's writes back up as they do behind a real NAT drop
+//! (its packets go unacknowledged). Nothing tells the server: it finds out only from its own
+//! liveness rules (keep-alive comments and a write deadline). `reset` closes both sides.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,14 +17,20 @@ use tokio::task::JoinHandle;
 /// A fault applied to every connection open through the proxy at that moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// Cut the client side; keep the server side open and drain it (the server is not told).
+    /// Cut the client side; keep the server side open and stop reading it (the server is not
+    /// told).
     Drop,
     /// Close both sides.
     Reset,
 }
 
-/// How long a drained, half-open server side is kept before the proxy lets it go.
+/// How long a dropped, half-open server side is kept before the proxy lets it go.
 const HALF_OPEN_KEPT: Duration = Duration::from_secs(300);
+/// The receive buffer a dropped server side shrinks to: its window closes after a few KiB, so
+/// the server's writes back up within seconds, as they would with nothing acknowledging them.
+const DROPPED_RECV_BUFFER: usize = 2 * 1024;
+/// The receive buffer of every upstream connection (the kernel doubles it).
+const UPSTREAM_RECV_BUFFER: u32 = 32 * 1024;
 const BUFFER: usize = 16 * 1024;
 
 #[derive(Debug, Default)]
@@ -69,7 +76,7 @@ impl Proxy {
                     let faults = faults.subscribe();
                     let stats = stats.clone();
                     tokio::spawn(async move {
-                        let Ok(server) = TcpStream::connect(upstream).await else {
+                        let Ok(server) = connect_small_window(upstream).await else {
                             return;
                         };
                         let _ = client.set_nodelay(true);
@@ -103,6 +110,18 @@ impl Proxy {
     }
 }
 
+/// Connects upstream with a small receive buffer: on loopback a small window costs little
+/// throughput, and when a NAT drop stops the reading, the server's bytes stop being
+/// acknowledged after a few KiB instead of megabytes — what a dead route does at once.
+async fn connect_small_window(upstream: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = match upstream {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_recv_buffer_size(UPSTREAM_RECV_BUFFER)?;
+    socket.connect(upstream).await
+}
+
 async fn link(
     client: TcpStream,
     server: TcpStream,
@@ -132,7 +151,7 @@ async fn link(
             fault = faults.recv() => match fault {
                 Ok(Fault::Drop) => {
                     drop((client_read, client_write));
-                    drain(server_read, server_write, stats).await;
+                    black_hole(server_read, server_write, stats).await;
                     return;
                 }
                 Ok(Fault::Reset) | Err(broadcast::error::RecvError::Closed) => return,
@@ -142,23 +161,31 @@ async fn link(
     }
 }
 
-/// Keeps the server's side open and reads whatever it sends into the void, like a route that
-/// went dead without a FIN or RST.
-async fn drain(
-    mut server_read: tokio::net::tcp::OwnedReadHalf,
+/// Keeps the server's side open and reads nothing more from it, like a route that went dead
+/// without a FIN or RST: what the server writes fills the socket buffers and stays there.
+async fn black_hole(
+    server_read: tokio::net::tcp::OwnedReadHalf,
     server_write: tokio::net::tcp::OwnedWriteHalf,
     stats: &ProxyStats,
 ) {
     stats.half_open.fetch_add(1, Ordering::Relaxed);
-    let mut sink = vec![0u8; BUFFER];
-    let _ = tokio::time::timeout(HALF_OPEN_KEPT, async {
-        while let Ok(n) = server_read.read(&mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-    .await;
-    drop(server_write);
+    let _ = socket2::SockRef::from(server_read.as_ref()).set_recv_buffer_size(DROPPED_RECV_BUFFER);
+    // Held, not read, until the server gives up on it (it closes: the read sees EOF or an
+    // error) or the proxy does.
+    let mut probe = server_read;
+    let _ = tokio::time::timeout(HALF_OPEN_KEPT, wait_for_close(&mut probe)).await;
+    drop((probe, server_write));
     stats.half_open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Waits until the peer closes, without taking any of its bytes: a zero-length peek wakes on
+/// data too, so the wait sleeps between looks.
+async fn wait_for_close(read: &mut tokio::net::tcp::OwnedReadHalf) {
+    let mut one = [0u8; 1];
+    loop {
+        match read.peek(&mut one).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
 }

@@ -68,9 +68,14 @@ pub struct LabConfig {
     /// proven gap-free.
     pub replay_buffer: usize,
     /// Bytes kept per stream for replay; whichever bound is hit first evicts the oldest
-    /// events. With the session and stream bounds this caps replay memory at
-    /// 64 sessions × 16 streams × 512 KiB = 512 MiB at the very most.
+    /// events.
     pub replay_buffer_bytes: usize,
+    /// Bytes kept for replay across every stream of every session (the per-stream bounds alone
+    /// would allow 64 × 16 × 512 KiB = 512 MiB). New sessions and tool calls are admitted
+    /// only while one more full stream fits, else refused (`over_budget`); an emit past it
+    /// makes room by evicting the oldest events of its own stream, so the budget is exceeded
+    /// by at most the newest event of each stream.
+    pub replay_budget_bytes: usize,
     /// Sessions the server holds at once; `initialize` past this is refused.
     pub max_sessions: usize,
     /// Streams a session keeps, ended ones included; the oldest ended ones are forgotten first.
@@ -96,6 +101,7 @@ impl Default for LabConfig {
             retry: RetryConfig::default(),
             replay_buffer: 1_024,
             replay_buffer_bytes: 512 * 1024,
+            replay_budget_bytes: 64 * 1024 * 1024,
             max_sessions: 64,
             max_streams_per_session: 16,
             history_capacity: 65_536,
@@ -123,6 +129,11 @@ pub enum ConfigError {
     },
     #[error("retry.initial_backoff_ms ({initial}) must not exceed retry.max_backoff_ms ({max})")]
     BackoffInverted { initial: u64, max: u64 },
+    #[error(
+        "replay_budget_bytes ({budget}) must be at least replay_buffer_bytes ({per_stream}): \
+         one stream alone must fit in the budget"
+    )]
+    BudgetBelowOneStream { budget: usize, per_stream: usize },
 }
 
 impl LabConfig {
@@ -157,6 +168,12 @@ impl LabConfig {
         min("history_capacity", self.history_capacity as u64, 16)?;
         min("retry.initial_backoff_ms", self.retry.initial_backoff_ms, 1)?;
         min("session_idle_ms", self.session_idle_ms, 1)?;
+        if self.replay_budget_bytes < self.replay_buffer_bytes {
+            return Err(ConfigError::BudgetBelowOneStream {
+                budget: self.replay_budget_bytes,
+                per_stream: self.replay_buffer_bytes,
+            });
+        }
         if self.retry.initial_backoff_ms > self.retry.max_backoff_ms {
             return Err(ConfigError::BackoffInverted {
                 initial: self.retry.initial_backoff_ms,

@@ -40,6 +40,6 @@ pub use resume::{
     ClientAction, NewStream, RejectReason, ResumeDecision, ResumeRejected, ResumeRequest, Resumed,
     StreamEcho,
 };
-pub use server::{EmitError, Server, SessionError, StreamKind, StreamState};
+pub use server::{EmitError, OrphanCause, Server, SessionError, StreamKind, StreamState};
 pub use time::LabTime;
 pub use view::View;

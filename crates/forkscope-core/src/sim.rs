@@ -330,6 +330,7 @@ impl Sim {
                     connection.session,
                     stream,
                     connection.id,
+                    crate::server::OrphanCause::ConnectionClosed,
                     &mut self.history,
                 );
             }

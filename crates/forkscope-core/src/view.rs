@@ -6,7 +6,7 @@ use crate::config::LabConfig;
 use crate::history::{Counters, History, Verdict};
 use crate::ids::{SessionId, StreamId};
 use crate::policy::{Condition, Policy};
-use crate::server::{Server, StreamKind, StreamState};
+use crate::server::{OrphanCause, Server, StreamKind, StreamState};
 use crate::time::LabTime;
 use serde::Serialize;
 
@@ -35,6 +35,9 @@ pub struct SessionView {
 pub struct GraceView {
     pub remaining_ms: u64,
     pub total_ms: u64,
+    /// When the grace window started, and why.
+    pub since: LabTime,
+    pub cause: OrphanCause,
 }
 
 impl GraceView {
@@ -114,9 +117,12 @@ impl View {
                             StreamState::Orphaned {
                                 since,
                                 grace_deadline,
+                                cause,
                             } => Some(GraceView {
                                 remaining_ms: grace_deadline.since(now),
                                 total_ms: grace_deadline.since(since),
+                                since,
+                                cause,
                             }),
                             _ => None,
                         },

@@ -126,6 +126,7 @@ impl Fixture {
             self.session,
             StreamId(1),
             ConnectionId(1),
+            forkscope_core::OrphanCause::ConnectionClosed,
             &mut self.history,
         );
     }
@@ -716,9 +717,13 @@ fn a_late_emit_onto_a_fenced_stream_is_refused_and_counted() {
 #[test]
 fn events_owed_by_an_ended_bound_stream_are_lost_unless_the_client_was_told() {
     for policy in [Policy::Naive, Policy::Fenced] {
-        let mut f = Fixture::new(policy, LabConfig::default(), 4);
-        f.deliver(StreamId(1), 1);
-        f.deliver(StreamId(1), 2);
+        let mut f = Fixture::new(policy, LabConfig::default(), 0);
+        for n in 1..=2 {
+            f.emit(StreamId(1), n);
+            f.deliver(StreamId(1), n);
+        }
+        f.emit(StreamId(1), 3);
+        f.emit(StreamId(1), 4);
         f.close_s1(T0);
         let later = T0.plus(f.server.config().grace_ms);
         if policy == Policy::Fenced {
@@ -891,6 +896,7 @@ fn idle_sessions_expire_and_a_full_server_says_when_a_slot_frees() {
         busy,
         StreamId(1),
         ConnectionId(1),
+        forkscope_core::OrphanCause::ConnectionClosed,
         &mut history,
     );
     assert_eq!(
@@ -949,4 +955,107 @@ fn a_long_session_keeps_bounded_state() {
         assert!(s1.buffered_bytes() <= 4 * 1024, "{}", s1.buffered_bytes());
         assert!(s1.buffered() < 10);
     }
+}
+
+/// Replay memory is held to one budget across sessions: past it new sessions and tool calls
+/// are refused with a typed error, emits evict their own stream's oldest events (a resume from
+/// before them is refused, never gap-filled silently), and retention running out frees it.
+#[test]
+fn replay_memory_is_held_to_a_global_budget() {
+    let per_stream = 4 * 1024;
+    let config = LabConfig {
+        replay_buffer_bytes: per_stream,
+        replay_budget_bytes: 3 * per_stream,
+        ..LabConfig::default()
+    };
+    let budget = config.replay_budget_bytes;
+    let mut f = Fixture::new(Policy::Fenced, config, 0);
+    let big = |n: u64| Payload::new(format!("big{n}"), "x".repeat(500));
+    let mut calls = Vec::new();
+    let refused = loop {
+        match f.server.open_request_stream(
+            T0,
+            f.session,
+            ConnectionId(100 + calls.len() as u64),
+            &mut f.rng,
+            &mut f.history,
+        ) {
+            Ok((stream, _)) => {
+                for n in 0..20 {
+                    f.server
+                        .emit(T0, f.session, stream, big(n), &mut f.history)
+                        .unwrap();
+                }
+                calls.push(stream);
+            }
+            Err(e) => break e,
+        }
+        assert!(
+            calls.len() < 10,
+            "the budget must refuse before the stream bound"
+        );
+    };
+    assert_eq!(refused, forkscope_core::EmitError::OverBudget { budget });
+    assert!(refused.to_string().contains("budget"));
+    assert!(matches!(
+        f.server.open_session(T0, &mut f.rng, &mut f.history),
+        Err(SessionError::OverBudget { .. })
+    ));
+    // Streams admitted before keep emitting; the total stays within the budget plus one
+    // event per stream.
+    for n in 20..200 {
+        for stream in &calls {
+            f.server
+                .emit(T0, f.session, *stream, big(n), &mut f.history)
+                .unwrap();
+        }
+        assert!(f.server.replay_bytes() <= budget + calls.len() * 700);
+    }
+    let sum: usize = f
+        .server
+        .session(f.session)
+        .unwrap()
+        .streams()
+        .iter()
+        .map(|s| s.buffered_bytes())
+        .sum();
+    assert_eq!(
+        sum,
+        f.server.replay_bytes(),
+        "the account matches the buffers"
+    );
+    // Finished calls let their memory go when retention runs out; admission resumes.
+    for stream in &calls {
+        f.server
+            .finish_request_stream(T0, f.session, *stream, &mut f.history);
+    }
+    let later = T0.plus(f.server.config().retention_ms);
+    f.server.handle_timeout(later, &mut f.history);
+    assert_eq!(f.server.replay_bytes(), 0);
+    assert!(
+        f.server
+            .open_session(later, &mut f.rng, &mut f.history)
+            .is_ok()
+    );
+    assert!(
+        f.server
+            .open_request_stream(
+                later,
+                f.session,
+                ConnectionId(999),
+                &mut f.rng,
+                &mut f.history
+            )
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_budget_below_one_stream_is_refused() {
+    let config = LabConfig {
+        replay_budget_bytes: 1_024,
+        ..LabConfig::default()
+    };
+    let err = Server::new(config, Policy::Fenced).unwrap_err();
+    assert!(err.to_string().contains("replay_budget_bytes"), "{err}");
 }

@@ -86,6 +86,14 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 if stream.background {
                     spans.push(Span::styled(" ◀ bg", theme.dim()));
                 }
+                // Why and when its grace window started: its connection closed, its writes
+                // stalled (how a NAT drop is noticed), or a naive new stream replaced it.
+                if let Some(grace) = stream.grace {
+                    spans.push(Span::styled(
+                        format!(" · {} {}", grace.cause.describe(), grace.since),
+                        theme.dim(),
+                    ));
+                }
                 lines.push(Line::from(spans));
             }
             if live > 1 {

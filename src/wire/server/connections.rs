@@ -2,6 +2,7 @@
 //! and close), request headers and POST bodies within [`super::REQUEST_READ_TIMEOUT`], Nagle
 //! off. Every connection task belongs to the accept loop, so stopping the server ends them all.
 
+use super::liveness::{self, Handle, Watched};
 use super::refusal::json_response;
 use crate::wire::jsonrpc;
 use axum::extract::{Request, State};
@@ -38,6 +39,7 @@ fn over_capacity() -> Vec<u8> {
 pub(super) struct Limits {
     pub max_connections: usize,
     pub read_timeout: std::time::Duration,
+    pub liveness: liveness::Liveness,
 }
 
 pub(super) async fn accept(
@@ -65,10 +67,19 @@ pub(super) async fn accept(
             tasks.spawn(refuse(tcp, limits.read_timeout));
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Every request on the connection carries a handle to close it (liveness does, when
+        // its writes stall).
+        let handle: Handle = Arc::default();
+        let service =
+            TowerToHyperService::new(router.clone().layer(axum::Extension(handle.clone())));
         let http = http.clone();
+        liveness::arm_socket(&tcp, limits.liveness);
+        let io = TokioIo::new(Watched::new(tcp, handle.clone()));
         tasks.spawn(async move {
-            let _ = http.serve_connection(TokioIo::new(tcp), service).await;
+            tokio::select! {
+                _ = http.serve_connection(io, service) => {}
+                () = handle.closed() => {}
+            }
             drop(slot);
         });
     }

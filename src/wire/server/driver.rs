@@ -7,7 +7,7 @@
 //! room, the lab clock changing speed or being stepped. An idle server sleeps; a tool call with
 //! `delay_ms: 0` runs turn after turn, as fast as its socket drains.
 
-use super::{ServeOptions, background, tool};
+use super::{ServeOptions, background, liveness, tool};
 use crate::clock::LabClock;
 use crate::wire::{Core, Shared};
 use forkscope_core::LabTime;
@@ -58,7 +58,8 @@ pub fn run_due(core: &mut Core, now: LabTime, options: &ServeOptions) -> Next {
         .background
         .and_then(|rate| background::run_due(core, rate, now, &mut budget));
     let tools = tool::run_due(core, now, &mut budget);
-    let next = [core.server.poll_timeout(), background, tools]
+    let liveness = liveness::run_due(core, now, options.liveness);
+    let next = [core.server.poll_timeout(), background, tools, liveness]
         .into_iter()
         .flatten()
         .min();

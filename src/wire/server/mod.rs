@@ -5,11 +5,13 @@
 //! - [`writers`]: the open SSE connections and their bounded queues.
 //! - [`driver`]: the event-driven task that turns lab time into deadlines and work.
 //! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`.
+//! - [`liveness`]: keep-alive comments and the write deadline — how a dead connection is noticed.
 //! - [`origin`] and [`refusal`]: what is refused before the core is asked.
 
 pub mod background;
 mod connections;
 pub mod driver;
+pub mod liveness;
 mod origin;
 mod refusal;
 mod routes;
@@ -54,6 +56,8 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// See [`REQUEST_READ_TIMEOUT`].
     pub request_read_timeout: std::time::Duration,
+    /// Keep-alive comments and the write deadline: how a dead connection is noticed.
+    pub liveness: liveness::Liveness,
 }
 
 impl Default for ServeOptions {
@@ -63,6 +67,7 @@ impl Default for ServeOptions {
             truth_comments: true,
             max_connections: MAX_CONNECTIONS,
             request_read_timeout: REQUEST_READ_TIMEOUT,
+            liveness: liveness::Liveness::default(),
         }
     }
 }
@@ -218,6 +223,7 @@ pub async fn start(
     let limits = connections::Limits {
         max_connections: options.max_connections,
         read_timeout: options.request_read_timeout,
+        liveness: options.liveness,
     };
     let serve = tokio::spawn(connections::accept(
         listener,

@@ -4,24 +4,27 @@
 //! the driver.
 
 use super::App;
+use super::liveness::Handle;
 use super::refusal::{Refusal, accepts, json_response, session_error, session_request};
 use super::stream_body::sse_response;
 use super::tool::{self, Arguments, ToolCall};
 use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
 use crate::wire::jsonrpc;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use forkscope_core::{Policy, ResumeDecision, ResumeRequest, SessionError, SessionId};
+use forkscope_core::{EmitError, Policy, ResumeDecision, ResumeRequest, SessionError, SessionId};
 use serde_json::{Value, json};
 
 pub(super) async fn post_mcp(
     State(app): State<App>,
+    tcp: Option<Extension<Handle>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let tcp = tcp.map(|Extension(handle)| handle);
     let body = match body {
         Ok(body) => body,
         // Too large (413) or unreadable: a JSON-RPC error like every other refusal.
@@ -120,7 +123,7 @@ pub(super) async fn post_mcp(
                 None,
             ),
         ),
-        "tools/call" => call_tool(&app, session, id, &params),
+        "tools/call" => call_tool(&app, session, id, &params, tcp),
         other => json_response(
             StatusCode::OK,
             jsonrpc::error(
@@ -150,14 +153,26 @@ fn initialize(app: &App, id: &Value, message: &Value) -> Response {
         {
             Ok(s) => s,
             Err(e) => {
-                // At capacity: say when an idle session will have freed a slot.
-                let retry_after = match &e {
+                // At capacity: say when an idle session will have freed a slot, or when
+                // finished tool calls will have freed replay memory.
+                let (retry_after, reason) = match &e {
                     SessionError::Limit {
                         free_at: Some(at), ..
-                    } => at.since(now).div_ceil(1_000).max(1),
-                    _ => 60,
+                    } => (at.since(now).div_ceil(1_000).max(1), "too_many_sessions"),
+                    SessionError::OverBudget { .. } => {
+                        (retention_secs(&core.server), "over_budget")
+                    }
+                    _ => (60, "too_many_sessions"),
                 };
-                let mut response = session_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+                let mut response = json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    jsonrpc::error(
+                        id,
+                        jsonrpc::SESSION_ERROR,
+                        &e.to_string(),
+                        Some(json!({ "reason": reason, "retryAfterSecs": retry_after })),
+                    ),
+                );
                 insert(
                     response.headers_mut(),
                     "retry-after",
@@ -182,7 +197,13 @@ fn initialize(app: &App, id: &Value, message: &Value) -> Response {
     response
 }
 
-fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Response {
+fn call_tool(
+    app: &App,
+    session: SessionId,
+    id: Value,
+    params: &Value,
+    tcp: Option<Handle>,
+) -> Response {
     let invalid = |message: String| {
         json_response(
             StatusCode::OK,
@@ -226,6 +247,24 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
         ) {
             Ok(minted) => minted,
             // The refusal answers this request: it carries its id.
+            Err(e @ EmitError::OverBudget { .. }) => {
+                let retry_after = retention_secs(&core.server);
+                let mut response = json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    jsonrpc::error(
+                        &id,
+                        jsonrpc::SESSION_ERROR,
+                        &e.to_string(),
+                        Some(json!({ "reason": "over_budget", "retryAfterSecs": retry_after })),
+                    ),
+                );
+                insert(
+                    response.headers_mut(),
+                    "retry-after",
+                    &retry_after.to_string(),
+                );
+                return response;
+            }
             Err(e) => {
                 return json_response(
                     StatusCode::CONFLICT,
@@ -233,10 +272,14 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
                 );
             }
         };
-        let queue = core
-            .io
-            .writers
-            .register(connection, session, stream, app.wake.clone());
+        let queue = core.io.writers.register(
+            connection,
+            session,
+            stream,
+            app.wake.clone(),
+            tcp.clone(),
+            now,
+        );
         let opening = core.server.opening_of_request_stream(session, stream);
         core.io.tool_calls.push(ToolCall::new(
             session,
@@ -250,7 +293,7 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
         (opening, queue, stream, token, fenced)
     };
     app.wake.wake();
-    let mut response = sse_response(app, opening, Some(queue), session, stream, connection);
+    let mut response = sse_response(app, opening, Some(queue), session, stream, connection, tcp);
     let headers = response.headers_mut();
     insert(headers, headers::RESUMPTION_TOKEN, &token.to_string());
     if fenced {
@@ -260,13 +303,23 @@ fn call_tool(app: &App, session: SessionId, id: Value, params: &Value) -> Respon
     response
 }
 
+/// How long until finished tool calls let their replay memory go: the retention window.
+fn retention_secs(server: &forkscope_core::Server) -> u64 {
+    server.config().retention_ms.div_ceil(1_000).max(1)
+}
+
 fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
         headers.insert(HeaderName::from_static(name), value);
     }
 }
 
-pub(super) async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
+pub(super) async fn get_mcp(
+    State(app): State<App>,
+    tcp: Option<Extension<Handle>>,
+    headers: HeaderMap,
+) -> Response {
+    let tcp = tcp.map(|Extension(handle)| handle);
     if !accepts(&headers, "text/event-stream") {
         return session_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -327,6 +380,8 @@ pub(super) async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Respo
                 session,
                 stream,
                 app.wake.clone(),
+                tcp.clone(),
+                now,
             )),
             _ => None,
         };
@@ -356,12 +411,14 @@ pub(super) async fn get_mcp(State(app): State<App>, headers: HeaderMap) -> Respo
             response
         }
         ResumeDecision::Resume(r) => {
-            let mut response = sse_response(&app, opening, queue, session, r.stream, connection);
+            let mut response =
+                sse_response(&app, opening, queue, session, r.stream, connection, tcp);
             echo(response.headers_mut(), r.echo, None);
             response
         }
         ResumeDecision::NewStream(n) => {
-            let mut response = sse_response(&app, opening, queue, session, n.stream, connection);
+            let mut response =
+                sse_response(&app, opening, queue, session, n.stream, connection, tcp);
             echo(response.headers_mut(), n.echo, Some(n.token));
             response
         }

@@ -3,6 +3,7 @@
 
 use super::App;
 use super::driver::Wake;
+use super::liveness::Handle;
 use super::writers::{Queue, RETRY_HINT_MS};
 use crate::clock::LabClock;
 use crate::wire::Shared;
@@ -11,7 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forkscope_core::server::{Opening, Outgoing};
-use forkscope_core::{ConnectionId, SessionId, StreamId};
+use forkscope_core::{ConnectionId, OrphanCause, SessionId, StreamId};
 use std::sync::Arc;
 
 /// Largest live-tail write: queued frames are joined, so a burst costs a few syscalls.
@@ -128,6 +129,8 @@ struct ConnectionGuard {
     session: SessionId,
     stream: StreamId,
     connection: ConnectionId,
+    /// Its TCP connection: tells whether the kernel gave up on an unacknowledging peer.
+    tcp: Option<Handle>,
 }
 
 impl Drop for ConnectionGuard {
@@ -142,6 +145,11 @@ impl Drop for ConnectionGuard {
                 self.session,
                 self.stream,
                 self.connection,
+                if self.tcp.as_ref().is_some_and(|h| h.timed_out()) {
+                    OrphanCause::WritesStalled
+                } else {
+                    OrphanCause::ConnectionClosed
+                },
                 &mut core.history,
             );
         }
@@ -158,6 +166,7 @@ pub(super) fn sse_response(
     session: SessionId,
     stream: StreamId,
     connection: ConnectionId,
+    tcp: Option<Handle>,
 ) -> Response {
     let guard = ConnectionGuard {
         shared: app.shared.clone(),
@@ -166,6 +175,7 @@ pub(super) fn sse_response(
         session,
         stream,
         connection,
+        tcp,
     };
     let replay = Replay::new(opening, app.truth);
     let body = futures_util::stream::unfold(
@@ -178,13 +188,18 @@ pub(super) fn sse_response(
                 tokio::task::yield_now().await;
             }
             let chunk = match replay.next_chunk() {
-                Some(chunk) => chunk,
+                Some(chunk) => {
+                    if let Some(q) = &queue {
+                        q.wrote();
+                    }
+                    chunk
+                }
                 None if replay.ends() => return None,
                 None => {
                     let q = queue.as_mut()?;
                     let frame = q.rx.recv().await?;
                     let chunk = coalesce(frame, q);
-                    q.drained();
+                    q.drained(chunk.len());
                     chunk
                 }
             };

@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 /// Anomalies kept in full; past this they are only counted.
 const KEPT_ANOMALIES: usize = 1_000;
+/// Owed events tracked per stream, newest kept: a reader stalled for longer is judged on these.
+const OWED_KEPT: usize = 4_096;
 
 #[derive(Clone, Debug)]
 struct Track {
@@ -63,6 +65,9 @@ pub struct Checker {
     drifted: HashSet<SessionId>,
     /// Standalone emits per session: the server's session counter.
     session_counters: HashMap<SessionId, u64>,
+    /// Sessions whose client reports what it receives (the lab's own client does; a stock
+    /// client of `forkscope serve` does not). Only these are judged for lost events.
+    witnessed: HashSet<SessionId>,
     counters: Counters,
     counts: BTreeMap<AnomalyKind, u64>,
     anomalies: Vec<Anomaly>,
@@ -76,6 +81,7 @@ impl Checker {
             Record::ClientGaveUp => {}
             // What the session still owed is gone with it, and the client knows: not silent.
             Record::SessionClosed { session } => {
+                self.witnessed.remove(session);
                 self.streams.retain(|(s, _), _| s != session);
                 self.bound.remove(session);
                 self.session_counters.remove(session);
@@ -145,11 +151,15 @@ impl Checker {
                 if !copied {
                     self.counters.emits += 1;
                 }
+                let witnessed = self.witnessed.contains(session);
                 if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
                     track.high_water = track.high_water.max(*seq);
                     // A forked emit is reported lost at once; every other one is owed.
-                    if !forked && *seq > track.seen {
+                    if witnessed && !forked && *seq > track.seen {
                         track.pending.insert(*seq, key.clone());
+                        if track.pending.len() > OWED_KEPT {
+                            track.pending.pop_first();
+                        }
                     }
                 }
             }
@@ -288,6 +298,7 @@ impl Checker {
         applied: bool,
         at: LabTime,
     ) {
+        self.witnessed.insert(session);
         if let Some(track) = self.streams.get_mut(&(session, event.stream)) {
             let expected = track.seen + 1;
             track.seen = track.seen.max(event.seq);
@@ -327,6 +338,7 @@ impl Checker {
         reset: bool,
         at: LabTime,
     ) {
+        self.witnessed.insert(session);
         if let Some(from) = from
             && !reset
             && (from.stream != to.stream || to.seq <= from.seq)

@@ -2,7 +2,7 @@
 
 use crate::ids::{ConnectionId, EventId, IdScheme, SessionId, StreamId};
 use crate::resume::RejectReason;
-use crate::server::StreamKind;
+use crate::server::{OrphanCause, StreamKind};
 use crate::time::LabTime;
 use serde::Serialize;
 use std::sync::Arc;
@@ -37,10 +37,12 @@ pub enum Record {
         stream: StreamId,
         connection: ConnectionId,
     },
+    /// The server judged the stream's client gone: its grace window starts, for `cause`.
     Orphaned {
         session: SessionId,
         stream: StreamId,
         grace_deadline: LabTime,
+        cause: OrphanCause,
     },
     Fenced {
         session: SessionId,

@@ -4,6 +4,7 @@
 //! Sans-IO in the quinn style: `handle_*` and `emit*` take the current [`LabTime`], and
 //! [`Server::poll_timeout`] tells the caller when to call [`Server::handle_timeout`] next.
 
+mod budget;
 mod opening;
 mod replay_buffer;
 mod session;
@@ -11,7 +12,7 @@ mod stream;
 
 pub use opening::{Opening, Outgoing};
 pub use session::Session;
-pub use stream::{Stream, StreamKind, StreamState};
+pub use stream::{OrphanCause, Stream, StreamKind, StreamState};
 
 use crate::config::{ConfigError, LabConfig};
 use crate::event::{Event, Payload};
@@ -25,6 +26,7 @@ use crate::resume::{
     TokenLookup,
 };
 use crate::time::LabTime;
+use budget::ReplayBudget;
 use std::collections::{BTreeMap, HashMap};
 use thiserror::Error;
 
@@ -41,6 +43,11 @@ pub enum SessionError {
         /// When the first idle session expires, if any is idle now.
         free_at: Option<LabTime>,
     },
+    #[error(
+        "the server's replay memory budget ({budget} bytes) is used up; retry once finished \
+         tool calls have been let go"
+    )]
+    OverBudget { budget: usize },
 }
 
 /// An emit the core refused.
@@ -58,6 +65,11 @@ pub enum EmitError {
     NoStream,
     #[error("the session already holds {max} streams and none has ended")]
     TooManyStreams { max: usize },
+    #[error(
+        "the server's replay memory budget ({budget} bytes) is used up; retry once finished \
+         tool calls have been let go"
+    )]
+    OverBudget { budget: usize },
 }
 
 /// Where a background emit landed.
@@ -84,6 +96,7 @@ pub struct Server {
     sessions: BTreeMap<SessionId, Session>,
     /// Token → the one (session, stream) it was minted for.
     tokens: HashMap<ResumptionToken, (SessionId, StreamId)>,
+    budget: ReplayBudget,
 }
 
 impl Server {
@@ -94,7 +107,22 @@ impl Server {
             policy,
             sessions: BTreeMap::new(),
             tokens: HashMap::new(),
+            budget: ReplayBudget::new(config.replay_budget_bytes, config.replay_buffer_bytes),
         })
+    }
+
+    /// Bytes held for replay across every session, against `replay_budget_bytes`.
+    pub fn replay_bytes(&self) -> usize {
+        self.budget.used()
+    }
+
+    /// When the budget is used up, what refuses new sessions and tool calls.
+    fn check_budget(&self) -> Result<(), usize> {
+        if self.budget.exhausted() {
+            Err(self.budget.max())
+        } else {
+            Ok(())
+        }
     }
 
     pub fn policy(&self) -> Policy {
@@ -155,6 +183,8 @@ impl Server {
                 free_at: self.next_idle_deadline(),
             });
         }
+        self.check_budget()
+            .map_err(|budget| SessionError::OverBudget { budget })?;
         let id = loop {
             let id = SessionId::generate(rng);
             if !self.sessions.contains_key(&id) {
@@ -177,6 +207,7 @@ impl Server {
         let session = self.sessions.remove(&id).ok_or(SessionError::Unknown)?;
         let mut connections = Vec::new();
         for stream in &session.streams {
+            self.budget.release(stream.buffer.bytes());
             self.tokens.remove(&stream.token);
             connections.extend(stream.connection);
             if stream.state.accepts_emits() {
@@ -353,7 +384,7 @@ impl Server {
                     self.fence(now, session_id, *id, history);
                 }
                 if let Some(orphan) = orphan {
-                    self.orphan(now, session_id, orphan, history);
+                    self.orphan(now, session_id, orphan, OrphanCause::Replaced, history);
                 }
                 let minted = self.mint_stream(
                     now,
@@ -381,7 +412,9 @@ impl Server {
                     .get_mut(&session_id)
                     .expect("planned on this session");
                 let replay_len = match backlog_from {
-                    Some(from) => copy_backlog(now, session, from, stream, history),
+                    Some(from) => {
+                        copy_backlog(now, session, from, stream, &mut self.budget, history)
+                    }
                     None => 0,
                 };
                 ResumeDecision::NewStream(NewStream {
@@ -443,6 +476,7 @@ impl Server {
                 return Err(max);
             };
             let forgotten = session.streams.remove(oldest_ended);
+            self.budget.release(forgotten.buffer.bytes());
             self.tokens.remove(&forgotten.token);
             history.record(
                 now,
@@ -505,6 +539,8 @@ impl Server {
             return Err(EmitError::UnknownSession);
         }
         self.touch(now, session);
+        self.check_budget()
+            .map_err(|budget| EmitError::OverBudget { budget })?;
         let ids = match self.policy {
             Policy::Fenced => resume::fenced::id_scheme(&self.config),
             Policy::Naive => IdScheme::Bare,
@@ -536,7 +572,7 @@ impl Server {
             .sessions
             .get_mut(&session_id)
             .ok_or(EmitError::UnknownSession)?;
-        emit_onto(now, session, stream_id, payload, history)
+        emit_onto(now, session, stream_id, payload, &mut self.budget, history)
     }
 
     /// Emits from the session's background task. The task stays on the stream it writes to
@@ -556,7 +592,14 @@ impl Server {
             .ok_or(EmitError::UnknownSession)?;
         let mut refused_on = None;
         if let Some(target) = session.background_target {
-            match emit_onto(now, session, target, payload.clone(), history) {
+            match emit_onto(
+                now,
+                session,
+                target,
+                payload.clone(),
+                &mut self.budget,
+                history,
+            ) {
                 Ok(event) => return Ok(BackgroundEmit { event, refused_on }),
                 Err(EmitError::Fenced(stream)) => refused_on = Some(stream),
                 Err(_) => {}
@@ -566,7 +609,7 @@ impl Server {
             .active
             .filter(|id| session.stream(*id).is_some_and(|s| s.state.accepts_emits()));
         let target = session.background_target.ok_or(EmitError::NoStream)?;
-        let event = emit_onto(now, session, target, payload, history)?;
+        let event = emit_onto(now, session, target, payload, &mut self.budget, history)?;
         Ok(BackgroundEmit { event, refused_on })
     }
 
@@ -582,14 +625,16 @@ impl Server {
         stream.buffer.after(after, stream.high_water).ok()
     }
 
-    /// The adapter saw a stream's connection end (EOF, reset). A live stream is orphaned: its
-    /// grace window starts. A NAT drop never gets here — the server keeps believing.
+    /// The adapter judged a stream's connection gone: it ended (EOF, reset), or stopped taking
+    /// bytes (a NAT drop is only noticed that way). A live stream is orphaned: its grace
+    /// window starts, recorded with `cause`.
     pub fn connection_closed(
         &mut self,
         now: LabTime,
         session: SessionId,
         stream: StreamId,
         connection: ConnectionId,
+        cause: OrphanCause,
         history: &mut History,
     ) {
         let Some(owner) = self.sessions.get_mut(&session) else {
@@ -606,7 +651,7 @@ impl Server {
         // Its idle clock starts when its last connection ends.
         owner.last_activity = owner.last_activity.max(now);
         if live {
-            self.orphan(now, session, stream, history);
+            self.orphan(now, session, stream, cause, history);
         }
     }
 
@@ -641,6 +686,7 @@ impl Server {
         now: LabTime,
         session: SessionId,
         stream: StreamId,
+        cause: OrphanCause,
         history: &mut History,
     ) {
         let grace = self.config.grace_ms;
@@ -658,6 +704,7 @@ impl Server {
         target.state = StreamState::Orphaned {
             since: now,
             grace_deadline,
+            cause,
         };
         history.record(
             now,
@@ -665,6 +712,7 @@ impl Server {
                 session,
                 stream,
                 grace_deadline,
+                cause,
             },
         );
     }
@@ -721,6 +769,7 @@ impl Server {
     pub fn handle_timeout(&mut self, now: LabTime, history: &mut History) -> Vec<Expired> {
         self.expire_idle_sessions(now, history);
         let policy = self.policy;
+        let budget = &mut self.budget;
         let mut expired = Vec::new();
         for session in self.sessions.values_mut() {
             for stream in &mut session.streams {
@@ -728,6 +777,7 @@ impl Server {
                     && retain_until <= now
                 {
                     stream.state = StreamState::Closed { at: retain_until };
+                    budget.release(stream.buffer.bytes());
                     stream.buffer.clear();
                     expired.push(Expired {
                         session: session.id,
@@ -779,6 +829,7 @@ fn emit_onto(
     session: &mut Session,
     stream_id: StreamId,
     payload: Payload,
+    budget: &mut ReplayBudget,
     history: &mut History,
 ) -> Result<EventId, EmitError> {
     let session_id = session.id;
@@ -802,7 +853,7 @@ fn emit_onto(
         }
         StreamState::Live | StreamState::Orphaned { .. } => {
             let key = payload.key.clone();
-            let event = stream.push(now, payload);
+            let event = stream.push(now, payload, budget);
             if stream.kind == StreamKind::Standalone {
                 session.counter += 1;
             }
@@ -828,6 +879,7 @@ fn copy_backlog(
     session: &mut Session,
     from: StreamId,
     into: StreamId,
+    budget: &mut ReplayBudget,
     history: &mut History,
 ) -> usize {
     let backlog: Vec<Payload> = match session.stream(from) {
@@ -838,7 +890,7 @@ fn copy_backlog(
     let stream = session.stream_mut(into).expect("just minted");
     for payload in &backlog {
         let key = payload.key.clone();
-        let event = stream.push(now, payload.clone());
+        let event = stream.push(now, payload.clone(), budget);
         history.record(
             now,
             Record::Emitted {

@@ -47,6 +47,20 @@ impl ReplayBuffer {
         }
     }
 
+    /// Evicts the oldest events (the newest always stays) until `want` bytes are freed or
+    /// only the newest is left; returns the bytes freed.
+    pub fn shed(&mut self, want: usize) -> usize {
+        let mut freed = 0;
+        while freed < want && self.events.len() > 1 {
+            if let Some(old) = self.events.pop_front() {
+                let c = cost(&old);
+                self.bytes -= c;
+                freed += c;
+            }
+        }
+        freed
+    }
+
     /// Bytes kept, as counted against the bound.
     pub fn bytes(&self) -> usize {
         self.bytes

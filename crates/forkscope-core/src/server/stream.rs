@@ -1,6 +1,7 @@
 //! A stream: one identity with its own event sequence, state, high-water mark and replay
 //! buffer, attached to at most one HTTP connection at a time.
 
+use super::budget::ReplayBudget;
 use super::replay_buffer::ReplayBuffer;
 use crate::event::{Event, Payload};
 use crate::ids::{ConnectionId, EventId, IdScheme, ResumptionToken, StreamId};
@@ -16,6 +17,30 @@ pub enum StreamKind {
     Request,
 }
 
+/// Why the server decided a stream's client is gone, starting its grace window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrphanCause {
+    /// Its connection ended: the server saw EOF or a reset.
+    ConnectionClosed,
+    /// Its connection stopped taking bytes: nothing written to it (keep-alives included) was
+    /// acknowledged for the write deadline. How a NAT drop or a hung client is noticed.
+    WritesStalled,
+    /// Naive policy: a new stream took its place while it was live.
+    Replaced,
+}
+
+impl OrphanCause {
+    /// Why, in a few words, for the views.
+    pub fn describe(self) -> &'static str {
+        match self {
+            OrphanCause::ConnectionClosed => "closed",
+            OrphanCause::WritesStalled => "stalled",
+            OrphanCause::Replaced => "replaced",
+        }
+    }
+}
+
 /// Where a stream is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state")]
@@ -27,6 +52,7 @@ pub enum StreamState {
     Orphaned {
         since: LabTime,
         grace_deadline: LabTime,
+        cause: OrphanCause,
     },
     /// Invalidated: its token resumes nothing and emits onto it are refused.
     Fenced { at: LabTime },
@@ -95,18 +121,25 @@ impl Stream {
         }
     }
 
-    /// Appends the next event. The caller has checked the state accepts emits.
-    pub(crate) fn push(&mut self, now: LabTime, payload: Payload) -> EventId {
+    /// Appends the next event, charged to the server's replay budget. The caller has checked
+    /// the state accepts emits.
+    pub(crate) fn push(
+        &mut self,
+        now: LabTime,
+        payload: Payload,
+        budget: &mut ReplayBudget,
+    ) -> EventId {
         self.high_water += 1;
         let id = EventId {
             stream: self.id,
             seq: self.high_water,
         };
-        self.buffer.push(Event {
+        let event = Event {
             id,
             payload,
             emitted_at: now,
-        });
+        };
+        budget.charge(&mut self.buffer, |buffer| buffer.push(event));
         self.last_emit = Some(now);
         id
     }
