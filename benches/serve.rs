@@ -1058,6 +1058,75 @@ async fn memory(http: &reqwest::Client, sizes: Sizes) -> Result<Memory, String> 
     result.map_err(|e| serve.explain(e))
 }
 
+#[derive(Debug)]
+struct Fanout {
+    start_mib: f64,
+    peak_mib: f64,
+    admitted: u64,
+    refused: u64,
+}
+
+/// 5b: the whole fan-out the per-stream bounds allow — 64 sessions, each opening 15 tool calls
+/// of 1,100 steps with 256-byte progress tokens that nobody reads (64 × 15 × 512 KiB of replay
+/// was 480 MiB before the global budget). The budget must refuse the excess with a typed 503
+/// and hold RSS.
+async fn memory_fanout() -> Result<Fanout, String> {
+    let mut serve = Serve::start(&["--port", "0", "--policy", "fenced", "--emit-every", "0"])?;
+    let pid = serve.pid();
+    let result = async {
+        // One connection per unread call: a pooled client would queue requests behind them.
+        let start_mib = rss_mib(pid)?;
+        let token = "t".repeat(256);
+        let mut unread = Vec::new();
+        let (mut admitted, mut refused) = (0, 0);
+        for session in 0..64 {
+            let http = http_client();
+            let target = open_session(&http, &serve.url()).await?;
+            for call in 0..15 {
+                let http = http_client();
+                let mut body = tool_call(session * 100 + call, 1_100);
+                body["params"]["_meta"]["progressToken"] = json!(token);
+                let response =
+                    send(post_request(&http, &target, &body), "fan-out tools/call").await?;
+                match response.status().as_u16() {
+                    200 => {
+                        admitted += 1;
+                        unread.push((http, response));
+                    }
+                    503 => {
+                        let text = response.text().await.map_err(|e| e.to_string())?;
+                        if !text.contains("over_budget") {
+                            return Err(format!("a 503 that is not over_budget: {text}"));
+                        }
+                        refused += 1;
+                    }
+                    other => return Err(format!("fan-out tools/call answered {other}")),
+                }
+            }
+        }
+        let mut peak_mib = rss_mib(pid)?;
+        let mut last = peak_mib;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = rss_mib(pid)?;
+            peak_mib = peak_mib.max(now);
+            if (now - last).abs() < 0.1 {
+                break;
+            }
+            last = now;
+        }
+        drop(unread);
+        Ok(Fanout {
+            start_mib,
+            peak_mib,
+            admitted,
+            refused,
+        })
+    }
+    .await;
+    result.map_err(|e| serve.explain(e))
+}
+
 async fn idle_cpu(http: &reqwest::Client, idle: Duration) -> Result<Idle, String> {
     let mut serve = Serve::start(&["--port", "0", "--policy", "fenced", "--emit-every", "0"])?;
     let result = async {
@@ -1471,11 +1540,30 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
         }
     }
 
+    let mut fanout_row = Row::new(
+        "rss_fanout_mib",
+        "5b RSS, 64 sessions × 15 unread tool calls × 1,100 steps (the excess refused over_budget)"
+            .to_owned(),
+        "MiB",
+        "< 160 MiB",
+    );
+    match memory_fanout().await {
+        Ok(f) => {
+            fanout_row.forkscope = Some(f.peak_mib);
+            fanout_row.met = Some(f.peak_mib < 160.0 && f.refused > 0);
+            warnings.push(format!(
+                "memory fan-out: {:.1} → {:.1} MiB; {} calls admitted, {} refused over_budget",
+                f.start_mib, f.peak_mib, f.admitted, f.refused
+            ));
+        }
+        Err(e) => fanout_row.fail(e),
+    }
+
     Report {
         sizes,
         rows: vec![
             progress, background, first_p50, first_p99, all_p50, all_p99, idle_row, unread_row,
-            long_row,
+            fanout_row, long_row,
         ],
         idle,
         client_ceiling: client_ceiling(sizes.progress_steps),

@@ -123,6 +123,14 @@ enum Command {
         /// tool calls are answered 503 `over_budget` with Retry-After.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
         replay_budget_mib: Option<u64>,
+        /// A `: keep-alive` comment on every SSE stream idle this long, in milliseconds
+        /// (default 1000; 0: none).
+        #[arg(long, default_value_t = forkscope::wire::server::liveness::KEEPALIVE_MS)]
+        keepalive_ms: u64,
+        /// A stream whose writes are not taken (or acknowledged) for this long is judged gone
+        /// and its grace window starts, in milliseconds (default 3000; 0: never).
+        #[arg(long, default_value_t = forkscope::wire::server::liveness::WRITE_DEADLINE_MS)]
+        write_deadline_ms: u64,
         /// Where the fenced policy reads stream identity from: `event-id` (ids carry the
         /// stream's token, so stock MCP clients resume with Last-Event-ID alone) or
         /// `token-header` (the seed's model: a resume also needs Mcp-Resumption-Token).
@@ -134,7 +142,7 @@ enum Command {
         truth_comments: bool,
     },
     /// A TCP fault proxy in front of a server, driven from standard input: `drop` (a NAT drop of
-    /// every open connection: the client side is cut, the server side kept open and drained),
+    /// every open connection: the client side is cut, the server side kept open and no longer read),
     /// `reset` (close both sides). For testing other clients' resumption by hand or in scripts.
     Proxy {
         /// The server to forward to, HOST:PORT.
@@ -259,6 +267,8 @@ fn main() -> ExitCode {
             retention_ms,
             session_idle_ms,
             replay_budget_mib,
+            keepalive_ms,
+            write_deadline_ms,
             identity,
             truth_comments,
         }) => {
@@ -285,6 +295,10 @@ fn main() -> ExitCode {
             let options = ServeOptions {
                 background,
                 truth_comments,
+                liveness: forkscope::wire::server::liveness::Liveness {
+                    keepalive_ms: (keepalive_ms > 0).then_some(keepalive_ms),
+                    write_deadline_ms: (write_deadline_ms > 0).then_some(write_deadline_ms),
+                },
                 ..ServeOptions::default()
             };
             runtime().block_on(serve(
