@@ -304,7 +304,8 @@ impl LabClient {
         (request, sent)
     }
 
-    /// One GET and, if a stream opens, reading it until it ends.
+    /// One GET and, if a stream opens, reading it until it ends. The http pane names what the
+    /// server did, not only what was asked: a resume answered with a new stream says so.
     async fn stream_once(&self, session: SessionId, token: Option<String>, cursor: Option<String>) {
         let (request, sent) = self.stream_get(session, token.as_deref(), cursor.as_deref());
         let what = if cursor.is_some() || token.is_some() {
@@ -324,7 +325,8 @@ impl LabClient {
             }
         };
         let status = response.status().as_u16();
-        self.record("GET", what.into(), status, &sent, response.headers());
+        let what = answered_as(what, status, response.headers());
+        self.record("GET", what, status, &sent, response.headers());
         if status == 404 {
             tracing::warn!(session = %session.short(), "session gone (404); initializing a new one");
             return self.abandon(session, false).await;
@@ -647,4 +649,40 @@ pub async fn open_session_stream(
         .ok()?
         .to_owned();
     Some((session, token, stream))
+}
+
+/// What a GET turned out to be, for the http pane: a resume the server answered with a new
+/// stream (a fresh token, or `Mcp-Stream-Resumed: false`) is not a resume, though a naive
+/// client takes it for one.
+fn answered_as(asked: &str, status: u16, received: &HeaderMap) -> String {
+    let new_stream = received.contains_key(headers::RESUMPTION_TOKEN)
+        || received
+            .get(headers::STREAM_RESUMED)
+            .is_some_and(|v| v.as_bytes() == b"false");
+    if status == 200 && asked == "resume" && new_stream {
+        "resume → new stream".to_owned()
+    } else {
+        asked.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn a_resume_answered_with_a_new_stream_is_labelled_so() {
+        let mut fresh = HeaderMap::new();
+        fresh.insert(headers::RESUMPTION_TOKEN, HeaderValue::from_static("ab"));
+        assert_eq!(answered_as("resume", 200, &fresh), "resume → new stream");
+        let mut flagged = HeaderMap::new();
+        flagged.insert(headers::STREAM_RESUMED, HeaderValue::from_static("false"));
+        assert_eq!(answered_as("resume", 200, &flagged), "resume → new stream");
+        let mut resumed = HeaderMap::new();
+        resumed.insert(headers::STREAM_RESUMED, HeaderValue::from_static("true"));
+        assert_eq!(answered_as("resume", 200, &resumed), "resume");
+        assert_eq!(answered_as("resume", 409, &fresh), "resume");
+        assert_eq!(answered_as("open stream", 200, &fresh), "open stream");
+    }
 }

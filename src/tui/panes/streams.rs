@@ -90,7 +90,11 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 // stalled (how a NAT drop is noticed), or a naive new stream replaced it.
                 if let Some(grace) = stream.grace {
                     spans.push(Span::styled(
-                        format!(" · {} {}", grace.cause.describe(), grace.since),
+                        format!(
+                            " · {} {:.1}s",
+                            grace.cause.describe(),
+                            grace.since.as_millis() as f64 / 1_000.0
+                        ),
                         theme.dim(),
                     ));
                 }
