@@ -54,25 +54,70 @@ pub fn write_frame(
     retry_ms: Option<u64>,
     data: &str,
 ) {
-    let mut number = itoa_buffer();
-    if let Some((stream, seq, key)) = truth {
-        out.put_slice(b": truth s");
-        out.put_slice(number.format(u64::from(stream)).as_bytes());
-        out.put_u8(b' ');
-        out.put_slice(number.format(seq).as_bytes());
-        if let Some(key) = key {
-            out.put_u8(b' ');
-            out.put_slice(key.as_bytes());
-        }
-        out.put_u8(b'\n');
-    }
+    write_frame_of(out, truth, id, retry_ms, (data, false));
+}
+
+/// [`write_frame`] for a body known to be one line or not (`one_line`), as the core says.
+pub fn write_frame_of(
+    out: &mut BytesMut,
+    truth: Option<(u32, u64, Option<&str>)>,
+    id: &str,
+    retry_ms: Option<u64>,
+    (data, one_line): (&str, bool),
+) {
+    write_truth(out, truth);
     out.put_slice(b"id: ");
     out.put_slice(id.as_bytes());
     out.put_u8(b'\n');
     if let Some(ms) = retry_ms {
         out.put_slice(b"retry: ");
-        out.put_slice(number.format(ms).as_bytes());
+        out.put_slice(Decimal::new().format(ms));
         out.put_u8(b'\n');
+    }
+    write_data(out, data, one_line);
+}
+
+/// A replayed event: `id: <prefix><seq><suffix>`, spelled straight into `out`.
+pub fn write_replayed(
+    out: &mut BytesMut,
+    truth: Option<(u32, u64, Option<&str>)>,
+    (prefix, seq, suffix): (&str, u64, &str),
+    data: &str,
+    one_line: bool,
+) {
+    write_truth(out, truth);
+    out.put_slice(b"id: ");
+    out.put_slice(prefix.as_bytes());
+    out.put_slice(Decimal::new().format(seq));
+    out.put_slice(suffix.as_bytes());
+    out.put_u8(b'\n');
+    write_data(out, data, one_line);
+}
+
+fn write_truth(out: &mut BytesMut, truth: Option<(u32, u64, Option<&str>)>) {
+    let Some((stream, seq, key)) = truth else {
+        return;
+    };
+    let mut number = Decimal::new();
+    out.put_slice(b": truth s");
+    out.put_slice(number.format(u64::from(stream)));
+    out.put_u8(b' ');
+    out.put_slice(number.format(seq));
+    if let Some(key) = key {
+        out.put_u8(b' ');
+        out.put_slice(key.as_bytes());
+    }
+    out.put_u8(b'\n');
+}
+
+/// `data:` lines and the blank line that ends the event. A body known to be one line
+/// (`one_line`) is not scanned again: a replay writes a thousand of them.
+fn write_data(out: &mut BytesMut, data: &str, one_line: bool) {
+    if one_line {
+        out.put_slice(b"data: ");
+        out.put_slice(data.as_bytes());
+        out.put_slice(b"\n\n");
+        return;
     }
     for line in data.split('\n') {
         out.put_slice(b"data: ");
@@ -82,21 +127,15 @@ pub fn write_frame(
     out.put_u8(b'\n');
 }
 
-/// Appends `n` in decimal to `out`, without the formatting machinery (a replay spells a
-/// thousand ids).
-pub fn push_decimal(out: &mut String, n: u64) {
-    out.push_str(itoa_buffer().format(n));
-}
-
-/// A small decimal formatter (no allocation per number).
+/// A small decimal formatter: no allocation, no UTF-8 check (its bytes are ASCII digits).
 struct Decimal([u8; 20]);
 
-fn itoa_buffer() -> Decimal {
-    Decimal([0; 20])
-}
-
 impl Decimal {
-    fn format(&mut self, mut n: u64) -> &str {
+    fn new() -> Self {
+        Decimal([0; 20])
+    }
+
+    fn format(&mut self, mut n: u64) -> &[u8] {
         let mut i = self.0.len();
         loop {
             i -= 1;
@@ -106,7 +145,7 @@ impl Decimal {
                 break;
             }
         }
-        std::str::from_utf8(&self.0[i..]).unwrap_or("0")
+        &self.0[i..]
     }
 }
 
@@ -262,6 +301,26 @@ mod tests {
             (events[0].id.as_deref(), events[0].data.as_str()),
             (Some("s1-1"), "x")
         );
+    }
+
+    #[test]
+    fn a_replayed_frame_is_spelled_as_a_live_one() {
+        for (seq, data) in [(0, ""), (7, "{\"a\":1}"), (1_234_567_890, "two\nlines")] {
+            for truth in [None, Some((3, seq, Some("k")))] {
+                let one_line = !data.contains('\n');
+                let mut replayed = BytesMut::new();
+                write_replayed(&mut replayed, truth, ("s3-", seq, ".AAAA"), data, one_line);
+                let mut live = BytesMut::new();
+                write_frame(&mut live, truth, &format!("s3-{seq}.AAAA"), None, data);
+                assert_eq!(replayed, live, "seq {seq} data {data:?}");
+                if !one_line {
+                    // A body not known to be one line is scanned, whatever the flag says.
+                    let mut unknown = BytesMut::new();
+                    write_replayed(&mut unknown, truth, ("s3-", seq, ".AAAA"), data, false);
+                    assert_eq!(unknown, live);
+                }
+            }
+        }
     }
 
     #[test]

@@ -46,10 +46,7 @@ fn loaded(buffer: usize, events: u64) -> Loaded {
     };
     let body: std::sync::Arc<str> = r#"{"jsonrpc":"2.0","method":"notifications/message"}"#.into();
     for n in 0..events {
-        let payload = Payload {
-            key: format!("k{n}").into(),
-            body: body.clone(),
-        };
+        let payload = Payload::new(format!("k{n}"), body.clone());
         server
             .emit(LabTime::ZERO, session, StreamId(1), payload, &mut history)
             .unwrap();
@@ -144,10 +141,7 @@ fn emits(c: &mut Criterion) {
     let key: std::sync::Arc<str> = "k".into();
     group.bench_function("emit_background with history", |b| {
         b.iter(|| {
-            let payload = Payload {
-                key: key.clone(),
-                body: body.clone(),
-            };
+            let payload = Payload::new(key.clone(), body.clone());
             black_box(
                 lab.server
                     .emit_background(LabTime::ZERO, lab.session, payload, &mut lab.history)

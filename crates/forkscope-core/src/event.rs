@@ -13,14 +13,26 @@ use std::sync::Arc;
 pub struct Payload {
     pub key: Arc<str>,
     pub body: Arc<str>,
+    /// Known to hold no line break, checked once when made: an SSE writer spells it as one
+    /// `data:` line without scanning it again on every replay. `false` means "not known".
+    #[serde(skip)]
+    one_line: bool,
 }
 
 impl Payload {
     pub fn new(key: impl Into<Arc<str>>, body: impl Into<Arc<str>>) -> Self {
+        let body = body.into();
+        let one_line = !body.contains(['\n', '\r']);
         Payload {
             key: key.into(),
-            body: body.into(),
+            body,
+            one_line,
         }
+    }
+
+    /// Whether the body is known to hold no line break (`\n` or `\r`).
+    pub fn is_one_line(&self) -> bool {
+        self.one_line
     }
 }
 

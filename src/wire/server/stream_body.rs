@@ -38,7 +38,13 @@ fn render_into(out: &mut bytes::BytesMut, outgoing: &Outgoing, truth: bool) {
         outgoing.key.as_deref(),
     ));
     let retry = outgoing.key.is_none().then_some(RETRY_HINT_MS);
-    sse::write_frame(out, truth, &outgoing.wire_id, retry, &outgoing.body);
+    sse::write_frame_of(
+        out,
+        truth,
+        &outgoing.wire_id,
+        retry,
+        (&outgoing.body, outgoing.one_line),
+    );
 }
 
 /// The opening, rendered lazily: captured atomically with the attach, formatted as written.
@@ -82,20 +88,21 @@ impl Replay {
             }
         }
         let (prefix, suffix) = opening.id_affixes();
-        let mut id = String::with_capacity(64);
         while batch.len() < max_write {
             let Some(event) = opening.replay.get(self.next) else {
                 break;
             };
             self.next += 1;
-            id.clear();
-            id.push_str(&prefix);
-            sse::push_decimal(&mut id, event.id.seq);
-            id.push_str(&suffix);
             let truth =
                 self.truth
                     .then_some((event.id.stream.0, event.id.seq, Some(&*event.payload.key)));
-            sse::write_frame(&mut batch, truth, &id, None, &event.payload.body);
+            sse::write_replayed(
+                &mut batch,
+                truth,
+                (&prefix, event.id.seq, &suffix),
+                &event.payload.body,
+                event.payload.is_one_line(),
+            );
         }
         if batch.is_empty() {
             return None;

@@ -34,6 +34,8 @@ pub struct Outgoing {
     pub key: Option<Arc<str>>,
     /// The JSON-RPC message; empty on the priming event.
     pub body: Arc<str>,
+    /// The body is known to hold no line break (see [`crate::Payload::is_one_line`]).
+    pub one_line: bool,
 }
 
 impl Opening {
@@ -63,6 +65,7 @@ impl Opening {
             },
             key: None,
             body: Arc::from(""),
+            one_line: true,
         })
     }
 
@@ -72,6 +75,7 @@ impl Opening {
             event: event.id,
             key: Some(event.payload.key.clone()),
             body: event.payload.body.clone(),
+            one_line: event.payload.is_one_line(),
         }
     }
 
@@ -135,6 +139,7 @@ impl Server {
             event: id,
             key: Some(event.payload.key.clone()),
             body: event.payload.body.clone(),
+            one_line: event.payload.is_one_line(),
         })
     }
 }
