@@ -118,3 +118,41 @@ fn every_scenario_reports_parseable_json_under_both_policies() {
         assert!(!text.contains("number out of range"));
     }
 }
+
+/// "Same verdict on every run": every shipped scenario, both policies, played over real
+/// sockets `FORKSCOPE_SCENARIO_REPEATS` times (default 20); every expectation holds every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_holds_on_every_run() {
+    let repeats: usize = std::env::var("FORKSCOPE_SCENARIO_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let scenarios: Vec<_> = shipped()
+        .iter()
+        .map(|f| (f.clone(), scenario::load(f).unwrap()))
+        .collect();
+    let mut failures = Vec::new();
+    for round in 0..repeats {
+        for (file, s) in &scenarios {
+            for policy in [Policy::Naive, Policy::Fenced] {
+                let expected = match policy {
+                    Policy::Naive => s.expect.naive.is_some(),
+                    Policy::Fenced => s.expect.fenced.is_some(),
+                };
+                if !expected {
+                    continue;
+                }
+                let run = play(s, policy).await;
+                if !run.ok() {
+                    failures.push(format!(
+                        "round {round} {} {policy}: {:?} {:?}",
+                        file.display(),
+                        run.error,
+                        run.checks.iter().filter(|c| !c.ok).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

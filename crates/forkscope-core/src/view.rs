@@ -81,6 +81,8 @@ pub struct ClientView {
     pub reconciles: bool,
     /// The most recent tool call the client follows, if any.
     pub request: Option<crate::client::RequestStream>,
+    /// When and why the client started its current session in place of an earlier one.
+    pub renewed: Option<(LabTime, &'static str)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -145,6 +147,7 @@ impl View {
             replays_skipped: c.skipped(),
             reconciles: c.reconciles(),
             request: c.requests().last().cloned(),
+            renewed: c.renewed(),
         });
         let reconciles = client.map_or(server.policy() == Policy::Fenced, Client::reconciles);
         View {

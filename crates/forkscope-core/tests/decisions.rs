@@ -1059,3 +1059,21 @@ fn a_budget_below_one_stream_is_refused() {
     let err = Server::new(config, Policy::Fenced).unwrap_err();
     assert!(err.to_string().contains("replay_budget_bytes"), "{err}");
 }
+
+/// A client that starts a new session says when and why: its stream ids restart at s1, which
+/// would otherwise look like an id reused across streams.
+#[test]
+fn a_client_remembers_why_it_started_a_new_session() {
+    use forkscope_core::ClientAction;
+    use forkscope_core::client::Client;
+    let mut history = History::new(64);
+    let mut rng = SplitMix64::new(9);
+    let mut client = Client::new(Policy::Fenced, forkscope_core::RetryConfig::default());
+    client.begin_session(T0, SessionId::generate(&mut rng), &mut history);
+    assert_eq!(client.renewed(), None, "the first session replaces nothing");
+    let action = client.on_rejected(T0, RejectReason::StreamFenced, &mut history);
+    assert_eq!(action, ClientAction::StartNewSession);
+    let later = T0.plus(5);
+    client.begin_session(later, SessionId::generate(&mut rng), &mut history);
+    assert_eq!(client.renewed(), Some((later, "stream_fenced")));
+}

@@ -61,19 +61,25 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
         (false, _) => Span::styled("– none", theme.dim()),
     };
     let duplicates = snap.view.verdict.count(AnomalyKind::Duplicate);
-    let lines = vec![
-        Line::from(vec![
-            label("phase"),
-            phase,
-            Span::styled(
-                format!(
-                    "  budget {} of {}",
-                    seconds(client.budget_left_ms),
-                    seconds(snap.view.config.retry.budget_ms)
-                ),
-                theme.dim(),
+    // Connected, the budget is full and says little; a new session restarts stream ids at s1,
+    // and a second "s1" would look like an id reused across streams (condition 3): say so.
+    let aside = match client.renewed {
+        Some((at, why)) if client.phase == Phase::Connected => Span::styled(
+            format!("  new session at {at} ({why}): ids restart at s1"),
+            theme.accent(),
+        ),
+        _ => Span::styled(
+            format!(
+                "  budget {} of {}",
+                seconds(client.budget_left_ms),
+                seconds(snap.view.config.retry.budget_ms)
             ),
-        ]),
+            theme.dim(),
+        ),
+    };
+    let phase_line = vec![label("phase"), phase, aside];
+    let lines = vec![
+        Line::from(phase_line),
         Line::from(vec![
             label("bound"),
             bound,

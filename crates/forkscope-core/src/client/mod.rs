@@ -126,6 +126,10 @@ pub struct Client {
     /// Tool calls whose response streams the client follows, oldest first; finished ones are
     /// kept (a few) for the views.
     requests: Vec<RequestStream>,
+    /// Why the client is about to start a new session, then why it started its current one
+    /// (and when): a newcomer seeing `s1` again must learn ids restart with a session.
+    renewing: Option<&'static str>,
+    renewed: Option<(LabTime, &'static str)>,
 }
 
 /// Finished tool calls kept for the views.
@@ -179,6 +183,8 @@ impl Client {
             applied: 0,
             skipped: 0,
             requests: Vec::new(),
+            renewing: None,
+            renewed: None,
         }
     }
 
@@ -191,6 +197,8 @@ impl Client {
     pub fn begin_session(&mut self, now: LabTime, session: SessionId, history: &mut History) {
         if self.session.is_some() {
             history.record(now, Record::ClientNewSession);
+            let why = self.renewing.take().unwrap_or("the session was gone");
+            self.renewed = Some((now, why));
         }
         self.session = Some(session);
         self.bound_stream = None;
@@ -526,15 +534,23 @@ impl Client {
         match reason.client_action() {
             ClientAction::RetryLater => {
                 if let Phase::GaveUp { .. } = self.on_attempt_failed(now, history) {
+                    self.renewing = Some("its retry budget ran out");
                     return ClientAction::StartNewSession;
                 }
                 ClientAction::RetryLater
             }
             ClientAction::StartNewSession => {
                 self.phase = Phase::Idle;
+                self.renewing = Some(reason.as_str());
                 ClientAction::StartNewSession
             }
         }
+    }
+
+    /// When the client started its current session in place of an earlier one, and why (a
+    /// rejection's reason, a spent retry budget, or a session that was gone).
+    pub fn renewed(&self) -> Option<(LabTime, &'static str)> {
+        self.renewed
     }
 
     pub fn reconciles(&self) -> bool {
