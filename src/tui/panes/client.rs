@@ -64,8 +64,8 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     // Connected, the budget is full and says little; a new session restarts stream ids at s1,
     // and a second "s1" would look like an id reused across streams (condition 3): say so.
     let aside = match client.renewed {
-        Some((at, why)) if client.phase == Phase::Connected => Span::styled(
-            format!("  new session at {at} ({why}): ids restart at s1"),
+        Some((_, why)) if client.phase == Phase::Connected => Span::styled(
+            format!("  new session ({why}): ids from s1"),
             theme.accent(),
         ),
         _ => Span::styled(
