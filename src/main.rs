@@ -124,11 +124,11 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
         replay_budget_mib: Option<u64>,
         /// A `: keep-alive` comment on every SSE stream idle this long, in milliseconds
-        /// (default 1000; 0: none).
+        /// (0: none).
         #[arg(long, default_value_t = forkscope::wire::server::liveness::KEEPALIVE_MS)]
         keepalive_ms: u64,
         /// A stream whose writes are not taken (or acknowledged) for this long is judged gone
-        /// and its grace window starts, in milliseconds (default 3000; 0: never).
+        /// and its grace window starts, in milliseconds (0: never).
         #[arg(long, default_value_t = forkscope::wire::server::liveness::WRITE_DEADLINE_MS)]
         write_deadline_ms: u64,
         /// Where the fenced policy reads stream identity from: `event-id` (ids carry the

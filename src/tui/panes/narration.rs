@@ -31,10 +31,16 @@ pub fn render(frame: &mut Frame, area: Rect, n: &Narration, theme: &Theme) {
         (None, false, true) => Span::styled("paused · space plays · s steps", theme.warn()),
         (None, false, false) => Span::styled("playing · space pauses", theme.dim()),
     };
+    // A finished script leaves its lab frozen (scripted time): say how to get a live one.
+    let next = if n.finished || n.error.is_some() {
+        "  R returns to a live lab · p picks another scenario"
+    } else {
+        "  p picks another scenario"
+    };
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("step {}/{}  ", n.done, n.total), theme.key()),
         state,
-        Span::styled("  p picks another scenario", theme.dim()),
+        Span::styled(next, theme.dim()),
     ])];
     match (&n.error, &n.said) {
         (Some(e), _) => lines.push(Line::styled(e.clone(), theme.bad())),
@@ -51,4 +57,36 @@ pub fn render(frame: &mut Frame, area: Rect, n: &Narration, theme: &Theme) {
             .block(block(&title, theme)),
         area,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    fn screen(n: &Narration) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(100, HEIGHT)).unwrap();
+        let theme = Theme::from_env();
+        terminal.draw(|f| render(f, f.area(), n, &theme)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        buffer.content.iter().map(|c| c.symbol()).collect()
+    }
+
+    #[test]
+    fn a_finished_scenario_says_how_to_get_a_live_lab() {
+        let playing = Narration {
+            name: "x".into(),
+            total: 3,
+            done: 1,
+            ..Narration::default()
+        };
+        assert!(!screen(&playing).contains("live lab"));
+        let finished = Narration {
+            done: 3,
+            finished: true,
+            ..playing
+        };
+        assert!(screen(&finished).contains("R returns to a live lab"));
+    }
 }
