@@ -30,7 +30,7 @@ const HALF_OPEN_KEPT: Duration = Duration::from_secs(300);
 /// the server's writes back up within seconds, as they would with nothing acknowledging them.
 const DROPPED_RECV_BUFFER: usize = 2 * 1024;
 /// The receive buffer of every upstream connection (the kernel doubles it).
-const UPSTREAM_RECV_BUFFER: u32 = 32 * 1024;
+const UPSTREAM_RECV_BUFFER: u32 = 4 * 1024;
 const BUFFER: usize = 16 * 1024;
 
 #[derive(Debug, Default)]

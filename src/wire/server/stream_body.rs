@@ -147,18 +147,29 @@ impl Drop for ConnectionGuard {
             let core = &mut *guard;
             let now = self.clock.now();
             core.io.writers.forget(self.connection);
+            let cause = if self.tcp.as_ref().is_some_and(|h| h.timed_out()) {
+                OrphanCause::WritesStalled
+            } else {
+                OrphanCause::ConnectionClosed
+            };
             core.server.connection_closed(
                 now,
                 self.session,
                 self.stream,
                 self.connection,
-                if self.tcp.as_ref().is_some_and(|h| h.timed_out()) {
-                    OrphanCause::WritesStalled
-                } else {
-                    OrphanCause::ConnectionClosed
-                },
+                cause,
                 &mut core.history,
             );
+            let orphaned = core
+                .server
+                .session(self.session)
+                .and_then(|s| s.stream(self.stream))
+                .is_some_and(|s| {
+                    matches!(s.state(), forkscope_core::StreamState::Orphaned { since, .. } if since == now)
+                });
+            if orphaned {
+                tracing::info!(session = %self.session.short(), stream = %self.stream, cause = cause.describe(), "connection lost: grace window starts");
+            }
         }
         self.wake.wake();
     }
