@@ -234,8 +234,20 @@ fn main() -> ExitCode {
                 scenario_dir,
                 recorder: None,
             };
+            let recorded = cli.record.clone();
             match forkscope::tui::run(start, cli.record) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => {
+                    // Say where the recording went: the terminal was the dashboard's until now.
+                    if let Some(path) = recorded {
+                        let path = std::path::absolute(&path).unwrap_or(path);
+                        println!(
+                            "forkscope: recorded {} (asciicast v2: asciinema play {})",
+                            path.display(),
+                            path.display()
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
                 Err(e) => {
                     eprintln!("forkscope: {e}");
                     ExitCode::FAILURE

@@ -121,6 +121,7 @@ check "p opens the scenario picker" wait_for "unknown-token.toml"
 T send-keys -t fs Escape
 T send-keys -t fs q
 check "scenario: q quits" wait_for "EXITED 0"
+check "recording: says where it was saved" wait_for "recorded .*\\.cast"
 check "recording: asciicast v2 header" grep -q '"version":2' "$CAST"
 check "recording: first violation marked" grep -q '"m","first violation' "$CAST"
 rm -f "$CAST"
