@@ -216,3 +216,37 @@ fn a_scenario_playing_with_its_narration() {
     );
     insta::assert_snapshot!(screen);
 }
+
+/// The fork is two lanes receiving at once: both must be visible at the smallest supported
+/// size (60×20) and at 80×24, beside the verdict.
+#[test]
+fn both_lanes_of_the_fork_fit_the_smallest_sizes() {
+    let panels = [Snapshot::from_sim(&mid_incident(Policy::Naive), Vec::new())];
+    for (width, height) in [(60, 20), (80, 24)] {
+        let screen = render(&panels, false, width, height);
+        let lane = |name: &str| {
+            screen
+                .lines()
+                .any(|l| l.trim_start_matches(['"', '│']).starts_with(name))
+        };
+        assert!(
+            lane("s1 ") && lane("s2 ") && lane("client"),
+            "{width}×{height}: both stream lanes and the client's:\n{screen}"
+        );
+        assert!(screen.contains("FORK ×1"), "{width}×{height}:\n{screen}");
+    }
+}
+
+/// Compare mode at 80×24: the naive side still shows both lanes of its fork.
+#[test]
+fn compare_mode_at_80x24_keeps_the_naive_fork_visible() {
+    let panels = [
+        Snapshot::from_sim(&mid_incident(Policy::Naive), Vec::new()),
+        Snapshot::from_sim(&mid_incident(Policy::Fenced), Vec::new()),
+    ];
+    let screen = render(&panels, false, 80, 24);
+    let lanes = |name: &str| screen.matches(&format!("│{name} ")).count();
+    assert!(lanes("s2") >= 1, "the naive s2 lane:\n{screen}");
+    assert!(lanes("s1") >= 2, "an s1 lane on each side:\n{screen}");
+    assert!(screen.contains("FORK"), "{screen}");
+}

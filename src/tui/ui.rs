@@ -102,10 +102,12 @@ fn draw_single(
     let top_height: u16 = if body.height >= 30 { 7 } else { 6 };
     const BOTTOM: u16 = 11;
     let wanted_lanes = if body.height >= 34 { 8 } else { 6 };
+    // Never fewer than three lanes: a fork is two stream lanes receiving at once, and the
+    // client's lane shows what it applied.
     let lanes_height = body
         .height
         .saturating_sub(top_height + BOTTOM)
-        .clamp(3, wanted_lanes);
+        .clamp(5, wanted_lanes);
     let bottom_height = body
         .height
         .saturating_sub(top_height + lanes_height)

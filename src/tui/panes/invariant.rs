@@ -10,11 +10,42 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
+/// Rows below which the five conditions share one line, so the verdict and its sentence stay.
+const COMPACT_BELOW: u16 = 11;
+
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
-    // Conditions stay one line each (truncated to fit); only the verdict sentence wraps.
+    // Conditions stay one line each (truncated to fit); only the verdict sentence wraps. A
+    // short panel gives them one line together.
     let width = area.width.saturating_sub(2) as usize;
-    let mut lines: Vec<Line> = snap
-        .view
+    let mut lines: Vec<Line> = if area.height < COMPACT_BELOW {
+        let mut spans = vec![Span::styled("conditions ", theme.title())];
+        for c in &snap.view.conditions {
+            let (mark, style) = if c.holds {
+                ("✔", theme.good())
+            } else {
+                ("✘", theme.bad())
+            };
+            spans.push(Span::styled(
+                format!("{mark}{} ", c.condition.number()),
+                style,
+            ));
+        }
+        vec![Line::from(spans)]
+    } else {
+        full_conditions(snap, theme, width)
+    };
+    push_verdict(&mut lines, snap, theme);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(block("invariant", theme)),
+        area,
+    );
+}
+
+/// One line per condition: its mark, number and title, and why it holds or not.
+fn full_conditions<'a>(snap: &Snapshot, theme: &Theme, width: usize) -> Vec<Line<'a>> {
+    snap.view
         .conditions
         .iter()
         .map(|c| {
@@ -39,7 +70,11 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 Span::styled(note, theme.dim()),
             ])
         })
-        .collect();
+        .collect()
+}
+
+/// The verdict, the typed rejections, and the leading anomaly's sentence.
+fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, theme: &Theme) {
     let verdict = &snap.view.verdict;
     let summary = if verdict.clean {
         "CLEAN".to_owned()
@@ -75,12 +110,6 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             theme.text()
         },
     ));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
-            .block(block("invariant", theme)),
-        area,
-    );
 }
 
 /// Short anomaly names for the verdict line.
