@@ -294,3 +294,45 @@ impl Writers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forkscope_core::{SplitMix64, StreamId};
+
+    /// A queue is bounded in bytes, not only in frames: big frames stop the producer long
+    /// before 2,048 of them, and a live frame past twice the bound cuts the connection off.
+    #[test]
+    fn writer_queues_are_bounded_in_bytes() {
+        let mut writers = Writers::default();
+        let session = SessionId::generate(&mut SplitMix64::new(1));
+        let stream = StreamId(1);
+        let connection = ConnectionId(1);
+        let _queue = writers.register(
+            connection,
+            session,
+            stream,
+            Wake::default(),
+            None,
+            LabTime::ZERO,
+        );
+        let frame = Bytes::from(vec![b'x'; 4 * 1024]);
+        let mut sent = 0;
+        while writers.has_room(session, stream, 1) {
+            writers.send_to_stream(session, stream, &frame);
+            sent += 1;
+            assert!(sent <= WRITER_QUEUE, "no byte bound");
+        }
+        assert_eq!(
+            sent,
+            WRITER_QUEUE_BYTES / frame.len(),
+            "stops at the byte bound"
+        );
+        // Producers that ignore `has_room` (a live emit) are cut off past twice the bound.
+        while writers.connections_of(session, stream) > 0 {
+            writers.send_to_stream(session, stream, &frame);
+            sent += 1;
+            assert!(sent <= 2 * WRITER_QUEUE_BYTES / frame.len() + 1);
+        }
+    }
+}
