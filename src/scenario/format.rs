@@ -43,6 +43,9 @@ pub enum WaitFor {
     Decision,
     /// The server has recorded at least `count` emits.
     Emits,
+    /// The server has started at least `count` grace windows (it noticed a connection end):
+    /// what a script waits for before it lets lab time run past a grace window.
+    Orphaned,
     /// The latest tool call's stream is open (its priming event arrived) and it has applied at
     /// least `count` events (progress steps, result); `count = 0`: the call is under way.
     ToolProgress,

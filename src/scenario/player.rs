@@ -289,6 +289,7 @@ async fn wait(
         WaitFor::Applied => core.client.applied() >= count,
         WaitFor::Decision => decisions(core) >= baseline + count,
         WaitFor::Emits => core.history.checker().counters().emits >= count,
+        WaitFor::Orphaned => core.history.checker().counters().orphaned >= count,
         WaitFor::ToolProgress => core
             .client
             .requests()

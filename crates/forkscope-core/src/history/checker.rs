@@ -46,6 +46,8 @@ pub struct Counters {
     pub new_streams_flagged: u64,
     pub new_streams_silent: u64,
     pub fences: u64,
+    /// Grace windows started: the server judged a stream's client gone.
+    pub orphaned: u64,
 }
 
 impl Counters {
@@ -125,7 +127,7 @@ impl Checker {
                     self.settle_stream(*session, left, at);
                 }
             }
-            Record::Orphaned { .. } => {}
+            Record::Orphaned { .. } => self.counters.orphaned += 1,
             Record::Fenced { session, stream } => {
                 self.counters.fences += 1;
                 self.stop_accepting(*session, *stream, at);
