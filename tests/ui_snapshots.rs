@@ -171,7 +171,20 @@ fn compare_mode() {
 #[test]
 fn help_overlay() {
     let panels = [Snapshot::from_sim(&idle(Policy::Fenced), Vec::new())];
-    insta::assert_snapshot!(render(&panels, true, 100, 32));
+    let screen = render(&panels, true, 100, 32);
+    // The glossary: every verdict word and the abbreviations.
+    for word in [
+        "FORK",
+        "DUPLICATE",
+        "CURSOR BACK",
+        "LOST",
+        "DRIFT",
+        "high-water",
+        "stalled",
+    ] {
+        assert!(screen.contains(word), "{word}:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
 }
 
 #[test]

@@ -8,6 +8,38 @@ use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
+/// What the screen's words, glyphs and abbreviations mean.
+pub const GLOSSARY: [(&str, &str); 10] = [
+    (
+        "FORK",
+        "two live streams in one session, an emit on the one left",
+    ),
+    ("DUPLICATE", "a side effect applied twice (◆)"),
+    ("GAP", "a stream's events arrived with one missing"),
+    ("CURSOR BACK", "the client's cursor moved backwards"),
+    (
+        "LOST",
+        "an event the client was owed and never got, without being told",
+    ),
+    (
+        "DRIFT",
+        "server's session position and client's cursor came apart",
+    ),
+    (
+        "lanes",
+        "● emit ◉ orphan emit ○ copied ▲ applied ◆ dup ↺ resumed",
+    ),
+    ("", "✗ rejected × refused ┃ fenced ╎ orphaned"),
+    (
+        "grace",
+        "why it started: closed, stalled (writes) or replaced",
+    ),
+    (
+        "hw · bg",
+        "high-water mark (newest seq) · the background emitter",
+    ),
+];
+
 pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
     let [popup] = Layout::horizontal([Constraint::Max(78)])
         .flex(Flex::Center)
@@ -44,6 +76,14 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
         let mut spans = cell(row, true);
         spans.extend(cell(row + half, false));
         lines.push(Line::from(spans));
+    }
+    // The glossary: every word of the verdict, every glyph of the lanes, every abbreviation.
+    lines.push(Line::raw(""));
+    for (word, meaning) in GLOSSARY {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {word:<12}"), theme.title()),
+            Span::styled(meaning, theme.dim()),
+        ]));
     }
     frame.render_widget(Clear, popup);
     frame.render_widget(
