@@ -153,8 +153,10 @@ async fn forkscope_throughput(events: u64) -> f64 {
     let clock = LabClock::new();
     let start = Instant::now();
     let mut emitted = 0u64;
-    const CHUNK: u64 = 2_048;
-    const AHEAD: u64 = 16_384; // stay well inside the writer queue
+    // Emitting outside the driver skips its backpressure: stay inside the writer queue's
+    // bounds (2,048 frames, 256 KiB; a live frame past 512 KiB cuts the reader off).
+    const CHUNK: u64 = 256;
+    const AHEAD: u64 = 1_024;
     while emitted < events {
         {
             let mut core = lab.core();
