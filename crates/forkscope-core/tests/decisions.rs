@@ -1077,3 +1077,23 @@ fn a_client_remembers_why_it_started_a_new_session() {
     client.begin_session(later, SessionId::generate(&mut rng), &mut history);
     assert_eq!(client.renewed(), Some((later, "stream_fenced")));
 }
+
+/// `connection_closed` says whether it started a grace window: once for the live stream's
+/// connection, never for a connection already replaced or a stream already orphaned.
+#[test]
+fn connection_closed_says_whether_a_grace_window_started() {
+    let mut f = fenced(1);
+    let close = |f: &mut Fixture, connection| {
+        f.server.connection_closed(
+            T0,
+            f.session,
+            StreamId(1),
+            ConnectionId(connection),
+            forkscope_core::OrphanCause::ConnectionClosed,
+            &mut f.history,
+        )
+    };
+    assert!(!close(&mut f, 99), "a connection the stream never had");
+    assert!(close(&mut f, 1), "the live stream's connection");
+    assert!(!close(&mut f, 1), "already orphaned");
+}

@@ -146,6 +146,22 @@ impl App {
     fn connection(&self) -> ConnectionId {
         ConnectionId(self.next_connection.fetch_add(1, Ordering::Relaxed))
     }
+
+    /// A writer for an SSE response on `stream`, woken into this server's driver and closable
+    /// through its TCP connection (`tcp`).
+    fn register(
+        &self,
+        core: &mut Core,
+        connection: ConnectionId,
+        session: SessionId,
+        stream: forkscope_core::StreamId,
+        tcp: Option<liveness::Handle>,
+        now: forkscope_core::LabTime,
+    ) -> writers::Queue {
+        core.io
+            .writers
+            .register(connection, session, stream, self.wake.clone(), tcp, now)
+    }
 }
 
 /// A running server: its address, what wakes its driver, and what stops it.

@@ -272,14 +272,7 @@ fn call_tool(
                 );
             }
         };
-        let queue = core.io.writers.register(
-            connection,
-            session,
-            stream,
-            app.wake.clone(),
-            tcp.clone(),
-            now,
-        );
+        let queue = app.register(core, connection, session, stream, tcp.clone(), now);
         let opening = core.server.opening_of_request_stream(session, stream);
         core.io.tool_calls.push(ToolCall::new(
             session,
@@ -375,14 +368,9 @@ pub(super) async fn get_mcp(
         let opening = core.server.opening_for(session, &decision);
         // A finished stream has no live tail: no writer, the body ends after the replay.
         let queue = match (&opening, stream) {
-            (Some(o), Some(stream)) if !o.ends => Some(core.io.writers.register(
-                connection,
-                session,
-                stream,
-                app.wake.clone(),
-                tcp.clone(),
-                now,
-            )),
+            (Some(o), Some(stream)) if !o.ends => {
+                Some(app.register(core, connection, session, stream, tcp.clone(), now))
+            }
             _ => None,
         };
         (decision, opening, queue, session)

@@ -152,7 +152,7 @@ impl Drop for ConnectionGuard {
             } else {
                 OrphanCause::ConnectionClosed
             };
-            core.server.connection_closed(
+            let orphaned = core.server.connection_closed(
                 now,
                 self.session,
                 self.stream,
@@ -160,13 +160,6 @@ impl Drop for ConnectionGuard {
                 cause,
                 &mut core.history,
             );
-            let orphaned = core
-                .server
-                .session(self.session)
-                .and_then(|s| s.stream(self.stream))
-                .is_some_and(|s| {
-                    matches!(s.state(), forkscope_core::StreamState::Orphaned { since, .. } if since == now)
-                });
             if orphaned {
                 tracing::info!(session = %self.session.short(), stream = %self.stream, cause = cause.describe(), "connection lost: grace window starts");
             }

@@ -627,7 +627,7 @@ impl Server {
 
     /// The adapter judged a stream's connection gone: it ended (EOF, reset), or stopped taking
     /// bytes (a NAT drop is only noticed that way). A live stream is orphaned: its grace
-    /// window starts, recorded with `cause`.
+    /// window starts, recorded with `cause`. Returns whether it was.
     pub fn connection_closed(
         &mut self,
         now: LabTime,
@@ -636,15 +636,15 @@ impl Server {
         connection: ConnectionId,
         cause: OrphanCause,
         history: &mut History,
-    ) {
+    ) -> bool {
         let Some(owner) = self.sessions.get_mut(&session) else {
-            return;
+            return false;
         };
         let Some(target) = owner.stream_mut(stream) else {
-            return;
+            return false;
         };
         if target.connection != Some(connection) {
-            return; // An old connection, already replaced by a resume.
+            return false; // An old connection, already replaced by a resume.
         }
         target.connection = None;
         let live = target.state == StreamState::Live;
@@ -653,6 +653,7 @@ impl Server {
         if live {
             self.orphan(now, session, stream, cause, history);
         }
+        live
     }
 
     /// A request stream's response was sent: nothing more is emitted on it, but it stays
