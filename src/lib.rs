@@ -5,6 +5,7 @@
 //! them to the core, and the headless runs built on them. The lab [`clock`] sits below both, so
 //! the wire and the lab read one time source without depending on each other.
 
+pub mod check;
 pub mod clock;
 pub mod demo;
 pub mod incident;

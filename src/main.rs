@@ -171,6 +171,36 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Prove the fence: explore every interleaving of the lab's steps (emit, deliver, drop,
+    /// reset, strip the token, reconnect, timers, foreign GETs) up to a bound, on the core's own
+    /// code, breadth-first, so a counterexample is a shortest one.
+    /// Exit status: 0 no counterexample, 1 one found, 2 bad input.
+    Check {
+        #[arg(long, value_enum, default_value_t = Which::Both)]
+        policy: Which,
+        /// Steps after the client's first connection (1-40).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=40))]
+        depth: u16,
+        /// Streams a session may mint (1-16); schedules that would mint more are not followed.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
+        streams: u32,
+        /// Stop after this many distinct states (the report says the search is incomplete).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        max_states: Option<u64>,
+        /// Where the fenced policy reads stream identity from (see the dashboard's option).
+        #[arg(long, value_enum, default_value_t = IdentityArg::EventId)]
+        identity: IdentityArg,
+        /// Leave out the foreign GETs (a stale tab, a stock client, a stranger): only the lab
+        /// client's own steps, the network's faults and the timers, as in the seed incident.
+        #[arg(long)]
+        client_only: bool,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Write the counterexample as a scenario file that `forkscope run` replays over
+        /// real sockets (refuses to overwrite a file).
+        #[arg(long, value_name = "FILE.toml")]
+        emit_scenario: Option<std::path::PathBuf>,
+    },
     /// Open the dashboard (the default).
     Dashboard,
     /// Play a scenario headless and record the dashboard as an asciicast v2 file (asciinema).
@@ -253,6 +283,30 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+        Some(Command::Check {
+            policy,
+            depth,
+            streams,
+            max_states,
+            identity,
+            client_only,
+            format,
+            emit_scenario,
+        }) => {
+            let bounds = forkscope_core::model::Bounds {
+                depth: usize::from(depth),
+                streams,
+                max_states,
+                probes: !client_only,
+            };
+            check(
+                policy,
+                bounds,
+                identity.into(),
+                format,
+                emit_scenario.as_deref(),
+            )
         }
         Some(Command::Demo) => {
             print!("{}", demo::run());
@@ -383,6 +437,101 @@ fn record(
             eprintln!("forkscope record: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn check(
+    policy: Which,
+    bounds: forkscope_core::model::Bounds,
+    identity: StreamIdentity,
+    format: Format,
+    emit_scenario: Option<&std::path::Path>,
+) -> ExitCode {
+    use forkscope::check;
+    // Refuse before searching: the file is the point of the run.
+    if let Some(path) = emit_scenario
+        && path.exists()
+    {
+        eprintln!(
+            "forkscope check: {} already exists; not overwriting it (choose another file)",
+            path.display()
+        );
+        return ExitCode::from(2);
+    }
+    let policies = match policy {
+        Which::Fenced => vec![Policy::Fenced],
+        Which::Naive => vec![Policy::Naive],
+        Which::Both => vec![Policy::Fenced, Policy::Naive],
+    };
+    let config = check::config(identity);
+    // Progress on a terminal only: a log or a pipe gets the report alone.
+    let show_progress =
+        matches!(format, Format::Text) && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut checked = Vec::new();
+    for policy in policies {
+        let progress = |level: &forkscope_core::model::Level| {
+            if show_progress {
+                eprint!(
+                    "\r{policy}: depth {} — {} states…   ",
+                    level.depth, level.distinct
+                );
+            }
+        };
+        match check::check(config, policy, bounds, progress) {
+            Ok(c) => checked.push(c),
+            Err(e) => {
+                eprintln!("forkscope check: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        if show_progress {
+            eprint!("\r\x1b[K");
+        }
+    }
+    match format {
+        Format::Text => print!("{}", check::text(&checked)),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&check::json(&checked)).unwrap_or_default()
+        ),
+    }
+    let found = checked
+        .iter()
+        .find(|c| c.exploration.counterexample.is_some());
+    if let Some(path) = emit_scenario {
+        let Some(found) = found else {
+            eprintln!(
+                "forkscope check: no counterexample, so no scenario written to {}",
+                path.display()
+            );
+            return ExitCode::SUCCESS;
+        };
+        let Some(counterexample) = &found.exploration.counterexample else {
+            return ExitCode::FAILURE;
+        };
+        let written = check::scenario_toml(
+            config,
+            found.exploration.policy,
+            counterexample,
+            &found.trace,
+        )
+        .and_then(|text| check::write_new(path, &text).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => eprintln!(
+                "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
+                path.display(),
+                path.display()
+            ),
+            Err(e) => {
+                eprintln!("forkscope check: cannot write {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if found.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -9,6 +9,9 @@ pub enum Action {
     DropConnection,
     /// Close both sides of every proxied connection.
     Reset,
+    /// The server side of every dropped connection times out, as TCP would in the end: the
+    /// server sees it close and starts the stream's grace window.
+    ExpireHalfOpen,
     /// The next reconnect omits the resumption-token header.
     StripToken,
     /// Switch between the fenced and naive policies.
@@ -29,9 +32,10 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 12] = [
+    pub const ALL: [Action; 13] = [
         Action::DropConnection,
         Action::Reset,
+        Action::ExpireHalfOpen,
         Action::StripToken,
         Action::ToggleNaive,
         Action::ReconnectNow,
@@ -49,6 +53,9 @@ impl Action {
         match self {
             Action::DropConnection => "drop the connection (NAT drop: the server is not told)",
             Action::Reset => "reset the connection (both sides see it close)",
+            Action::ExpireHalfOpen => {
+                "time out the dropped connection's server side (the server sees it close)"
+            }
             Action::StripToken => "strip the resumption token on the next reconnect",
             Action::ToggleNaive => "toggle naive mode (reproduces the fork)",
             Action::ReconnectNow => "reconnect now (skip the backoff wait)",

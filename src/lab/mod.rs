@@ -238,6 +238,7 @@ impl Lab {
         match action {
             Action::DropConnection => self.proxy.inject(Fault::Drop),
             Action::Reset => self.proxy.inject(Fault::Reset),
+            Action::ExpireHalfOpen => self.proxy.inject(Fault::ExpireHalfOpen),
             Action::StripToken => self.shared.lock().client.strip_token_on_next_reconnect(),
             Action::ToggleNaive => {
                 let mut guard = self.shared.lock();

@@ -13,7 +13,7 @@ pub enum Command {
 }
 
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 17] = [
+pub const BINDINGS: [(&str, Command, &str); 18] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -23,6 +23,11 @@ pub const BINDINGS: [(&str, Command, &str); 17] = [
         "r",
         Command::Lab(Action::Reset),
         "reset (both sides see it)",
+    ),
+    (
+        "h",
+        Command::Lab(Action::ExpireHalfOpen),
+        "half-open side times out",
     ),
     (
         "t",

@@ -22,6 +22,9 @@ pub enum Fault {
     Drop,
     /// Close both sides.
     Reset,
+    /// Close the server side of every dropped (half-open) connection, as TCP's user timeout
+    /// or keep-alive does in the end: the server sees it close.
+    ExpireHalfOpen,
 }
 
 /// How long a dropped, half-open server side is kept before the proxy lets it go.
@@ -151,11 +154,11 @@ async fn link(
             fault = faults.recv() => match fault {
                 Ok(Fault::Drop) => {
                     drop((client_read, client_write));
-                    black_hole(server_read, server_write, stats).await;
+                    black_hole(server_read, server_write, faults, stats).await;
                     return;
                 }
                 Ok(Fault::Reset) | Err(broadcast::error::RecvError::Closed) => return,
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(Fault::ExpireHalfOpen) | Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
         }
     }
@@ -166,14 +169,26 @@ async fn link(
 async fn black_hole(
     server_read: tokio::net::tcp::OwnedReadHalf,
     server_write: tokio::net::tcp::OwnedWriteHalf,
+    mut faults: broadcast::Receiver<Fault>,
     stats: &ProxyStats,
 ) {
     stats.half_open.fetch_add(1, Ordering::Relaxed);
     let _ = socket2::SockRef::from(server_read.as_ref()).set_recv_buffer_size(DROPPED_RECV_BUFFER);
     // Held, not read, until the server gives up on it (it closes: the read sees EOF or an
-    // error) or the proxy does.
+    // error), the proxy does, or it is told to expire.
     let mut probe = server_read;
-    let _ = tokio::time::timeout(HALF_OPEN_KEPT, wait_for_close(&mut probe)).await;
+    let expired = async {
+        loop {
+            match faults.recv().await {
+                Ok(Fault::ExpireHalfOpen) | Err(broadcast::error::RecvError::Closed) => return,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(HALF_OPEN_KEPT, wait_for_close(&mut probe)) => {}
+        () = expired => {}
+    }
     drop((probe, server_write));
     stats.half_open.fetch_sub(1, Ordering::Relaxed);
 }

@@ -11,6 +11,7 @@
 //! - [`client`]: the cursor, the reconciliation rule, dedupe, backoff.
 //! - [`history`]: what happened, and the checker that names each anomaly.
 //! - [`view`]: a snapshot for the dashboard.
+//! - [`model`]: the exhaustive explorer that proves the fence up to a bound.
 //!
 //! No async runtime, no I/O, no clock: time ([`LabTime`]) and randomness ([`Entropy`]) come
 //! in from the caller, so every run is reproducible.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod event;
 pub mod history;
 pub mod ids;
+pub mod model;
 pub mod policy;
 pub mod resume;
 pub mod server;

@@ -9,6 +9,7 @@ use crate::config::{ConfigError, LabConfig};
 use crate::event::Payload;
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
+use crate::model::Canon;
 use crate::policy::Policy;
 use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
@@ -36,14 +37,14 @@ impl InFlight {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Connection {
     id: ConnectionId,
     session: SessionId,
     pending: VecDeque<InFlight>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Sim {
     now: LabTime,
     server: Server,
@@ -52,6 +53,8 @@ pub struct Sim {
     rng: SplitMix64,
     session: Option<SessionId>,
     connection: Option<Connection>,
+    /// Connections the client dropped (NAT drop) whose server side is still open.
+    half_open: Vec<(ConnectionId, SessionId)>,
     next_connection: u64,
     background_emitted: u64,
     decisions: Vec<ResumeDecision>,
@@ -67,6 +70,7 @@ impl Sim {
             rng: SplitMix64::new(seed),
             session: None,
             connection: None,
+            half_open: Vec::new(),
             next_connection: 1,
             background_emitted: 0,
             decisions: Vec::new(),
@@ -140,10 +144,14 @@ impl Sim {
             last_event_id,
             connection,
         };
-        let decision = self
-            .server
-            .handle_get(self.now, &request, &mut self.rng, &mut self.history)
-            .ok()?;
+        let Ok(decision) =
+            self.server
+                .handle_get(self.now, &request, &mut self.rng, &mut self.history)
+        else {
+            // 404: the session ended (it idled out). The client initializes a new one.
+            self.start_new_session();
+            return None;
+        };
         self.decisions.push(decision.clone());
         let opening = self.server.opening_for(session, &decision);
         match &decision {
@@ -307,8 +315,49 @@ impl Sim {
     /// A NAT drop: the client loses the connection and everything in flight; the server is not
     /// told and keeps writing into the void.
     pub fn drop_connection(&mut self) {
-        if self.connection.take().is_some() {
+        if let Some(dropped) = self.connection.take() {
+            self.half_open.push((dropped.id, dropped.session));
             self.client.on_disconnected(self.now);
+        }
+    }
+
+    /// Whether a dropped connection's server side is still open with a stream attached.
+    pub fn half_open(&self) -> bool {
+        self.half_open.iter().any(|(id, session)| {
+            self.server
+                .session(*session)
+                .is_some_and(|s| s.streams().iter().any(|st| st.connection() == Some(*id)))
+        })
+    }
+
+    /// The server side of every dropped connection times out (TCP's user timeout or
+    /// keep-alive, in the end): the server sees each close and orphans its stream.
+    pub fn expire_half_open(&mut self) {
+        for (connection, session) in std::mem::take(&mut self.half_open) {
+            self.close_server_side(session, connection);
+        }
+    }
+
+    /// The server sees `connection` end: every stream attached to it is orphaned.
+    fn close_server_side(&mut self, session: SessionId, connection: ConnectionId) {
+        let Some(owner) = self.server.session(session) else {
+            return;
+        };
+        let attached: Vec<StreamId> = owner
+            .streams()
+            .iter()
+            .filter(|s| s.connection() == Some(connection))
+            .map(|s| s.id())
+            .collect();
+        for stream in attached {
+            self.server.connection_closed(
+                self.now,
+                session,
+                stream,
+                connection,
+                crate::server::OrphanCause::ConnectionClosed,
+                &mut self.history,
+            );
         }
     }
 
@@ -317,24 +366,7 @@ impl Sim {
         let Some(connection) = self.connection.take() else {
             return;
         };
-        if let Some(session) = self.server.session(connection.session) {
-            let attached: Vec<StreamId> = session
-                .streams()
-                .iter()
-                .filter(|s| s.connection() == Some(connection.id))
-                .map(|s| s.id())
-                .collect();
-            for stream in attached {
-                self.server.connection_closed(
-                    self.now,
-                    connection.session,
-                    stream,
-                    connection.id,
-                    crate::server::OrphanCause::ConnectionClosed,
-                    &mut self.history,
-                );
-            }
-        }
+        self.close_server_side(connection.session, connection.id);
         self.client.on_disconnected(self.now);
     }
 
@@ -346,6 +378,54 @@ impl Sim {
     pub fn reconnect(&mut self, force: bool) -> Option<ResumeDecision> {
         let plan = self.client.reconnect_plan(self.now, force)?;
         self.get(plan.token.as_deref(), plan.last_event_id.as_deref())
+    }
+
+    /// The next instant a timer fires: a grace window or retention ending, a session idling
+    /// out, the client's next reconnect.
+    pub fn next_deadline(&self) -> Option<LabTime> {
+        [self.server.poll_timeout(), self.client.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The state's fingerprint up to renaming ([`crate::model::canonical`]).
+    pub fn fingerprint(&self) -> u128 {
+        let order = self.server.canonical_order(self.session);
+        // The client's connection first, then the half-open ones in the order they dropped.
+        let held = self
+            .connection
+            .iter()
+            .map(|c| c.id)
+            .chain(self.half_open.iter().map(|(id, _)| *id))
+            .collect();
+        let mut c = Canon::new(self.now, order.clone(), self.server.token_bindings(), held);
+        self.server.canonical(&mut c, &order);
+        self.client.canonical(&mut c);
+        self.history.canonical(&mut c);
+        match &self.connection {
+            None => c.tag(0),
+            Some(connection) => {
+                c.tag(1);
+                c.session(connection.session);
+                c.number(connection.pending.len() as u64);
+                for event in &connection.pending {
+                    c.cursor(Some(&event.wire_id));
+                    c.session(event.truth.session);
+                    c.stream(event.truth.event.stream);
+                    c.number(event.truth.event.seq);
+                    match &event.truth.key {
+                        None => c.tag(0),
+                        Some(key) => {
+                            c.tag(1);
+                            c.key(key);
+                        }
+                    }
+                }
+            }
+        }
+        c.number(self.background_emitted);
+        c.fingerprint()
     }
 
     /// Advances the clock by `ms`, firing grace timers and due reconnects on the way.

@@ -108,7 +108,7 @@ pub enum Phase {
     },
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Client {
     reconciles: bool,
     retry: RetryConfig,
@@ -597,5 +597,57 @@ impl Client {
             Phase::GaveUp { .. } => 0,
             Phase::Idle | Phase::Connected => self.retry.budget_ms,
         }
+    }
+}
+
+impl Client {
+    /// Canonical form: see [`crate::model::canonical`]. Counters and the renewal note are
+    /// left out: only views read them.
+    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+        c.flag(self.reconciles);
+        match self.session {
+            None => c.tag(0),
+            Some(s) => {
+                c.tag(1);
+                c.session(s);
+            }
+        }
+        c.cursor(self.bound_stream.as_deref());
+        c.cursor(self.cursor.as_deref());
+        match self.cursor_truth {
+            None => c.tag(0),
+            Some(e) => {
+                c.tag(1);
+                c.stream(e.stream);
+                c.number(e.seq);
+            }
+        }
+        c.token(self.token.as_deref());
+        c.flag(self.pending_reset);
+        c.flag(self.strip_next);
+        c.number(self.retry_hint_ms.map_or(u64::MAX, |ms| ms));
+        canonical_phase(c, self.phase);
+        c.number(self.requests.len() as u64);
+        for request in &self.requests {
+            request.canonical(c);
+        }
+    }
+}
+
+fn canonical_phase(c: &mut crate::model::Canon, phase: Phase) {
+    match phase {
+        Phase::Idle => c.tag(0),
+        Phase::Connected => c.tag(1),
+        Phase::Reconnecting {
+            since,
+            attempt,
+            next_at,
+        } => {
+            c.tag(2);
+            c.time(since);
+            c.number(u64::from(attempt));
+            c.opt_time(next_at);
+        }
+        Phase::GaveUp { .. } => c.tag(3),
     }
 }

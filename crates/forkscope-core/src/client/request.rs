@@ -167,3 +167,28 @@ impl RequestStream {
             .map(WireCursor::seq)
     }
 }
+
+impl RequestStream {
+    /// Canonical form: see [`crate::model::canonical`].
+    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+        c.number(self.request_id);
+        c.cursor(self.bound_stream.as_deref());
+        c.cursor(self.cursor.as_deref());
+        c.token(self.token.as_deref());
+        match self.phase {
+            RequestPhase::Streaming => c.tag(0),
+            RequestPhase::Resuming {
+                since,
+                attempt,
+                next_at,
+            } => {
+                c.tag(1);
+                c.time(since);
+                c.number(u64::from(attempt));
+                c.opt_time(next_at);
+            }
+            RequestPhase::Done => c.tag(2),
+            RequestPhase::Failed => c.tag(3),
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub use record::{Entry, Record};
 use crate::time::LabTime;
 use std::collections::VecDeque;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct History {
     recent: VecDeque<Entry>,
     capacity: usize,
@@ -58,5 +58,12 @@ impl History {
 
     pub fn verdict(&self) -> Verdict {
         self.checker.verdict()
+    }
+}
+
+impl History {
+    /// Canonical form: the checker's state; the log itself is for views.
+    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+        self.checker.canonical(c);
     }
 }

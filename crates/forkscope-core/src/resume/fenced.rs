@@ -167,6 +167,10 @@ fn fence_orphaned_streams(
     now: LabTime,
     config: &LabConfig,
 ) -> Result<Vec<StreamId>, Plan> {
+    #[cfg(test)]
+    if SKIP_CONDITION_2.with(std::cell::Cell::get) {
+        return Ok(Vec::new());
+    }
     let mut fence = Vec::new();
     for other in session.other_standalone_accepting(except) {
         match other.state() {
@@ -186,4 +190,11 @@ fn fence_orphaned_streams(
         }
     }
     Ok(fence)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A deliberately broken fence for the explorer's own test: condition 2 skipped, so other
+    /// live streams are neither fenced nor waited for. The explorer must find the fork.
+    pub(crate) static SKIP_CONDITION_2: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

@@ -6,7 +6,7 @@
 
 use super::replay_buffer::ReplayBuffer;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ReplayBudget {
     used: usize,
     max: usize,

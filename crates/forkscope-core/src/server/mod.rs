@@ -89,7 +89,7 @@ pub struct Expired {
     pub connection: Option<ConnectionId>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Server {
     config: LabConfig,
     policy: Policy,
@@ -732,6 +732,43 @@ impl Server {
         target.state = StreamState::Fenced { at: now };
         target.connection = None;
         history.record(now, Record::Fenced { session, stream });
+    }
+
+    /// Sessions in canonical order ([`crate::model::canonical`]): `first` (the client's), then
+    /// the rest by age.
+    pub(crate) fn canonical_order(&self, first: Option<SessionId>) -> Vec<SessionId> {
+        let mut rest: Vec<&Session> = self
+            .sessions
+            .values()
+            .filter(|s| Some(s.id) != first)
+            .collect();
+        rest.sort_by_key(|s| (s.opened_at, s.id));
+        first
+            .filter(|f| self.sessions.contains_key(f))
+            .into_iter()
+            .chain(rest.into_iter().map(|s| s.id))
+            .collect()
+    }
+
+    /// Every token the server honours, with the stream it names.
+    pub(crate) fn token_bindings(
+        &self,
+    ) -> impl Iterator<Item = (ResumptionToken, SessionId, StreamId)> + '_ {
+        self.tokens
+            .iter()
+            .map(|(token, (session, stream))| (*token, *session, *stream))
+    }
+
+    /// Canonical form: see [`crate::model::canonical`].
+    pub(crate) fn canonical(&self, c: &mut crate::model::Canon, order: &[SessionId]) {
+        c.tag(self.policy as u8);
+        c.number(self.budget.used() as u64);
+        c.number(order.len() as u64);
+        for id in order {
+            if let Some(session) = self.sessions.get(id) {
+                session.canonical(c);
+            }
+        }
     }
 
     /// The next deadline: a grace window, a finished stream's retention, or an idle session

@@ -6,7 +6,7 @@
 use crate::event::Event;
 use std::collections::VecDeque;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ReplayBuffer {
     events: VecDeque<Event>,
     capacity: usize,

@@ -4,7 +4,7 @@ use super::stream::{Stream, StreamKind, StreamState};
 use crate::ids::{SessionId, StreamId};
 use crate::time::LabTime;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Session {
     pub(crate) id: SessionId,
     /// Streams in the order they were minted; ended ones are pruned oldest first.
@@ -112,5 +112,33 @@ impl Session {
                     .iter()
                     .position(|s| matches!(s.state, StreamState::Finished { .. }))
             })
+    }
+}
+
+impl Session {
+    /// Streams minted so far, ended and forgotten ones included.
+    pub fn streams_opened(&self) -> u32 {
+        self.next_stream - 1
+    }
+
+    /// Canonical form: see [`crate::model::canonical`].
+    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+        c.session(self.id);
+        c.number(self.streams.len() as u64);
+        for stream in &self.streams {
+            stream.canonical(c);
+        }
+        c.number(u64::from(self.next_stream));
+        let optional = |c: &mut crate::model::Canon, s: Option<StreamId>| match s {
+            None => c.tag(0),
+            Some(s) => {
+                c.tag(1);
+                c.stream(s);
+            }
+        };
+        optional(c, self.active);
+        optional(c, self.background_target);
+        c.number(self.counter);
+        c.time(self.last_activity);
     }
 }

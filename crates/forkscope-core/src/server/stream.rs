@@ -82,7 +82,7 @@ impl StreamState {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Stream {
     pub(crate) id: StreamId,
     pub(crate) kind: StreamKind,
@@ -190,5 +190,40 @@ impl Stream {
             },
             self.token,
         )
+    }
+}
+
+impl Stream {
+    /// Canonical form: see [`crate::model::canonical`].
+    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+        c.stream(self.id);
+        c.tag(self.kind as u8);
+        c.tag(self.ids as u8);
+        match self.state {
+            StreamState::Live => c.tag(0),
+            StreamState::Orphaned {
+                grace_deadline,
+                cause,
+                ..
+            } => {
+                c.tag(1);
+                c.time(grace_deadline);
+                c.tag(cause as u8);
+            }
+            StreamState::Fenced { .. } => c.tag(2),
+            StreamState::Finished { retain_until, .. } => {
+                c.tag(3);
+                c.time(retain_until);
+            }
+            StreamState::Closed { .. } => c.tag(4),
+        }
+        c.number(self.high_water);
+        c.connection(self.connection);
+        c.number(self.buffer.len() as u64);
+        for event in self.buffer.iter() {
+            c.number(event.id.seq);
+            c.key(&event.payload.key);
+            c.text(&event.payload.body);
+        }
     }
 }

@@ -1,0 +1,303 @@
+//! The exhaustive explorer behind `forkscope check`: every interleaving of the lab's steps up
+//! to a bound, run on the core's own code (the same [`Sim`], server, client and checker the
+//! lab uses — not a re-model), breadth-first, so the first anomaly found has a shortest
+//! schedule.
+//!
+//! States are deduplicated by a canonical form ([`canonical`]) that forgets the names chance
+//! gave them, so states alike up to renaming are explored once. A small breadth-first search of
+//! our own rather than a checker crate: the core's state is plain data that clones, the
+//! alphabet is a dozen steps, and what the search must report (a shortest schedule, replayable
+//! over sockets and narrated in the checker's words) needs the core's own types throughout.
+
+pub(crate) mod canonical;
+mod step;
+mod trace;
+
+pub(crate) use canonical::Canon;
+pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
+pub use trace::{TraceStep, trace};
+
+use crate::config::{ConfigError, LabConfig, RetryConfig};
+use crate::history::Anomaly;
+use crate::policy::Policy;
+use crate::sim::Sim;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+
+/// How far the search goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Bounds {
+    /// Steps after the client's first connection.
+    pub depth: usize,
+    /// Streams a session may mint (standalone and tool calls); a schedule that would mint
+    /// more is not followed.
+    pub streams: u32,
+    /// Distinct states after which the search stops, incomplete (the dashboard's quick check).
+    pub max_states: Option<u64>,
+    /// Foreign GETs ([`Step::Probe`]) are tried too; without them only the lab client's own
+    /// steps, the network's faults and the timers are (the seed incident's cast).
+    pub probes: bool,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            depth: 8,
+            streams: 3,
+            max_states: None,
+            probes: true,
+        }
+    }
+}
+
+/// The lab configuration the explorer runs: the lab's defaults with short timers and a small
+/// replay buffer, so grace expiry, giving up and eviction are all a few steps away.
+pub fn config() -> LabConfig {
+    LabConfig {
+        grace_ms: 1_000,
+        retry: RetryConfig {
+            initial_backoff_ms: 500,
+            max_backoff_ms: 1_000,
+            budget_ms: 2_500,
+        },
+        replay_buffer: 3,
+        retention_ms: 2_500,
+        session_idle_ms: 5_000,
+        history_capacity: 16,
+        ..LabConfig::default()
+    }
+}
+
+/// The seed every explored lab starts from: tokens are drawn from it, and replaying a schedule
+/// from it reproduces the very states the search saw.
+pub const SEED: u64 = 0x5eed_f0c5;
+
+/// One level of the search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Level {
+    pub depth: usize,
+    /// States first reached at this depth.
+    pub new_states: u64,
+    /// Distinct states so far.
+    pub distinct: u64,
+    /// Steps taken so far (each enabled step from each state).
+    pub transitions: u64,
+}
+
+/// What the search found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Exploration {
+    pub policy: Policy,
+    pub bounds: Bounds,
+    /// Steps taken: each enabled step from each distinct state.
+    pub transitions: u64,
+    /// Distinct states (up to renaming), the initial one included.
+    pub distinct: u64,
+    /// Successors not followed because they minted more streams than the bound.
+    pub pruned: u64,
+    /// The deepest level explored.
+    pub depth_reached: usize,
+    /// Every state up to the bound was explored (no state limit cut it short). `exhausted`
+    /// when no new state appeared before the depth bound: the whole reachable space.
+    pub complete: bool,
+    pub exhausted: bool,
+    pub levels: Vec<Level>,
+    /// What the explored steps made happen, each with how many steps did: evidence the search
+    /// reached the decisions it is meant to test.
+    pub reached: BTreeMap<String, u64>,
+    pub counterexample: Option<Counterexample>,
+}
+
+impl Exploration {
+    /// One sentence: the verdict.
+    pub fn verdict(&self) -> String {
+        match &self.counterexample {
+            Some(c) => format!(
+                "counterexample in {} steps: {}",
+                c.steps.len(),
+                c.anomaly.kind()
+            ),
+            None if self.complete => format!(
+                "no fork, duplicate, gap, drift or lost event in {} states up to depth {}{}",
+                self.distinct,
+                self.depth_reached,
+                if self.exhausted {
+                    " (every reachable state)"
+                } else {
+                    ""
+                }
+            ),
+            None => format!(
+                "no anomaly in the {} states explored (stopped at the state limit, depth {})",
+                self.distinct, self.depth_reached
+            ),
+        }
+    }
+}
+
+/// A shortest schedule that breaks the invariant.
+#[derive(Clone, Debug, Serialize)]
+pub struct Counterexample {
+    pub steps: Vec<Step>,
+    /// The first anomaly the checker named, in its words.
+    pub anomaly: Anomaly,
+}
+
+/// The lab the search starts from: the client connected to a fresh session.
+pub fn initial(config: LabConfig, policy: Policy) -> Result<Sim, ConfigError> {
+    let mut sim = Sim::new(config, policy, SEED)?;
+    sim.start();
+    Ok(sim)
+}
+
+/// Streams minted by the session that minted the most.
+fn streams_minted(sim: &Sim) -> u32 {
+    sim.server()
+        .sessions()
+        .map(|s| s.streams_opened())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Explores every schedule up to `bounds`, breadth-first; stops at the first anomaly.
+/// `on_level` is told as each depth completes (for progress output).
+pub fn explore(
+    config: LabConfig,
+    policy: Policy,
+    bounds: Bounds,
+    mut on_level: impl FnMut(&Level),
+) -> Result<Exploration, ConfigError> {
+    let root = initial(config, policy)?;
+    let mut seen: HashSet<u128> = HashSet::new();
+    seen.insert(root.fingerprint());
+    // The search tree, as parent links: enough to spell out a schedule at the end.
+    let mut tree: Vec<(usize, Step)> = vec![(0, Step::Advance)];
+    let mut frontier = vec![(root, 0usize)];
+    let mut out = Exploration {
+        policy,
+        bounds,
+        transitions: 0,
+        distinct: 1,
+        pruned: 0,
+        depth_reached: 0,
+        complete: true,
+        exhausted: false,
+        levels: Vec::new(),
+        reached: BTreeMap::new(),
+        counterexample: None,
+    };
+    'levels: for depth in 1..=bounds.depth {
+        let mut next = Vec::new();
+        for (sim, node) in &frontier {
+            for step in Step::ALL {
+                if !step.enabled(sim) || (!bounds.probes && matches!(step, Step::Probe(_))) {
+                    continue;
+                }
+                let mut child = sim.clone();
+                step.apply(&mut child);
+                out.transitions += 1;
+                note_reached(sim, &child, &mut out.reached);
+                if let Some(anomaly) = child.history().checker().anomalies().first() {
+                    tree.push((*node, step));
+                    out.counterexample = Some(Counterexample {
+                        steps: schedule(&tree, tree.len() - 1),
+                        anomaly: anomaly.clone(),
+                    });
+                    out.depth_reached = depth;
+                    break 'levels;
+                }
+                if streams_minted(&child) > bounds.streams {
+                    out.pruned += 1;
+                    continue;
+                }
+                if !seen.insert(child.fingerprint()) {
+                    continue;
+                }
+                tree.push((*node, step));
+                next.push((child, tree.len() - 1));
+                out.distinct += 1;
+                if bounds.max_states.is_some_and(|max| out.distinct >= max) {
+                    out.complete = false;
+                    break;
+                }
+            }
+            if !out.complete {
+                break;
+            }
+        }
+        out.depth_reached = depth;
+        let level = Level {
+            depth,
+            new_states: next.len() as u64,
+            distinct: out.distinct,
+            transitions: out.transitions,
+        };
+        on_level(&level);
+        out.levels.push(level);
+        if !out.complete {
+            break;
+        }
+        if next.is_empty() {
+            out.exhausted = true;
+            break;
+        }
+        frontier = next;
+    }
+    Ok(out)
+}
+
+/// Adds what the step from `before` to `after` made happen to the tally.
+fn note_reached(before: &Sim, after: &Sim, reached: &mut BTreeMap<String, u64>) {
+    let (b, a) = (
+        before.history().checker().counters(),
+        after.history().checker().counters(),
+    );
+    let mut note = |what: &str, happened: bool| {
+        if happened {
+            *reached.entry(what.to_owned()).or_default() += 1;
+        }
+    };
+    note("resume accepted", a.resumes_accepted > b.resumes_accepted);
+    note(
+        "new stream, flagged as new",
+        a.new_streams_flagged > b.new_streams_flagged,
+    );
+    note(
+        "new stream, not flagged",
+        a.new_streams_silent > b.new_streams_silent,
+    );
+    note("grace window started", a.orphaned > b.orphaned);
+    note("stream fenced", a.fences > b.fences);
+    note(
+        "late emit refused",
+        a.late_emits_refused > b.late_emits_refused,
+    );
+    note(
+        "replay skipped by the client",
+        a.replays_skipped > b.replays_skipped,
+    );
+    note("side effect applied", a.applied > b.applied);
+    note(
+        "client started a new session",
+        after.client().renewed() != before.client().renewed(),
+    );
+    for (reason, n) in &a.resumes_rejected {
+        let was = b.resumes_rejected.get(reason).copied().unwrap_or(0);
+        note(&format!("rejected: {reason}"), *n > was);
+    }
+}
+
+/// The steps from the root to `node`.
+fn schedule(tree: &[(usize, Step)], mut node: usize) -> Vec<Step> {
+    let mut steps = Vec::new();
+    while node != 0 {
+        let (parent, step) = tree[node];
+        steps.push(step);
+        node = parent;
+    }
+    steps.reverse();
+    steps
+}
+
+#[cfg(test)]
+mod tests;
