@@ -2,7 +2,9 @@
 //! and for scripts, and a counterexample turned into a scenario `forkscope run` replays over
 //! real sockets.
 
-use forkscope_core::model::{self, Bounds, Counterexample, Exploration, Level, ProbeGet, Step};
+use forkscope_core::model::{
+    self, Bounds, Counterexample, Delivery, Exploration, Level, ProbeGet, Step,
+};
 use forkscope_core::{Anomaly, LabConfig, Policy, StreamIdentity};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -42,7 +44,7 @@ pub fn check(
         model::explore(config, policy, bounds, on_level).map_err(|e| e.to_string())?;
     let elapsed = started.elapsed();
     let trace = match &exploration.counterexample {
-        Some(c) => model::trace(config, policy, &c.steps).map_err(|e| e.to_string())?,
+        Some(c) => model::trace(config, policy, &c.steps, c.delivery).map_err(|e| e.to_string())?,
         None => Vec::new(),
     };
     Ok(Checked {
@@ -72,13 +74,22 @@ pub fn text(checked: &[Checked]) -> String {
         let _ = writeln!(out, "{}: {}", e.policy, e.verdict());
         let _ = writeln!(
             out,
-            "  {} distinct states, {} steps taken, depth {} of {}, at most {} streams per session; \
-             {:.2} s ({} states/s)",
+            "  {} distinct states, {} steps taken, depth {} of {}, at most {} streams per session, \
+             {} delivery{}; {:.2} s ({} states/s)",
             thousands(e.distinct),
             thousands(e.transitions),
             e.depth_reached,
             e.bounds.depth,
             e.bounds.streams,
+            match e.bounds.delivery {
+                Delivery::Interleaved => "interleaved",
+                Delivery::Eager => "eager",
+            },
+            if e.bounds.probes {
+                ""
+            } else {
+                ", no foreign GETs"
+            },
             c.elapsed.as_secs_f64(),
             thousands(c.states_per_second() as u64)
         );
@@ -165,6 +176,9 @@ fn quoted(text: &str) -> String {
 /// with the model.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Observed {
+    /// Events the latest tool call applied, and whether its result was.
+    call_applied: u64,
+    call_done: bool,
     applied: u64,
     emits: u64,
     decisions: usize,
@@ -174,7 +188,10 @@ struct Observed {
 
 fn observe(sim: &forkscope_core::sim::Sim) -> Observed {
     let counters = sim.history().checker().counters();
+    let call = sim.client().requests().last();
     Observed {
+        call_applied: call.map_or(0, |r| r.applied),
+        call_done: call.is_some_and(|r| r.phase == forkscope_core::client::RequestPhase::Done),
         applied: counters.applied,
         emits: counters.emits,
         decisions: sim.decisions().len(),
@@ -183,44 +200,83 @@ fn observe(sim: &forkscope_core::sim::Sim) -> Observed {
     }
 }
 
-/// A counterexample as a scenario file: each model step becomes the action a person would
-/// press, followed by waits on the state the model reached, so `forkscope run` replays it over
-/// real sockets step for step, and the dashboard plays it with the checker's words as narration.
+/// A counterexample as a scenario file (see [`schedule_toml`]).
 pub fn scenario_toml(
     config: LabConfig,
     policy: Policy,
     counterexample: &Counterexample,
     trace: &[model::TraceStep],
 ) -> Result<String, String> {
+    schedule_toml(
+        config,
+        policy,
+        &counterexample.steps,
+        counterexample.delivery,
+        trace,
+        Some(&counterexample.anomaly),
+    )
+}
+
+/// A schedule as a scenario file: each model step becomes the action a person would press,
+/// followed by waits on the state the model reached, so `forkscope run` replays it over real
+/// sockets step for step, and the dashboard plays it with the checker's words as narration.
+/// It expects `anomaly`'s kind (a counterexample), or a clean run. Over real sockets events
+/// arrive at once: a schedule explored with [`Delivery::Interleaved`] that leaves an event in
+/// flight across a fault may replay differently; one explored with [`Delivery::Eager`] does not.
+pub fn schedule_toml(
+    config: LabConfig,
+    policy: Policy,
+    steps: &[Step],
+    delivery: Delivery,
+    trace: &[model::TraceStep],
+    anomaly: Option<&Anomaly>,
+) -> Result<String, String> {
     let mut sim = model::initial(config, policy).map_err(|e| e.to_string())?;
     let mut out = String::new();
-    let anomaly: &Anomaly = &counterexample.anomaly;
+    let said = trace
+        .iter()
+        .flat_map(|t| t.anomalies.first())
+        .next()
+        .cloned();
+    let (name, teaches) = match anomaly {
+        Some(anomaly) => (
+            format!(
+                "Shortest {} under {policy} ({} steps, found by forkscope check)",
+                anomaly.kind(),
+                steps.len()
+            ),
+            format!(
+                "forkscope check explored every interleaving of the lab's steps; this is a \
+                 shortest schedule in which the {policy} policy lets a {} happen. The checker, \
+                 in the model: {}",
+                anomaly.kind(),
+                said.unwrap_or_else(|| anomaly.to_string())
+            ),
+        ),
+        None => (
+            format!("A {}-step schedule under {policy}", steps.len()),
+            "A schedule of the lab's steps written by forkscope; the model found it clean."
+                .to_owned(),
+        ),
+    };
     let _ = writeln!(
         out,
-        "# Written by `forkscope check`: the shortest schedule it found in which the {policy} \
-         policy breaks the invariant.\nname = {}\nteaches = {}\npolicy = {}\n",
-        quoted(&format!(
-            "Shortest {} under {policy} ({} steps, found by forkscope check)",
-            anomaly.kind(),
-            counterexample.steps.len()
-        )),
-        quoted(&format!(
-            "forkscope check explored every interleaving of the lab's steps; this is a shortest \
-             schedule in which the {policy} policy lets a {} happen. The checker, in the model: {}",
-            anomaly.kind(),
-            trace
-                .iter()
-                .flat_map(|t| t.anomalies.first())
-                .next()
-                .cloned()
-                .unwrap_or_else(|| anomaly.to_string())
-        )),
+        "# Written by forkscope from a schedule of `forkscope check`'s model.\nname = {}\n\
+         teaches = {}\npolicy = {}",
+        quoted(&name),
+        quoted(&teaches),
         quoted(policy.name()),
     );
     let identity = match config.identity {
         StreamIdentity::EventId => "event_id",
         StreamIdentity::TokenHeader => "token_header",
     };
+    let tool = sim.tool();
+    let _ = writeln!(
+        out,
+        "tool = {{ steps = {}, delay_ms = {} }}\n",
+        tool.steps, tool.delay_ms
+    );
     let _ = writeln!(
         out,
         "[config]\ngrace_ms = {}\nreplay_buffer = {}\nretention_ms = {}\nsession_idle_ms = {}\n\
@@ -240,9 +296,9 @@ pub fn scenario_toml(
          state every schedule starts from\"\n"
     );
     let mut before = observe(&sim);
-    for (i, step) in counterexample.steps.iter().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
         let now = sim.now();
-        step.apply(&mut sim);
+        model::take(*step, &mut sim, delivery);
         let after = observe(&sim);
         let told = trace.get(i);
         let mut say = format!("{}. {step}", i + 1);
@@ -256,7 +312,8 @@ pub fn scenario_toml(
         }
         let head = match step {
             Step::EmitBackground => "action = \"emit_background\"".to_owned(),
-            Step::Deliver => String::new(),
+            Step::Deliver | Step::DeliverCall => String::new(),
+            Step::CallTool => "action = \"start_tool_call\"".to_owned(),
             Step::DropConnection => "action = \"drop_connection\"".to_owned(),
             Step::Reset => "action = \"reset\"".to_owned(),
             Step::ExpireHalfOpen => "action = \"expire_half_open\"".to_owned(),
@@ -278,6 +335,17 @@ pub fn scenario_toml(
             }
         };
         let mut waits: Vec<String> = Vec::new();
+        if matches!(step, Step::CallTool) {
+            waits.push("wait = \"tool_progress\"\ncount = 0".to_owned());
+        }
+        if after.call_done && !before.call_done {
+            waits.push("wait = \"tool_done\"".to_owned());
+        } else if after.call_applied > before.call_applied {
+            waits.push(format!(
+                "wait = \"tool_progress\"\ncount = {}",
+                after.call_applied
+            ));
+        }
         if after.emits > before.emits {
             waits.push(format!("wait = \"emits\"\ncount = {}", after.emits));
         }
@@ -317,15 +385,22 @@ pub fn scenario_toml(
         }
         before = after;
     }
-    let _ = writeln!(
-        out,
-        "[expect.{}]\nanomalies = {{ {} = \">=1\" }}",
-        policy.name(),
-        serde_json::to_value(anomaly.kind())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default()
-    );
+    match anomaly {
+        Some(anomaly) => {
+            let _ = writeln!(
+                out,
+                "[expect.{}]\nanomalies = {{ {} = \">=1\" }}",
+                policy.name(),
+                serde_json::to_value(anomaly.kind())
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "[expect.{}]\nclean = true", policy.name());
+        }
+    }
     Ok(out)
 }
 

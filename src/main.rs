@@ -77,6 +77,25 @@ fn parse_rate(s: &str) -> Result<EmitRate, String> {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+enum DeliveryArg {
+    Interleaved,
+    Eager,
+}
+
+fn parse_anomaly(s: &str) -> Result<forkscope_core::AnomalyKind, String> {
+    forkscope_core::AnomalyKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == s.replace('-', "_"))
+        .ok_or_else(|| {
+            let names: Vec<&str> = forkscope_core::AnomalyKind::ALL
+                .iter()
+                .map(|k| k.as_str())
+                .collect();
+            format!("{s:?} is not an anomaly; one of: {}", names.join(", "))
+        })
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 enum Which {
     Fenced,
     Naive,
@@ -194,6 +213,15 @@ enum Command {
         /// client's own steps, the network's faults and the timers, as in the seed incident.
         #[arg(long)]
         client_only: bool,
+        /// How events reach the client: `interleaved` (any step may come between a write and
+        /// its arrival) or `eager` (at once, as over loopback). Default: interleaved, or eager
+        /// with --emit-scenario, so the scenario replays over real sockets as it was found.
+        #[arg(long, value_enum)]
+        delivery: Option<DeliveryArg>,
+        /// Look for a schedule that ends in this anomaly (fork, duplicate, gap,
+        /// non_monotonic_cursor, lost, cursor_drift), exploring past the others.
+        #[arg(long, value_parser = parse_anomaly)]
+        anomaly: Option<forkscope_core::AnomalyKind>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Write the counterexample as a scenario file that `forkscope run` replays over
@@ -291,14 +319,24 @@ fn main() -> ExitCode {
             max_states,
             identity,
             client_only,
+            delivery,
+            anomaly,
             format,
             emit_scenario,
         }) => {
+            use forkscope_core::model::Delivery;
+            let delivery = match (delivery, &emit_scenario) {
+                (Some(DeliveryArg::Interleaved), _) => Delivery::Interleaved,
+                (Some(DeliveryArg::Eager), _) | (None, Some(_)) => Delivery::Eager,
+                (None, None) => Delivery::Interleaved,
+            };
             let bounds = forkscope_core::model::Bounds {
                 depth: usize::from(depth),
                 streams,
                 max_states,
                 probes: !client_only,
+                delivery,
+                target: anomaly,
             };
             check(
                 policy,

@@ -53,6 +53,14 @@ pub enum WaitFor {
     ToolDone,
 }
 
+/// The arguments of the `progress_task` call a `start_tool_call` step makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolArgs {
+    pub steps: u64,
+    pub delay_ms: u64,
+}
+
 /// A count expectation: `3` (exactly), `">=1"`, `"<=2"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Count {
@@ -169,6 +177,8 @@ struct RawScenario {
     #[serde(default)]
     config: LabConfig,
     background_every_ms: Option<u64>,
+    /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
+    tool: Option<ToolArgs>,
     #[serde(rename = "step")]
     steps: Vec<toml::Spanned<RawStep>>,
     #[serde(default)]
@@ -210,6 +220,7 @@ pub struct Scenario {
     pub policy: Policies,
     pub config: LabConfig,
     pub background_every_ms: Option<u64>,
+    pub tool: Option<ToolArgs>,
     pub steps: Vec<Step>,
     pub expect: Expectations,
 }
@@ -335,6 +346,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             ));
         }
     }
+    if let Some(tool) = raw.tool {
+        let max = crate::wire::server::tool::MAX_STEPS;
+        let max_delay = crate::wire::server::tool::MAX_DELAY_MS;
+        if !(1..=max).contains(&tool.steps) || tool.delay_ms > max_delay {
+            return Err(invalid(
+                1,
+                format!(
+                    "tool: steps must be 1–{max} and delay_ms at most {max_delay} (got {} and {})",
+                    tool.steps, tool.delay_ms
+                ),
+            ));
+        }
+    }
     Ok(Scenario {
         path: path.to_path_buf(),
         name: raw.name,
@@ -342,6 +366,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         policy: raw.policy,
         config: raw.config,
         background_every_ms: raw.background_every_ms,
+        tool: raw.tool,
         steps,
         expect: raw.expect,
     })

@@ -234,6 +234,7 @@ pub async fn drive_paced(
 /// The lab a scenario runs in: its configuration, and a clock that moves only when the script
 /// advances it.
 pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
+    let defaults = LabOptions::default();
     LabOptions {
         policy,
         config: scenario.config,
@@ -241,7 +242,9 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
             .background_every_ms
             .map(crate::wire::server::EmitRate::every_ms),
         start_paused: true,
-        ..LabOptions::default()
+        tool_steps: scenario.tool.map_or(defaults.tool_steps, |t| t.steps),
+        tool_delay_ms: scenario.tool.map_or(defaults.tool_delay_ms, |t| t.delay_ms),
+        ..defaults
     }
 }
 

@@ -42,6 +42,16 @@ impl History {
         self.total += 1;
     }
 
+    /// Keeps only the newest entry from now on, and lets the rest go: for a history whose
+    /// verdict is all that is read (the explorer keeps labs by the hundred thousand).
+    pub(crate) fn keep_verdict_only(&mut self) {
+        self.capacity = 1;
+        while self.recent.len() > 1 {
+            self.recent.pop_front();
+        }
+        self.recent.shrink_to_fit();
+    }
+
     /// The most recent entries, oldest first.
     pub fn recent(&self) -> &VecDeque<Entry> {
         &self.recent

@@ -18,9 +18,9 @@ pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
 pub use trace::{TraceStep, trace};
 
 use crate::config::{ConfigError, LabConfig, RetryConfig};
-use crate::history::Anomaly;
+use crate::history::{Anomaly, AnomalyKind};
 use crate::policy::Policy;
-use crate::sim::Sim;
+use crate::sim::{Sim, ToolSpec};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 
@@ -37,6 +37,23 @@ pub struct Bounds {
     /// Foreign GETs ([`Step::Probe`]) are tried too; without them only the lab client's own
     /// steps, the network's faults and the timers are (the seed incident's cast).
     pub probes: bool,
+    /// How events reach the client.
+    pub delivery: Delivery,
+    /// Stop only at a schedule that ends in this kind of anomaly (others are explored past).
+    pub target: Option<AnomalyKind>,
+}
+
+/// How events in flight reach the client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Each delivery is a step of its own, so any step can come between an event's write and
+    /// its arrival (a slow network; an event still in flight when a connection drops is lost).
+    #[default]
+    Interleaved,
+    /// Every event arrives as soon as it is written, as on loopback: what `forkscope run`
+    /// replays faithfully.
+    Eager,
 }
 
 impl Default for Bounds {
@@ -46,6 +63,8 @@ impl Default for Bounds {
             streams: 3,
             max_states: None,
             probes: true,
+            delivery: Delivery::Interleaved,
+            target: None,
         }
     }
 }
@@ -139,14 +158,47 @@ impl Exploration {
 #[derive(Clone, Debug, Serialize)]
 pub struct Counterexample {
     pub steps: Vec<Step>,
+    /// How events were delivered while it happened: replay it the same way.
+    pub delivery: Delivery,
     /// The first anomaly the checker named, in its words.
     pub anomaly: Anomaly,
 }
 
-/// The lab the search starts from: the client connected to a fresh session.
+/// What `progress_task` does in the explored lab: two progress steps, then the result.
+pub const TOOL: ToolSpec = ToolSpec {
+    steps: 2,
+    delay_ms: 300,
+};
+
+/// Takes `step`, then, under eager delivery, delivers everything in flight.
+pub fn take(step: Step, sim: &mut Sim, delivery: Delivery) {
+    step.apply(sim);
+    if delivery == Delivery::Eager {
+        deliver_everything(sim);
+    }
+}
+
+fn deliver_everything(sim: &mut Sim) {
+    sim.deliver_all();
+    while sim.deliver_call() {}
+}
+
+/// Whether the explorer tries `step` at all under `bounds`.
+fn in_alphabet(step: Step, bounds: &Bounds) -> bool {
+    match step {
+        Step::Probe(_) => bounds.probes,
+        Step::Deliver | Step::DeliverCall => bounds.delivery == Delivery::Interleaved,
+        _ => true,
+    }
+}
+
+/// The lab the search starts from: the client connected to a fresh session, its stream's
+/// priming event received (so it holds a cursor) — what a scenario's `wait = "connected"` is.
 pub fn initial(config: LabConfig, policy: Policy) -> Result<Sim, ConfigError> {
     let mut sim = Sim::new(config, policy, SEED)?;
+    sim.set_tool(TOOL);
     sim.start();
+    sim.deliver_all();
     Ok(sim)
 }
 
@@ -167,7 +219,8 @@ pub fn explore(
     bounds: Bounds,
     mut on_level: impl FnMut(&Level),
 ) -> Result<Exploration, ConfigError> {
-    let root = initial(config, policy)?;
+    let mut root = initial(config, policy)?;
+    root.compact();
     let mut seen: HashSet<u128> = HashSet::new();
     seen.insert(root.fingerprint());
     // The search tree, as parent links: enough to spell out a schedule at the end.
@@ -190,17 +243,23 @@ pub fn explore(
         let mut next = Vec::new();
         for (sim, node) in &frontier {
             for step in Step::ALL {
-                if !step.enabled(sim) || (!bounds.probes && matches!(step, Step::Probe(_))) {
+                if !in_alphabet(step, &bounds) || !step.enabled(sim) {
                     continue;
                 }
                 let mut child = sim.clone();
-                step.apply(&mut child);
+                take(step, &mut child, bounds.delivery);
                 out.transitions += 1;
                 note_reached(sim, &child, &mut out.reached);
-                if let Some(anomaly) = child.history().checker().anomalies().first() {
+                let anomalies = child.history().checker().anomalies();
+                let hit = match bounds.target {
+                    None => anomalies.first(),
+                    Some(kind) => anomalies.iter().find(|a| a.kind() == kind),
+                };
+                if let Some(anomaly) = hit {
                     tree.push((*node, step));
                     out.counterexample = Some(Counterexample {
                         steps: schedule(&tree, tree.len() - 1),
+                        delivery: bounds.delivery,
                         anomaly: anomaly.clone(),
                     });
                     out.depth_reached = depth;
@@ -280,6 +339,23 @@ fn note_reached(before: &Sim, after: &Sim, reached: &mut BTreeMap<String, u64>) 
     note(
         "client started a new session",
         after.client().renewed() != before.client().renewed(),
+    );
+    let ended = |sim: &Sim, phase: crate::client::RequestPhase| {
+        sim.client()
+            .requests()
+            .iter()
+            .filter(|r| r.phase == phase)
+            .count()
+    };
+    note(
+        "tool call result applied",
+        ended(after, crate::client::RequestPhase::Done)
+            > ended(before, crate::client::RequestPhase::Done),
+    );
+    note(
+        "tool call given up (the client was told)",
+        ended(after, crate::client::RequestPhase::Failed)
+            > ended(before, crate::client::RequestPhase::Failed),
     );
     for (reason, n) in &a.resumes_rejected {
         let was = b.resumes_rejected.get(reason).copied().unwrap_or(0);

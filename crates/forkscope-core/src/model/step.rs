@@ -13,8 +13,12 @@ pub enum Step {
     /// The session's background task emits its next event (a late emit when its stream was
     /// fenced).
     EmitBackground,
-    /// The oldest event in flight reaches the client.
+    /// The oldest event in flight on the standalone stream reaches the client.
     Deliver,
+    /// The client calls `progress_task`; the tool then takes its steps on its own timer.
+    CallTool,
+    /// The oldest event in flight on a tool call's stream reaches the client.
+    DeliverCall,
     /// A NAT drop: the client loses the connection and what was in flight; the server is not
     /// told (half-open).
     DropConnection,
@@ -29,7 +33,8 @@ pub enum Step {
     /// holds the one of the last event it received.
     Reconnect,
     /// Lab time runs to the next timer: a grace window or retention ends, a backoff elapses
-    /// (the client reconnects on its own), a session idles out.
+    /// (the client reconnects or resumes a call on its own), the tool takes its next step, a
+    /// session idles out.
     Advance,
     /// A GET from someone else, on its own connection.
     Probe(ProbeGet),
@@ -51,9 +56,11 @@ pub enum ProbeGet {
 
 impl Step {
     /// Every step, in the order the explorer tries them.
-    pub const ALL: [Step; 12] = [
+    pub const ALL: [Step; 14] = [
         Step::EmitBackground,
         Step::Deliver,
+        Step::CallTool,
+        Step::DeliverCall,
         Step::DropConnection,
         Step::Reset,
         Step::ExpireHalfOpen,
@@ -71,7 +78,9 @@ impl Step {
         match self {
             Step::EmitBackground => sim.session().is_some(),
             Step::Deliver => sim.in_flight() > 0,
-            Step::DropConnection | Step::Reset => sim.connected(),
+            Step::CallTool => sim.session().is_some() && !sim.call_in_progress(),
+            Step::DeliverCall => sim.call_in_flight() > 0,
+            Step::DropConnection | Step::Reset => sim.any_connection(),
             Step::ExpireHalfOpen => sim.half_open(),
             Step::StripToken => sim.client().will_send_token(),
             Step::Reconnect => {
@@ -91,6 +100,12 @@ impl Step {
             Step::EmitBackground => sim.emit_background(),
             Step::Deliver => {
                 sim.deliver(1);
+            }
+            Step::CallTool => {
+                sim.call_tool();
+            }
+            Step::DeliverCall => {
+                sim.deliver_call();
             }
             Step::DropConnection => sim.drop_connection(),
             Step::Reset => sim.reset(),
@@ -128,7 +143,11 @@ impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Step::EmitBackground => "the background task emits",
-            Step::Deliver => "the next event in flight reaches the client",
+            Step::Deliver => "the next event in flight on the standalone stream reaches the client",
+            Step::CallTool => "the client calls progress_task",
+            Step::DeliverCall => {
+                "the next event in flight on the tool call's stream reaches the client"
+            }
             Step::DropConnection => {
                 "NAT drop: the client loses the connection, the server is not told"
             }

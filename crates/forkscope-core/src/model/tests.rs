@@ -7,6 +7,8 @@ fn bounds(depth: usize) -> Bounds {
         streams: 3,
         max_states: None,
         probes: true,
+        delivery: Delivery::Interleaved,
+        target: None,
     }
 }
 
@@ -36,7 +38,7 @@ fn fenced_holds_up_to_a_small_depth() {
 fn a_counterexample_replays_to_the_same_anomaly() {
     let found = explore(config(), Policy::Naive, bounds(6), |_| {}).unwrap();
     let c = found.counterexample.unwrap();
-    let told = trace(config(), Policy::Naive, &c.steps).unwrap();
+    let told = trace(config(), Policy::Naive, &c.steps, c.delivery).unwrap();
     assert_eq!(told.len(), c.steps.len());
     let last = told.last().unwrap();
     assert!(
@@ -72,4 +74,44 @@ fn a_fence_that_skips_condition_2_is_caught() {
         .counterexample
         .expect("the weakened fence must fail");
     assert_eq!(c.anomaly.kind(), AnomalyKind::Fork, "{c:?}");
+}
+
+#[test]
+fn the_search_reaches_the_decisions_it_tests() {
+    let client_only = Bounds {
+        probes: false,
+        ..bounds(10)
+    };
+    let found = explore(config(), Policy::Fenced, client_only, |_| {}).unwrap();
+    assert!(found.counterexample.is_none(), "{:?}", found.counterexample);
+    for what in [
+        "resume accepted",
+        "stream fenced",
+        "tool call result applied",
+        "client started a new session",
+        "rejected: orphan_still_live",
+        "rejected: cursor_evicted",
+        "rejected: stream_closed",
+    ] {
+        assert!(found.reached.contains_key(what), "{what}: {:?}", found.reached);
+    }
+}
+
+#[test]
+fn eager_delivery_holds_too_and_naive_still_forks() {
+    let eager = Bounds {
+        delivery: Delivery::Eager,
+        ..bounds(8)
+    };
+    let fenced = explore(config(), Policy::Fenced, eager, |_| {}).unwrap();
+    assert!(fenced.counterexample.is_none(), "{:?}", fenced.counterexample);
+    let target = Bounds {
+        target: Some(AnomalyKind::Duplicate),
+        probes: false,
+        ..eager
+    };
+    let naive = explore(config(), Policy::Naive, target, |_| {}).unwrap();
+    let c = naive.counterexample.expect("naive duplicates");
+    assert_eq!(c.anomaly.kind(), AnomalyKind::Duplicate);
+    assert!(!c.steps.iter().any(|s| matches!(s, Step::Probe(_))));
 }

@@ -1,7 +1,7 @@
 //! A schedule replayed and told step by step: what each step did, what the server decided, and
 //! what the checker named — the counterexample as a person reads it.
 
-use super::{Step, initial};
+use super::{Delivery, Step, initial, take};
 use crate::config::{ConfigError, LabConfig};
 use crate::history::Record;
 use crate::ids::SessionId;
@@ -25,6 +25,7 @@ pub fn trace(
     config: LabConfig,
     policy: Policy,
     steps: &[Step],
+    delivery: Delivery,
 ) -> Result<Vec<TraceStep>, ConfigError> {
     // Keep every record: the narration reads them.
     let config = LabConfig {
@@ -39,7 +40,7 @@ pub fn trace(
             sim.history().total(),
             sim.history().checker().anomalies().len(),
         );
-        step.apply(&mut sim);
+        take(step, &mut sim, delivery);
         let added = usize::try_from(sim.history().total() - records_before).unwrap_or(usize::MAX);
         let recent = sim.history().recent();
         let happened = recent
