@@ -45,6 +45,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 theme,
                 narration: None,
                 picker: None,
+                proof: None,
             };
             terminal.draw(|f| draw(f, black_box(&screen))).unwrap();
         });

@@ -54,7 +54,8 @@ pub fn check(
     })
 }
 
-fn thousands(n: u64) -> String {
+/// `1,234,567`.
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -158,6 +158,7 @@ pub async fn record_scenario(
                 theme,
                 narration: Some(narration),
                 picker: None,
+                proof: None,
             };
             if terminal.draw(|f| draw(f, &screen)).is_err() {
                 return;

@@ -41,6 +41,7 @@ fn render_with(
         theme: NO_COLOR,
         narration,
         picker: None,
+        proof: None,
     };
     terminal.draw(|frame| draw(frame, &screen)).unwrap();
     terminal.backend().to_string()
@@ -262,4 +263,61 @@ fn compare_mode_at_80x24_keeps_the_naive_fork_visible() {
     assert!(lanes("s2") >= 1, "the naive s2 lane:\n{screen}");
     assert!(lanes("s1") >= 2, "an s1 lane on each side:\n{screen}");
     assert!(screen.contains("FORK"), "{screen}");
+}
+
+/// The "prove it" card over the lab: naive's counterexample, step by step, and the key that
+/// plays it; it stays readable at the smallest size.
+#[test]
+fn the_prove_it_card_shows_the_counterexample() {
+    use forkscope::tui::panes::proof::{ProofResult, ProofView};
+    use forkscope_core::model::{self, Bounds, Delivery};
+    let bounds = Bounds {
+        probes: false,
+        delivery: Delivery::Eager,
+        target: Some(forkscope_core::AnomalyKind::Fork),
+        ..Bounds::default()
+    };
+    let checked = forkscope::check::check(model::config(), Policy::Naive, bounds, |_| {}).unwrap();
+    let mut details = Vec::new();
+    for (i, step) in checked.trace.iter().enumerate() {
+        details.push(format!("{:>2}. {}", i + 1, step.step));
+        details.extend(step.anomalies.iter().map(|a| format!("    ✘ {a}")));
+    }
+    let proof = ProofView {
+        policies: "naive".into(),
+        progress: None,
+        results: vec![ProofResult {
+            holds: false,
+            verdict: format!("naive: {}", checked.exploration.verdict()),
+            figures: "158 states".into(),
+            details,
+        }],
+        playable: true,
+        error: None,
+    };
+    let panels = [Snapshot::from_sim(&idle(Policy::Naive), Vec::new())];
+    for (width, height) in [(120, 40), (60, 20)] {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        let screen = Screen {
+            panels: &panels,
+            log: &[],
+            help: false,
+            status: None,
+            theme: NO_COLOR,
+            narration: None,
+            picker: None,
+            proof: Some(&proof),
+        };
+        terminal.draw(|frame| draw(frame, &screen)).unwrap();
+        let text = terminal.backend().to_string();
+        assert!(
+            text.contains("naive: counterexample in 4 steps: fork"),
+            "{width}×{height}:\n{text}"
+        );
+        assert!(text.contains("Enter plays"), "{width}×{height}:\n{text}");
+        if height >= 40 {
+            assert!(text.contains("NAT drop"), "{text}");
+            assert!(text.contains("✘ fork"), "{text}");
+        }
+    }
 }

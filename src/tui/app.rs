@@ -6,6 +6,7 @@ use super::keys::{self, Command};
 use super::log::LogRing;
 use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
+use super::panes::proof::{ProofResult, ProofView};
 use super::theme::Theme;
 use super::ui::{self, Screen};
 use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
@@ -46,6 +47,13 @@ struct Playback {
     task: JoinHandle<()>,
 }
 
+/// A "prove it" check running or done, and the scenario of its counterexample.
+#[derive(Debug)]
+struct Proof {
+    view: Arc<Mutex<ProofView>>,
+    scenario: Arc<Mutex<Option<String>>>,
+}
+
 #[derive(Debug)]
 struct Picker {
     files: Vec<PathBuf>,
@@ -59,6 +67,7 @@ pub struct App {
     labs: Vec<Arc<Lab>>,
     playback: Option<Playback>,
     picker: Option<Picker>,
+    proof: Option<Proof>,
     scenario_dir: PathBuf,
     help: bool,
     status: Option<(String, Instant)>,
@@ -81,6 +90,7 @@ impl App {
             labs: Vec::new(),
             playback: None,
             picker: None,
+            proof: None,
             scenario_dir: start.scenario_dir,
             help: false,
             status: None,
@@ -167,6 +177,12 @@ impl App {
             n
         });
         let picker = self.picker.as_ref().map(Picker::view);
+        let proof = self.proof.as_ref().map(|p| {
+            p.view
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        });
         let screen = Screen {
             panels: &panels,
             log: &log,
@@ -175,6 +191,7 @@ impl App {
             theme: self.theme,
             narration: narration.as_ref(),
             picker: picker.as_ref(),
+            proof: proof.as_ref(),
         };
         let _frame = super::TERMINAL
             .lock()
@@ -218,6 +235,10 @@ impl App {
                 .hash(&mut h);
         }
         self.log.version().hash(&mut h);
+        if let Some(p) = &self.proof {
+            let view = p.view.lock().unwrap_or_else(PoisonError::into_inner);
+            (view.progress, view.results.len(), view.error.is_some()).hash(&mut h);
+        }
         (
             self.help,
             self.status.is_some(),
@@ -235,6 +256,9 @@ impl App {
         if self.picker.is_some() {
             return self.picker_key(key).await;
         }
+        if self.proof.is_some() {
+            return self.proof_key(key).await;
+        }
         let Some(command) = keys::command_for(key) else {
             return;
         };
@@ -244,6 +268,7 @@ impl App {
             Command::ToggleHelp => self.help = !self.help,
             Command::ToggleCompare => self.toggle_compare().await,
             Command::OpenPicker => self.picker = Some(Picker::load(&self.scenario_dir)),
+            Command::Prove => self.prove(),
             // While a scenario plays, space and s pace the script: its clock is scripted.
             Command::Lab(Action::TogglePause) if self.playback.is_some() => {
                 if let Some(p) = &self.playback {
@@ -304,6 +329,57 @@ impl App {
                     }
                     Some(Err(e)) => self.say(e),
                     None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts a bounded exhaustive check of the lab's policy (both in compare mode) on a
+    /// blocking thread; the card shows its progress, then its verdict.
+    fn prove(&mut self) {
+        let policies: Vec<Policy> = if self.labs.len() > 1 {
+            vec![Policy::Fenced, Policy::Naive]
+        } else {
+            // The policy in force now (n switches it at run time).
+            self.labs
+                .first()
+                .map_or(vec![self.single_policy], |l| vec![l.core().server.policy()])
+        };
+        let names: Vec<&str> = policies.iter().map(|p| p.name()).collect();
+        let view = Arc::new(Mutex::new(ProofView {
+            policies: names.join(" and "),
+            ..ProofView::default()
+        }));
+        let scenario = Arc::new(Mutex::new(None));
+        let config = crate::check::config(self.options.config.identity);
+        let (task_view, task_scenario) = (view.clone(), scenario.clone());
+        tokio::task::spawn_blocking(move || {
+            prove_policies(&policies, config, &task_view, &task_scenario);
+        });
+        self.proof = Some(Proof { view, scenario });
+    }
+
+    async fn proof_key(&mut self, key: KeyEvent) {
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('P') => self.proof = None,
+            KeyCode::Enter => {
+                let text = self.proof.as_ref().and_then(|p| {
+                    p.scenario
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone()
+                });
+                let Some(text) = text else { return };
+                self.proof = None;
+                let path = std::path::Path::new("prove-it (forkscope check counterexample)");
+                match scenario::format::parse(&text, path) {
+                    Ok(s) => {
+                        if let Err(e) = self.play(s).await {
+                            self.say(e.to_string());
+                        }
+                    }
+                    Err(e) => self.say(e.to_string()),
                 }
             }
             _ => {}
@@ -494,4 +570,87 @@ fn sigterm() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> 
         }
     }
     Box::pin(std::future::pending())
+}
+
+/// The dashboard's bounded checks: fenced explores every schedule to depth 10 (foreign GETs
+/// included, deliveries interleaved); naive looks for the seed incident's shape — the lab
+/// client's own steps, events arriving at once, a fork — so what it finds plays as a scenario.
+fn prove_policies(
+    policies: &[Policy],
+    config: forkscope_core::LabConfig,
+    view: &Mutex<ProofView>,
+    scenario: &Mutex<Option<String>>,
+) {
+    use forkscope_core::model::{Bounds, Delivery};
+    for &policy in policies {
+        let bounds = match policy {
+            Policy::Fenced => Bounds {
+                depth: 10,
+                streams: 3,
+                max_states: Some(300_000),
+                probes: true,
+                delivery: Delivery::Interleaved,
+                target: None,
+            },
+            Policy::Naive => Bounds {
+                depth: 8,
+                streams: 3,
+                max_states: Some(300_000),
+                probes: false,
+                delivery: Delivery::Eager,
+                target: Some(forkscope_core::AnomalyKind::Fork),
+            },
+        };
+        let progress = |level: &forkscope_core::model::Level| {
+            view.lock().unwrap_or_else(PoisonError::into_inner).progress =
+                Some((level.depth, level.distinct));
+        };
+        let checked = match crate::check::check(config, policy, bounds, progress) {
+            Ok(c) => c,
+            Err(e) => {
+                view.lock().unwrap_or_else(PoisonError::into_inner).error = Some(e);
+                return;
+            }
+        };
+        let e = &checked.exploration;
+        let mut details = Vec::new();
+        if let Some(counterexample) = &e.counterexample {
+            for (i, step) in checked.trace.iter().enumerate() {
+                details.push(format!("{:>2}. {}", i + 1, step.step));
+                details.extend(step.happened.iter().map(|h| format!("      {h}")));
+                details.extend(step.anomalies.iter().map(|a| format!("    ✘ {a}")));
+            }
+            if let Ok(text) =
+                crate::check::scenario_toml(config, policy, counterexample, &checked.trace)
+            {
+                *scenario.lock().unwrap_or_else(PoisonError::into_inner) = Some(text);
+            }
+        } else {
+            let reached: Vec<&str> = e.reached.keys().map(String::as_str).collect();
+            details.push(format!("reached: {}", reached.join(" · ")));
+        }
+        let result = ProofResult {
+            holds: e.counterexample.is_none(),
+            verdict: format!("{policy}: {}", e.verdict()),
+            figures: format!(
+                "{} states, {} steps, depth {} · {:.1} s ({} states/s) · same check: forkscope check --policy {policy}{}",
+                crate::check::thousands(e.distinct),
+                crate::check::thousands(e.transitions),
+                e.depth_reached,
+                checked.elapsed.as_secs_f64(),
+                crate::check::thousands(checked.states_per_second() as u64),
+                match policy {
+                    Policy::Fenced => " --depth 10",
+                    Policy::Naive => " --client-only --delivery eager --anomaly fork",
+                }
+            ),
+            details,
+        };
+        let mut shown = view.lock().unwrap_or_else(PoisonError::into_inner);
+        shown.results.push(result);
+        shown.playable = scenario
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+    }
 }

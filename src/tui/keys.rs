@@ -9,11 +9,13 @@ pub enum Command {
     ToggleCompare,
     ToggleHelp,
     OpenPicker,
+    /// Run a bounded exhaustive check of the lab's policy.
+    Prove,
     Quit,
 }
 
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 18] = [
+pub const BINDINGS: [(&str, Command, &str); 19] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -65,6 +67,7 @@ pub const BINDINGS: [(&str, Command, &str); 18] = [
     ("R", Command::Lab(Action::Restart), "restart the lab"),
     ("m", Command::ToggleCompare, "naive and fenced side by side"),
     ("p", Command::OpenPicker, "pick and play a scenario"),
+    ("P", Command::Prove, "prove it: check every schedule"),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (also Esc, Ctrl-C)"),
     ("Esc", Command::Quit, "quit (closes help first)"),

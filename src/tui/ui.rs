@@ -3,6 +3,7 @@
 
 use super::panes::narration::{self, Narration};
 use super::panes::picker::{self, PickerView};
+use super::panes::proof::{self, ProofView};
 use super::panes::{client, exchanges, footer, header, help, invariant, lanes, logs, streams};
 use super::theme::Theme;
 use crate::lab::Snapshot;
@@ -28,6 +29,8 @@ pub struct Screen<'a> {
     /// A scenario playing in the dashboard.
     pub narration: Option<&'a Narration>,
     pub picker: Option<&'a PickerView>,
+    /// The "prove it" card.
+    pub proof: Option<&'a ProofView>,
 }
 
 pub fn draw(frame: &mut Frame, screen: &Screen) {
@@ -83,6 +86,9 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
     footer::render(frame, bottom, screen.status, theme);
     if let Some(p) = screen.picker {
         picker::render(frame, body, p, theme);
+    }
+    if let Some(p) = screen.proof {
+        proof::render(frame, body, p, theme);
     }
     if screen.help {
         help::render(frame, body, theme);

@@ -106,6 +106,23 @@ check "event-id: no fork anywhere" no_fork
 T send-keys -t fs q
 check "event-id: q quits" wait_for "EXITED 0"
 
+# 2c. Prove it: P checks every schedule of the lab's policy; under naive the counterexample
+# plays as a scenario.
+start "" 120 40
+check "P: the dashboard opens" wait_for "FENCED"
+T send-keys -t fs P
+check "P: fenced holds" wait_for "fenced: no fork, duplicate, gap, drift or lost event in"
+T send-keys -t fs Escape
+T send-keys -t fs n
+check "P: back to the lab, naive" wait_for "NAIVE"
+T send-keys -t fs P
+check "P: naive's shortest fork" wait_for "naive: counterexample in [0-9]+ steps: fork"
+T send-keys -t fs Enter
+check "Enter plays the counterexample" wait_for "scenario · Shortest fork under naive"
+check "the counterexample forks over real sockets" wait_for "verdict FORK"
+T send-keys -t fs q
+check "prove it: q quits" wait_for "EXITED 0"
+
 # 3. A scenario plays in the dashboard, side by side, and the session is recorded.
 CAST="$(mktemp --suffix=.cast)"
 cleanup

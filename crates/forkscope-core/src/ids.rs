@@ -79,7 +79,12 @@ impl SessionId {
 
     /// The first 6 hex digits: enough to tell sessions apart on a dashboard.
     pub fn short(&self) -> String {
-        format!("{:06x}", self.0 >> 104)
+        format!("{:06x}", self.short_bits())
+    }
+
+    /// The number [`SessionId::short`] spells.
+    pub fn short_bits(&self) -> u32 {
+        (self.0 >> 104) as u32
     }
 }
 

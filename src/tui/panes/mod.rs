@@ -11,6 +11,7 @@ pub mod lanes;
 pub mod logs;
 pub mod narration;
 pub mod picker;
+pub mod proof;
 pub mod streams;
 
 use super::theme::Theme;

@@ -17,7 +17,8 @@ pub struct Canon {
     now: LabTime,
     /// Sessions in canonical order: the client's first, then by age.
     sessions: Vec<SessionId>,
-    shorts: Vec<String>,
+    /// Each session's short id (`SessionId::short`), as the number its 6 hex digits spell.
+    shorts: Vec<u32>,
     /// Every stream the server still knows, by token: `(session ordinal, stream)`.
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     /// The connections the client is reading, in a fixed order.
@@ -35,15 +36,16 @@ impl Canon {
         tokens: impl IntoIterator<Item = (ResumptionToken, SessionId, StreamId)>,
         held: Vec<ConnectionId>,
     ) -> Self {
-        let shorts = sessions.iter().map(SessionId::short).collect();
+        let shorts = sessions.iter().map(|s| s.short_bits()).collect();
         let mut canon = Canon {
             now,
             sessions,
             shorts,
             tokens: Vec::new(),
             held,
-            bytes: Vec::with_capacity(512),
+            bytes: SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut())),
         };
+        canon.bytes.clear();
         canon.tokens = tokens
             .into_iter()
             .map(|(token, session, stream)| (token, canon.ordinal(session), stream))
@@ -167,22 +169,30 @@ impl Canon {
         }
     }
 
+    /// The session ordinal a key's `<session short>:` prefix names.
+    fn key_session(&self, key: &str) -> (u8, usize) {
+        let Some((prefix, _)) = key.split_once(':') else {
+            return (GONE, 0);
+        };
+        let bits = (prefix.len() == 6)
+            .then(|| u32::from_str_radix(prefix, 16).ok())
+            .flatten();
+        let ordinal = bits
+            .and_then(|b| self.shorts.iter().position(|s| *s == b))
+            .map_or(GONE, |i| u8::try_from(i).unwrap_or(GONE));
+        (ordinal, prefix.len() + 1)
+    }
+
     /// A side effect's key, `<session short>:<rest>`, with the session renamed.
     pub(crate) fn key(&mut self, key: &str) {
-        let (prefix, rest) = key.split_once(':').unwrap_or(("", key));
-        let ordinal = self
-            .shorts
-            .iter()
-            .position(|s| s == prefix)
-            .map_or(GONE, |i| u8::try_from(i).unwrap_or(GONE));
+        let (ordinal, skip) = self.key_session(key);
         self.tag(ordinal);
-        self.text(rest);
+        self.text(&key[skip..]);
     }
 
     /// Whether a side effect's key belongs to a session the server still holds.
     pub(crate) fn key_known(&self, key: &str) -> bool {
-        let prefix = key.split_once(':').map_or("", |(p, _)| p);
-        self.shorts.iter().any(|s| s == prefix)
+        self.key_session(key).0 != GONE
     }
 
     pub(crate) fn text(&mut self, text: &str) {
@@ -196,29 +206,56 @@ impl Canon {
         items: impl IntoIterator<Item = T>,
         mut write: impl FnMut(&mut Canon, T),
     ) {
-        let outer = std::mem::take(&mut self.bytes);
-        let mut parts = Vec::new();
+        // Each item is written in place, then the runs are reordered: one allocation for the
+        // whole collection rather than one per item.
+        let start = self.bytes.len();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         for item in items {
+            let from = self.bytes.len() - start;
             write(self, item);
-            parts.push(std::mem::take(&mut self.bytes));
+            runs.push((from, self.bytes.len() - start));
         }
-        self.bytes = outer;
-        parts.sort_unstable();
-        self.number(parts.len() as u64);
-        for part in parts {
-            self.number(part.len() as u64);
-            self.bytes.extend_from_slice(&part);
+        let written = self.bytes.split_off(start);
+        runs.sort_unstable_by(|a, b| written[a.0..a.1].cmp(&written[b.0..b.1]));
+        self.number(runs.len() as u64);
+        for (from, to) in runs {
+            self.number((to - from) as u64);
+            self.bytes.extend_from_slice(&written[from..to]);
         }
     }
 
-    /// 128 bits of the canonical bytes: what the explorer keeps per visited state.
+    /// 128 bits of the canonical bytes: what the explorer keeps per visited state. Two
+    /// unrelated hashes, so a collision (two states taken for one) needs both to collide.
     pub(crate) fn fingerprint(&self) -> u128 {
-        let half = |salt: u8| {
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            salt.hash(&mut hasher);
-            self.bytes.hash(&mut hasher);
-            hasher.finish()
-        };
-        (u128::from(half(1)) << 64) | u128::from(half(2))
+        let mut sip = std::collections::hash_map::DefaultHasher::new();
+        self.bytes.hash(&mut sip);
+        (u128::from(sip.finish()) << 64) | u128::from(mix64(&self.bytes))
     }
+}
+
+impl Drop for Canon {
+    /// Hands the buffer back for the next state: one allocation per thread, not per state.
+    fn drop(&mut self) {
+        let bytes = std::mem::take(&mut self.bytes);
+        SCRATCH.with(|s| *s.borrow_mut() = bytes);
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A 64-bit multiply-rotate hash over 8-byte words (the second half of a fingerprint).
+fn mix64(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = (bytes.len() as u64).wrapping_mul(K);
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    h ^ (h >> 32)
 }

@@ -23,6 +23,7 @@ use crate::policy::Policy;
 use crate::sim::{Sim, ToolSpec};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// How far the search goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -221,7 +222,7 @@ pub fn explore(
 ) -> Result<Exploration, ConfigError> {
     let mut root = initial(config, policy)?;
     root.compact();
-    let mut seen: HashSet<u128> = HashSet::new();
+    let mut seen: HashSet<u128, BuildHasherDefault<Prehashed>> = HashSet::default();
     seen.insert(root.fingerprint());
     // The search tree, as parent links: enough to spell out a schedule at the end.
     let mut tree: Vec<(usize, Step)> = vec![(0, Step::Advance)];
@@ -360,6 +361,28 @@ fn note_reached(before: &Sim, after: &Sim, reached: &mut BTreeMap<String, u64>) 
     for (reason, n) in &a.resumes_rejected {
         let was = b.resumes_rejected.get(reason).copied().unwrap_or(0);
         note(&format!("rejected: {reason}"), *n > was);
+    }
+}
+
+/// The hasher of the visited set: its keys are fingerprints, already hashes, so their low
+/// bits are used as they are.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u128 keys are hashed; any other input is folded in plainly.
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        }
+    }
+    fn write_u128(&mut self, n: u128) {
+        self.0 = n as u64;
     }
 }
 

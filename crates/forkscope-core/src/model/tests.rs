@@ -93,7 +93,11 @@ fn the_search_reaches_the_decisions_it_tests() {
         "rejected: cursor_evicted",
         "rejected: stream_closed",
     ] {
-        assert!(found.reached.contains_key(what), "{what}: {:?}", found.reached);
+        assert!(
+            found.reached.contains_key(what),
+            "{what}: {:?}",
+            found.reached
+        );
     }
 }
 
@@ -104,7 +108,11 @@ fn eager_delivery_holds_too_and_naive_still_forks() {
         ..bounds(8)
     };
     let fenced = explore(config(), Policy::Fenced, eager, |_| {}).unwrap();
-    assert!(fenced.counterexample.is_none(), "{:?}", fenced.counterexample);
+    assert!(
+        fenced.counterexample.is_none(),
+        "{:?}",
+        fenced.counterexample
+    );
     let target = Bounds {
         target: Some(AnomalyKind::Duplicate),
         probes: false,
