@@ -46,6 +46,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 narration: None,
                 picker: None,
                 proof: None,
+                evidence: None,
             };
             terminal.draw(|f| draw(f, black_box(&screen))).unwrap();
         });

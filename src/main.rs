@@ -37,6 +37,9 @@ struct Cli {
     /// Record the dashboard to an asciicast v2 file (playable with asciinema).
     #[arg(long, value_name = "FILE.cast")]
     record: Option<std::path::PathBuf>,
+    /// Pause the lab at the first violation, with its evidence card up (for presenters).
+    #[arg(long)]
+    pause_at_violation: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -291,6 +294,7 @@ fn main() -> ExitCode {
                 scenario,
                 scenario_dir,
                 recorder: None,
+                pause_at_violation: cli.pause_at_violation,
             };
             let recorded = cli.record.clone();
             match forkscope::tui::run(start, cli.record) {

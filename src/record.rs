@@ -159,6 +159,7 @@ pub async fn record_scenario(
                 narration: Some(narration),
                 picker: None,
                 proof: None,
+                evidence: None,
             };
             if terminal.draw(|f| draw(f, &screen)).is_err() {
                 return;
@@ -176,10 +177,22 @@ pub async fn record_scenario(
         rec.pending.extend_from_slice(b"\x1b[?25l\x1b[2J");
     }
     draw_frame(&lab_refs, &narration, None, 2.5);
+    let mut seen: Vec<u64> = lab_refs.iter().map(|l| l.core().history.total()).collect();
     let mut on_step = |index: usize, step: &Step| {
-        narration.done = index + 1;
-        if let Some(say) = &step.say {
-            narration.said = Some((step.line, say.clone()));
+        narration.stepped(index, step);
+        let decided: Vec<(String, String)> = lab_refs
+            .iter()
+            .zip(seen.iter_mut())
+            .map(|(lab, seen)| {
+                (
+                    lab.policy().name().to_owned(),
+                    lab.decided_since(seen).join(" · "),
+                )
+            })
+            .filter(|(_, facts)| !facts.is_empty())
+            .collect();
+        for (policy, facts) in decided {
+            narration.decided_by(&policy, facts);
         }
         let pause = if step.say.is_some() { 1.8 } else { 0.4 };
         draw_frame(&lab_refs, &narration, None, pause);

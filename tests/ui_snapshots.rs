@@ -42,6 +42,7 @@ fn render_with(
         narration,
         picker: None,
         proof: None,
+        evidence: None,
     };
     terminal.draw(|frame| draw(frame, &screen)).unwrap();
     terminal.backend().to_string()
@@ -213,6 +214,11 @@ fn a_scenario_playing_with_its_narration() {
             23,
             "a NAT drops the TCP connection; the server is not told".into(),
         )),
+        doing: Some("waiting for: reconnecting 1".into()),
+        decided: vec![(
+            "naive".into(),
+            "server mints standalone stream s2, not flagged as new: the client will take it for a continuation".into(),
+        )],
         paused: true,
         finished: false,
         error: None,
@@ -224,10 +230,18 @@ fn a_scenario_playing_with_its_narration() {
         120,
         40,
     );
+    // The step's own words (no "line N:" prefix), and what the server decided.
     assert!(
-        screen.contains("step 4/10") && screen.contains("line 23:"),
+        screen.contains("step 4/10")
+            && screen.contains("a NAT drops the TCP connection")
+            && !screen.contains("line 23:"),
         "{screen}"
     );
+    assert!(
+        screen.contains("naive: server mints standalone stream s2, not flagged as new"),
+        "{screen}"
+    );
+    assert!(screen.contains("waiting for: reconnecting 1"), "{screen}");
     insta::assert_snapshot!(screen);
 }
 
@@ -307,6 +321,7 @@ fn the_prove_it_card_shows_the_counterexample() {
             narration: None,
             picker: None,
             proof: Some(&proof),
+            evidence: None,
         };
         terminal.draw(|frame| draw(frame, &screen)).unwrap();
         let text = terminal.backend().to_string();
@@ -319,5 +334,49 @@ fn the_prove_it_card_shows_the_counterexample() {
             assert!(text.contains("NAT drop"), "{text}");
             assert!(text.contains("✘ fork"), "{text}");
         }
+    }
+}
+
+/// The evidence card: naive pins its first violation, fenced its typed rejection; a clean,
+/// idle lab pins nothing. Drawn, it leaves the verdict on screen at 80×24.
+#[test]
+fn the_evidence_card_pins_the_lesson() {
+    use forkscope::tui::panes::evidence;
+    let naive = Snapshot::from_sim(&mid_incident(Policy::Naive), Vec::new());
+    let pinned = evidence::of(&naive).expect("naive has a violation");
+    assert!(pinned.violation);
+    assert_eq!(pinned.title, "FORK", "{pinned:?}");
+    assert!(pinned.why.contains("two live streams"), "{pinned:?}");
+    let fenced = Snapshot::from_sim(&mid_incident(Policy::Fenced), Vec::new());
+    let pinned_fenced = evidence::of(&fenced).expect("fenced has a typed rejection");
+    assert!(!pinned_fenced.violation);
+    assert!(
+        pinned_fenced.said.contains("428 missing_token"),
+        "{pinned_fenced:?}"
+    );
+    let idle = Snapshot::from_sim(&idle(Policy::Fenced), Vec::new());
+    assert_eq!(evidence::of(&idle), None);
+    for (width, height) in [(120, 40), (80, 24)] {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        let panels = [naive.clone()];
+        let screen = Screen {
+            panels: &panels,
+            log: &[],
+            help: false,
+            status: None,
+            theme: NO_COLOR,
+            narration: None,
+            picker: None,
+            proof: None,
+            evidence: Some(&pinned),
+        };
+        terminal.draw(|frame| draw(frame, &screen)).unwrap();
+        let text = terminal.backend().to_string();
+        assert!(
+            text.contains("evidence · naive lab"),
+            "{width}×{height}:\n{text}"
+        );
+        assert!(text.contains("FORK"), "{width}×{height}:\n{text}");
+        assert!(text.contains("verdict FORK"), "{width}×{height}:\n{text}");
     }
 }

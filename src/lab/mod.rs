@@ -233,6 +233,27 @@ impl Lab {
         self.shared.lock()
     }
 
+    /// What the server decided since `seen` history records (a session renewed by the client
+    /// included), in the history's words; moves `seen` on. For narration.
+    pub fn decided_since(&self, seen: &mut u64) -> Vec<String> {
+        let core = self.core();
+        let total = core.history.total();
+        let fresh = usize::try_from(total.saturating_sub(*seen)).unwrap_or(usize::MAX);
+        *seen = total;
+        let recent = core.history.recent();
+        recent
+            .iter()
+            .skip(recent.len().saturating_sub(fresh))
+            .filter_map(|e| e.record.describe())
+            .filter(|f| f.starts_with("server") || f.starts_with("client starts"))
+            .collect()
+    }
+
+    /// The policy in force now (the dashboard's `n` switches it).
+    pub fn policy(&self) -> forkscope_core::Policy {
+        self.core().server.policy()
+    }
+
     pub fn apply(&self, action: Action) -> Outcome {
         tracing::info!(?action, "action");
         match action {

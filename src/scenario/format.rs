@@ -203,6 +203,34 @@ pub enum StepKind {
     Say,
 }
 
+impl StepKind {
+    /// What the step does, in a few words: the narration of a step the file says nothing about.
+    pub fn describe(&self) -> String {
+        match self {
+            StepKind::Action { action, repeat } if *repeat > 1 => {
+                format!("{} (×{repeat})", action.describe())
+            }
+            StepKind::Action { action, .. } => action.describe().to_owned(),
+            StepKind::Wait { what, count, .. } => {
+                let what = serde_json::to_value(what)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+                    .replace('_', " ");
+                format!("waiting for: {what} {count}")
+            }
+            StepKind::Advance { ms } => format!("lab time moves {ms} ms; due timers fire"),
+            StepKind::Probe(probe) => format!(
+                "a raw GET: token {:?}, Last-Event-ID {}",
+                probe.token,
+                probe.last_event_id.as_deref().unwrap_or("none")
+            )
+            .to_lowercase(),
+            StepKind::Say => String::new(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Step {
     pub kind: StepKind,

@@ -4,6 +4,7 @@
 use super::DashboardError;
 use super::keys::{self, Command};
 use super::log::LogRing;
+use super::panes::evidence::{self, EvidenceView};
 use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
 use super::panes::proof::{ProofResult, ProofView};
@@ -38,6 +39,8 @@ pub struct Start {
     /// Where `p` looks for scenarios.
     pub scenario_dir: PathBuf,
     pub recorder: Option<Arc<Mutex<Recorder>>>,
+    /// Pause the labs at the first violation, with the evidence card up (for presenters).
+    pub pause_at_violation: bool,
 }
 
 #[derive(Debug)]
@@ -68,6 +71,11 @@ pub struct App {
     playback: Option<Playback>,
     picker: Option<Picker>,
     proof: Option<Proof>,
+    /// The evidence card, once something worth pinning happened; `dismissed` keeps it down
+    /// until the labs are replaced.
+    evidence: Option<EvidenceView>,
+    evidence_dismissed: bool,
+    pause_at_violation: bool,
     scenario_dir: PathBuf,
     help: bool,
     status: Option<(String, Instant)>,
@@ -91,6 +99,9 @@ impl App {
             playback: None,
             picker: None,
             proof: None,
+            evidence: None,
+            evidence_dismissed: false,
+            pause_at_violation: start.pause_at_violation,
             scenario_dir: start.scenario_dir,
             help: false,
             status: None,
@@ -166,6 +177,7 @@ impl App {
             self.status = None;
         }
         let panels: Vec<Snapshot> = self.labs.iter().map(|l| l.snapshot()).collect();
+        self.pin_evidence(&panels);
         let log = self.log.tail(LOG_LINES);
         let narration = self.playback.as_ref().map(|p| {
             let mut n = p
@@ -192,6 +204,11 @@ impl App {
             narration: narration.as_ref(),
             picker: picker.as_ref(),
             proof: proof.as_ref(),
+            evidence: if self.evidence_dismissed {
+                None
+            } else {
+                self.evidence.as_ref()
+            },
         };
         let _frame = super::TERMINAL
             .lock()
@@ -240,12 +257,37 @@ impl App {
             (view.progress, view.results.len(), view.error.is_some()).hash(&mut h);
         }
         (
+            self.evidence.as_ref().map(|e| (e.violation, e.paused)),
+            self.evidence_dismissed,
             self.help,
             self.status.is_some(),
             self.picker.as_ref().map(|p| p.selected),
         )
             .hash(&mut h);
         h.finish()
+    }
+
+    /// Pins the first violation (or, until one happens, the first typed rejection) in the
+    /// evidence card; with `pause_at_violation`, pauses the labs on a violation.
+    fn pin_evidence(&mut self, panels: &[Snapshot]) {
+        if self.evidence_dismissed || self.evidence.as_ref().is_some_and(|e| e.violation) {
+            return;
+        }
+        let found = panels
+            .iter()
+            .filter_map(evidence::of)
+            .max_by_key(|e| e.violation);
+        let Some(mut found) = found else { return };
+        if found.violation && self.pause_at_violation {
+            match &self.playback {
+                Some(p) => p.gate.set(Pace::Paused),
+                None => self.labs.iter().for_each(|l| l.clock().set_paused(true)),
+            }
+            found.paused = true;
+        }
+        if self.evidence.as_ref() != Some(&found) {
+            self.evidence = Some(found);
+        }
     }
 
     fn say(&mut self, status: impl Into<String>) {
@@ -258,6 +300,10 @@ impl App {
         }
         if self.proof.is_some() {
             return self.proof_key(key).await;
+        }
+        if key.code == KeyCode::Enter && self.evidence.is_some() && !self.evidence_dismissed {
+            self.evidence_dismissed = true;
+            return;
         }
         let Some(command) = keys::command_for(key) else {
             return;
@@ -427,11 +473,25 @@ impl App {
                 let refs: Vec<&Lab> = labs.iter().map(|l| l.as_ref()).collect();
                 let mut runs: Vec<_> = playable.iter().map(|p| player::new_run(*p)).collect();
                 let progress = narration.clone();
+                let watched = labs.clone();
+                let mut seen: Vec<u64> = watched.iter().map(|l| l.core().history.total()).collect();
                 let mut on_step = |index: usize, step: &scenario::format::Step| {
+                    // What each lab's server decided during the step, in the history's words.
+                    let decided: Vec<(String, String)> = watched
+                        .iter()
+                        .zip(seen.iter_mut())
+                        .map(|(lab, seen)| {
+                            (
+                                lab.policy().name().to_owned(),
+                                lab.decided_since(seen).join(" · "),
+                            )
+                        })
+                        .filter(|(_, facts)| !facts.is_empty())
+                        .collect();
                     let mut n = progress.lock().unwrap_or_else(PoisonError::into_inner);
-                    n.done = index + 1;
-                    if let Some(say) = &step.say {
-                        n.said = Some((step.line, say.clone()));
+                    n.stepped(index, step);
+                    for (policy, facts) in decided {
+                        n.decided_by(&policy, facts);
                     }
                 };
                 let result =
@@ -461,18 +521,23 @@ impl App {
         if self.labs.len() > 1 {
             let back = self.single_policy;
             self.replace_labs(&[back], self.options.clone()).await;
-            self.say("compare mode off");
+            self.say(format!(
+                "compare mode off: a fresh {back} lab (both labs were stopped; m compares again)"
+            ));
         } else {
             if let Some(lab) = self.labs.first() {
                 self.single_policy = lab.core().server.policy();
             }
             self.replace_labs(&[Policy::Naive, Policy::Fenced], self.options.clone())
                 .await;
-            self.say("compare mode: every key goes to both labs");
+            self.say("compare mode: two fresh labs, naive and fenced; every key goes to both");
         }
     }
 
     async fn stop_labs(&mut self) {
+        // New labs, new evidence.
+        self.evidence = None;
+        self.evidence_dismissed = false;
         if let Some(playback) = self.playback.take() {
             playback.task.abort();
             let _ = playback.task.await;

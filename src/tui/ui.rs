@@ -1,6 +1,7 @@
 //! The screen layout: which pane goes where, at any size. Pure: draws a [`Screen`] into any
 //! ratatui backend, so whole-screen tests use `TestBackend`.
 
+use super::panes::evidence::{self, EvidenceView};
 use super::panes::narration::{self, Narration};
 use super::panes::picker::{self, PickerView};
 use super::panes::proof::{self, ProofView};
@@ -31,6 +32,8 @@ pub struct Screen<'a> {
     pub picker: Option<&'a PickerView>,
     /// The "prove it" card.
     pub proof: Option<&'a ProofView>,
+    /// The pinned evidence card.
+    pub evidence: Option<&'a EvidenceView>,
 }
 
 pub fn draw(frame: &mut Frame, screen: &Screen) {
@@ -64,6 +67,16 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
     .areas(area);
     let compare = screen.panels.len() > 1;
     header::render(frame, top, first, compare, theme);
+    let body = match screen.evidence {
+        Some(e) if body.height >= 16 + evidence::HEIGHT => {
+            let [body, pane] =
+                Layout::vertical([Constraint::Fill(1), Constraint::Length(evidence::HEIGHT)])
+                    .areas(body);
+            evidence::render(frame, pane, e, theme);
+            body
+        }
+        _ => body,
+    };
     let body = match screen.narration {
         Some(n) => {
             let [body, pane] =

@@ -64,6 +64,10 @@ T send-keys -t fs d
 check "naive: the checker reports the fork" wait_for "verdict FORK ×1"
 check "naive: two live GET streams" wait_for "2 live GET streams on one session"
 check "naive: duplicates applied" wait_for "duplicates +[1-9]"
+check "naive: the first violation is pinned as evidence" wait_for "evidence · naive lab · Enter dismisses"
+T send-keys -t fs Enter
+gone() { ! screen | grep -q 'evidence · '; }
+check "Enter dismisses the evidence card" gone
 T resize-window -t fs -x 80 -y 24
 check "80×24 still shows the verdict" wait_for "verdict FORK"
 T resize-window -t fs -x 40 -y 10
@@ -83,6 +87,7 @@ check "fenced: the reconnect is rejected, the verdict clean" wait_for "1 rejecte
 check "fenced: the log names missing_token" wait_for "reason=missing_token"
 check "fenced: verdict clean" wait_for "verdict CLEAN"
 check "fenced: the typed rejection is on screen" wait_for "typed rejections 428 missing_token"
+check "fenced: the rejection is pinned as evidence" wait_for "TYPED REJECTION the server refused a reconnect with 428 missing_token"
 no_fork() { ! screen | grep -q 'FORK'; }
 check "fenced: no fork anywhere" no_fork
 T send-keys -t fs C-c
@@ -105,6 +110,16 @@ check "event-id: verdict clean" wait_for "verdict CLEAN"
 check "event-id: no fork anywhere" no_fork
 T send-keys -t fs q
 check "event-id: q quits" wait_for "EXITED 0"
+
+# 2b'. Presenters: --pause-at-violation stops the lab at the first violation.
+start "" 120 40 "--pause-at-violation --policy naive"
+check "pause-at-violation: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
+T send-keys -t fs t
+T send-keys -t fs d
+check "pause-at-violation: paused on the evidence" wait_for "paused: space resumes"
+check "pause-at-violation: the clock is paused" wait_for "⏸ paused"
+T send-keys -t fs q
+check "pause-at-violation: q quits" wait_for "EXITED 0"
 
 # 2c. Prove it: P checks every schedule of the lab's policy; under naive the counterexample
 # plays as a scenario.

@@ -2,6 +2,7 @@
 //! screen can be drawn into a test backend from a deterministic snapshot.
 
 pub mod client;
+pub mod evidence;
 pub mod exchanges;
 pub mod footer;
 pub mod header;

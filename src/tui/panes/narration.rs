@@ -17,12 +17,19 @@ pub struct Narration {
     pub done: usize,
     /// The last step's narration and its line in the file.
     pub said: Option<(usize, String)>,
+    /// What the step running now does, when the file says nothing about it (a wait).
+    pub doing: Option<String>,
+    /// What each lab's server decided in its latest step that decided something:
+    /// `(policy, facts)`.
+    pub decided: Vec<(String, String)>,
     pub paused: bool,
     pub finished: bool,
     pub error: Option<String>,
 }
 
-pub const HEIGHT: u16 = 4;
+/// Rows the pane takes: the border, the progress line, the narration, and one line per lab
+/// for what its server decided.
+pub const HEIGHT: u16 = 6;
 
 pub fn render(frame: &mut Frame, area: Rect, n: &Narration, theme: &Theme) {
     let state = match (&n.error, n.finished, n.paused) {
@@ -37,18 +44,36 @@ pub fn render(frame: &mut Frame, area: Rect, n: &Narration, theme: &Theme) {
     } else {
         "  p picks another scenario"
     };
-    let mut lines = vec![Line::from(vec![
+    let mut first = vec![
         Span::styled(format!("step {}/{}  ", n.done, n.total), theme.key()),
         state,
-        Span::styled(next, theme.dim()),
-    ])];
+    ];
+    if let Some(doing) = n.doing.as_ref().filter(|_| !n.finished) {
+        first.push(Span::styled(format!(" · {doing}"), theme.dim()));
+    }
+    first.push(Span::styled(next, theme.dim()));
+    let mut lines = vec![Line::from(first)];
     match (&n.error, &n.said) {
         (Some(e), _) => lines.push(Line::styled(e.clone(), theme.bad())),
-        (None, Some((line, say))) => lines.push(Line::from(vec![
-            Span::styled(format!("line {line}: "), theme.dim()),
-            Span::raw(say.clone()),
-        ])),
+        (None, Some((_, say))) => lines.push(Line::raw(say.clone())),
         (None, None) => lines.push(Line::styled(n.teaches.clone(), theme.dim())),
+    }
+    // One line per lab, cut to the width, so neither side's decision pushes the other out.
+    let width = usize::from(area.width.saturating_sub(2));
+    for (policy, facts) in &n.decided {
+        let label = format!("{policy}: ");
+        let room = width.saturating_sub(label.chars().count());
+        let shown: String = if facts.chars().count() > room {
+            let mut cut: String = facts.chars().take(room.saturating_sub(1)).collect();
+            cut.push('…');
+            cut
+        } else {
+            facts.clone()
+        };
+        lines.push(Line::from(vec![
+            Span::styled(label, theme.key()),
+            Span::styled(shown, theme.dim()),
+        ]));
     }
     let title = format!("scenario · {}", n.name);
     frame.render_widget(
@@ -57,6 +82,29 @@ pub fn render(frame: &mut Frame, area: Rect, n: &Narration, theme: &Theme) {
             .block(block(&title, theme)),
         area,
     );
+}
+
+impl Narration {
+    /// Takes in what a lab's server decided, keeping the other labs' latest.
+    pub fn decided_by(&mut self, policy: &str, facts: String) {
+        match self.decided.iter_mut().find(|(p, _)| p == policy) {
+            Some(entry) => entry.1 = facts,
+            None => self.decided.push((policy.to_owned(), facts)),
+        }
+    }
+
+    /// A step ran: its own words become the story line; a step without any (a wait) shows
+    /// what it does beside the progress instead of repeating the last line.
+    pub fn stepped(&mut self, index: usize, step: &crate::scenario::format::Step) {
+        self.done = index + 1;
+        match &step.say {
+            Some(say) => {
+                self.said = Some((step.line, say.clone()));
+                self.doing = None;
+            }
+            None => self.doing = Some(step.kind.describe()),
+        }
+    }
 }
 
 #[cfg(test)]

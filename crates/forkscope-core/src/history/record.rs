@@ -100,3 +100,97 @@ pub enum Record {
     ClientNewSession,
     ClientGaveUp,
 }
+
+/// A side effect's key without its session prefix: `bg:3`.
+fn short_key(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(_, rest)| rest)
+}
+
+impl Record {
+    /// The fact in words, for narration (`server mints standalone stream s2, not flagged as
+    /// new: …`); `None` for bookkeeping a reader does not need.
+    pub fn describe(&self) -> Option<String> {
+        let name = |s: &SessionId| format!("session {}", s.short());
+        Some(match self {
+            Record::SessionOpened { session } => format!("server opens {}", name(session)),
+            Record::SessionClosed { session } => format!("server ends {}", name(session)),
+            Record::StreamOpened {
+                stream,
+                flagged_new,
+                stream_kind,
+                ..
+            } => format!(
+                "server mints {} stream {stream}{}",
+                match stream_kind {
+                    StreamKind::Standalone => "standalone",
+                    StreamKind::Request => "request",
+                },
+                if *flagged_new {
+                    ", flagged as new"
+                } else {
+                    ", not flagged as new: the client will take it for a continuation"
+                }
+            ),
+            Record::Attached { stream, .. } => {
+                format!("server attaches {stream} to the connection")
+            }
+            Record::Orphaned {
+                stream,
+                grace_deadline,
+                cause,
+                ..
+            } => format!(
+                "server sees {stream}'s connection {}: grace window until {grace_deadline}",
+                cause.describe()
+            ),
+            Record::Fenced { stream, .. } => {
+                format!("server fences {stream}: nothing more may land on it")
+            }
+            Record::StreamClosed { stream, .. } => format!("server closes {stream}"),
+            Record::StreamForgotten { .. } => return None,
+            Record::Emitted {
+                stream,
+                seq,
+                key,
+                copied,
+                ..
+            } => {
+                if *copied {
+                    format!("{} copied into {stream} as #{seq}", short_key(key))
+                } else {
+                    format!("{} emitted onto {stream} as #{seq}", short_key(key))
+                }
+            }
+            Record::LateEmitRefused { stream, key, .. } => {
+                format!("late emit {} onto fenced {stream} refused", short_key(key))
+            }
+            Record::ResumeAccepted {
+                stream,
+                after,
+                replay_len,
+                ..
+            } => format!("server resumes {stream} after #{after}, replaying {replay_len}"),
+            Record::ResumeRejected { reason, .. } => {
+                format!("server refuses with {} {reason}", reason.http_status())
+            }
+            Record::Delivered {
+                event,
+                key,
+                applied,
+                ..
+            } => {
+                if *applied {
+                    format!("client applies {} ({event})", short_key(key))
+                } else {
+                    format!("client skips {} ({event}): a replay it has", short_key(key))
+                }
+            }
+            Record::CursorMoved { from, to, .. } => match from {
+                Some(from) => format!("client cursor {from} → {to}"),
+                None => format!("client cursor → {to}"),
+            },
+            Record::ClientNewSession => "client starts a new session".to_owned(),
+            Record::ClientGaveUp => "client gives up: its retry budget is spent".to_owned(),
+        })
+    }
+}

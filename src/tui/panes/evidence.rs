@@ -1,0 +1,139 @@
+//! The evidence card: the first violation (or, when there is none, the first typed rejection)
+//! pinned with a sentence saying why it matters, until dismissed — so the lesson stays on
+//! screen after the lanes have scrolled on.
+
+use super::block;
+use crate::lab::Snapshot;
+use crate::tui::theme::Theme;
+use forkscope_core::{AnomalyKind, ClientAction, Record};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+/// What the card shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvidenceView {
+    /// `FORK`, `TYPED REJECTION`, …
+    pub title: String,
+    /// Whether it is a violation (red) or a rejection that kept the invariant (green).
+    pub violation: bool,
+    /// Which lab (`naive`, `fenced`) and when.
+    pub at: String,
+    /// What happened, in the checker's or the server's words.
+    pub said: String,
+    /// Why it matters, in one sentence.
+    pub why: String,
+    /// The labs were paused on it (presenters' `--pause-at-violation`).
+    pub paused: bool,
+}
+
+/// Rows the card takes: its border and two lines.
+pub const HEIGHT: u16 = 4;
+
+/// The evidence in a lab's snapshot, if any: its first violation, else its first typed
+/// rejection.
+pub fn of(snap: &Snapshot) -> Option<EvidenceView> {
+    let policy = snap.view.policy;
+    if let Some(first) = &snap.view.verdict.first {
+        let kind = first.kind();
+        return Some(EvidenceView {
+            title: kind_title(kind).to_owned(),
+            violation: true,
+            at: format!("{policy} lab"),
+            said: first.to_string(),
+            why: why(kind).to_owned(),
+            paused: false,
+        });
+    }
+    snap.recent.iter().find_map(|entry| match &entry.record {
+        Record::ResumeRejected { reason, .. } => Some(EvidenceView {
+            title: "TYPED REJECTION".to_owned(),
+            violation: false,
+            at: format!("{policy} lab, {}", entry.at),
+            said: format!(
+                "the server refused a reconnect with {} {reason} instead of guessing",
+                reason.http_status()
+            ),
+            why: match reason.client_action() {
+                ClientAction::StartNewSession => {
+                    "no stream identity and gap-freedom proven, so no resume: the client is told \
+                     continuity broke and starts a new session — nothing forks, nothing is applied twice"
+                }
+                ClientAction::RetryLater => {
+                    "another stream of the session may still be live: the client waits and \
+                     retries rather than get a second live stream"
+                }
+            }
+            .to_owned(),
+            paused: false,
+        }),
+        _ => None,
+    })
+}
+
+fn kind_title(kind: AnomalyKind) -> &'static str {
+    match kind {
+        AnomalyKind::Fork => "FORK",
+        AnomalyKind::Duplicate => "DUPLICATE",
+        AnomalyKind::Gap => "GAP",
+        AnomalyKind::NonMonotonicCursor => "CURSOR BACK",
+        AnomalyKind::Lost => "LOST",
+        AnomalyKind::CursorDrift => "DRIFT",
+    }
+}
+
+fn why(kind: AnomalyKind) -> &'static str {
+    match kind {
+        AnomalyKind::Fork => {
+            "two live streams in one session: the orphan keeps taking events the client will \
+             never see, and nothing on either side logs an error"
+        }
+        AnomalyKind::Duplicate => {
+            "a side effect applied twice: the replay looked like new events to a client that \
+             was never told the stream was new"
+        }
+        AnomalyKind::Gap => "an event never arrived, silently: the client's state is missing it",
+        AnomalyKind::NonMonotonicCursor => {
+            "the client's cursor went backwards: its next resume asks for events it already \
+             applied"
+        }
+        AnomalyKind::Lost => {
+            "an event the client was owed went to a stream it had left: gone, and no one was told"
+        }
+        AnomalyKind::CursorDrift => {
+            "the server's position and the client's cursor came apart: a later resume cannot \
+             say where the client really is"
+        }
+    }
+}
+
+pub fn render(frame: &mut Frame, area: Rect, evidence: &EvidenceView, theme: &Theme) {
+    let title = format!(
+        "evidence · {} · Enter dismisses{}",
+        evidence.at,
+        if evidence.paused {
+            " · paused: space resumes"
+        } else {
+            ""
+        }
+    );
+    let style = if evidence.violation {
+        theme.bad()
+    } else {
+        theme.good()
+    };
+    let lines = vec![
+        Line::from(vec![
+            Span::styled(format!("{} ", evidence.title), style),
+            Span::styled(evidence.said.clone(), theme.text()),
+        ]),
+        Line::styled(evidence.why.clone(), theme.dim()),
+    ];
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(block(&title, theme)),
+        area,
+    );
+}
