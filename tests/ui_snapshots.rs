@@ -380,3 +380,48 @@ fn the_evidence_card_pins_the_lesson() {
         assert!(text.contains("verdict FORK"), "{width}×{height}:\n{text}");
     }
 }
+
+/// A fenced rejection stays in the http pane however many exchanges follow it (the client's
+/// DELETE, initialize and new stream used to push it out at once).
+#[test]
+fn the_last_rejection_stays_in_the_http_pane() {
+    let sim = mid_incident(Policy::Fenced);
+    let mut exchanges = vec![exchange(
+        3_800,
+        "GET",
+        "resume",
+        428,
+        &[("→ last-event-id", "s1-5")],
+    )];
+    for (i, (method, what)) in [
+        ("DELETE", "end session"),
+        ("POST", "initialize"),
+        ("POST", "notifications/initialized"),
+        ("GET", "open stream"),
+        ("POST", "tools/call progress_task (8 steps)"),
+        ("GET", "resume tool call 2"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        exchanges.push(exchange(
+            3_900 + i as u64 * 10,
+            method,
+            what,
+            200,
+            &[("← mcp-session-id", "5f0a…"), ("← mcp-stream-id", "s1")],
+        ));
+    }
+    for (width, height) in [(120, 40), (100, 30)] {
+        let screen = render(
+            &[Snapshot::from_sim(&sim, exchanges.clone())],
+            false,
+            width,
+            height,
+        );
+        assert!(
+            screen.contains("GET    428 resume"),
+            "{width}×{height}:\n{screen}"
+        );
+    }
+}

@@ -8,37 +8,64 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+/// Exchanges shown with their headers; older ones get one line each, so more fit.
+const DETAILED: usize = 2;
+
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let room = area.height.saturating_sub(2) as usize;
-    let mut lines = Vec::new();
-    for exchange in snap.exchanges.iter().rev() {
+    let lines_of = |exchange: &crate::lab::Exchange, detailed: bool| {
         let status_style = match exchange.status {
             200..=299 => theme.good(),
             409 => theme.warn(),
             _ => theme.bad(),
         };
-        let mut header = vec![
+        let header = vec![
             Span::styled(format!("{:>7} ", exchange.at.to_string()), theme.dim()),
             Span::styled(format!("{:<7}", exchange.method), theme.key()),
             Span::styled(format!("{} ", exchange.status), status_style),
             Span::raw(exchange.what.clone()),
         ];
-        if exchange.headers.is_empty() {
-            header.push(Span::raw(""));
-        }
         let mut block_lines = vec![Line::from(header)];
-        for (name, value) in &exchange.headers {
-            block_lines.push(Line::from(vec![
-                Span::raw("          "),
-                Span::styled(format!("{name}: "), theme.dim()),
-                Span::raw(value.clone()),
-            ]));
+        if detailed {
+            for (name, value) in &exchange.headers {
+                block_lines.push(Line::from(vec![
+                    Span::raw("          "),
+                    Span::styled(format!("{name}: "), theme.dim()),
+                    Span::raw(value.clone()),
+                ]));
+            }
         }
-        if lines.len() + block_lines.len() > room {
+        block_lines
+    };
+    let rejected = |e: &&crate::lab::Exchange| e.status >= 400;
+    // The newest rejection: the lesson of a fenced run, kept on screen however much follows.
+    let last_rejection = snap.exchanges.iter().rev().find(rejected);
+    let mut lines = Vec::new();
+    let mut shown_rejection = false;
+    for (i, exchange) in snap.exchanges.iter().rev().enumerate() {
+        let is_last_rejection = last_rejection.is_some_and(|r| std::ptr::eq(r, exchange));
+        let block_lines = lines_of(exchange, i < DETAILED || is_last_rejection);
+        // Leave two rows for the rejection while it has not been shown.
+        let reserve = if last_rejection.is_some() && !shown_rejection && !is_last_rejection {
+            2
+        } else {
+            0
+        };
+        if lines.len() + block_lines.len() + reserve > room {
             break;
         }
         // Newest first on screen.
         lines.extend(block_lines);
+        shown_rejection |= is_last_rejection;
+    }
+    if let (Some(rejection), false) = (last_rejection, shown_rejection) {
+        let mut block_lines = lines_of(rejection, true);
+        block_lines.truncate(room.saturating_sub(lines.len() + 1).max(1));
+        if lines.len() < room {
+            lines.push(Line::styled("   ⋯ the last rejection:", theme.dim()));
+        }
+        lines.extend(block_lines);
+        lines.truncate(room.max(1));
     }
     if lines.is_empty() {
         lines.push(Line::styled("no exchanges yet", theme.dim()));
