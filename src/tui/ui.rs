@@ -119,18 +119,19 @@ fn draw_single(
     // first, then the log disappears.
     // The client's tool-call line needs the seventh row; short terminals give it to the lanes.
     let top_height: u16 = if body.height >= 30 { 7 } else { 6 };
-    const BOTTOM: u16 = 11;
+    // A tall screen gives the invariant panel room for the conditions' explanations.
+    let bottom_wanted: u16 = if body.height >= 36 { 16 } else { 11 };
     let wanted_lanes = if body.height >= 34 { 8 } else { 6 };
     // Never fewer than three lanes: a fork is two stream lanes receiving at once, and the
     // client's lane shows what it applied.
     let lanes_height = body
         .height
-        .saturating_sub(top_height + BOTTOM)
+        .saturating_sub(top_height + bottom_wanted)
         .clamp(5, wanted_lanes);
     let bottom_height = body
         .height
         .saturating_sub(top_height + lanes_height)
-        .min(BOTTOM);
+        .min(bottom_wanted);
     let log_height = body
         .height
         .saturating_sub(top_height + lanes_height + bottom_height);
