@@ -108,14 +108,9 @@ pub fn text(checked: &[Checked]) -> String {
                     let _ = writeln!(out, "        ✘ {anomaly}");
                 }
             }
-            let said = c
-                .trace
-                .iter()
-                .flat_map(|t| t.anomalies.first())
-                .next()
-                .cloned()
-                .unwrap_or_else(|| counterexample.anomaly.to_string());
-            let _ = writeln!(out, "  the checker's first anomaly: {said}");
+            let said = model::said_of(&c.trace, counterexample.anomaly.kind())
+                .map_or_else(|| counterexample.anomaly.to_string(), str::to_owned);
+            let _ = writeln!(out, "  the checker: {said}");
         } else {
             let levels: Vec<String> = e
                 .levels
@@ -234,11 +229,7 @@ pub fn schedule_toml(
 ) -> Result<String, String> {
     let mut sim = model::initial(config, policy).map_err(|e| e.to_string())?;
     let mut out = String::new();
-    let said = trace
-        .iter()
-        .flat_map(|t| t.anomalies.first())
-        .next()
-        .cloned();
+    let said = anomaly.and_then(|a| model::said_of(trace, a.kind()).map(str::to_owned));
     let (name, teaches) = match anomaly {
         Some(anomaly) => (
             format!(

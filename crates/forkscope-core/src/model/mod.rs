@@ -15,7 +15,7 @@ mod trace;
 
 pub(crate) use canonical::Canon;
 pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
-pub use trace::{TraceStep, trace};
+pub use trace::{TraceStep, said_of, trace};
 
 use crate::config::{ConfigError, LabConfig, RetryConfig};
 use crate::history::{Anomaly, AnomalyKind};

@@ -18,6 +18,8 @@ pub struct TraceStep {
     pub happened: Vec<String>,
     /// Anomalies the checker named during this step.
     pub anomalies: Vec<String>,
+    /// Their kinds, in the same order.
+    pub kinds: Vec<crate::history::AnomalyKind>,
 }
 
 /// Replays `steps` from the explorer's initial state and tells what each did.
@@ -55,15 +57,18 @@ pub fn trace(
             .filter_map(|entry| entry.record.describe())
             .map(|said| renamed(&said, &sessions))
             .collect();
-        let anomalies = sim.history().checker().anomalies()[anomalies_before..]
+        let named = &sim.history().checker().anomalies()[anomalies_before..];
+        let anomalies = named
             .iter()
             .map(|a| renamed(&a.to_string(), &sessions))
             .collect();
+        let kinds = named.iter().map(crate::history::Anomaly::kind).collect();
         out.push(TraceStep {
             step,
             at_ms: sim.now().as_millis(),
             happened,
             anomalies,
+            kinds,
         });
     }
     Ok(out)
@@ -89,4 +94,14 @@ fn note_session(record: &Record, sessions: &mut Vec<SessionId>) {
     {
         sessions.push(*session);
     }
+}
+
+/// The checker's words for the first anomaly of `kind` in a told schedule.
+pub fn said_of(trace: &[TraceStep], kind: crate::history::AnomalyKind) -> Option<&str> {
+    trace.iter().find_map(|step| {
+        step.kinds
+            .iter()
+            .position(|k| *k == kind)
+            .map(|i| step.anomalies[i].as_str())
+    })
 }
