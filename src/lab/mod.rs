@@ -244,8 +244,8 @@ impl Lab {
         recent
             .iter()
             .skip(recent.len().saturating_sub(fresh))
+            .filter(|e| e.record.is_decision())
             .filter_map(|e| e.record.describe())
-            .filter(|f| f.starts_with("server") || f.starts_with("client starts"))
             .collect()
     }
 

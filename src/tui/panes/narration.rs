@@ -89,7 +89,11 @@ impl Narration {
     pub fn decided_by(&mut self, policy: &str, facts: String) {
         match self.decided.iter_mut().find(|(p, _)| p == policy) {
             Some(entry) => entry.1 = facts,
-            None => self.decided.push((policy.to_owned(), facts)),
+            None => {
+                self.decided.push((policy.to_owned(), facts));
+                // Naive above fenced, as the columns are left and right.
+                self.decided.sort_by(|a, b| b.0.cmp(&a.0));
+            }
         }
     }
 

@@ -107,6 +107,18 @@ fn short_key(key: &str) -> &str {
 }
 
 impl Record {
+    /// Whether this is something the server decided (or the client's move to a new session):
+    /// what a narration of "what happened" tells, without every emit and delivery.
+    pub fn is_decision(&self) -> bool {
+        !matches!(
+            self,
+            Record::Emitted { .. }
+                | Record::Delivered { .. }
+                | Record::CursorMoved { .. }
+                | Record::StreamForgotten { .. }
+        )
+    }
+
     /// The fact in words, for narration (`server mints standalone stream s2, not flagged as
     /// new: …`); `None` for bookkeeping a reader does not need.
     pub fn describe(&self) -> Option<String> {
