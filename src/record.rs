@@ -180,20 +180,7 @@ pub async fn record_scenario(
     let mut seen: Vec<u64> = lab_refs.iter().map(|l| l.core().history.total()).collect();
     let mut on_step = |index: usize, step: &Step| {
         narration.stepped(index, step);
-        let decided: Vec<(String, String)> = lab_refs
-            .iter()
-            .zip(seen.iter_mut())
-            .map(|(lab, seen)| {
-                (
-                    lab.policy().name().to_owned(),
-                    lab.decided_since(seen).join(" · "),
-                )
-            })
-            .filter(|(_, facts)| !facts.is_empty())
-            .collect();
-        for (policy, facts) in decided {
-            narration.decided_by(&policy, facts);
-        }
+        narration.decided_in(lab_refs.iter().copied(), &mut seen);
         let pause = if step.say.is_some() { 1.8 } else { 0.4 };
         draw_frame(&lab_refs, &narration, None, pause);
     };

@@ -476,23 +476,10 @@ impl App {
                 let watched = labs.clone();
                 let mut seen: Vec<u64> = watched.iter().map(|l| l.core().history.total()).collect();
                 let mut on_step = |index: usize, step: &scenario::format::Step| {
-                    // What each lab's server decided during the step, in the history's words.
-                    let decided: Vec<(String, String)> = watched
-                        .iter()
-                        .zip(seen.iter_mut())
-                        .map(|(lab, seen)| {
-                            (
-                                lab.policy().name().to_owned(),
-                                lab.decided_since(seen).join(" · "),
-                            )
-                        })
-                        .filter(|(_, facts)| !facts.is_empty())
-                        .collect();
                     let mut n = progress.lock().unwrap_or_else(PoisonError::into_inner);
                     n.stepped(index, step);
-                    for (policy, facts) in decided {
-                        n.decided_by(&policy, facts);
-                    }
+                    // What each lab's server decided during the step, in the history's words.
+                    n.decided_in(watched.iter().map(AsRef::as_ref), &mut seen);
                 };
                 let result =
                     player::drive_paced(&refs, &scenario, &mut runs, &mut on_step, Some(&gate))

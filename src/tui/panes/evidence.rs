@@ -38,7 +38,7 @@ pub fn of(snap: &Snapshot) -> Option<EvidenceView> {
     if let Some(first) = &snap.view.verdict.first {
         let kind = first.kind();
         return Some(EvidenceView {
-            title: kind_title(kind).to_owned(),
+            title: super::invariant::short(kind).to_owned(),
             violation: true,
             at: format!("{policy} lab"),
             said: first.to_string(),
@@ -70,17 +70,6 @@ pub fn of(snap: &Snapshot) -> Option<EvidenceView> {
         }),
         _ => None,
     })
-}
-
-fn kind_title(kind: AnomalyKind) -> &'static str {
-    match kind {
-        AnomalyKind::Fork => "FORK",
-        AnomalyKind::Duplicate => "DUPLICATE",
-        AnomalyKind::Gap => "GAP",
-        AnomalyKind::NonMonotonicCursor => "CURSOR BACK",
-        AnomalyKind::Lost => "LOST",
-        AnomalyKind::CursorDrift => "DRIFT",
-    }
 }
 
 fn why(kind: AnomalyKind) -> &'static str {

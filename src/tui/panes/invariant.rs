@@ -174,8 +174,8 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, theme: &Theme) {
     ));
 }
 
-/// Short anomaly names for the verdict line.
-fn short(kind: AnomalyKind) -> &'static str {
+/// Short anomaly names for the verdict line (and the evidence card's title).
+pub(crate) fn short(kind: AnomalyKind) -> &'static str {
     match kind {
         AnomalyKind::Fork => "FORK",
         AnomalyKind::Duplicate => "DUPLICATE",

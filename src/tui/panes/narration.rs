@@ -1,6 +1,7 @@
 //! The narration pane of a playing scenario: what the current step does and why it matters.
 
 use super::block;
+use crate::lab::Lab;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -93,6 +94,16 @@ impl Narration {
                 self.decided.push((policy.to_owned(), facts));
                 // Naive above fenced, as the columns are left and right.
                 self.decided.sort_by(|a, b| b.0.cmp(&a.0));
+            }
+        }
+    }
+
+    /// Takes in what each lab's server decided since `seen` (one count per lab, moved on).
+    pub fn decided_in<'a>(&mut self, labs: impl IntoIterator<Item = &'a Lab>, seen: &mut [u64]) {
+        for (lab, seen) in labs.into_iter().zip(seen.iter_mut()) {
+            let facts = lab.decided_since(seen).join(" · ");
+            if !facts.is_empty() {
+                self.decided_by(lab.policy().name(), facts);
             }
         }
     }
