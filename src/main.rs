@@ -16,6 +16,22 @@ use std::sync::Arc;
 /// Models MCP Streamable HTTP revision 2025-11-25 (sessions, the standalone GET stream,
 /// Last-Event-ID resumption). Revision 2026-07-28 removed resumption, but every official SDK still
 /// serves the 2025 path, so the fork it teaches is still out there.
+/// Standard output that a closed pipe (`forkscope probe … | head`) cannot turn into a panic:
+/// what is not read is not written, and the exit status still says how the run went.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "forkscope", version, about, long_about)]
 struct Cli {
@@ -232,6 +248,42 @@ enum Command {
         #[arg(long, value_name = "FILE.toml")]
         emit_scenario: Option<std::path::PathBuf>,
     },
+    /// Test another MCP server's stream resumption for forks, duplicates and gaps: a battery
+    /// of resume cases (break a stream and resume it, resume twice, resume with a wrong cursor),
+    /// each judged in the checker's words with its evidence. Loopback targets only unless
+    /// --allow-remote (the probe sends hostile inputs).
+    /// Exit status: 0 every case run holds, 1 one is violated, 2 bad input or no MCP server;
+    /// with --expect, 0 the findings match the file, 1 one changed.
+    Probe {
+        /// The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.
+        url: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Rounds of the racing case (1-100).
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+        /// The tool whose calls stream progress notifications (default: `progress_task`, or
+        /// the first tool that takes `steps`).
+        #[arg(long)]
+        tool: Option<String>,
+        /// The tool's arguments, a JSON object (default: `steps` and `delay_ms` where the
+        /// tool's schema has them).
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+        /// Run only these cases (comma-separated names; see the report for the list).
+        #[arg(long, value_delimiter = ',', value_name = "CASE,...")]
+        only: Option<Vec<String>>,
+        /// How long a case waits for what it expects, in milliseconds (100-60000).
+        #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+        window_ms: u64,
+        /// Probe a server that is not on this machine.
+        #[arg(long)]
+        allow_remote: bool,
+        /// Compare the findings with the verdicts this TOML file writes down per case; the
+        /// exit status then says whether they match (0) or changed (1).
+        #[arg(long, value_name = "FILE.toml")]
+        expect: Option<std::path::PathBuf>,
+    },
     /// Open the dashboard (the default).
     Dashboard,
     /// Play a scenario headless and record the dashboard as an asciicast v2 file (asciinema).
@@ -286,7 +338,7 @@ fn main() -> ExitCode {
                 eprintln!(
                     "forkscope: no terminal for the dashboard; here is the headless demonstration (forkscope demo)"
                 );
-                print!("{}", demo::run());
+                out!("{}", demo::run());
                 return ExitCode::SUCCESS;
             }
             let start = forkscope::tui::Start {
@@ -302,7 +354,7 @@ fn main() -> ExitCode {
                     // Say where the recording went: the terminal was the dashboard's until now.
                     if let Some(path) = recorded {
                         let path = std::path::absolute(&path).unwrap_or(path);
-                        println!(
+                        outln!(
                             "forkscope: recorded {} (asciicast v2: asciinema play {})",
                             path.display(),
                             path.display()
@@ -350,8 +402,61 @@ fn main() -> ExitCode {
                 emit_scenario.as_deref(),
             )
         }
+        Some(Command::Probe {
+            url,
+            format,
+            repeat,
+            tool,
+            args,
+            only,
+            window_ms,
+            allow_remote,
+            expect,
+        }) => {
+            let expected = match expect.as_deref().map(forkscope::probe::expect::load) {
+                None => None,
+                Some(Ok(e)) => Some(e),
+                Some(Err(e)) => {
+                    eprintln!("forkscope probe: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let options = forkscope::probe::Options {
+                url,
+                repeat,
+                tool,
+                args,
+                only,
+                allow_remote,
+                window_ms,
+            };
+            match runtime().block_on(forkscope::probe::probe(&options)) {
+                Ok(mut report) => {
+                    report.expected = expected
+                        .as_ref()
+                        .map(|e| forkscope::probe::expect::compare(e, &report));
+                    match format {
+                        Format::Text => out!("{}", forkscope::probe::text(&report)),
+                        Format::Json => outln!("{}", forkscope::probe::json(&report)),
+                    }
+                    let failed = match &report.expected {
+                        Some(compared) => !compared.mismatches.is_empty(),
+                        None => report.violated(),
+                    };
+                    if failed {
+                        ExitCode::from(1)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => {
+                    eprintln!("forkscope probe: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Some(Command::Demo) => {
-            print!("{}", demo::run());
+            out!("{}", demo::run());
             ExitCode::SUCCESS
         }
         Some(Command::Run {
@@ -430,12 +535,12 @@ fn main() -> ExitCode {
                 for policy in policies {
                     match incident::run(policy).await {
                         Ok(report) => {
-                            println!("{}", policy.name().to_uppercase());
+                            outln!("{}", policy.name().to_uppercase());
                             for line in &report.transcript {
-                                println!("  {line}");
+                                outln!("  {line}");
                             }
-                            println!("  verdict: {}", report.verdict.summary());
-                            println!("           {}", report.verdict.headline);
+                            outln!("  verdict: {}", report.verdict.summary());
+                            outln!("           {}", report.verdict.headline);
                         }
                         Err(e) => {
                             eprintln!("forkscope: the {policy} incident did not complete: {e}");
@@ -472,7 +577,7 @@ fn record(
     ));
     match recorded {
         Ok(verdicts) => {
-            println!("recorded {} — {}", out.display(), verdicts.join("; "));
+            outln!("recorded {} — {}", out.display(), verdicts.join("; "));
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -531,8 +636,8 @@ fn check(
         }
     }
     match format {
-        Format::Text => print!("{}", check::text(&checked)),
-        Format::Json => println!(
+        Format::Text => out!("{}", check::text(&checked)),
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&check::json(&checked)).unwrap_or_default()
         ),
@@ -617,12 +722,12 @@ fn run_scenarios(files: &[std::path::PathBuf], policy: Option<Which>, format: Fo
             }
             all_ok &= runs.iter().all(scenario::Run::ok);
             match format {
-                Format::Text => print!("{}", scenario::report::text(s, &runs)),
+                Format::Text => out!("{}", scenario::report::text(s, &runs)),
                 Format::Json => reports.push(scenario::report::json(s, &runs)),
             }
         }
         if let Format::Json = format {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&reports).unwrap_or_default()
             );
@@ -689,7 +794,7 @@ async fn proxy(to: SocketAddr, port: u16) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!("forkscope proxy: {} -> {to}", proxy.addr);
+    outln!("forkscope proxy: {} -> {to}", proxy.addr);
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     loop {
         let line = tokio::select! {
@@ -702,13 +807,13 @@ async fn proxy(to: SocketAddr, port: u16) -> ExitCode {
             "reset" => (Fault::Reset, "reset"),
             "" => continue,
             other => {
-                println!("error: unknown command {other:?}; the commands are drop and reset");
+                outln!("error: unknown command {other:?}; the commands are drop and reset");
                 continue;
             }
         };
         let affected = proxy.open_connections();
         proxy.inject(fault);
-        println!("ok {word} {affected}");
+        outln!("ok {word} {affected}");
     }
     ExitCode::SUCCESS
 }
@@ -738,13 +843,13 @@ async fn serve(
                 return ExitCode::from(2);
             }
         };
-    println!(
+    outln!(
         "forkscope serve: MCP Streamable HTTP 2025-11-25 at http://{}/mcp (policy {policy})",
         running.addr
     );
     shutdown_signal().await;
     let verdict = shared.lock().history.verdict();
-    println!(
+    outln!(
         "forkscope serve: stopping; checker verdict: {} — {}",
         verdict.summary(),
         verdict.headline

@@ -23,6 +23,7 @@ pub mod history;
 pub mod ids;
 pub mod model;
 pub mod policy;
+pub mod probe;
 pub mod resume;
 pub mod server;
 pub mod sim;

@@ -1,0 +1,541 @@
+//! The probe's rules: what a correct server does with each kind of resume, and how to name
+//! what it did instead. Pure functions of what was observed.
+//!
+//! The invariant is the lab's: at most one live stream per logical stream, and what the client
+//! applies is a gap-free, in-order continuation of that one stream, each event once.
+
+use super::observed::{Answer, Connection, End, Item, Received};
+use super::verdict::{Finding, Verdict};
+
+/// A logical stream the probe can recognise by its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamOf {
+    /// A tool call: its progress token, its JSON-RPC id (as JSON text), and how many progress
+    /// notifications a complete run sends, if the probe knows.
+    Call {
+        token: String,
+        request: String,
+        steps: Option<u64>,
+    },
+    /// Numbered notifications of one channel (the standalone stream's source), and the last
+    /// number a complete run reaches, if the probe knows.
+    Channel { channel: String, last: Option<u64> },
+}
+
+impl StreamOf {
+    pub fn owns(&self, item: &Item) -> bool {
+        match (self, item) {
+            (StreamOf::Call { token, .. }, Item::Progress { token: t, .. }) => t == token,
+            (StreamOf::Call { request, .. }, Item::Response { request: r }) => r == request,
+            (StreamOf::Channel { channel, .. }, Item::Numbered { channel: c, .. }) => c == channel,
+            _ => false,
+        }
+    }
+}
+
+/// What the probe knows about streams: the one a case follows, the session's others, and
+/// streams of other sessions it can tell apart.
+#[derive(Clone, Debug)]
+pub struct Known<'a> {
+    pub mine: &'a StreamOf,
+    pub same_session: &'a [StreamOf],
+    pub other_sessions: &'a [StreamOf],
+}
+
+/// Events of another stream or another session, wherever they turned up: the worst finding.
+fn foreign(known: &Known<'_>, connections: &[&Connection]) -> Option<Finding> {
+    let mut cross_stream = None;
+    for conn in connections {
+        for r in conn.carried() {
+            if known.other_sessions.iter().any(|s| s.owns(&r.item)) {
+                return Some(Finding::violated(
+                    Verdict::CrossSessionReplay {
+                        item: r.item.short(),
+                    },
+                    format!(
+                        "connection {} carried an event of a stream the probe opened in another session",
+                        conn.label
+                    ),
+                ));
+            }
+            if cross_stream.is_none()
+                && !known.mine.owns(&r.item)
+                && known.same_session.iter().any(|s| s.owns(&r.item))
+            {
+                cross_stream = Some(Finding::violated(
+                    Verdict::CrossStreamReplay {
+                        item: r.item.short(),
+                    },
+                    format!(
+                        "connection {} carried an event of another stream of this session",
+                        conn.label
+                    ),
+                ));
+            }
+        }
+    }
+    cross_stream
+}
+
+/// An answer that is not a stream, as a verdict.
+fn not_a_stream(answer: &Answer) -> Option<Verdict> {
+    match answer {
+        Answer::Stream { .. } => None,
+        Answer::Rejected { status, .. } => Some(Verdict::TypedRejection {
+            status: *status,
+            reinitializes: *status == 404,
+        }),
+        Answer::Json { status, .. } => Some(Verdict::NoAnswer {
+            why: format!("{status} with a JSON body where an event stream was asked for"),
+        }),
+        Answer::NoAnswer { why } => Some(Verdict::NoAnswer { why: why.clone() }),
+    }
+}
+
+/// The position of an item within its stream, for order and gaps. A call's result comes after
+/// every progress notification.
+fn position(item: &Item) -> Option<u64> {
+    match item {
+        Item::Progress { n, .. } | Item::Numbered { n, .. } => Some(*n),
+        Item::Response { .. } => Some(u64::MAX),
+        _ => None,
+    }
+}
+
+fn span(from: u64, to: u64, prefix: &str) -> String {
+    if from == to {
+        format!("{prefix}{from}")
+    } else {
+        format!("{prefix}{from}–{prefix}{to}")
+    }
+}
+
+/// Duplicates, order and gaps in what the client applies, in the order it applies it.
+/// `from_start`: the stream's first event should be number 1 (the probe saw it begin).
+fn continuity(
+    mine: &StreamOf,
+    applied: &[&Received],
+    from_start: bool,
+    complete: bool,
+) -> Option<Finding> {
+    let prefix = match mine {
+        StreamOf::Call { .. } => "p",
+        StreamOf::Channel { .. } => "#",
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut last: Option<u64> = if from_start { Some(0) } else { None };
+    for (i, r) in applied.iter().enumerate() {
+        if !seen.insert(&r.item) {
+            return Some(Finding::violated(
+                Verdict::Duplicate {
+                    item: r.item.short(),
+                },
+                "the client would apply this event twice",
+            ));
+        }
+        let Some(at) = position(&r.item) else {
+            continue;
+        };
+        if let Some(prev) = last {
+            if at <= prev && !(at == prev && prev == 0) {
+                return Some(Finding::violated(
+                    Verdict::OutOfOrder {
+                        item: r.item.short(),
+                        after: if prev == u64::MAX {
+                            "the result".into()
+                        } else {
+                            format!("{prefix}{prev}")
+                        },
+                    },
+                    "events of one stream must arrive in the order they were sent",
+                ));
+            }
+            if at > prev + 1 {
+                // A missing event that turns up later is out of order, not lost.
+                let late = applied[i + 1..]
+                    .iter()
+                    .find(|later| position(&later.item).is_some_and(|p| p > prev && p < at));
+                if let Some(late) = late {
+                    return Some(Finding::violated(
+                        Verdict::OutOfOrder {
+                            item: late.item.short(),
+                            after: r.item.short(),
+                        },
+                        "events of one stream must arrive in the order they were sent",
+                    ));
+                }
+            }
+            if at != u64::MAX && at > prev + 1 {
+                return Some(Finding::violated(
+                    Verdict::Gap {
+                        missing: span(prev + 1, at - 1, prefix),
+                    },
+                    "the client skipped over events without being told",
+                ));
+            }
+            if at == u64::MAX {
+                if let StreamOf::Call {
+                    steps: Some(steps), ..
+                } = mine
+                {
+                    if prev < *steps {
+                        return Some(Finding::violated(
+                            Verdict::Gap {
+                                missing: span(prev + 1, *steps, prefix),
+                            },
+                            "the result arrived, but not every progress notification before it",
+                        ));
+                    }
+                }
+            }
+        }
+        last = Some(at);
+    }
+    if complete {
+        let reached = last.unwrap_or(0);
+        let missing = match mine {
+            StreamOf::Call { steps, .. } if reached != u64::MAX => Some(match steps {
+                Some(steps) if reached < *steps => {
+                    format!("{} and the result", span(reached + 1, *steps, prefix))
+                }
+                _ => "the result".to_string(),
+            }),
+            StreamOf::Channel {
+                last: Some(end), ..
+            } if reached < *end => Some(span(reached + 1, *end, prefix)),
+            _ => None,
+        };
+        if let Some(missing) = missing {
+            return Some(Finding::violated(
+                Verdict::Gap { missing },
+                "the stream never delivered the rest of what the server produced",
+            ));
+        }
+    }
+    None
+}
+
+/// A resume: `chain[0]` was the stream's connection; each later one reconnected with the
+/// cursor the client held (a stock client reconnects again when a resumed stream is closed
+/// before its end). The client applies what each carried, in turn. `may_refuse`: a typed
+/// refusal is a correct answer here (the server cannot replay so far back, and says so).
+/// `complete`: the case waited for the stream's end, so anything missing is a gap.
+pub fn judge_resume(
+    known: &Known<'_>,
+    chain: &[&Connection],
+    may_refuse: bool,
+    complete: bool,
+) -> Finding {
+    let Some((_, resumes)) = chain.split_first() else {
+        return Finding::violated(
+            Verdict::NoAnswer {
+                why: "nothing was observed".into(),
+            },
+            "the case opened no connection",
+        );
+    };
+    for new in resumes {
+        if let Some(verdict) = not_a_stream(&new.answer) {
+            return match verdict {
+                Verdict::TypedRejection { .. } if may_refuse => Finding::holds(
+                    verdict,
+                    "the server cannot replay from this cursor and says so",
+                ),
+                _ => Finding::violated(verdict, "a resume the server could serve was not served"),
+            };
+        }
+    }
+    if let Some(finding) = foreign(known, chain) {
+        return finding;
+    }
+    let mine = |c: &Connection| c.carried().filter(|r| known.mine.owns(&r.item)).count() as u64;
+    let new_mine: u64 = resumes.iter().map(|c| mine(c)).sum();
+    for pair in chain.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        let opened = after.answer.opened().unwrap_or(u64::MAX);
+        let kept = before
+            .carried()
+            .filter(|r| r.order > opened && known.mine.owns(&r.item))
+            .count() as u64;
+        if kept == 0 {
+            continue;
+        }
+        if mine(after) == 0 {
+            return Finding::violated(
+                Verdict::SilentEmptyStream { live: 0 },
+                format!(
+                    "the resume got nothing while the server went on writing {kept} event{} to the old connection: a client whose old connection is dead loses them",
+                    if kept == 1 { "" } else { "s" }
+                ),
+            );
+        }
+        return Finding::violated(
+            Verdict::TwoLiveStreams {
+                old: kept,
+                new: mine(after),
+            },
+            "the resume attached a second stream while the first still received events",
+        );
+    }
+    let applied: Vec<&Received> = chain
+        .iter()
+        .flat_map(|c| c.carried())
+        .filter(|r| known.mine.owns(&r.item))
+        .collect();
+    let from_start = matches!(known.mine, StreamOf::Call { .. });
+    if let Some(mut finding) = continuity(known.mine, &applied, from_start, complete) {
+        if new_mine == 0 {
+            if let Verdict::Gap { missing } = &finding.verdict {
+                finding = Finding::violated(
+                    Verdict::SilentEmptyStream { live: 0 },
+                    format!(
+                        "the resume was answered 200 with nothing from the cursor on: {missing} lost without a sign"
+                    ),
+                );
+            }
+        }
+        return finding;
+    }
+    let before = applied.len() as u64 - new_mine;
+    let reconnects = resumes.len();
+    Finding::holds(
+        Verdict::CleanContinuation,
+        format!(
+            "{before} event{} before the break, {new_mine} after it{}, each once and in order",
+            if before == 1 { "" } else { "s" },
+            if reconnects > 1 {
+                format!(" over {reconnects} reconnects")
+            } else {
+                String::new()
+            }
+        ),
+    )
+}
+
+/// A second GET while `first` is live (a plain one, or a second resume from the same cursor).
+/// Correct: refuse it, or hand the stream over (the first ends); each event goes to one of them.
+pub fn judge_second_get(known: &Known<'_>, first: &Connection, second: &Connection) -> Finding {
+    if let Some(verdict) = not_a_stream(&second.answer) {
+        return match verdict {
+            Verdict::TypedRejection { .. } => Finding::holds(
+                verdict,
+                "the second stream was refused; the first stays the one",
+            ),
+            _ => Finding::violated(verdict, "a GET got no usable answer"),
+        };
+    }
+    if let Some(finding) = foreign(known, &[first, second]) {
+        return finding;
+    }
+    let opened = second.answer.opened().unwrap_or(u64::MAX);
+    let first_after: Vec<&Received> = first
+        .carried()
+        .filter(|r| r.order > opened && known.mine.owns(&r.item))
+        .collect();
+    let second_mine: Vec<&Received> = second
+        .carried()
+        .filter(|r| known.mine.owns(&r.item))
+        .collect();
+    if let Some(dup) = second_mine
+        .iter()
+        .find(|r| first.carried().any(|f| f.item == r.item))
+    {
+        return Finding::violated(
+            Verdict::Duplicate {
+                item: dup.item.short(),
+            },
+            "one event went to both connections",
+        );
+    }
+    if !first_after.is_empty() && !second_mine.is_empty() {
+        return Finding::violated(
+            Verdict::TwoLiveStreams {
+                old: first_after.len() as u64,
+                new: second_mine.len() as u64,
+            },
+            "both connections received events of one stream",
+        );
+    }
+    let why = match (first.end, first_after.is_empty()) {
+        (End::ClosedByServer, _) => {
+            "the server ended the first stream and carried on in the second"
+        }
+        (_, true) => "only one connection received events",
+        (_, false) => "the second connection stayed idle while the first carried on",
+    };
+    Finding::holds(Verdict::CleanContinuation, why)
+}
+
+/// A GET with a cursor the server should not honour: bogus, malformed, ahead of the stream,
+/// huge, or another session's. Correct: a typed 4xx. Worst: events of another session.
+pub fn judge_foreign_cursor(known: &Known<'_>, conn: &Connection) -> Finding {
+    if let Some(verdict) = not_a_stream(&conn.answer) {
+        return match verdict {
+            Verdict::TypedRejection { .. } => {
+                Finding::holds(verdict, "a cursor the server cannot honour is refused")
+            }
+            _ => Finding::violated(verdict, "a bad cursor must be refused with a 4xx"),
+        };
+    }
+    if let Some(finding) = foreign(known, &[conn]) {
+        return finding;
+    }
+    let live = conn.carried().count() as u64;
+    Finding::violated(
+        Verdict::SilentEmptyStream { live },
+        "the client believes it resumed; whatever it missed is silently lost",
+    )
+}
+
+/// One connection from start to end (a burst): each event once, in order, none missing.
+pub fn judge_burst(known: &Known<'_>, conn: &Connection) -> Finding {
+    if let Some(verdict) = not_a_stream(&conn.answer) {
+        return Finding::violated(verdict, "the call's stream was not served");
+    }
+    if let Some(finding) = foreign(known, &[conn]) {
+        return finding;
+    }
+    let applied: Vec<&Received> = conn
+        .carried()
+        .filter(|r| known.mine.owns(&r.item))
+        .collect();
+    if let Some(finding) = continuity(known.mine, &applied, true, true) {
+        return finding;
+    }
+    Finding::holds(
+        Verdict::CleanContinuation,
+        format!("{} events, each once and in order", applied.len()),
+    )
+}
+
+/// A request naming a session the server does not know. The transport's rule: 404, on which a
+/// stock client starts a new session.
+pub fn judge_unknown_session(answer: &Answer) -> Finding {
+    match not_a_stream(answer) {
+        Some(v @ Verdict::TypedRejection { status: 404, .. }) => {
+            Finding::holds(v, "unknown sessions answer 404, and the client starts over")
+        }
+        Some(v @ Verdict::TypedRejection { .. }) => Finding::violated(
+            v,
+            "an unknown session must answer 404, or a stock client never starts a new one",
+        ),
+        Some(v) => Finding::violated(v, "an unknown session must answer 404"),
+        None => Finding::violated(
+            Verdict::SilentEmptyStream { live: 0 },
+            "a stream was opened for a session that does not exist",
+        ),
+    }
+}
+
+/// A request with a protocol version the server does not support: 400, by the transport.
+pub fn judge_unsupported_version(answer: &Answer) -> Finding {
+    match not_a_stream(answer) {
+        Some(v @ Verdict::TypedRejection { status: 400, .. }) => {
+            Finding::holds(v, "an unsupported MCP-Protocol-Version is refused with 400")
+        }
+        Some(v) => Finding::violated(
+            v,
+            "an unsupported MCP-Protocol-Version must be answered 400",
+        ),
+        None => Finding::violated(
+            Verdict::SilentEmptyStream { live: 0 },
+            "a stream was opened under a protocol version the server does not speak",
+        ),
+    }
+}
+
+/// A request from a foreign web origin: 403, by the transport (DNS rebinding).
+pub fn judge_foreign_origin(answer: &Answer) -> Finding {
+    match not_a_stream(answer) {
+        Some(v @ Verdict::TypedRejection { status: 403, .. }) => {
+            Finding::holds(v, "a foreign Origin is refused with 403")
+        }
+        Some(v) => Finding::violated(v, "a foreign Origin must be answered 403"),
+        None => Finding::violated(
+            Verdict::SilentEmptyStream { live: 0 },
+            "a page on any web origin can open this session's stream (DNS rebinding)",
+        ),
+    }
+}
+
+/// A call's stream broke and its events carried no ids: no client can resume it, so what the
+/// tool sent after the break, its result included, is lost.
+pub fn judge_unresumable_call(mine: &StreamOf, old: &Connection) -> Finding {
+    let reached = old
+        .carried()
+        .filter(|r| mine.owns(&r.item))
+        .filter_map(|r| position(&r.item))
+        .max()
+        .unwrap_or(0);
+    let missing = match mine {
+        StreamOf::Call {
+            steps: Some(steps), ..
+        } if reached < *steps => format!("{} and the result", span(reached + 1, *steps, "p")),
+        _ => "the result".into(),
+    };
+    Finding::violated(
+        Verdict::Gap { missing },
+        "the call's events carry no ids, so its stream cannot be resumed after a break",
+    )
+}
+
+/// Two resumes from one cursor at once (`b`, `c`). Each may be replayed what followed the
+/// cursor; correct is that once both are answered, at most one stays live — the other refused
+/// or fenced — and what the client applies from `old` and the live one is a clean
+/// continuation. `settled`: the arrival order once both had been answered and replayed to;
+/// events that arrive later are live ones.
+pub fn judge_concurrent_resumes(
+    known: &Known<'_>,
+    old: &Connection,
+    b: &Connection,
+    c: &Connection,
+    settled: u64,
+    complete: bool,
+) -> Finding {
+    let (b_stream, c_stream) = (b.answer.opened().is_some(), c.answer.opened().is_some());
+    match (b_stream, c_stream) {
+        (false, false) => return judge_resume(known, &[old, b], false, complete),
+        (true, false) => return judge_resume(known, &[old, b], false, complete),
+        (false, true) => return judge_resume(known, &[old, c], false, complete),
+        (true, true) => {}
+    }
+    if let Some(finding) = foreign(known, &[old, b, c]) {
+        return finding;
+    }
+    let live = |x: &Connection| -> Vec<Item> {
+        x.carried()
+            .filter(|r| r.order > settled && known.mine.owns(&r.item))
+            .map(|r| r.item.clone())
+            .collect()
+    };
+    let (live_b, live_c) = (live(b), live(c));
+    if let Some(both) = live_b.iter().find(|i| live_c.contains(i)) {
+        return Finding::violated(
+            Verdict::Duplicate { item: both.short() },
+            "one live event went to both resumed connections",
+        );
+    }
+    if !live_b.is_empty() && !live_c.is_empty() {
+        return Finding::violated(
+            Verdict::TwoLiveStreams {
+                old: live_b.len() as u64,
+                new: live_c.len() as u64,
+            },
+            "both resumed connections stayed live: the session forked",
+        );
+    }
+    let winner =
+        if !live_c.is_empty() || (live_b.is_empty() && c.end == End::Open && b.end != End::Open) {
+            c
+        } else {
+            b
+        };
+    let mut finding = judge_resume(known, &[old, winner], false, complete);
+    if finding.holds {
+        finding.why = format!(
+            "one of the two stayed live ({}); {}",
+            winner.label, finding.why
+        );
+    }
+    finding
+}

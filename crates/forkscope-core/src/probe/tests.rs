@@ -1,0 +1,254 @@
+//! Table tests of the probe's rules on hand-written observations.
+
+use super::judge::*;
+use super::observed::*;
+use super::verdict::Verdict;
+
+fn call() -> StreamOf {
+    StreamOf::Call {
+        token: "t1".into(),
+        request: "7".into(),
+        steps: Some(4),
+    }
+}
+
+fn p(n: u64, order: u64) -> Received {
+    Received {
+        item: Item::Progress {
+            token: "t1".into(),
+            n,
+        },
+        event_id: Some(format!("e{n}")),
+        order,
+    }
+}
+
+fn result(order: u64) -> Received {
+    Received {
+        item: Item::Response {
+            request: "7".into(),
+        },
+        event_id: None,
+        order,
+    }
+}
+
+fn conn(label: &str, opened: u64, events: Vec<Received>, end: End) -> Connection {
+    Connection {
+        label: label.into(),
+        request: "GET".into(),
+        answer: Answer::Stream {
+            status: 200,
+            opened,
+        },
+        events,
+        end,
+    }
+}
+
+fn verdict_of(old: &Connection, new: &Connection) -> (Verdict, bool) {
+    let mine = call();
+    let known = Known {
+        mine: &mine,
+        same_session: &[],
+        other_sessions: &[],
+    };
+    let f = judge_resume(&known, &[old, new], false, true);
+    (f.verdict, f.holds)
+}
+
+#[test]
+fn a_gap_free_resume_is_a_clean_continuation() {
+    let old = conn("A", 0, vec![p(1, 1), p(2, 2)], End::DroppedByProbe);
+    let new = conn(
+        "B",
+        3,
+        vec![p(3, 4), p(4, 5), result(6)],
+        End::ClosedByServer,
+    );
+    assert_eq!(verdict_of(&old, &new), (Verdict::CleanContinuation, true));
+}
+
+#[test]
+fn each_break_of_the_invariant_has_its_name() {
+    let old = conn("A", 0, vec![p(1, 1), p(2, 2)], End::DroppedByProbe);
+    let replayed_cursor = conn(
+        "B",
+        3,
+        vec![p(2, 4), p(3, 5), p(4, 6), result(7)],
+        End::ClosedByServer,
+    );
+    assert_eq!(verdict_of(&old, &replayed_cursor).0.word(), "duplicate");
+    let skipped = conn("B", 3, vec![p(4, 5), result(6)], End::ClosedByServer);
+    assert_eq!(
+        verdict_of(&old, &skipped).0,
+        Verdict::Gap {
+            missing: "p3".into()
+        }
+    );
+    let unfinished = conn("B", 3, vec![p(3, 5)], End::Open);
+    assert_eq!(
+        verdict_of(&old, &unfinished).0,
+        Verdict::Gap {
+            missing: "p4 and the result".into()
+        }
+    );
+    let still_live = conn("A", 0, vec![p(1, 1), p(2, 2), p(3, 5)], End::Open);
+    let new = conn(
+        "B",
+        3,
+        vec![p(3, 4), p(4, 6), result(7)],
+        End::ClosedByServer,
+    );
+    assert_eq!(
+        verdict_of(&still_live, &new).0,
+        Verdict::TwoLiveStreams { old: 1, new: 3 }
+    );
+    let mut refused = conn("B", 3, vec![], End::ClosedByServer);
+    refused.answer = Answer::Rejected {
+        status: 409,
+        reason: None,
+    };
+    assert_eq!(
+        verdict_of(&old, &refused),
+        (
+            Verdict::TypedRejection {
+                status: 409,
+                reinitializes: false
+            },
+            false
+        )
+    );
+}
+
+#[test]
+fn a_bad_cursor_must_be_refused_not_answered_with_silence() {
+    let mine = StreamOf::Channel {
+        channel: "tick".into(),
+        last: None,
+    };
+    let theirs = [StreamOf::Call {
+        token: "other".into(),
+        request: "1".into(),
+        steps: None,
+    }];
+    let known = Known {
+        mine: &mine,
+        same_session: &[],
+        other_sessions: &theirs,
+    };
+    let silent = conn("B", 0, vec![], End::Open);
+    assert_eq!(
+        judge_foreign_cursor(&known, &silent).verdict,
+        Verdict::SilentEmptyStream { live: 0 }
+    );
+    let leaked = conn(
+        "B",
+        0,
+        vec![Received {
+            item: Item::Progress {
+                token: "other".into(),
+                n: 1,
+            },
+            event_id: None,
+            order: 1,
+        }],
+        End::Open,
+    );
+    let f = judge_foreign_cursor(&known, &leaked);
+    assert_eq!((f.verdict.word(), f.holds), ("cross_session_replay", false));
+    let mut refused = conn("B", 0, vec![], End::Open);
+    refused.answer = Answer::Rejected {
+        status: 404,
+        reason: None,
+    };
+    let f = judge_foreign_cursor(&known, &refused);
+    assert!(f.holds);
+    assert_eq!(
+        f.verdict,
+        Verdict::TypedRejection {
+            status: 404,
+            reinitializes: true
+        }
+    );
+}
+
+#[test]
+fn one_event_on_two_connections_is_a_broadcast() {
+    let mine = StreamOf::Channel {
+        channel: "tick".into(),
+        last: None,
+    };
+    let known = Known {
+        mine: &mine,
+        same_session: &[],
+        other_sessions: &[],
+    };
+    let tick = |n, order| Received {
+        item: Item::Numbered {
+            channel: "tick".into(),
+            n,
+        },
+        event_id: None,
+        order,
+    };
+    let first = conn("A", 0, vec![tick(1, 1), tick(2, 3)], End::Open);
+    let second = conn("B", 2, vec![tick(2, 4)], End::Open);
+    assert_eq!(
+        judge_second_get(&known, &first, &second).verdict.word(),
+        "duplicate"
+    );
+    let handed_over = conn("A", 0, vec![tick(1, 1)], End::ClosedByServer);
+    let f = judge_second_get(&known, &handed_over, &second);
+    assert!(f.holds, "{f:?}");
+}
+
+#[test]
+fn session_basics_follow_the_transport() {
+    let answer = |status| Answer::Rejected {
+        status,
+        reason: None,
+    };
+    assert!(judge_unknown_session(&answer(404)).holds);
+    assert!(!judge_unknown_session(&answer(400)).holds);
+    assert!(judge_unsupported_version(&answer(400)).holds);
+    assert!(judge_foreign_origin(&answer(403)).holds);
+    assert!(
+        !judge_foreign_origin(&Answer::Stream {
+            status: 200,
+            opened: 0
+        })
+        .holds
+    );
+}
+
+#[test]
+fn a_late_event_is_out_of_order_not_a_gap() {
+    let old = conn("A", 0, vec![p(1, 1)], End::DroppedByProbe);
+    let swapped = conn(
+        "B",
+        2,
+        vec![p(3, 3), p(2, 4), p(4, 5), result(6)],
+        End::ClosedByServer,
+    );
+    assert_eq!(
+        verdict_of(&old, &swapped).0,
+        Verdict::OutOfOrder {
+            item: "p2".into(),
+            after: "p3".into()
+        }
+    );
+    let early_result = conn(
+        "B",
+        2,
+        vec![p(2, 3), p(3, 4), result(5), p(4, 6)],
+        End::ClosedByServer,
+    );
+    assert_eq!(
+        verdict_of(&old, &early_result).0,
+        Verdict::OutOfOrder {
+            item: "p4".into(),
+            after: "result".into()
+        }
+    );
+}

@@ -1,0 +1,129 @@
+//! The probe's verdicts, in the checker's words, and whether each holds for a case.
+
+use serde::Serialize;
+
+/// What a case came to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// The stream went on where the client left it: each event once, in order, nothing missing.
+    CleanContinuation,
+    /// Refused with a 4xx the client can act on. A stock client re-initializes on 404 only
+    /// (the transport's rule for a session the server no longer knows).
+    TypedRejection { status: u16, reinitializes: bool },
+    /// Answered 200 with a stream that replayed nothing from the cursor it was given: the client
+    /// cannot tell its cursor was not honoured. `live` counts events that came later.
+    SilentEmptyStream { live: u64 },
+    /// An event the client already had arrived again.
+    Duplicate { item: String },
+    /// Events between two the client received never arrived.
+    Gap { missing: String },
+    /// An event arrived after one that follows it.
+    OutOfOrder { item: String, after: String },
+    /// The resumed stream carried events of another stream of the session.
+    CrossStreamReplay { item: String },
+    /// The stream carried events of another session.
+    CrossSessionReplay { item: String },
+    /// The old connection kept receiving after a second one was attached: the session forked.
+    TwoLiveStreams { old: u64, new: u64 },
+    /// No usable answer: a timeout, a reset, or a 5xx.
+    NoAnswer { why: String },
+}
+
+impl Verdict {
+    /// Every verdict's name, as [`Verdict::word`] spells it.
+    pub const WORDS: [&'static str; 10] = [
+        "clean_continuation",
+        "typed_rejection",
+        "silent_empty_stream",
+        "duplicate",
+        "gap",
+        "out_of_order",
+        "cross_stream_replay",
+        "cross_session_replay",
+        "two_live_streams",
+        "no_answer",
+    ];
+
+    /// The verdict's name, as in JSON output and the expected-findings files.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::CleanContinuation => "clean_continuation",
+            Verdict::TypedRejection { .. } => "typed_rejection",
+            Verdict::SilentEmptyStream { .. } => "silent_empty_stream",
+            Verdict::Duplicate { .. } => "duplicate",
+            Verdict::Gap { .. } => "gap",
+            Verdict::OutOfOrder { .. } => "out_of_order",
+            Verdict::CrossStreamReplay { .. } => "cross_stream_replay",
+            Verdict::CrossSessionReplay { .. } => "cross_session_replay",
+            Verdict::TwoLiveStreams { .. } => "two_live_streams",
+            Verdict::NoAnswer { .. } => "no_answer",
+        }
+    }
+
+    /// The verdict in a sentence.
+    pub fn describe(&self) -> String {
+        match self {
+            Verdict::CleanContinuation => "clean continuation".into(),
+            Verdict::TypedRejection {
+                status,
+                reinitializes: true,
+            } => format!("typed rejection {status}: a stock client re-initializes"),
+            Verdict::TypedRejection { status, .. } => {
+                format!("typed rejection {status}: a stock client reports an error")
+            }
+            Verdict::SilentEmptyStream { live: 0 } => {
+                "silent empty stream: 200, and nothing replayed".into()
+            }
+            Verdict::SilentEmptyStream { live } => format!(
+                "silent empty stream: 200, nothing replayed, then {live} live event{} as if the cursor were fine",
+                plural(*live)
+            ),
+            Verdict::Duplicate { item } => format!("duplicate: {item} arrived twice"),
+            Verdict::Gap { missing } => format!("gap: {missing} never arrived"),
+            Verdict::OutOfOrder { item, after } => format!("out of order: {item} after {after}"),
+            Verdict::CrossStreamReplay { item } => {
+                format!("cross-stream replay: {item} belongs to another stream")
+            }
+            Verdict::CrossSessionReplay { item } => {
+                format!("cross-session replay: {item} belongs to another session")
+            }
+            Verdict::TwoLiveStreams { old, new } => format!(
+                "two live streams: the old connection received {old} event{} after the new one opened ({new} there)",
+                plural(*old)
+            ),
+            Verdict::NoAnswer { why } => format!("no answer: {why}"),
+        }
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// A verdict and whether it is what a correct server does in this case.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub verdict: Verdict,
+    pub holds: bool,
+    /// Why it holds or not, for this case.
+    pub why: String,
+}
+
+impl Finding {
+    pub fn holds(verdict: Verdict, why: impl Into<String>) -> Finding {
+        Finding {
+            verdict,
+            holds: true,
+            why: why.into(),
+        }
+    }
+
+    pub fn violated(verdict: Verdict, why: impl Into<String>) -> Finding {
+        Finding {
+            verdict,
+            holds: false,
+            why: why.into(),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# `forkscope probe` against real servers this script starts, each compared with the findings
+# written down for it in interop/probe/*.toml:
+#   forkscope serve --policy fenced   every case holds: the probe exits 0, also without --expect;
+#   forkscope serve --policy naive    the fork is found: the probe exits 1 without --expect;
+#   the official Python SDK           interop/python/probe_server.py, without and with an event
+#                                     store (mcp from PyPI, in the interop venv);
+#   the official TypeScript SDK       interop/typescript/probe_server.mjs, with the SDK's
+#                                     InMemoryEventStore (npm).
+# A finding that changes (a fixed bug, a new one, an SDK upgrade) fails the check until the
+# file is updated. Every wait is bounded; every process started is stopped.
+#
+# Usage: interop/check-probe.sh [path/to/forkscope]
+# Exit: 0 every server gave its written-down findings, 1 one did not, 2 cannot run.
+# Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript");
+# FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT as for the other interop checks.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+INTEROP="$ROOT/interop"
+BIN="${1:-$ROOT/target/release/forkscope}"
+SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript}"
+INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"
+START_TIMEOUT=20  # s: a server not answering by then failed to start
+PROBE_TIMEOUT=240 # s: one probe run (it bounds every read itself)
+
+die() { echo "check-probe: $*" >&2; exit 2; }
+[[ -x "$BIN" ]] || die "no forkscope binary at $BIN (cargo build --release first)"
+for tool in python3 node npm timeout sha256sum curl; do
+    command -v "$tool" >/dev/null || die "$tool is needed"
+done
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/forkscope-probe.XXXXXX")"
+PID=""
+stop() {
+    if [[ -n "$PID" ]]; then
+        kill "$PID" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$PID" 2>/dev/null
+        wait "$PID" 2>/dev/null
+        PID=""
+    fi
+}
+trap 'stop; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- dependencies ----------------------------------------------------------------------------
+PYTHON="$("$INTEROP/python/ensure-venv.sh")" || die "could not set up the Python venv"
+TS_DIR="$INTEROP/typescript"
+TS_STAMP="$TS_DIR/node_modules/.forkscope-lock.sha256"
+want_hash="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
+if [[ "$want_hash" != "$(cat "$TS_STAMP" 2>/dev/null || true)" ]]; then
+    echo "installing the TypeScript SDK (npm ci in interop/typescript)" >&2
+    (cd "$TS_DIR" && timeout "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2) ||
+        die "npm ci failed in $TS_DIR"
+    printf '%s\n' "$want_hash" > "$TS_STAMP"
+fi
+PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json")"
+echo "== versions: python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"
+
+# The versions the findings were written down for: another version may find otherwise.
+grep -q "mcp $PY_SDK" "$INTEROP/probe/python-sdk.toml" ||
+    { echo "check-probe: interop/probe/python-sdk*.toml were written for another mcp version than $PY_SDK" >&2; exit 1; }
+grep -q "sdk $TS_SDK" "$INTEROP/probe/typescript-sdk.toml" ||
+    { echo "check-probe: interop/probe/typescript-sdk.toml was written for another SDK version than $TS_SDK" >&2; exit 1; }
+
+free_port() {
+    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Starts server NAME on a free port; sets PID and URL, or returns 1.
+start() {
+    local name="$1" port
+    port="$(free_port)"
+    URL="http://127.0.0.1:$port/mcp"
+    case "$name" in
+        fenced | naive) "$BIN" serve --port "$port" --policy "$name" --emit-every 20 ;;
+        python) "$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" ;;
+        python-store) "$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory ;;
+        typescript) node "$TS_DIR/probe_server.mjs" --port "$port" ;;
+        *) die "no server named $name" ;;
+    esac >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
+    PID=$!
+    # Up when it answers HTTP at all (any status).
+    for _ in $(seq $((START_TIMEOUT * 10))); do
+        kill -0 "$PID" 2>/dev/null || break
+        if curl -s -o /dev/null -m 1 "$URL"; then return 0; fi
+        sleep 0.1
+    done
+    echo "--- $name did not start:" >&2
+    cat "$WORK/$name.out" "$WORK/$name.err" >&2
+    return 1
+}
+
+FAILED=0
+for name in $SERVERS; do
+    case "$name" in
+        fenced) file=forkscope-fenced ;;
+        naive) file=forkscope-naive ;;
+        python) file=python-sdk ;;
+        python-store) file=python-sdk-event-store ;;
+        typescript) file=typescript-sdk ;;
+        *) die "no server named $name" ;;
+    esac
+    echo
+    if ! start "$name"; then
+        FAILED=1
+        stop
+        continue
+    fi
+    echo "== $name at $URL"
+    rc=0
+    timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
+    if [[ $rc -ne 0 ]]; then
+        echo "check-probe: $name: findings differ from interop/probe/$file.toml (exit $rc)" >&2
+        FAILED=1
+    fi
+    # Without --expect the exit status is the verdict: fenced holds, naive is caught.
+    case "$name" in
+        fenced | naive)
+            want=0
+            [[ "$name" == naive ]] && want=1
+            rc=0
+            timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --format json >"$WORK/$name.json" || rc=$?
+            if [[ $rc -ne $want ]]; then
+                echo "check-probe: $name: probe exited $rc, expected $want" >&2
+                FAILED=1
+            else
+                echo "check-probe: $name: probe exits $rc without --expect, as it should"
+            fi
+            ;;
+    esac
+    stop
+    if grep -q 'panicked' "$WORK/$name.err" 2>/dev/null; then
+        echo "check-probe: $name panicked: $(grep -m1 panicked "$WORK/$name.err")" >&2
+        FAILED=1
+    fi
+done
+exit "$FAILED"

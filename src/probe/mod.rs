@@ -1,0 +1,460 @@
+//! `forkscope probe URL`: tests another MCP server's stream resumption for forks, duplicates
+//! and gaps, as a stock client meets it. The rules it judges by live in the core
+//! ([`forkscope_core::probe`]); this module finds what the server offers, runs the battery
+//! ([`cases`]) over real HTTP ([`http`]), and reports.
+
+pub mod cases;
+pub mod expect;
+pub mod http;
+pub mod items;
+
+use cases::{CASES, CallTool, Ctx, Emitter, NotRun};
+use forkscope_core::probe::{Connection, Finding, Item};
+use http::{Bounds, HttpError, Target};
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// What the command line asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub url: String,
+    pub repeat: u32,
+    pub tool: Option<String>,
+    pub args: Option<String>,
+    pub only: Option<Vec<String>>,
+    pub allow_remote: bool,
+    /// How long a case waits for what it expects, in milliseconds.
+    pub window_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("not an http(s) URL: {0}")]
+    BadUrl(String),
+    #[error(
+        "{host} is not a loopback address: the probe sends hostile inputs, so it only probes 127.0.0.1, ::1 or localhost unless given --allow-remote"
+    )]
+    Remote { host: String },
+    #[error("could not resolve {host}: {why}")]
+    Unresolved { host: String, why: String },
+    #[error("no case named {name}; the cases are: {names}")]
+    UnknownCase { name: String, names: String },
+    #[error("--args must be a JSON object: {0}")]
+    BadArgs(String),
+    #[error("--args needs --tool")]
+    ArgsWithoutTool,
+    #[error("--repeat must be 1-100, got {0}")]
+    BadRepeat(u32),
+    #[error("the server is unreachable or not an MCP server: {0}")]
+    Unreachable(HttpError),
+    #[error("tools/list failed: {0}")]
+    ToolsList(HttpError),
+    #[error("no tool named {name} in tools/list (it offers: {offered})")]
+    NoSuchTool { name: String, offered: String },
+}
+
+/// How one case came out.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Holds,
+    Violated,
+    NotRun,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseReport {
+    pub case: &'static str,
+    pub does: &'static str,
+    pub outcome: Outcome,
+    /// The verdict's name (`clean_continuation`, `two_live_streams`, …); none if not run.
+    pub verdict: Option<&'static str>,
+    /// The status of a typed rejection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The verdict in a sentence, or why the case was not run.
+    pub says: String,
+    pub why: String,
+    pub connections: Vec<Connection>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub url: String,
+    pub server: String,
+    pub protocol: String,
+    pub call_tool: Option<String>,
+    pub standalone: String,
+    pub cases: Vec<CaseReport>,
+    /// The comparison with `--expect`, if given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<expect::Compared>,
+}
+
+impl Report {
+    pub fn count(&self, outcome: fn(&Outcome) -> bool) -> usize {
+        self.cases.iter().filter(|c| outcome(&c.outcome)).count()
+    }
+
+    pub fn violated(&self) -> bool {
+        self.count(|o| matches!(o, Outcome::Violated)) > 0
+    }
+}
+
+/// Checks what can be checked before touching the network.
+pub fn validate(
+    opts: &Options,
+) -> Result<(reqwest::Url, Vec<&'static str>, Option<Value>), ProbeError> {
+    let url = reqwest::Url::parse(&opts.url)
+        .map_err(|e| ProbeError::BadUrl(format!("{} ({e})", opts.url)))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ProbeError::BadUrl(opts.url.clone()));
+    }
+    if !(1..=100).contains(&opts.repeat) {
+        return Err(ProbeError::BadRepeat(opts.repeat));
+    }
+    let names: Vec<&'static str> = match &opts.only {
+        None => CASES.iter().map(|(n, _)| *n).collect(),
+        Some(only) => {
+            let mut picked = Vec::new();
+            for name in only {
+                let Some((n, _)) = CASES.iter().find(|(n, _)| n == name) else {
+                    return Err(ProbeError::UnknownCase {
+                        name: name.clone(),
+                        names: CASES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+                    });
+                };
+                if !picked.contains(n) {
+                    picked.push(*n);
+                }
+            }
+            picked
+        }
+    };
+    let args = match (&opts.tool, &opts.args) {
+        (None, Some(_)) => return Err(ProbeError::ArgsWithoutTool),
+        (_, Some(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => Some(v),
+            Ok(other) => return Err(ProbeError::BadArgs(format!("got {other}"))),
+            Err(e) => return Err(ProbeError::BadArgs(e.to_string())),
+        },
+        _ => None,
+    };
+    Ok((url, names, args))
+}
+
+/// Refuses anything but loopback unless allowed: every address the host resolves to counts.
+async fn check_loopback(url: &reqwest::Url, allow_remote: bool) -> Result<(), ProbeError> {
+    if allow_remote {
+        return Ok(());
+    }
+    let host = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| ProbeError::Unresolved {
+            host: host.clone(),
+            why: e.to_string(),
+        })?
+        .collect();
+    if addrs.is_empty() || addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(ProbeError::Remote { host });
+    }
+    Ok(())
+}
+
+/// Runs the battery against `opts.url`.
+pub async fn probe(opts: &Options) -> Result<Report, ProbeError> {
+    let (url, names, args) = validate(opts)?;
+    check_loopback(&url, opts.allow_remote).await?;
+    let window = Duration::from_millis(opts.window_ms.max(100));
+    let target = Target::new(url.clone(), Bounds::default()).map_err(ProbeError::Unreachable)?;
+    let run: String = format!("{:08x}", rand::random::<u32>());
+    let discovery = target
+        .open_session(format!("{run}d"))
+        .await
+        .map_err(ProbeError::Unreachable)?;
+    let tools = target
+        .request(
+            "tools/list",
+            &discovery,
+            "tools/list",
+            serde_json::json!({}),
+        )
+        .await;
+    target.end_session(&discovery).await;
+    let tools = match (tools, &opts.tool) {
+        (Ok(v), _) => v
+            .get("tools")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        (Err(e), Some(_)) => return Err(ProbeError::ToolsList(e)),
+        (Err(_), None) => Vec::new(),
+    };
+    let call_tool = pick_call_tool(&tools, opts.tool.as_deref(), args)?;
+    let emitter = if tools
+        .iter()
+        .any(|t| t.get("name").and_then(Value::as_str) == Some("emit_standalone"))
+    {
+        Emitter::Tool("emit_standalone".into())
+    } else {
+        Emitter::OnItsOwn
+    };
+    let report_tool = call_tool
+        .as_ref()
+        .map(|t| format!("{} {} ({})", t.name, t.args, t.found));
+    let standalone = match &emitter {
+        Emitter::Tool(name) => format!("{name} (found in tools/list)"),
+        Emitter::OnItsOwn => "whatever the server sends on its own".into(),
+    };
+    let ctx = Ctx::new(target, call_tool, emitter, opts.repeat, window, run);
+    let mut cases = Vec::new();
+    for name in names {
+        let does = CASES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| *d)
+            .unwrap_or_default();
+        // A safety net over the case's own bounded waits.
+        let limit = window * 4 + Duration::from_secs(5);
+        let outcome = match tokio::time::timeout(limit, cases::run(&ctx, name)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Ok((
+                Finding::violated(
+                    forkscope_core::probe::Verdict::NoAnswer {
+                        why: format!("the case did not finish within {} s", limit.as_secs()),
+                    },
+                    "a read was never answered",
+                ),
+                Vec::new(),
+            )),
+        };
+        cases.push(match outcome {
+            Ok((finding, connections)) => CaseReport {
+                case: name,
+                does,
+                outcome: if finding.holds {
+                    Outcome::Holds
+                } else {
+                    Outcome::Violated
+                },
+                verdict: Some(finding.verdict.word()),
+                status: match finding.verdict {
+                    forkscope_core::probe::Verdict::TypedRejection { status, .. } => Some(status),
+                    _ => None,
+                },
+                says: finding.verdict.describe(),
+                why: finding.why,
+                connections,
+            },
+            Err(NotRun(why)) => CaseReport {
+                case: name,
+                does,
+                outcome: Outcome::NotRun,
+                verdict: None,
+                status: None,
+                says: "not run".into(),
+                why,
+                connections: Vec::new(),
+            },
+        });
+    }
+    Ok(Report {
+        url: url.to_string(),
+        server: discovery.server.clone(),
+        protocol: discovery.version.clone(),
+        call_tool: report_tool,
+        standalone,
+        cases,
+        expected: None,
+    })
+}
+
+fn pick_call_tool(
+    tools: &[Value],
+    named: Option<&str>,
+    args: Option<Value>,
+) -> Result<Option<CallTool>, ProbeError> {
+    let name_of = |t: &Value| {
+        t.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let takes = |t: &Value, field: &str| {
+        t.pointer(&format!("/inputSchema/properties/{field}"))
+            .is_some()
+    };
+    let (tool, found) = match named {
+        Some(name) => {
+            let Some(t) = tools.iter().find(|t| name_of(t) == name) else {
+                return Err(ProbeError::NoSuchTool {
+                    name: name.into(),
+                    offered: tools.iter().map(name_of).collect::<Vec<_>>().join(", "),
+                });
+            };
+            (t, "--tool")
+        }
+        None => match tools
+            .iter()
+            .find(|t| name_of(t) == "progress_task")
+            .map(|t| (t, "found in tools/list"))
+            .or_else(|| {
+                tools
+                    .iter()
+                    .find(|t| takes(t, "steps"))
+                    .map(|t| (t, "takes `steps`"))
+            }) {
+            Some(found) => found,
+            None => return Ok(None),
+        },
+    };
+    let given = args.is_some();
+    Ok(Some(CallTool {
+        name: name_of(tool),
+        args: args.unwrap_or_else(|| serde_json::json!({})),
+        takes_steps: !given && takes(tool, "steps"),
+        takes_delay: !given && takes(tool, "delay_ms"),
+        found,
+    }))
+}
+
+pub fn json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "forkscope probe {}", report.url);
+    let _ = writeln!(
+        out,
+        "  server      {} (protocol {})",
+        report.server, report.protocol
+    );
+    let _ = writeln!(
+        out,
+        "  call tool   {}",
+        report
+            .call_tool
+            .as_deref()
+            .unwrap_or("none: the call cases are not run")
+    );
+    let _ = writeln!(out, "  standalone  {}", report.standalone);
+    let _ = writeln!(out);
+    let width = report.cases.iter().map(|c| c.case.len()).max().unwrap_or(0);
+    for c in &report.cases {
+        let mark = match c.outcome {
+            Outcome::Holds => "holds   ",
+            Outcome::Violated => "VIOLATED",
+            Outcome::NotRun => "not run ",
+        };
+        let says = match c.outcome {
+            Outcome::NotRun => c.why.clone(),
+            _ => format!("{} — {}", c.says, c.why),
+        };
+        let _ = writeln!(out, "  {mark}  {:width$}  {says}", c.case);
+        if matches!(c.outcome, Outcome::Violated) {
+            let _ = writeln!(out, "  {:10}{:width$}  ({})", "", "", c.does);
+            for conn in &c.connections {
+                let _ = writeln!(out, "  {:10}{:width$}  {}", "", "", evidence(conn));
+            }
+        }
+    }
+    let holds = report.count(|o| matches!(o, Outcome::Holds));
+    let violated = report.count(|o| matches!(o, Outcome::Violated));
+    let not_run = report.count(|o| matches!(o, Outcome::NotRun));
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{} cases: {holds} hold, {violated} violated, {not_run} not run",
+        report.cases.len()
+    );
+    if let Some(compared) = &report.expected {
+        out.push_str(&expect::text(compared));
+    }
+    out
+}
+
+/// One connection in a line: the request, the answer, the events (runs folded), the end.
+pub fn evidence(c: &Connection) -> String {
+    let answer = match &c.answer {
+        forkscope_core::probe::Answer::Stream { status, .. } => format!("{status} stream"),
+        forkscope_core::probe::Answer::Json { status, .. } => format!("{status} JSON"),
+        forkscope_core::probe::Answer::Rejected { status, reason } => match reason {
+            Some(r) => format!("{status} \"{r}\""),
+            None => status.to_string(),
+        },
+        forkscope_core::probe::Answer::NoAnswer { why } => why.clone(),
+    };
+    let end = match c.end {
+        forkscope_core::probe::End::Open => "still open",
+        forkscope_core::probe::End::DroppedByProbe => "dropped by the probe",
+        forkscope_core::probe::End::ClosedByServer => "closed by the server",
+        forkscope_core::probe::End::Broken => "broke off",
+    };
+    let events = fold(&c.events.iter().map(|r| &r.item).collect::<Vec<_>>());
+    if matches!(c.answer, forkscope_core::probe::Answer::Stream { .. }) {
+        format!("{} {} → {answer}: {events} ({end})", c.label, c.request)
+    } else {
+        format!("{} {} → {answer}", c.label, c.request)
+    }
+}
+
+/// `p1–p20, result`: consecutive numbers of one stream folded into a run.
+fn fold(items: &[&Item]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut run: Option<(&Item, u64, u64)> = None;
+    let number = |i: &Item| match i {
+        Item::Progress { n, .. } | Item::Numbered { n, .. } => Some(*n),
+        _ => None,
+    };
+    let same_stream = |a: &Item, b: &Item| match (a, b) {
+        (Item::Progress { token: x, .. }, Item::Progress { token: y, .. }) => x == y,
+        (Item::Numbered { channel: x, .. }, Item::Numbered { channel: y, .. }) => x == y,
+        _ => false,
+    };
+    let flush = |run: &mut Option<(&Item, u64, u64)>, parts: &mut Vec<String>| {
+        if let Some((item, from, to)) = run.take() {
+            let prefix = if matches!(item, Item::Progress { .. }) {
+                "p"
+            } else {
+                "#"
+            };
+            parts.push(if from == to {
+                format!("{prefix}{from}")
+            } else {
+                format!("{prefix}{from}–{prefix}{to}")
+            });
+        }
+    };
+    for item in items {
+        match (number(item), &mut run) {
+            (Some(n), Some((first, _, to))) if same_stream(first, item) && n == *to + 1 => *to = n,
+            (Some(n), _) => {
+                flush(&mut run, &mut parts);
+                run = Some((item, n, n));
+            }
+            (None, _) => {
+                flush(&mut run, &mut parts);
+                parts.push(item.short());
+            }
+        }
+    }
+    flush(&mut run, &mut parts);
+    if parts.is_empty() {
+        return "no events".into();
+    }
+    if parts.len() > 14 {
+        let more = parts.len() - 12;
+        parts.truncate(12);
+        parts.push(format!("… {more} more"));
+    }
+    parts.join(", ")
+}

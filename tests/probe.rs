@@ -1,0 +1,168 @@
+//! `forkscope probe` against forkscope's own server over real loopback sockets: fenced holds in
+//! every case, naive is caught forking, and bad input is refused before anything is sent.
+
+use forkscope::clock::LabClock;
+use forkscope::probe::{self, Options, Outcome, ProbeError};
+use forkscope::wire::server::background::EmitRate;
+use forkscope::wire::server::{self, RunningServer, ServeOptions};
+use forkscope::wire::{Core, Shared};
+use forkscope_core::{LabConfig, Policy};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+async fn serve(policy: Policy) -> RunningServer {
+    let core = Core::new(LabConfig::default(), policy).unwrap();
+    let options = ServeOptions {
+        background: Some(EmitRate::every_ms(20)),
+        ..ServeOptions::default()
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    server::start(Shared::new(core), Arc::new(LabClock::new()), options, addr)
+        .await
+        .unwrap()
+}
+
+fn options(url: String) -> Options {
+    Options {
+        url,
+        repeat: 1,
+        tool: None,
+        args: None,
+        only: None,
+        allow_remote: false,
+        window_ms: 5_000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_server_holds_in_every_case() {
+    let running = serve(Policy::Fenced).await;
+    let report = probe::probe(&options(format!("http://{}/mcp", running.addr)))
+        .await
+        .unwrap();
+    let text = probe::text(&report);
+    assert_eq!(report.cases.len(), probe::cases::CASES.len(), "{text}");
+    for case in &report.cases {
+        assert!(
+            matches!(case.outcome, Outcome::Holds),
+            "{} did not hold:\n{text}",
+            case.case
+        );
+    }
+    assert!(!report.violated());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_server_is_caught_forking() {
+    let running = serve(Policy::Naive).await;
+    let mut opts = options(format!("http://{}/mcp", running.addr));
+    opts.only = Some(vec![
+        "resume-while-old-open".into(),
+        "bogus-cursor".into(),
+        "unknown-session".into(),
+    ]);
+    let report = probe::probe(&opts).await.unwrap();
+    let text = probe::text(&report);
+    let verdict = |name: &str| {
+        report
+            .cases
+            .iter()
+            .find(|c| c.case == name)
+            .and_then(|c| c.verdict)
+    };
+    assert_eq!(
+        verdict("resume-while-old-open"),
+        Some("two_live_streams"),
+        "{text}"
+    );
+    assert_eq!(
+        verdict("bogus-cursor"),
+        Some("silent_empty_stream"),
+        "{text}"
+    );
+    assert_eq!(
+        verdict("unknown-session"),
+        Some("typed_rejection"),
+        "{text}"
+    );
+    assert!(report.violated());
+    assert!(text.contains("VIOLATED  resume-while-old-open"), "{text}");
+    // The evidence names both connections and what each received.
+    assert!(text.contains("A GET → 200 stream"), "{text}");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_before_anything_is_sent() {
+    let refuse = |url: &str| {
+        let opts = options(url.into());
+        async move { probe::probe(&opts).await.unwrap_err() }
+    };
+    assert!(matches!(
+        refuse("http://192.0.2.1/mcp").await,
+        ProbeError::Remote { .. }
+    ));
+    assert!(matches!(
+        refuse("ftp://127.0.0.1/mcp").await,
+        ProbeError::BadUrl(_)
+    ));
+    assert!(matches!(refuse("not a url").await, ProbeError::BadUrl(_)));
+    // Nobody listens on a port just freed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    assert!(matches!(
+        refuse(&format!("http://127.0.0.1:{port}/mcp")).await,
+        ProbeError::Unreachable(_)
+    ));
+    let mut opts = options("http://127.0.0.1:1/mcp".into());
+    opts.only = Some(vec!["no-such-case".into()]);
+    assert!(matches!(
+        probe::probe(&opts).await.unwrap_err(),
+        ProbeError::UnknownCase { .. }
+    ));
+    let mut opts = options("http://127.0.0.1:1/mcp".into());
+    opts.tool = Some("t".into());
+    opts.args = Some("[1]".into());
+    assert!(matches!(
+        probe::probe(&opts).await.unwrap_err(),
+        ProbeError::BadArgs(_)
+    ));
+}
+
+#[test]
+fn an_expectations_file_is_checked_word_by_word() {
+    let dir = std::env::temp_dir().join(format!("forkscope-expect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let typo = write("typo.toml", "[cases]\ncall-resume = \"gapp\"\n");
+    let err = probe::expect::load(&typo).unwrap_err().to_string();
+    assert!(err.contains("`gapp`, which is not a verdict"), "{err}");
+    let unknown = write("unknown.toml", "[cases]\nno-such-case = \"gap\"\n");
+    assert!(
+        probe::expect::load(&unknown)
+            .unwrap_err()
+            .to_string()
+            .contains("no case named no-such-case")
+    );
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/probe");
+    for entry in std::fs::read_dir(shipped).unwrap() {
+        let path = entry.unwrap().path();
+        let expected = probe::expect::load(&path).unwrap();
+        // Every shipped file speaks of every case, so a new case must be written down.
+        assert_eq!(
+            expected.cases.len(),
+            probe::cases::CASES.len(),
+            "{}",
+            path.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
