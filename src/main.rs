@@ -283,6 +283,10 @@ enum Command {
         /// exit status then says whether they match (0) or changed (1).
         #[arg(long, value_name = "FILE.toml")]
         expect: Option<std::path::PathBuf>,
+        /// Watch the battery in the terminal: each case's connections as lanes, the events
+        /// that break the rule marked (q quits; the report of the cases run so far follows).
+        #[arg(long)]
+        watch: bool,
     },
     /// Open the dashboard (the default).
     Dashboard,
@@ -412,6 +416,7 @@ fn main() -> ExitCode {
             window_ms,
             allow_remote,
             expect,
+            watch,
         }) => {
             let expected = match expect.as_deref().map(forkscope::probe::expect::load) {
                 None => None,
@@ -430,7 +435,14 @@ fn main() -> ExitCode {
                 allow_remote,
                 window_ms,
             };
-            match runtime().block_on(forkscope::probe::probe(&options)) {
+            let result = if watch {
+                forkscope::tui::probe_watch::run(&options).map_err(|e| e.to_string())
+            } else {
+                runtime()
+                    .block_on(forkscope::probe::probe(&options))
+                    .map_err(|e| e.to_string())
+            };
+            match result {
                 Ok(mut report) => {
                     report.expected = expected
                         .as_ref()

@@ -51,6 +51,8 @@ pub enum ProbeError {
     Unreachable(HttpError),
     #[error("tools/list failed: {0}")]
     ToolsList(HttpError),
+    #[error("quit before any case finished")]
+    Interrupted,
     #[error("no tool named {name} in tools/list (it offers: {offered})")]
     NoSuchTool { name: String, offered: String },
 }
@@ -77,6 +79,8 @@ pub struct CaseReport {
     /// The verdict in a sentence, or why the case was not run.
     pub says: String,
     pub why: String,
+    /// Arrival orders of the events that break the rule, to mark in a view.
+    pub marked: Vec<u64>,
     pub connections: Vec<Connection>,
 }
 
@@ -169,8 +173,31 @@ async fn check_loopback(url: &reqwest::Url, allow_remote: bool) -> Result<(), Pr
     Ok(())
 }
 
+/// What a probe run says as it goes (for `--watch`).
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// The server answered `initialize` and `tools/list`; the cases that will run.
+    Discovered {
+        server: String,
+        protocol: String,
+        call_tool: Option<String>,
+        standalone: String,
+        cases: Vec<&'static str>,
+    },
+    Started(&'static str),
+    Finished(Box<CaseReport>),
+}
+
 /// Runs the battery against `opts.url`.
 pub async fn probe(opts: &Options) -> Result<Report, ProbeError> {
+    probe_with(opts, |_| {}).await
+}
+
+/// [`probe`], telling `progress` what happens as it happens.
+pub async fn probe_with(
+    opts: &Options,
+    mut progress: impl FnMut(Progress) + Send,
+) -> Result<Report, ProbeError> {
     let (url, names, args) = validate(opts)?;
     check_loopback(&url, opts.allow_remote).await?;
     let window = Duration::from_millis(opts.window_ms.max(100));
@@ -215,8 +242,16 @@ pub async fn probe(opts: &Options) -> Result<Report, ProbeError> {
         Emitter::OnItsOwn => "whatever the server sends on its own".into(),
     };
     let ctx = Ctx::new(target, call_tool, emitter, opts.repeat, window, run);
+    progress(Progress::Discovered {
+        server: discovery.server.clone(),
+        protocol: discovery.version.clone(),
+        call_tool: report_tool.clone(),
+        standalone: standalone.clone(),
+        cases: names.clone(),
+    });
     let mut cases = Vec::new();
     for name in names {
+        progress(Progress::Started(name));
         let does = CASES
             .iter()
             .find(|(n, _)| *n == name)
@@ -236,7 +271,7 @@ pub async fn probe(opts: &Options) -> Result<Report, ProbeError> {
                 Vec::new(),
             )),
         };
-        cases.push(match outcome {
+        let report = match outcome {
             Ok((finding, connections)) => CaseReport {
                 case: name,
                 does,
@@ -252,6 +287,7 @@ pub async fn probe(opts: &Options) -> Result<Report, ProbeError> {
                 },
                 says: finding.verdict.describe(),
                 why: finding.why,
+                marked: finding.marked,
                 connections,
             },
             Err(NotRun(why)) => CaseReport {
@@ -262,9 +298,12 @@ pub async fn probe(opts: &Options) -> Result<Report, ProbeError> {
                 status: None,
                 says: "not run".into(),
                 why,
+                marked: Vec::new(),
                 connections: Vec::new(),
             },
-        });
+        };
+        progress(Progress::Finished(Box::new(report.clone())));
+        cases.push(report);
     }
     Ok(Report {
         url: url.to_string(),

@@ -7,6 +7,7 @@ pub mod app;
 pub mod keys;
 pub mod log;
 pub mod panes;
+pub mod probe_watch;
 pub mod theme;
 pub mod ui;
 
@@ -119,7 +120,7 @@ pub(crate) static TERMINAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// A panic on any thread — the UI's or a lab task's — must not leave a dead dashboard in a raw
 /// terminal: wait for any frame in progress, restore the terminal, print the panic, exit.
 /// Replaces the hook `ratatui::init` set, whose restore could race a frame being drawn.
-fn install_panic_exit() {
+pub(crate) fn install_panic_exit() {
     let _ratatuis = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         // Wait briefly for a frame in progress on another thread; a panic inside a frame on this

@@ -164,5 +164,27 @@ check "panic exits 101" wait_for "EXITED 101"
 check "panic leaves the terminal clean" wait_for "^icanon echo"
 check "panic message is readable" wait_for "forkscope panicked"
 
+# 5. `probe --watch` against a naive server: lanes, the breaking events marked, q, exit 1.
+SERVE_OUT="$(mktemp)"
+"$BIN" serve --port 0 --policy naive --emit-every 20 >"$SERVE_OUT" 2>/dev/null &
+SERVE_PID=$!
+URL=""
+for _ in $(seq 100); do
+    URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+/mcp' "$SERVE_OUT" || true)"
+    [[ -n "$URL" ]] && break
+    sleep 0.1
+done
+start "" 120 32 "probe $URL --watch --only resume-while-old-open,bogus-cursor"
+check "probe --watch: runs to the end" wait_for "done: 2 cases, 2 violated" 60
+T send-keys -t fs Up
+check "probe --watch: ↑ picks the other case" wait_for "VIOLATED  two live streams"
+check "probe --watch: the fork is marked on the old connection's lane" wait_for "A GET .*✕"
+T send-keys -t fs q
+check "probe --watch: q quits with status 1 (violations)" wait_for "EXITED 1"
+check "probe --watch: the report follows" wait_for "2 cases: 0 hold, 2 violated"
+check "probe --watch: q leaves the terminal clean" wait_for "^icanon echo"
+kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
+rm -f "$SERVE_OUT"
+
 echo "dashboard tmux: $passed passed, $failed failed"
 [[ "$failed" -eq 0 ]]

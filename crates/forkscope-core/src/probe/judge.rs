@@ -56,21 +56,24 @@ fn foreign(known: &Known<'_>, connections: &[&Connection]) -> Option<Finding> {
                         "connection {} carried an event of a stream the probe opened in another session",
                         conn.label
                     ),
-                ));
+                ).marking([r.order]));
             }
             if cross_stream.is_none()
                 && !known.mine.owns(&r.item)
                 && known.same_session.iter().any(|s| s.owns(&r.item))
             {
-                cross_stream = Some(Finding::violated(
-                    Verdict::CrossStreamReplay {
-                        item: r.item.short(),
-                    },
-                    format!(
-                        "connection {} carried an event of another stream of this session",
-                        conn.label
-                    ),
-                ));
+                cross_stream = Some(
+                    Finding::violated(
+                        Verdict::CrossStreamReplay {
+                            item: r.item.short(),
+                        },
+                        format!(
+                            "connection {} carried an event of another stream of this session",
+                            conn.label
+                        ),
+                    )
+                    .marking([r.order]),
+                );
             }
         }
     }
@@ -126,29 +129,35 @@ fn continuity(
     let mut last: Option<u64> = if from_start { Some(0) } else { None };
     for (i, r) in applied.iter().enumerate() {
         if !seen.insert(&r.item) {
-            return Some(Finding::violated(
-                Verdict::Duplicate {
-                    item: r.item.short(),
-                },
-                "the client would apply this event twice",
-            ));
+            return Some(
+                Finding::violated(
+                    Verdict::Duplicate {
+                        item: r.item.short(),
+                    },
+                    "the client would apply this event twice",
+                )
+                .marking([r.order]),
+            );
         }
         let Some(at) = position(&r.item) else {
             continue;
         };
         if let Some(prev) = last {
             if at <= prev && !(at == prev && prev == 0) {
-                return Some(Finding::violated(
-                    Verdict::OutOfOrder {
-                        item: r.item.short(),
-                        after: if prev == u64::MAX {
-                            "the result".into()
-                        } else {
-                            format!("{prefix}{prev}")
+                return Some(
+                    Finding::violated(
+                        Verdict::OutOfOrder {
+                            item: r.item.short(),
+                            after: if prev == u64::MAX {
+                                "the result".into()
+                            } else {
+                                format!("{prefix}{prev}")
+                            },
                         },
-                    },
-                    "events of one stream must arrive in the order they were sent",
-                ));
+                        "events of one stream must arrive in the order they were sent",
+                    )
+                    .marking([r.order]),
+                );
             }
             if at > prev + 1 {
                 // A missing event that turns up later is out of order, not lost.
@@ -156,22 +165,28 @@ fn continuity(
                     .iter()
                     .find(|later| position(&later.item).is_some_and(|p| p > prev && p < at));
                 if let Some(late) = late {
-                    return Some(Finding::violated(
-                        Verdict::OutOfOrder {
-                            item: late.item.short(),
-                            after: r.item.short(),
-                        },
-                        "events of one stream must arrive in the order they were sent",
-                    ));
+                    return Some(
+                        Finding::violated(
+                            Verdict::OutOfOrder {
+                                item: late.item.short(),
+                                after: r.item.short(),
+                            },
+                            "events of one stream must arrive in the order they were sent",
+                        )
+                        .marking([late.order]),
+                    );
                 }
             }
             if at != u64::MAX && at > prev + 1 {
-                return Some(Finding::violated(
-                    Verdict::Gap {
-                        missing: span(prev + 1, at - 1, prefix),
-                    },
-                    "the client skipped over events without being told",
-                ));
+                return Some(
+                    Finding::violated(
+                        Verdict::Gap {
+                            missing: span(prev + 1, at - 1, prefix),
+                        },
+                        "the client skipped over events without being told",
+                    )
+                    .marking([r.order]),
+                );
             }
             if at == u64::MAX {
                 if let StreamOf::Call {
@@ -179,12 +194,15 @@ fn continuity(
                 } = mine
                 {
                     if prev < *steps {
-                        return Some(Finding::violated(
-                            Verdict::Gap {
-                                missing: span(prev + 1, *steps, prefix),
-                            },
-                            "the result arrived, but not every progress notification before it",
-                        ));
+                        return Some(
+                            Finding::violated(
+                                Verdict::Gap {
+                                    missing: span(prev + 1, *steps, prefix),
+                                },
+                                "the result arrived, but not every progress notification before it",
+                            )
+                            .marking([r.order]),
+                        );
                     }
                 }
             }
@@ -253,10 +271,12 @@ pub fn judge_resume(
     for pair in chain.windows(2) {
         let (before, after) = (pair[0], pair[1]);
         let opened = after.answer.opened().unwrap_or(u64::MAX);
-        let kept = before
+        let kept_orders: Vec<u64> = before
             .carried()
             .filter(|r| r.order > opened && known.mine.owns(&r.item))
-            .count() as u64;
+            .map(|r| r.order)
+            .collect();
+        let kept = kept_orders.len() as u64;
         if kept == 0 {
             continue;
         }
@@ -267,7 +287,8 @@ pub fn judge_resume(
                     "the resume got nothing while the server went on writing {kept} event{} to the old connection: a client whose old connection is dead loses them",
                     if kept == 1 { "" } else { "s" }
                 ),
-            );
+            )
+            .marking(kept_orders);
         }
         return Finding::violated(
             Verdict::TwoLiveStreams {
@@ -275,7 +296,8 @@ pub fn judge_resume(
                 new: mine(after),
             },
             "the resume attached a second stream while the first still received events",
-        );
+        )
+        .marking(kept_orders);
     }
     let applied: Vec<&Received> = chain
         .iter()
@@ -345,7 +367,8 @@ pub fn judge_second_get(known: &Known<'_>, first: &Connection, second: &Connecti
                 item: dup.item.short(),
             },
             "one event went to both connections",
-        );
+        )
+        .marking([dup.order]);
     }
     if !first_after.is_empty() && !second_mine.is_empty() {
         return Finding::violated(
@@ -354,7 +377,8 @@ pub fn judge_second_get(known: &Known<'_>, first: &Connection, second: &Connecti
                 new: second_mine.len() as u64,
             },
             "both connections received events of one stream",
-        );
+        )
+        .marking(first_after.iter().map(|r| r.order));
     }
     let why = match (first.end, first_after.is_empty()) {
         (End::ClosedByServer, _) => {
@@ -502,18 +526,24 @@ pub fn judge_concurrent_resumes(
     if let Some(finding) = foreign(known, &[old, b, c]) {
         return finding;
     }
-    let live = |x: &Connection| -> Vec<Item> {
+    let live = |x: &Connection| -> Vec<Received> {
         x.carried()
             .filter(|r| r.order > settled && known.mine.owns(&r.item))
-            .map(|r| r.item.clone())
+            .cloned()
             .collect()
     };
     let (live_b, live_c) = (live(b), live(c));
-    if let Some(both) = live_b.iter().find(|i| live_c.contains(i)) {
+    if let Some(both) = live_c
+        .iter()
+        .find(|r| live_b.iter().any(|x| x.item == r.item))
+    {
         return Finding::violated(
-            Verdict::Duplicate { item: both.short() },
+            Verdict::Duplicate {
+                item: both.item.short(),
+            },
             "one live event went to both resumed connections",
-        );
+        )
+        .marking([both.order]);
     }
     if !live_b.is_empty() && !live_c.is_empty() {
         return Finding::violated(
@@ -522,7 +552,8 @@ pub fn judge_concurrent_resumes(
                 new: live_c.len() as u64,
             },
             "both resumed connections stayed live: the session forked",
-        );
+        )
+        .marking(live_c.iter().map(|r| r.order));
     }
     let winner =
         if !live_c.is_empty() || (live_b.is_empty() && c.end == End::Open && b.end != End::Open) {

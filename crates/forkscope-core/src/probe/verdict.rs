@@ -108,6 +108,10 @@ pub struct Finding {
     pub holds: bool,
     /// Why it holds or not, for this case.
     pub why: String,
+    /// The arrival order of the events that break the rule (the duplicate, the late one, the
+    /// first past a gap, what the old connection received after the new one opened), so a view
+    /// can mark them.
+    pub marked: Vec<u64>,
 }
 
 impl Finding {
@@ -116,6 +120,7 @@ impl Finding {
             verdict,
             holds: true,
             why: why.into(),
+            marked: Vec::new(),
         }
     }
 
@@ -124,6 +129,13 @@ impl Finding {
             verdict,
             holds: false,
             why: why.into(),
+            marked: Vec::new(),
         }
+    }
+
+    /// The same finding, with these events marked.
+    pub fn marking(mut self, orders: impl IntoIterator<Item = u64>) -> Finding {
+        self.marked.extend(orders);
+        self
     }
 }
