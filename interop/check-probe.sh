@@ -7,8 +7,9 @@
 #                                     store (mcp from PyPI, in the interop venv);
 #   the official TypeScript SDK       interop/typescript/probe_server.mjs, with the SDK's
 #                                     InMemoryEventStore (npm).
-# A finding that changes (a fixed bug, a new one, an SDK upgrade) fails the check until the
-# file is updated. Every wait is bounded; every process started is stopped.
+# A finding that changes (a fixed bug, a new one, an SDK upgrade) in two runs in a row fails the
+# check until the file is updated (one run outside a race's written-down set is probed again).
+# Every wait is bounded; every process started is stopped.
 #
 # Usage: interop/check-probe.sh [path/to/forkscope]
 # Exit: 0 every server gave its written-down findings, 1 one did not, 2 cannot run.
@@ -113,6 +114,13 @@ for name in $SERVERS; do
     echo "== $name at $URL"
     rc=0
     timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
+    if [[ $rc -eq 1 ]]; then
+        # Some findings are races (written down as the set seen); one outside the set may be
+        # the race's rare side. A change that is real shows again: it must, to fail.
+        echo "check-probe: $name: a finding differs from interop/probe/$file.toml; probing again" >&2
+        rc=0
+        timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
+    fi
     if [[ $rc -ne 0 ]]; then
         echo "check-probe: $name: findings differ from interop/probe/$file.toml (exit $rc)" >&2
         FAILED=1

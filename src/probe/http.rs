@@ -600,7 +600,12 @@ impl Case {
     pub fn cursor(&self, conn: Conn) -> Option<String> {
         let shared = lock(&self.connections)[conn].clone();
         let c = lock(&shared);
-        c.events.iter().rev().find_map(|r| r.event_id.clone())
+        // An empty `id:` resets the last event id (SSE): the client then holds none.
+        c.events
+            .iter()
+            .rev()
+            .find_map(|r| r.event_id.clone())
+            .filter(|id| !id.is_empty())
     }
 }
 

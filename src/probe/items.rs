@@ -22,7 +22,7 @@ pub fn item_of(data: &str) -> Item {
         if method == "notifications/progress" {
             if let (Some(token), Some(n)) = (
                 params.get("progressToken"),
-                params.get("progress").and_then(whole),
+                params.get("progress").and_then(progress),
             ) {
                 return Item::Progress {
                     token: token.to_string(),
@@ -50,6 +50,17 @@ pub fn item_of(data: &str) -> Item {
     Item::Other {
         text: data.chars().take(60).collect(),
     }
+}
+
+/// A progress value as a position: a whole value as itself (`3`, `3.0`), a fraction (`0.25`,
+/// which the transport allows) scaled by a million — positions that still order, whose steps
+/// are not 1, so the judge checks their order but not for gaps.
+fn progress(v: &Value) -> Option<u64> {
+    whole(v).or_else(|| {
+        v.as_f64()
+            .filter(|f| f.is_finite() && *f >= 0.0 && *f < 9.0e9)
+            .map(|f| (f * 1_000_000.0).round() as u64)
+    })
 }
 
 /// A JSON number that is a whole, non-negative value (progress may be sent as `3.0`).
@@ -124,5 +135,15 @@ mod tests {
             }
         );
         assert!(matches!(item_of("not json"), Item::Other { .. }));
+        // Fractional progress stays progress, ordered.
+        assert_eq!(
+            item_of(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t7","progress":0.25}}"#
+            ),
+            Item::Progress {
+                token: "\"t7\"".into(),
+                n: 250_000
+            }
+        );
     }
 }

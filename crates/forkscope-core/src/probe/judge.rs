@@ -113,6 +113,36 @@ fn span(from: u64, to: u64, prefix: &str) -> String {
     }
 }
 
+/// Whether a stream counts by one (as the probe's own tools do): its positions so far rise by
+/// exactly 1. Only then is a jump a gap; a stream counting by tens, or in fractions, is checked
+/// for order and duplicates alone. Too few events to tell: by one.
+fn counts_by_one<'a>(mine: &StreamOf, events: impl Iterator<Item = &'a Received>) -> bool {
+    let positions: Vec<u64> = events
+        .filter(|r| mine.owns(&r.item))
+        .filter_map(|r| position(&r.item))
+        .filter(|p| *p != u64::MAX)
+        .take(4)
+        .collect();
+    positions.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// The stream's last event is among these: the call's result, or the last numbered event.
+fn reached_end(mine: &StreamOf, connections: &[&Connection]) -> bool {
+    connections.iter().flat_map(|c| c.carried()).any(|r| {
+        mine.owns(&r.item)
+            && match (&r.item, mine) {
+                (Item::Response { .. }, _) => true,
+                (
+                    Item::Numbered { n, .. },
+                    StreamOf::Channel {
+                        last: Some(last), ..
+                    },
+                ) => n >= last,
+                _ => false,
+            }
+    })
+}
+
 /// Duplicates, order and gaps in what the client applies, in the order it applies it.
 /// `from_start`: the stream's first event should be number 1 (the probe saw it begin).
 fn continuity(
@@ -120,6 +150,7 @@ fn continuity(
     applied: &[&Received],
     from_start: bool,
     complete: bool,
+    by_one: bool,
 ) -> Option<Finding> {
     let prefix = match mine {
         StreamOf::Call { .. } => "p",
@@ -177,7 +208,7 @@ fn continuity(
                     );
                 }
             }
-            if at != u64::MAX && at > prev + 1 {
+            if by_one && at != u64::MAX && at > prev + 1 {
                 return Some(
                     Finding::violated(
                         Verdict::Gap {
@@ -188,7 +219,7 @@ fn continuity(
                     .marking([r.order]),
                 );
             }
-            if at == u64::MAX {
+            if at == u64::MAX && by_one {
                 if let StreamOf::Call {
                     steps: Some(steps), ..
                 } = mine
@@ -213,14 +244,14 @@ fn continuity(
         let reached = last.unwrap_or(0);
         let missing = match mine {
             StreamOf::Call { steps, .. } if reached != u64::MAX => Some(match steps {
-                Some(steps) if reached < *steps => {
+                Some(steps) if by_one && reached < *steps => {
                     format!("{} and the result", span(reached + 1, *steps, prefix))
                 }
                 _ => "the result".to_string(),
             }),
             StreamOf::Channel {
                 last: Some(end), ..
-            } if reached < *end => Some(span(reached + 1, *end, prefix)),
+            } if by_one && reached < *end => Some(span(reached + 1, *end, prefix)),
             _ => None,
         };
         if let Some(missing) = missing {
@@ -244,7 +275,7 @@ pub fn judge_resume(
     may_refuse: bool,
     complete: bool,
 ) -> Finding {
-    let Some((_, resumes)) = chain.split_first() else {
+    let Some((old, resumes)) = chain.split_first() else {
         return Finding::violated(
             Verdict::NoAnswer {
                 why: "nothing was observed".into(),
@@ -305,7 +336,22 @@ pub fn judge_resume(
         .filter(|r| known.mine.owns(&r.item))
         .collect();
     let from_start = matches!(known.mine, StreamOf::Call { .. });
-    if let Some(mut finding) = continuity(known.mine, &applied, from_start, complete) {
+    let by_one = counts_by_one(known.mine, old.carried());
+    if new_mine == 0 && !reached_end(known.mine, &[old]) {
+        let others: usize = resumes.iter().map(|c| c.carried().count()).sum();
+        return Finding::violated(
+            Verdict::SilentEmptyStream { live: 0 },
+            if others > 0 {
+                format!(
+                    "nothing of this stream arrived after the resume ({others} events of another stream came instead): the rest is lost without a sign"
+                )
+            } else {
+                "nothing of this stream arrived after the resume: the rest is lost without a sign"
+                    .to_string()
+            },
+        );
+    }
+    if let Some(mut finding) = continuity(known.mine, &applied, from_start, complete, by_one) {
         if new_mine == 0 {
             if let Verdict::Gap { missing } = &finding.verdict {
                 finding = Finding::violated(
@@ -412,7 +458,7 @@ pub fn judge_foreign_cursor(known: &Known<'_>, conn: &Connection) -> Finding {
 }
 
 /// One connection from start to end (a burst): each event once, in order, none missing.
-pub fn judge_burst(known: &Known<'_>, conn: &Connection) -> Finding {
+pub fn judge_burst(known: &Known<'_>, conn: &Connection, complete: bool) -> Finding {
     if let Some(verdict) = not_a_stream(&conn.answer) {
         return Finding::violated(verdict, "the call's stream was not served");
     }
@@ -423,7 +469,8 @@ pub fn judge_burst(known: &Known<'_>, conn: &Connection) -> Finding {
         .carried()
         .filter(|r| known.mine.owns(&r.item))
         .collect();
-    if let Some(finding) = continuity(known.mine, &applied, true, true) {
+    let by_one = counts_by_one(known.mine, conn.carried());
+    if let Some(finding) = continuity(known.mine, &applied, true, complete, by_one) {
         return finding;
     }
     Finding::holds(

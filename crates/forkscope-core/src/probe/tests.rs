@@ -252,3 +252,31 @@ fn a_late_event_is_out_of_order_not_a_gap() {
         }
     );
 }
+
+#[test]
+fn only_a_stream_counting_by_one_has_gaps_and_only_a_finished_one_has_a_missing_tail() {
+    let by_ten = |n: u64, order| p(n * 10, order);
+    let old = conn(
+        "A",
+        0,
+        vec![by_ten(1, 1), by_ten(2, 2), by_ten(3, 3)],
+        End::DroppedByProbe,
+    );
+    let new = conn("B", 4, vec![by_ten(4, 5), result(6)], End::ClosedByServer);
+    let mine = StreamOf::Call {
+        token: "t1".into(),
+        request: "7".into(),
+        steps: None,
+    };
+    let known = Known {
+        mine: &mine,
+        same_session: &[],
+        other_sessions: &[],
+    };
+    assert!(judge_resume(&known, &[&old, &new], false, true).holds);
+    // Still open when the window ended: late, not lost.
+    let old = conn("A", 0, vec![p(1, 1), p(2, 2)], End::DroppedByProbe);
+    let running = conn("B", 3, vec![p(3, 4)], End::Open);
+    let f = judge_resume(&known, &[&old, &running], false, false);
+    assert!(f.holds, "{f:?}");
+}

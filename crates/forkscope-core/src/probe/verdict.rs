@@ -61,6 +61,23 @@ impl Verdict {
         }
     }
 
+    /// How bad it is, for picking the worst of several findings: a leak across sessions
+    /// first, a clean continuation last.
+    pub fn severity(&self) -> u8 {
+        match self {
+            Verdict::CleanContinuation => 0,
+            Verdict::TypedRejection { .. } => 1,
+            Verdict::NoAnswer { .. } => 2,
+            Verdict::SilentEmptyStream { .. } => 3,
+            Verdict::OutOfOrder { .. } => 4,
+            Verdict::Gap { .. } => 5,
+            Verdict::Duplicate { .. } => 6,
+            Verdict::TwoLiveStreams { .. } => 7,
+            Verdict::CrossStreamReplay { .. } => 8,
+            Verdict::CrossSessionReplay { .. } => 9,
+        }
+    }
+
     /// The verdict in a sentence.
     pub fn describe(&self) -> String {
         match self {
@@ -68,9 +85,11 @@ impl Verdict {
             Verdict::TypedRejection {
                 status,
                 reinitializes: true,
-            } => format!("typed rejection {status}: a stock client re-initializes"),
+            } => format!("typed rejection {status} (on which a stock client re-initializes)"),
             Verdict::TypedRejection { status, .. } => {
-                format!("typed rejection {status}: a stock client reports an error")
+                format!(
+                    "typed rejection {status} (a stock client reports it, and does not re-initialize)"
+                )
             }
             Verdict::SilentEmptyStream { live: 0 } => {
                 "silent empty stream: 200, and nothing replayed".into()
