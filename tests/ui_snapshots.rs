@@ -425,3 +425,17 @@ fn the_last_rejection_stays_in_the_http_pane() {
         );
     }
 }
+
+/// 100×30, a common laptop split: the client keeps its tool-call line and the log keeps its
+/// rows, as on a tall screen.
+#[test]
+fn a_100x30_terminal_keeps_the_call_line_and_the_log() {
+    let panels = [Snapshot::from_sim(&mid_incident(Policy::Naive), Vec::new())];
+    let text = render(&panels, false, 100, 30);
+    assert!(text.contains("call    "), "{text}");
+    assert!(text.contains("verdict FORK"), "{text}");
+    assert!(
+        text.contains("fault: the resumption token header was dropped"),
+        "{text}"
+    );
+}

@@ -117,11 +117,17 @@ fn draw_single(
 ) {
     // The invariant panel (conditions, verdict, its sentence) never gives way; lanes shrink
     // first, then the log disappears.
-    // The client's tool-call line needs the seventh row; short terminals give it to the lanes.
-    let top_height: u16 = if body.height >= 30 { 7 } else { 6 };
+    // The client's tool-call line needs the seventh row; only short terminals (under 28 rows)
+    // give it up.
+    let top_height: u16 = if body.height >= 26 { 7 } else { 6 };
     // A tall screen gives the invariant panel room for the conditions' explanations.
     let bottom_wanted: u16 = if body.height >= 36 { 16 } else { 11 };
-    let wanted_lanes = if body.height >= 34 { 8 } else { 6 };
+    // Between 28 and 32 rows the lanes keep their minimum, so the call line and the log fit.
+    let wanted_lanes = match body.height {
+        34.. => 8,
+        30.. => 6,
+        _ => 5,
+    };
     // Never fewer than three lanes: a fork is two stream lanes receiving at once, and the
     // client's lane shows what it applied.
     let lanes_height = body
