@@ -270,7 +270,7 @@ enum Command {
         /// tool's schema has them).
         #[arg(long, value_name = "JSON")]
         args: Option<String>,
-        /// Run only these cases (comma-separated names; see the report for the list).
+        /// Run only these cases (comma-separated names, as the report prints them).
         #[arg(long, value_delimiter = ',', value_name = "CASE,...")]
         only: Option<Vec<String>>,
         /// How long a case waits for what it expects, in milliseconds (100-60000).

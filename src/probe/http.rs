@@ -43,7 +43,9 @@ impl Default for Bounds {
 pub enum HttpError {
     #[error("{what}: no answer within {ms} ms")]
     Timeout { what: &'static str, ms: u128 },
-    #[error("{what}: {source}")]
+    /// The whole chain of causes is said: reqwest's own message ("error sending request")
+    /// names no reason; the connection refusal beneath it does.
+    #[error("{what}: {}", error_chain(source))]
     Transport {
         what: &'static str,
         #[source]
