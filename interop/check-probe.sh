@@ -21,7 +21,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INTEROP="$ROOT/interop"
 BIN="${1:-$ROOT/target/release/forkscope}"
 SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript}"
-INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"
 START_TIMEOUT=20  # s: a server not answering by then failed to start
 PROBE_TIMEOUT=240 # s: one probe run (it bounds every read itself)
 
@@ -49,14 +48,7 @@ trap 'exit 143' TERM
 # ---- dependencies ----------------------------------------------------------------------------
 PYTHON="$("$INTEROP/python/ensure-venv.sh")" || die "could not set up the Python venv"
 TS_DIR="$INTEROP/typescript"
-TS_STAMP="$TS_DIR/node_modules/.forkscope-lock.sha256"
-want_hash="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
-if [[ "$want_hash" != "$(cat "$TS_STAMP" 2>/dev/null || true)" ]]; then
-    echo "installing the TypeScript SDK (npm ci in interop/typescript)" >&2
-    (cd "$TS_DIR" && timeout "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2) ||
-        die "npm ci failed in $TS_DIR"
-    printf '%s\n' "$want_hash" > "$TS_STAMP"
-fi
+"$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
 PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json")"
 echo "== versions: python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"

@@ -27,7 +27,6 @@ BIN="${1:-$ROOT/target/release/forkscope}"
 SDKS="${SDK_INTEROP_SDKS:-python typescript}"
 POLICIES="${SDK_INTEROP_POLICIES:-fenced naive}"
 CASES="${SDK_INTEROP_CASES:-tool stream}"
-INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"
 START_TIMEOUT=15   # s: a server or proxy that has not printed its address by then failed
 CLIENT_TIMEOUT=90  # s: one client run (each client bounds itself at 40 s)
 STOP_TIMEOUT=5     # s: per signal when stopping a process (its signal, then TERM, then KILL)
@@ -107,14 +106,7 @@ PYTHON="$("$INTEROP/python/ensure-venv.sh")" || die "could not set up the Python
 PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || echo '?')"
 
 TS_DIR="$INTEROP/typescript"
-TS_STAMP="$TS_DIR/node_modules/.forkscope-lock.sha256"
-want_hash="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
-if [[ "$want_hash" != "$(cat "$TS_STAMP" 2>/dev/null || true)" ]]; then
-    echo "installing the TypeScript SDK (npm ci in interop/typescript)" >&2
-    (cd "$TS_DIR" && timeout "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2) ||
-        die "npm ci failed in $TS_DIR"
-    printf '%s\n' "$want_hash" > "$TS_STAMP"
-fi
+"$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
 TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || echo '?')"
 
 say "== versions: forkscope $("$BIN" --version 2>/dev/null | awk '{print $2}'), python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"

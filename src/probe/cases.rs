@@ -370,6 +370,28 @@ fn over(seen: &[Connection], last: Conn, mine: &StreamOf) -> bool {
     complete(mine) && (reached_end(&seen[last], mine) || seen[last].end != End::Open)
 }
 
+/// Waits until `n` events of `mine` reached connection `conn`, or it ended.
+async fn receive(ctx: &Ctx, case: &Case, conn: Conn, mine: &StreamOf, n: usize) {
+    case.wait_until(ctx.deadline(), |cs| {
+        mine_count(&cs[conn], mine) >= n || cs[conn].end != End::Open
+    })
+    .await;
+}
+
+/// What the case saw, and the judge's ruling on the resume from `first` through `resumes`.
+fn judged_resume(
+    case: &Case,
+    known: &Known<'_>,
+    first: Conn,
+    resumes: &[Conn],
+    may_refuse: bool,
+) -> (Finding, Vec<Connection>) {
+    let seen = case.snapshot();
+    let over = resumes.last().is_some_and(|&l| over(&seen, l, known.mine));
+    let finding = judge_resume(known, &links(&seen, first, resumes), may_refuse, over);
+    (finding, seen)
+}
+
 /// The connections of a resume, the broken one first, as the judge reads them.
 fn links<'a>(seen: &'a [Connection], first: Conn, resumes: &[Conn]) -> Vec<&'a Connection> {
     std::iter::once(first)
@@ -468,20 +490,13 @@ pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
 
 async fn standalone_resume(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (a, mine) = ctx.standalone(case, s, 30, 20).await?;
-    case.wait_until(ctx.deadline(), |cs| mine_count(&cs[a], &mine) >= 3)
-        .await;
+    receive(ctx, case, a, &mine, 3).await;
     let cursor = case.cursor(a);
     case.drop_connection(a);
     sleep(RECONNECT_DELAY).await;
     let had_cursor = cursor.is_some();
     let resumes = resume(ctx, case, s, &mine, cursor).await;
-    let seen = case.snapshot();
-    let mut finding = judge_resume(
-        &known(&mine),
-        &links(&seen, a, &resumes),
-        false,
-        resumes.last().is_some_and(|&l| over(&seen, l, &mine)),
-    );
+    let (mut finding, seen) = judged_resume(case, &known(&mine), a, &resumes, false);
     if !had_cursor && !finding.holds {
         finding.why = format!(
             "the events carry no ids, so the client reconnected without a cursor ({})",
@@ -502,10 +517,7 @@ async fn call_resume(
     pause: Duration,
 ) -> Outcome {
     let (a, mine) = ctx.call(case, s, steps, delay_ms).await?;
-    case.wait_until(ctx.deadline(), |cs| {
-        mine_count(&cs[a], &mine) >= 3 || cs[a].end != End::Open
-    })
-    .await;
+    receive(ctx, case, a, &mine, 3).await;
     let cursor = case.cursor(a);
     case.drop_connection(a);
     if cursor.is_none() {
@@ -514,22 +526,12 @@ async fn call_resume(
     }
     sleep(RECONNECT_DELAY + pause).await;
     let resumes = resume(ctx, case, s, &mine, cursor).await;
-    let seen = case.snapshot();
-    Ok((
-        judge_resume(
-            &known(&mine),
-            &links(&seen, a, &resumes),
-            false,
-            resumes.last().is_some_and(|&l| over(&seen, l, &mine)),
-        ),
-        seen,
-    ))
+    Ok(judged_resume(case, &known(&mine), a, &resumes, false))
 }
 
 async fn resume_while_old_open(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (a, mine) = ctx.standalone(case, s, 30, 20).await?;
-    case.wait_until(ctx.deadline(), |cs| mine_count(&cs[a], &mine) >= 3)
-        .await;
+    receive(ctx, case, a, &mine, 3).await;
     let before = mine_count(&case.connection(a), &mine);
     let Some(cursor) = case.cursor(a) else {
         return Err(NotRun(
@@ -556,8 +558,7 @@ async fn resume_while_old_open(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
 
 async fn plain_get_while_live(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (a, mine) = ctx.standalone(case, s, 30, 20).await?;
-    case.wait_until(ctx.deadline(), |cs| mine_count(&cs[a], &mine) >= 3)
-        .await;
+    receive(ctx, case, a, &mine, 3).await;
     let before = mine_count(&case.connection(a), &mine);
     let b = case.get(s, Extra::default()).await;
     case.wait_until(ctx.deadline(), |cs| {
@@ -572,8 +573,7 @@ async fn plain_get_while_live(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
 
 async fn two_resumes_at_once(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (a, mine) = ctx.standalone(case, s, 60, 20).await?;
-    case.wait_until(ctx.deadline(), |cs| mine_count(&cs[a], &mine) >= 3)
-        .await;
+    receive(ctx, case, a, &mine, 3).await;
     let cursor = case.cursor(a);
     case.drop_connection(a);
     sleep(RECONNECT_DELAY).await;
@@ -652,10 +652,7 @@ async fn resume_races_emission(ctx: &Ctx) -> Outcome {
                     continue;
                 }
             };
-            case.wait_until(ctx.deadline(), |cs| {
-                mine_count(&cs[a], &mine) >= 3 || cs[a].end != End::Open
-            })
-            .await;
+            receive(ctx, &case, a, &mine, 3).await;
             let cursor = case.cursor(a);
             case.drop_connection(a);
             if cursor.is_none() && !standalone {
@@ -666,15 +663,9 @@ async fn resume_races_emission(ctx: &Ctx) -> Outcome {
             }
             // No pause: the resume lands while the server is still emitting.
             let resumes = resume(ctx, &case, s, &mine, cursor).await;
-            let seen = case.snapshot();
+            let (finding, seen) = judged_resume(&case, &known(&mine), a, &resumes, false);
             drop(case);
             ctx.target.end_session(s).await;
-            let finding = judge_resume(
-                &known(&mine),
-                &links(&seen, a, &resumes),
-                false,
-                resumes.last().is_some_and(|&l| over(&seen, l, &mine)),
-            );
             runs += 1;
             if !finding.holds {
                 return Ok((finding, seen));
@@ -701,10 +692,7 @@ async fn resume_races_emission(ctx: &Ctx) -> Outcome {
 async fn cursor_of_another_stream(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (_standalone, channel) = ctx.standalone(case, s, 40, 20).await?;
     let (t, call) = ctx.call(case, s, 20, 20).await?;
-    case.wait_until(ctx.deadline(), |cs| {
-        mine_count(&cs[t], &call) >= 3 || cs[t].end != End::Open
-    })
-    .await;
+    receive(ctx, case, t, &call, 3).await;
     let cursor = case.cursor(t);
     case.drop_connection(t);
     let Some(cursor) = cursor else {
@@ -714,22 +702,13 @@ async fn cursor_of_another_stream(ctx: &Ctx, case: &Case, s: &Session) -> Outcom
     };
     sleep(RECONNECT_DELAY).await;
     let resumes = resume(ctx, case, s, &call, Some(cursor)).await;
-    let seen = case.snapshot();
     let others = [channel];
     let known = Known {
         mine: &call,
         same_session: &others,
         other_sessions: &[],
     };
-    Ok((
-        judge_resume(
-            &known,
-            &links(&seen, t, &resumes),
-            false,
-            resumes.last().is_some_and(|&l| over(&seen, l, &call)),
-        ),
-        seen,
-    ))
+    Ok(judged_resume(case, &known, t, &resumes, false))
 }
 
 /// Another session's cursor: first of its standalone stream (the probe labels those events per
@@ -740,8 +719,7 @@ async fn cursor_of_another_session(ctx: &Ctx, case: &Case, s: &Session) -> Outco
     if matches!(ctx.emitter, Emitter::Tool(_)) {
         match ctx.standalone(case, s, 40, 20).await {
             Ok((a, channel)) => {
-                case.wait_until(ctx.deadline(), |cs| mine_count(&cs[a], &channel) >= 3)
-                    .await;
+                receive(ctx, case, a, &channel, 3).await;
                 if let Some(cursor) = case.cursor(a) {
                     findings.push(borrowed_cursor(ctx, case, channel, cursor).await?);
                 }
@@ -752,10 +730,7 @@ async fn cursor_of_another_session(ctx: &Ctx, case: &Case, s: &Session) -> Outco
     if ctx.call_tool.is_some() {
         match ctx.call(case, s, 20, 20).await {
             Ok((t, call)) => {
-                case.wait_until(ctx.deadline(), |cs| {
-                    mine_count(&cs[t], &call) >= 3 || cs[t].end != End::Open
-                })
-                .await;
+                receive(ctx, case, t, &call, 3).await;
                 if let Some(cursor) = case.cursor(t) {
                     findings.push(borrowed_cursor(ctx, case, call, cursor).await?);
                 }
@@ -842,10 +817,7 @@ async fn bad_cursor(ctx: &Ctx, case: &Case, s: &Session, cursor: Vec<u8>) -> Out
 
 async fn cursor_ahead(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (t, call) = ctx.call(case, s, 10, 20).await?;
-    case.wait_until(ctx.deadline(), |cs| {
-        mine_count(&cs[t], &call) >= 2 || cs[t].end != End::Open
-    })
-    .await;
+    receive(ctx, case, t, &call, 2).await;
     case.drop_connection(t);
     let ids: Vec<String> = case
         .connection(t)
@@ -933,12 +905,7 @@ async fn burst_order(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
         // The server closed the stream before the end, as it may (to have clients poll): follow
         // it as a stock client does, and judge the whole as one resume.
         let resumes = resume(ctx, case, s, &mine, case.cursor(a)).await;
-        let seen = case.snapshot();
-        let over = resumes.last().is_some_and(|&l| over(&seen, l, &mine));
-        return Ok((
-            judge_resume(&known(&mine), &links(&seen, a, &resumes), false, over),
-            seen,
-        ));
+        return Ok(judged_resume(case, &known(&mine), a, &resumes, false));
     }
     let seen = case.snapshot();
     let over = over(&seen, a, &mine);
@@ -952,10 +919,7 @@ async fn past_replay_capacity(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
         ));
     }
     let (a, mine) = ctx.call(case, s, 1000, 1).await?;
-    case.wait_until(ctx.deadline(), |cs| {
-        mine_count(&cs[a], &mine) >= 1 || cs[a].end != End::Open
-    })
-    .await;
+    receive(ctx, case, a, &mine, 1).await;
     let cursor = case.cursor(a);
     case.drop_connection(a);
     if cursor.is_none() {
@@ -965,16 +929,7 @@ async fn past_replay_capacity(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     // The call runs on unread; a thousand steps a millisecond apart are done well within this.
     sleep(Duration::from_millis(2500)).await;
     let resumes = resume(ctx, case, s, &mine, cursor).await;
-    let seen = case.snapshot();
-    Ok((
-        judge_resume(
-            &known(&mine),
-            &links(&seen, a, &resumes),
-            true,
-            resumes.last().is_some_and(|&l| over(&seen, l, &mine)),
-        ),
-        seen,
-    ))
+    Ok(judged_resume(case, &known(&mine), a, &resumes, true))
 }
 
 async fn basics(

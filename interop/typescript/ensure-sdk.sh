@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Makes sure interop/typescript/node_modules holds what package-lock.json pins (`npm ci`, again
+# whenever the lock file changes: a hash stamp inside node_modules). Prints nothing on stdout.
+# FORKSCOPE_INSTALL_TIMEOUT bounds npm (seconds, default 600).
+set -euo pipefail
+
+TS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+STAMP="$TS_DIR/node_modules/.forkscope-lock.sha256"
+INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"
+
+want_hash="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
+if [[ "$want_hash" != "$(cat "$STAMP" 2>/dev/null || true)" ]]; then
+    echo "installing the TypeScript SDK (npm ci in interop/typescript)" >&2
+    (cd "$TS_DIR" && timeout "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2)
+    printf '%s\n' "$want_hash" > "$STAMP"
+fi
