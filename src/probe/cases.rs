@@ -311,21 +311,7 @@ fn mine_count(c: &Connection, mine: &StreamOf) -> usize {
 
 /// The stream has reached its end, or the connection is over.
 fn finished(c: &Connection, mine: &StreamOf) -> bool {
-    c.end != End::Open || reached_end(c, mine)
-}
-
-/// The stream's last event arrived here: the call's result, or the last numbered event.
-fn reached_end(c: &Connection, mine: &StreamOf) -> bool {
-    c.events.iter().any(|r| match (&r.item, mine) {
-        (Item::Response { .. }, StreamOf::Call { .. }) => mine.owns(&r.item),
-        (
-            Item::Numbered { n, .. },
-            StreamOf::Channel {
-                last: Some(last), ..
-            },
-        ) => mine.owns(&r.item) && n >= last,
-        _ => false,
-    })
+    c.end != End::Open || mine.ended_in(c)
 }
 
 /// Reconnects a stock client makes when a resumed stream is closed before its end (a server
@@ -352,8 +338,7 @@ async fn resume(
         case.wait_until(deadline, |cs| far_enough(&cs[b], mine, 0))
             .await;
         let c = case.connection(b);
-        let over =
-            c.answer.opened().is_none() || c.end != End::ClosedByServer || reached_end(&c, mine);
+        let over = c.answer.opened().is_none() || c.end != End::ClosedByServer || mine.ended_in(&c);
         if over || Instant::now() >= deadline {
             break;
         }
@@ -367,7 +352,7 @@ async fn resume(
 /// Whether the stream was over when the case judged it — it reached its end, or the server
 /// closed its last connection — so what is missing is missing, not merely late.
 fn over(seen: &[Connection], last: Conn, mine: &StreamOf) -> bool {
-    complete(mine) && (reached_end(&seen[last], mine) || seen[last].end != End::Open)
+    complete(mine) && (mine.ended_in(&seen[last]) || seen[last].end != End::Open)
 }
 
 /// Waits until `n` events of `mine` reached connection `conn`, or it ended.
@@ -901,7 +886,7 @@ async fn burst_order(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     case.wait_until(ctx.deadline(), |cs| finished(&cs[a], &mine))
         .await;
     let first = case.connection(a);
-    if first.end == End::ClosedByServer && !reached_end(&first, &mine) {
+    if first.end == End::ClosedByServer && !mine.ended_in(&first) {
         // The server closed the stream before the end, as it may (to have clients poll): follow
         // it as a stock client does, and judge the whole as one resume.
         let resumes = resume(ctx, case, s, &mine, case.cursor(a)).await;

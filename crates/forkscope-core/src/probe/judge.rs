@@ -23,6 +23,24 @@ pub enum StreamOf {
 }
 
 impl StreamOf {
+    /// This connection carried the stream's last event: the call's result, or the last
+    /// numbered event of a channel whose end is known.
+    pub fn ended_in(&self, conn: &Connection) -> bool {
+        conn.carried().any(|r| {
+            self.owns(&r.item)
+                && match (&r.item, self) {
+                    (Item::Response { .. }, _) => true,
+                    (
+                        Item::Numbered { n, .. },
+                        StreamOf::Channel {
+                            last: Some(last), ..
+                        },
+                    ) => n >= last,
+                    _ => false,
+                }
+        })
+    }
+
     pub fn owns(&self, item: &Item) -> bool {
         match (self, item) {
             (StreamOf::Call { token, .. }, Item::Progress { token: t, .. }) => t == token,
@@ -128,19 +146,7 @@ fn counts_by_one<'a>(mine: &StreamOf, events: impl Iterator<Item = &'a Received>
 
 /// The stream's last event is among these: the call's result, or the last numbered event.
 fn reached_end(mine: &StreamOf, connections: &[&Connection]) -> bool {
-    connections.iter().flat_map(|c| c.carried()).any(|r| {
-        mine.owns(&r.item)
-            && match (&r.item, mine) {
-                (Item::Response { .. }, _) => true,
-                (
-                    Item::Numbered { n, .. },
-                    StreamOf::Channel {
-                        last: Some(last), ..
-                    },
-                ) => n >= last,
-                _ => false,
-            }
-    })
+    connections.iter().any(|c| mine.ended_in(c))
 }
 
 /// Duplicates, order and gaps in what the client applies, in the order it applies it.
@@ -380,6 +386,45 @@ pub fn judge_resume(
     )
 }
 
+/// One stream's events on two connections: an event on both is a duplicate (a broadcast), and
+/// both receiving is two live streams. `earlier` is everything the first connection had, for
+/// duplicates; `first_live` and `second_live` what each received once both were attached.
+fn exclusive(
+    earlier: &[&Received],
+    first_live: &[&Received],
+    second_live: &[&Received],
+    broadcast: &str,
+    forked: &str,
+) -> Option<Finding> {
+    if let Some(dup) = second_live
+        .iter()
+        .find(|r| earlier.iter().any(|f| f.item == r.item))
+    {
+        return Some(
+            Finding::violated(
+                Verdict::Duplicate {
+                    item: dup.item.short(),
+                },
+                broadcast,
+            )
+            .marking([dup.order]),
+        );
+    }
+    if !first_live.is_empty() && !second_live.is_empty() {
+        return Some(
+            Finding::violated(
+                Verdict::TwoLiveStreams {
+                    old: first_live.len() as u64,
+                    new: second_live.len() as u64,
+                },
+                forked,
+            )
+            .marking(first_live.iter().map(|r| r.order)),
+        );
+    }
+    None
+}
+
 /// A second GET while `first` is live (a plain one, or a second resume from the same cursor).
 /// Correct: refuse it, or hand the stream over (the first ends); each event goes to one of them.
 pub fn judge_second_get(known: &Known<'_>, first: &Connection, second: &Connection) -> Finding {
@@ -404,27 +449,15 @@ pub fn judge_second_get(known: &Known<'_>, first: &Connection, second: &Connecti
         .carried()
         .filter(|r| known.mine.owns(&r.item))
         .collect();
-    if let Some(dup) = second_mine
-        .iter()
-        .find(|r| first.carried().any(|f| f.item == r.item))
-    {
-        return Finding::violated(
-            Verdict::Duplicate {
-                item: dup.item.short(),
-            },
-            "one event went to both connections",
-        )
-        .marking([dup.order]);
-    }
-    if !first_after.is_empty() && !second_mine.is_empty() {
-        return Finding::violated(
-            Verdict::TwoLiveStreams {
-                old: first_after.len() as u64,
-                new: second_mine.len() as u64,
-            },
-            "both connections received events of one stream",
-        )
-        .marking(first_after.iter().map(|r| r.order));
+    let earlier: Vec<&Received> = first.carried().collect();
+    if let Some(finding) = exclusive(
+        &earlier,
+        &first_after,
+        &second_mine,
+        "one event went to both connections",
+        "both connections received events of one stream",
+    ) {
+        return finding;
     }
     let why = match (first.end, first_after.is_empty()) {
         (End::ClosedByServer, _) => {
@@ -573,34 +606,20 @@ pub fn judge_concurrent_resumes(
     if let Some(finding) = foreign(known, &[old, b, c]) {
         return finding;
     }
-    let live = |x: &Connection| -> Vec<Received> {
+    fn live<'a>(x: &'a Connection, known: &Known<'_>, settled: u64) -> Vec<&'a Received> {
         x.carried()
             .filter(|r| r.order > settled && known.mine.owns(&r.item))
-            .cloned()
             .collect()
-    };
-    let (live_b, live_c) = (live(b), live(c));
-    if let Some(both) = live_c
-        .iter()
-        .find(|r| live_b.iter().any(|x| x.item == r.item))
-    {
-        return Finding::violated(
-            Verdict::Duplicate {
-                item: both.item.short(),
-            },
-            "one live event went to both resumed connections",
-        )
-        .marking([both.order]);
     }
-    if !live_b.is_empty() && !live_c.is_empty() {
-        return Finding::violated(
-            Verdict::TwoLiveStreams {
-                old: live_b.len() as u64,
-                new: live_c.len() as u64,
-            },
-            "both resumed connections stayed live: the session forked",
-        )
-        .marking(live_c.iter().map(|r| r.order));
+    let (live_b, live_c) = (live(b, known, settled), live(c, known, settled));
+    if let Some(finding) = exclusive(
+        &live_b,
+        &live_b,
+        &live_c,
+        "one live event went to both resumed connections",
+        "both resumed connections stayed live: the session forked",
+    ) {
+        return finding;
     }
     let winner =
         if !live_c.is_empty() || (live_b.is_empty() && c.end == End::Open && b.end != End::Open) {
