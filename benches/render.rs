@@ -47,8 +47,17 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 picker: None,
                 proof: None,
                 evidence: None,
+                lanes: &[],
+                travel: None,
+                event: None,
+                present: false,
+                hide_verdict: false,
             };
-            terminal.draw(|f| draw(f, black_box(&screen))).unwrap();
+            terminal
+                .draw(|f| {
+                    draw(f, black_box(&screen));
+                })
+                .unwrap();
         });
     });
 }

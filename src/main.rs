@@ -56,6 +56,12 @@ struct Cli {
     /// Pause the lab at the first violation, with its evidence card up (for presenters).
     #[arg(long)]
     pause_at_violation: bool,
+    /// Presenter mode: fewer panes, wider lanes, a bigger verdict (f toggles it).
+    #[arg(long)]
+    present: bool,
+    /// Predict, then reveal: the verdict stays hidden until V (so a room can vote first).
+    #[arg(long)]
+    predict: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -351,6 +357,8 @@ fn main() -> ExitCode {
                 scenario_dir,
                 recorder: None,
                 pause_at_violation: cli.pause_at_violation,
+                present: cli.present,
+                predict: cli.predict,
             };
             let recorded = cli.record.clone();
             match forkscope::tui::run(start, cli.record) {

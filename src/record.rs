@@ -151,17 +151,16 @@ pub async fn record_scenario(
         |labs: &[&Lab], narration: &Narration, status: Option<&str>, pause: f64| {
             let panels: Vec<Snapshot> = labs.iter().map(|l| l.snapshot()).collect();
             let screen = Screen {
-                panels: &panels,
-                log: &[],
-                help: false,
                 status,
-                theme,
                 narration: Some(narration),
-                picker: None,
-                proof: None,
-                evidence: None,
+                ..Screen::of(&panels, theme)
             };
-            if terminal.draw(|f| draw(f, &screen)).is_err() {
+            if terminal
+                .draw(|f| {
+                    draw(f, &screen);
+                })
+                .is_err()
+            {
                 return;
             }
             let mut rec = recorder.lock().unwrap_or_else(PoisonError::into_inner);

@@ -43,8 +43,17 @@ fn render_with(
         picker: None,
         proof: None,
         evidence: None,
+        lanes: &[],
+        travel: None,
+        event: None,
+        present: false,
+        hide_verdict: false,
     };
-    terminal.draw(|frame| draw(frame, &screen)).unwrap();
+    terminal
+        .draw(|frame| {
+            draw(frame, &screen);
+        })
+        .unwrap();
     terminal.backend().to_string()
 }
 
@@ -322,8 +331,17 @@ fn the_prove_it_card_shows_the_counterexample() {
             picker: None,
             proof: Some(&proof),
             evidence: None,
+            lanes: &[],
+            travel: None,
+            event: None,
+            present: false,
+            hide_verdict: false,
         };
-        terminal.draw(|frame| draw(frame, &screen)).unwrap();
+        terminal
+            .draw(|frame| {
+                draw(frame, &screen);
+            })
+            .unwrap();
         let text = terminal.backend().to_string();
         assert!(
             text.contains("naive: counterexample in 4 steps: fork"),
@@ -369,8 +387,17 @@ fn the_evidence_card_pins_the_lesson() {
             picker: None,
             proof: None,
             evidence: Some(&pinned),
+            lanes: &[],
+            travel: None,
+            event: None,
+            present: false,
+            hide_verdict: false,
         };
-        terminal.draw(|frame| draw(frame, &screen)).unwrap();
+        terminal
+            .draw(|frame| {
+                draw(frame, &screen);
+            })
+            .unwrap();
         let text = terminal.backend().to_string();
         assert!(
             text.contains("evidence · naive lab"),

@@ -4,11 +4,15 @@
 use super::DashboardError;
 use super::keys::{self, Command};
 use super::log::LogRing;
+use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
+use super::panes::header::Travel;
+use super::panes::lanes::{LaneSource, LanesDrawn, Row, Zoom};
 use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
 use super::panes::proof::{ProofResult, ProofView};
 use super::theme::Theme;
+use super::timeline::{Jump, Timeline};
 use super::ui::{self, Screen};
 use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
 use crate::record::Recorder;
@@ -18,7 +22,9 @@ use forkscope_core::Policy;
 use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
-use ratatui::crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind};
+use ratatui::crossterm::event::{
+    Event, EventStream, KeyCode, KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind,
+};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -41,6 +47,10 @@ pub struct Start {
     pub recorder: Option<Arc<Mutex<Recorder>>>,
     /// Pause the labs at the first violation, with the evidence card up (for presenters).
     pub pause_at_violation: bool,
+    /// Start in presenter mode.
+    pub present: bool,
+    /// Start with the verdict hidden (predict, then reveal).
+    pub predict: bool,
 }
 
 #[derive(Debug)]
@@ -84,15 +94,27 @@ pub struct App {
     recorder: Option<(Arc<Mutex<Recorder>>, Instant)>,
     /// The policy to return to when compare mode ends.
     single_policy: Policy,
+    /// Every lab's run, and a moment each time something happened: for time travel.
+    timeline: Timeline,
+    /// Time travel: the moment shown, or `None` for the present.
+    travel: Option<usize>,
+    /// This dashboard paused lab time to travel (and resumes it when back to live).
+    travel_paused: bool,
+    /// What was last captured as a moment (see [`App::changes`]).
+    captured: Option<u64>,
+    /// The selected lane mark: panel, and absolute index among the track's marks.
+    selected: Option<(usize, usize)>,
+    zoom: Zoom,
+    present: bool,
+    hide_verdict: bool,
+    /// Where each panel's lanes were last drawn, for the mouse.
+    lanes_drawn: Vec<LanesDrawn>,
     quit: bool,
 }
 
 impl App {
-    pub async fn run<B: Backend>(
-        start: Start,
-        log: LogRing,
-        terminal: &mut Terminal<B>,
-    ) -> Result<(), DashboardError> {
+    /// A dashboard ready to draw: its labs started (or the scenario's, playing).
+    pub async fn new(start: Start, log: LogRing) -> Result<App, DashboardError> {
         let mut app = App {
             options: start.options.clone(),
             labs: Vec::new(),
@@ -109,6 +131,15 @@ impl App {
             theme: Theme::from_env(),
             recorder: start.recorder.map(|r| (r, Instant::now())),
             single_policy: start.options.policy,
+            timeline: Timeline::default(),
+            travel: None,
+            travel_paused: false,
+            captured: None,
+            selected: None,
+            zoom: Zoom::default(),
+            present: start.present,
+            hide_verdict: start.predict,
+            lanes_drawn: Vec::new(),
             quit: false,
         };
         match start.scenario {
@@ -116,8 +147,18 @@ impl App {
             None => {
                 let lab = Lab::start(start.options).await?;
                 app.labs.push(Arc::new(lab));
+                app.timeline = Timeline::new(1);
             }
         }
+        Ok(app)
+    }
+
+    pub async fn run<B: Backend>(
+        start: Start,
+        log: LogRing,
+        terminal: &mut Terminal<B>,
+    ) -> Result<(), DashboardError> {
+        let mut app = App::new(start, log).await?;
         if let Some(ms) = std::env::var("FORKSCOPE_TEST_PANIC_AFTER_MS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -129,8 +170,42 @@ impl App {
             });
         }
         let result = app.event_loop(terminal).await;
-        app.stop_labs().await;
+        app.stop().await;
         result
+    }
+
+    /// Stops the labs (and a scenario playing).
+    pub async fn stop(&mut self) {
+        self.stop_labs().await;
+    }
+
+    /// The labs on screen: one, or naive and fenced in compare mode.
+    pub fn labs(&self) -> &[Arc<Lab>] {
+        &self.labs
+    }
+
+    /// Whether the person asked to quit.
+    pub fn quitting(&self) -> bool {
+        self.quit
+    }
+
+    /// Time travel's position: the moment shown and how many there are; `None` when live.
+    pub fn travelling(&self) -> Option<(usize, usize)> {
+        self.travel.map(|i| (i, self.timeline.len()))
+    }
+
+    /// One terminal event: a key press, a click on the lanes; the rest is ignored.
+    pub async fn handle(&mut self, event: Event) {
+        match event {
+            Event::Key(key) if key.kind == KeyEventKind::Press => self.key(key).await,
+            Event::Mouse(MouseEvent {
+                kind: MouseEventKind::Down(MouseButton::Left),
+                column,
+                row,
+                ..
+            }) => self.click(column, row),
+            _ => {}
+        }
     }
 
     async fn event_loop<B: Backend>(
@@ -153,12 +228,14 @@ impl App {
             tokio::select! {
                 _ = frame.tick() => {}
                 event = events.next() => match event {
-                    Some(Ok(Event::Key(key))) if key.kind == KeyEventKind::Press => {
-                        self.key(key).await;
-                        force = true;
-                    }
                     Some(Ok(Event::Resize(_, _))) => force = true,
-                    Some(Ok(_)) => {}
+                    Some(Ok(event)) => {
+                        force = matches!(event, Event::Key(_) | Event::Mouse(MouseEvent {
+                            kind: MouseEventKind::Down(_),
+                            ..
+                        }));
+                        self.handle(event).await;
+                    }
                     Some(Err(e)) => return Err(DashboardError::Terminal(e)),
                     None => self.quit = true,
                 },
@@ -168,7 +245,9 @@ impl App {
         Ok(())
     }
 
-    fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), DashboardError> {
+    /// Draws the present (capturing a moment when something happened) or, travelling, the
+    /// moment chosen.
+    pub fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), DashboardError> {
         if self
             .status
             .as_ref()
@@ -176,8 +255,62 @@ impl App {
         {
             self.status = None;
         }
-        let panels: Vec<Snapshot> = self.labs.iter().map(|l| l.snapshot()).collect();
-        self.pin_evidence(&panels);
+        let (panels, ends) = match self.travel.and_then(|i| self.timeline.moment(i)) {
+            Some(moment) => (
+                moment
+                    .panels
+                    .iter()
+                    .map(|f| f.snapshot.clone())
+                    .collect::<Vec<_>>(),
+                moment
+                    .panels
+                    .iter()
+                    .map(|f| (f.entries, f.placed))
+                    .collect::<Vec<_>>(),
+            ),
+            None => {
+                if self.timeline.tracks.len() != self.labs.len() {
+                    self.timeline = Timeline::new(self.labs.len());
+                }
+                for (track, lab) in self.timeline.tracks.iter_mut().zip(&self.labs) {
+                    track.sync(&lab.core().history);
+                }
+                let panels: Vec<Snapshot> = self.labs.iter().map(|l| l.snapshot()).collect();
+                let changes = self.changes();
+                if self.captured != Some(changes) {
+                    self.timeline.capture(&panels);
+                    self.captured = Some(changes);
+                }
+                self.pin_evidence(&panels);
+                let ends = self.timeline.tracks.iter().map(|t| t.ends()).collect();
+                (panels, ends)
+            }
+        };
+        let sources: Vec<LaneSource> = panels
+            .iter()
+            .zip(&ends)
+            .zip(&self.timeline.tracks)
+            .enumerate()
+            .map(|(i, ((snap, (_, placed)), track))| {
+                let (marks, base) = track.placed_until(*placed);
+                LaneSource {
+                    placed: marks,
+                    end_ms: snap.view.at.as_millis(),
+                    zoom: self.zoom,
+                    selected: self
+                        .selected
+                        .filter(|(p, _)| *p == i)
+                        .and_then(|(_, abs)| abs.checked_sub(base)),
+                    hide_verdict: self.hide_verdict,
+                }
+            })
+            .collect();
+        let event: Option<EventCard> = self.selected.and_then(|(p, abs)| {
+            let track = self.timeline.tracks.get(p)?;
+            let (entries, base) = track.entries_until(ends.get(p)?.0);
+            let (marks, marks_base) = track.placed_until(ends.get(p)?.1);
+            event_card::describe(entries, base, marks.get(abs.checked_sub(marks_base)?)?)
+        });
         let log = self.log.tail(LOG_LINES);
         let narration = self.playback.as_ref().map(|p| {
             let mut n = p
@@ -209,13 +342,24 @@ impl App {
             } else {
                 self.evidence.as_ref()
             },
+            lanes: &sources,
+            travel: self.travel.map(|moment| Travel {
+                moment,
+                moments: self.timeline.len(),
+            }),
+            event: event.as_ref(),
+            present: self.present,
+            hide_verdict: self.hide_verdict,
         };
-        let _frame = super::TERMINAL
+        let frame_lock = super::TERMINAL
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let mut drawn = Vec::new();
         terminal
-            .draw(|frame| ui::draw(frame, &screen))
+            .draw(|frame| drawn = ui::draw(frame, &screen))
             .map_err(|e| DashboardError::Terminal(std::io::Error::other(e.to_string())))?;
+        drop(frame_lock);
+        self.lanes_drawn = drawn;
         if let Some((recorder, started)) = &self.recorder {
             let at = started.elapsed().as_secs_f64();
             let mut recorder = recorder.lock().unwrap_or_else(PoisonError::into_inner);
@@ -229,10 +373,24 @@ impl App {
 
     /// Changes whenever anything on screen would: history, exchanges, log, lab time (in the
     /// tenths the header shows), pause, speed, UI state, scenario progress.
-    fn fingerprint(&self) -> u64 {
+    pub fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        for lab in &self.labs {
+        (
+            self.travel,
+            self.selected,
+            self.zoom,
+            self.present,
+            self.hide_verdict,
+        )
+            .hash(&mut h);
+        // Travelling, the screen shows the past: the labs' changes do not show.
+        let labs: &[Arc<Lab>] = if self.travel.is_some() {
+            &[]
+        } else {
+            &self.labs
+        };
+        for lab in labs {
             let core = lab.core();
             core.history.total().hash(&mut h);
             drop(core);
@@ -265,6 +423,150 @@ impl App {
         )
             .hash(&mut h);
         h.finish()
+    }
+
+    /// Changes whenever something happened in a lab (not merely time passing): a new moment
+    /// for time travel.
+    fn changes(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for lab in &self.labs {
+            lab.core().history.total().hash(&mut h);
+            lab.exchanges().fingerprint().hash(&mut h);
+            lab.clock().paused().hash(&mut h);
+        }
+        if let Some(p) = &self.playback {
+            let n = p.narration.lock().unwrap_or_else(PoisonError::into_inner);
+            (n.done, n.finished).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// Moves through the past; the first move from the present pauses the labs.
+    fn travel_to(&mut self, jump: Jump) {
+        if self.timeline.is_empty() {
+            self.say("nothing has happened yet to travel back to");
+            return;
+        }
+        let from = match self.travel {
+            Some(i) => i,
+            None => {
+                self.pause_for_travel();
+                self.timeline.len() - 1
+            }
+        };
+        let to = self.timeline.jump(from, jump);
+        let violation = self.timeline.moment(to).is_some_and(|m| m.violation);
+        match jump {
+            Jump::FirstViolation if !violation => self.say("no violation in this run"),
+            Jump::PreviousDecision | Jump::NextDecision if to == from => {
+                self.say("no decision that way")
+            }
+            Jump::Forward(_) if to == from => {
+                self.say("the newest change; End (or l) goes back to live")
+            }
+            _ => {}
+        }
+        self.travel = Some(to);
+    }
+
+    fn pause_for_travel(&mut self) {
+        self.travel_paused = match &self.playback {
+            Some(p) if p.gate.pace() != Pace::Paused => {
+                p.gate.set(Pace::Paused);
+                true
+            }
+            Some(_) => false,
+            None => {
+                let running: Vec<_> = self.labs.iter().filter(|l| !l.clock().paused()).collect();
+                running.iter().for_each(|l| l.clock().set_paused(true));
+                !running.is_empty()
+            }
+        };
+    }
+
+    /// Back to the present; lab time runs again if time travel paused it.
+    fn go_live(&mut self) {
+        if self.travel.take().is_none() {
+            return;
+        }
+        if std::mem::take(&mut self.travel_paused) {
+            match &self.playback {
+                Some(p) => p.gate.set(Pace::Playing),
+                None => self.labs.iter().for_each(|l| l.clock().set_paused(false)),
+            }
+        }
+        self.say("live");
+    }
+
+    /// The marks the selected panel shows now (or at the moment shown), and its session.
+    fn shown(&self, panel: usize) -> Option<(usize, Option<forkscope_core::SessionId>)> {
+        let moment = match self.travel {
+            Some(i) => self.timeline.moment(i)?,
+            None => self.timeline.moment(self.timeline.len().checked_sub(1)?)?,
+        };
+        let frozen = moment.panels.get(panel)?;
+        let end = match self.travel {
+            Some(_) => frozen.placed,
+            None => self.timeline.tracks.get(panel)?.ends().1,
+        };
+        let session = frozen.snapshot.view.client.as_ref().and_then(|c| c.session);
+        Some((end, session))
+    }
+
+    /// Selects the previous or next event the lanes show.
+    fn select(&mut self, direction: i8) {
+        let panel = self.selected.map_or(0, |(p, _)| p);
+        let Some((end, session)) = self.shown(panel) else {
+            return;
+        };
+        let (marks, base) = self.timeline.tracks[panel].placed_until(end);
+        let shown = |i: &usize| marks[*i].shown_for(session);
+        let current = self
+            .selected
+            .and_then(|(_, abs)| abs.checked_sub(base))
+            .filter(|i| *i < marks.len());
+        let next = match (current, direction) {
+            (None, _) => (0..marks.len()).rev().find(shown),
+            (Some(c), d) if d < 0 => (0..c).rev().find(shown).or(Some(c)),
+            (Some(c), _) => (c + 1..marks.len()).find(shown).or(Some(c)),
+        };
+        match next {
+            Some(i) => self.selected = Some((panel, base + i)),
+            None => self.say("no events to select yet"),
+        }
+    }
+
+    /// A click on a lane selects the mark drawn in that cell.
+    fn click(&mut self, column: u16, row: u16) {
+        let hit = self
+            .lanes_drawn
+            .iter()
+            .enumerate()
+            .find_map(|(p, d)| d.hit(column, row).map(|h| (p, h)));
+        let Some((panel, (lane, from, to))) = hit else {
+            return;
+        };
+        let Some((end, session)) = self.shown(panel) else {
+            return;
+        };
+        let (marks, base) = self.timeline.tracks[panel].placed_until(end);
+        let start = marks.partition_point(|m| m.at_ms < from);
+        // The cell draws its worst mark, the later of equals: select that one.
+        let best = marks[start..]
+            .iter()
+            .enumerate()
+            .take_while(|(_, m)| m.at_ms < to)
+            .filter(|(_, m)| m.row == lane && m.shown_for(session))
+            .max_by_key(|(i, m)| (m.mark.severity, *i))
+            .map(|(i, _)| base + start + i);
+        self.selected = best.map(|abs| (panel, abs));
+        if best.is_none() {
+            self.say(match lane {
+                Row::Client => "nothing the client received there",
+                Row::Stream(_) => "no event there",
+            });
+        }
     }
 
     /// Pins the first violation (or, until one happens, the first typed rejection) in the
@@ -305,6 +607,15 @@ impl App {
             self.evidence_dismissed = true;
             return;
         }
+        // Esc closes what is open, one thing at a time, before it quits.
+        if key.code == KeyCode::Esc && !self.help {
+            if self.selected.take().is_some() {
+                return;
+            }
+            if self.travel.is_some() {
+                return self.go_live();
+            }
+        }
         let Some(command) = keys::command_for(key) else {
             return;
         };
@@ -315,6 +626,40 @@ impl App {
             Command::ToggleCompare => self.toggle_compare().await,
             Command::OpenPicker => self.picker = Some(Picker::load(&self.scenario_dir)),
             Command::Prove => self.prove(),
+            Command::Travel(jump) => self.travel_to(jump),
+            Command::Live => self.go_live(),
+            Command::Select(direction) => self.select(direction),
+            Command::Zoom => {
+                self.zoom = match self.zoom {
+                    Zoom::Follow => Zoom::WholeRun,
+                    Zoom::WholeRun => Zoom::Follow,
+                };
+                self.say(match self.zoom {
+                    Zoom::Follow => "lanes follow the present",
+                    Zoom::WholeRun => "lanes show the whole run",
+                });
+            }
+            Command::Present => {
+                self.present = !self.present;
+                self.say(if self.present {
+                    "presenter mode: f returns to the full dashboard"
+                } else {
+                    "full dashboard"
+                });
+            }
+            Command::HideVerdict => {
+                self.hide_verdict = !self.hide_verdict;
+                self.say(if self.hide_verdict {
+                    "verdict hidden: predict, then V reveals"
+                } else {
+                    "revealed"
+                });
+            }
+            // The labs live in the present: a fault key leaves time travel first.
+            Command::Lab(_) if self.travel.is_some() => {
+                self.go_live();
+                self.say("back to live (the labs live in the present); press again to act");
+            }
             // While a scenario plays, space and s pace the script: its clock is scripted.
             Command::Lab(Action::TogglePause) if self.playback.is_some() => {
                 if let Some(p) = &self.playback {
@@ -522,9 +867,14 @@ impl App {
     }
 
     async fn stop_labs(&mut self) {
-        // New labs, new evidence.
+        // New labs, new evidence, a new run to travel through.
         self.evidence = None;
         self.evidence_dismissed = false;
+        self.timeline = Timeline::default();
+        self.travel = None;
+        self.travel_paused = false;
+        self.captured = None;
+        self.selected = None;
         if let Some(playback) = self.playback.take() {
             playback.task.abort();
             let _ = playback.task.await;

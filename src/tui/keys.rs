@@ -1,5 +1,6 @@
 //! Keys → commands. Every lab-changing key is an [`Action`], the same values a scenario uses.
 
+use super::timeline::Jump;
 use crate::lab::Action;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -11,11 +12,23 @@ pub enum Command {
     OpenPicker,
     /// Run a bounded exhaustive check of the lab's policy.
     Prove,
+    /// Time travel: pause and move through what the screen showed.
+    Travel(Jump),
+    /// Back to the present (leaves time travel).
+    Live,
+    /// Select the previous (`-1`) or next (`1`) event in the lanes.
+    Select(i8),
+    /// Lanes: the whole run in the width, or follow the present.
+    Zoom,
+    /// Presenter mode: fewer panes, wider lanes, a bigger verdict.
+    Present,
+    /// Predict, then reveal: hide the verdict (and the red marks) until pressed again.
+    HideVerdict,
     Quit,
 }
 
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 19] = [
+pub const BINDINGS: [(&str, Command, &str); 26] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -68,13 +81,36 @@ pub const BINDINGS: [(&str, Command, &str); 19] = [
     ("m", Command::ToggleCompare, "naive and fenced side by side"),
     ("p", Command::OpenPicker, "pick and play a scenario"),
     ("P", Command::Prove, "prove it: check every schedule"),
+    (
+        "← →",
+        Command::Travel(Jump::Back(1)),
+        "travel a change (PgUp/Dn: 10)",
+    ),
+    (
+        "Home End",
+        Command::Travel(Jump::Start),
+        "run's start / live (also l)",
+    ),
+    (
+        "v",
+        Command::Travel(Jump::FirstViolation),
+        "jump to the first violation",
+    ),
+    (
+        "[ ]",
+        Command::Travel(Jump::PreviousDecision),
+        "previous / next decision",
+    ),
+    (", .", Command::Select(-1), "select an event (or click)"),
+    ("z", Command::Zoom, "lanes: whole run ⇄ follow"),
+    ("f", Command::Present, "presenter mode"),
+    ("V", Command::HideVerdict, "predict: hide ⇄ reveal verdict"),
     ("?", Command::ToggleHelp, "this help"),
-    ("q", Command::Quit, "quit (also Esc, Ctrl-C)"),
-    ("Esc", Command::Quit, "quit (closes help first)"),
+    ("q", Command::Quit, "quit (Esc closes things first)"),
 ];
 
 /// The short list the footer shows.
-pub const FOOTER: [(&str, &str); 12] = [
+pub const FOOTER: [(&str, &str); 13] = [
     ("?", "help"),
     ("d", "drop"),
     ("t", "strip token"),
@@ -85,6 +121,7 @@ pub const FOOTER: [(&str, &str); 12] = [
     ("r", "reset"),
     ("space", "pause"),
     ("m", "compare"),
+    ("←", "travel"),
     ("p", "scenarios"),
     ("q", "quit"),
 ];
@@ -94,11 +131,28 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
         return matches!(key.code, KeyCode::Char('c') | KeyCode::Char('C'))
             .then_some(Command::Quit);
     }
+    let travel = match key.code {
+        KeyCode::Left => Some(Command::Travel(Jump::Back(1))),
+        KeyCode::Right => Some(Command::Travel(Jump::Forward(1))),
+        KeyCode::PageUp => Some(Command::Travel(Jump::Back(10))),
+        KeyCode::PageDown => Some(Command::Travel(Jump::Forward(10))),
+        KeyCode::Home => Some(Command::Travel(Jump::Start)),
+        KeyCode::End | KeyCode::Char('l') => Some(Command::Live),
+        // Esc closes what is open (help, a card, time travel) before it quits.
+        KeyCode::Esc => Some(Command::Quit),
+        KeyCode::Char('[') => Some(Command::Travel(Jump::PreviousDecision)),
+        KeyCode::Char(']') => Some(Command::Travel(Jump::NextDecision)),
+        KeyCode::Char(',') => Some(Command::Select(-1)),
+        KeyCode::Char('.') => Some(Command::Select(1)),
+        _ => None,
+    };
+    if travel.is_some() {
+        return travel;
+    }
     let label = match key.code {
         KeyCode::Char(' ') => "space".to_owned(),
         KeyCode::Char('=') => "+".to_owned(),
         KeyCode::Char(c) => c.to_string(),
-        KeyCode::Esc => "Esc".to_owned(),
         _ => return None,
     };
     BINDINGS
@@ -148,8 +202,20 @@ mod tests {
             Some(Command::Quit)
         );
         assert_eq!(
-            command_for(key(KeyCode::Char('z'), KeyModifiers::NONE)),
+            command_for(key(KeyCode::Char('Z'), KeyModifiers::SHIFT)),
             None
+        );
+        assert_eq!(
+            command_for(key(KeyCode::Left, KeyModifiers::NONE)),
+            Some(Command::Travel(Jump::Back(1)))
+        );
+        assert_eq!(
+            command_for(key(KeyCode::Char(']'), KeyModifiers::NONE)),
+            Some(Command::Travel(Jump::NextDecision))
+        );
+        assert_eq!(
+            command_for(key(KeyCode::End, KeyModifiers::NONE)),
+            Some(Command::Live)
         );
     }
 

@@ -9,6 +9,7 @@ pub mod log;
 pub mod panes;
 pub mod probe_watch;
 pub mod theme;
+pub mod timeline;
 pub mod ui;
 
 use crate::record::{Recorder, Tee};
@@ -79,12 +80,14 @@ pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), DashboardError> 
     let result = match recorder {
         None => {
             let mut terminal = ratatui::init();
+            capture_mouse();
             install_panic_exit();
             runtime.block_on(app::App::run(start, ring, &mut terminal))
         }
         Some(recorder) => {
             // Same terminal set-up as `ratatui::init`, with a writer that also records.
             let _ = ratatui::init();
+            capture_mouse();
             install_panic_exit();
             let tee = Tee {
                 inner: Some(std::io::stdout()),
@@ -101,9 +104,26 @@ pub fn run(start: Start, record: Option<PathBuf>) -> Result<(), DashboardError> 
             result
         }
     };
-    ratatui::restore();
+    restore();
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     result
+}
+
+/// Clicks select events in the lanes.
+fn capture_mouse() {
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::EnableMouseCapture
+    );
+}
+
+/// Gives the terminal back as it was: mouse reporting off, then ratatui's restore.
+fn restore() {
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::DisableMouseCapture
+    );
+    ratatui::restore();
 }
 
 fn install_logging(ring: log::LogRing) {
@@ -137,7 +157,7 @@ pub(crate) fn install_panic_exit() {
                 }
             }
         }
-        ratatui::restore();
+        restore();
         eprintln!("forkscope panicked: {info}");
         std::process::exit(101);
     }));

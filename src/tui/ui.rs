@@ -1,18 +1,21 @@
 //! The screen layout: which pane goes where, at any size. Pure: draws a [`Screen`] into any
 //! ratatui backend, so whole-screen tests use `TestBackend`.
 
+use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
+use super::panes::lanes::{LaneSource, LanesDrawn};
 use super::panes::narration::{self, Narration};
 use super::panes::picker::{self, PickerView};
 use super::panes::proof::{self, ProofView};
-use super::panes::{client, exchanges, footer, header, help, invariant, lanes, logs, streams};
+use super::panes::{
+    client, exchanges, footer, header, help, invariant, lanes, logs, presenter, streams,
+};
 use super::theme::Theme;
 use crate::lab::Snapshot;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
-use tracing::Level;
 
 /// Below this the dashboard asks for a larger terminal instead of drawing a mess.
 pub const MIN_WIDTH: u16 = 60;
@@ -23,7 +26,7 @@ pub const MIN_HEIGHT: u16 = 20;
 pub struct Screen<'a> {
     /// One lab, or two in compare mode (naive left, fenced right).
     pub panels: &'a [Snapshot],
-    pub log: &'a [(Level, String)],
+    pub log: &'a [(tracing::Level, String)],
     pub help: bool,
     pub status: Option<&'a str>,
     pub theme: Theme,
@@ -34,9 +37,42 @@ pub struct Screen<'a> {
     pub proof: Option<&'a ProofView>,
     /// The pinned evidence card.
     pub evidence: Option<&'a EvidenceView>,
+    /// Each panel's lanes over the run (empty: classify what the snapshot carries).
+    pub lanes: &'a [LaneSource<'a>],
+    /// Time travel: the moment shown, of how many.
+    pub travel: Option<header::Travel>,
+    /// The selected event, explained.
+    pub event: Option<&'a EventCard>,
+    /// Presenter mode: fewer panes, wider lanes, a bigger verdict.
+    pub present: bool,
+    /// Predict, then reveal: the verdict stays hidden.
+    pub hide_verdict: bool,
 }
 
-pub fn draw(frame: &mut Frame, screen: &Screen) {
+impl<'a> Screen<'a> {
+    /// A screen of `panels` and nothing else on it (tests, benches, recordings).
+    pub fn of(panels: &'a [Snapshot], theme: Theme) -> Screen<'a> {
+        Screen {
+            panels,
+            log: &[],
+            help: false,
+            status: None,
+            theme,
+            narration: None,
+            picker: None,
+            proof: None,
+            evidence: None,
+            lanes: &[],
+            travel: None,
+            event: None,
+            present: false,
+            hide_verdict: false,
+        }
+    }
+}
+
+/// Draws the screen; returns where each panel's lanes went (for the mouse).
+pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     let area = frame.area();
     let theme = &screen.theme;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
@@ -54,10 +90,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
             ),
         ];
         frame.render_widget(Paragraph::new(text).centered(), middle);
-        return;
+        return Vec::new();
     }
     let Some(first) = screen.panels.first() else {
-        return;
+        return Vec::new();
     };
     let [top, body, bottom] = Layout::vertical([
         Constraint::Length(1),
@@ -66,8 +102,19 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
     ])
     .areas(area);
     let compare = screen.panels.len() > 1;
-    header::render(frame, top, first, compare, theme);
-    let body = match screen.evidence {
+    header::render(frame, top, first, compare, screen.travel, theme);
+    let body = match screen.event {
+        Some(card) if body.height >= 14 + event_card::HEIGHT => {
+            let [body, pane] =
+                Layout::vertical([Constraint::Fill(1), Constraint::Length(event_card::HEIGHT)])
+                    .areas(body);
+            event_card::render(frame, pane, card, theme);
+            body
+        }
+        _ => body,
+    };
+    let evidence = screen.evidence.filter(|_| !screen.hide_verdict);
+    let body = match evidence {
         Some(e) if body.height >= 16 + evidence::HEIGHT => {
             let [body, pane] =
                 Layout::vertical([Constraint::Fill(1), Constraint::Length(evidence::HEIGHT)])
@@ -87,14 +134,33 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
         }
         None => body,
     };
+    let mut drawn = Vec::new();
     if compare {
         let columns =
             Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).split(body);
-        for (snap, column) in screen.panels.iter().zip(columns.iter()) {
-            draw_column(frame, *column, snap, theme);
+        for (i, (snap, column)) in screen.panels.iter().zip(columns.iter()).enumerate() {
+            let lanes = screen.lanes.get(i).copied();
+            drawn.push(if screen.present {
+                draw_present(
+                    frame,
+                    *column,
+                    snap,
+                    lanes,
+                    true,
+                    screen.hide_verdict,
+                    theme,
+                )
+            } else {
+                draw_column(frame, *column, snap, lanes, screen.hide_verdict, theme)
+            });
         }
     } else {
-        draw_single(frame, body, first, screen.log, theme);
+        let lanes = screen.lanes.first().copied();
+        drawn.push(if screen.present {
+            draw_present(frame, body, first, lanes, false, screen.hide_verdict, theme)
+        } else {
+            draw_single(frame, body, first, lanes, screen, theme)
+        });
     }
     footer::render(frame, bottom, screen.status, theme);
     if let Some(p) = screen.picker {
@@ -106,15 +172,64 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
     if screen.help {
         help::render(frame, body, theme);
     }
+    drawn
+}
+
+/// The invariant panel, or the card that hides it while a room predicts.
+fn verdict_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
+    if hidden {
+        presenter::render_hidden(frame, area, theme);
+    } else {
+        invariant::render(frame, area, snap, theme);
+    }
+}
+
+/// Presenter mode: the verdict large, the lanes wide, the client's line; no log, no http.
+fn draw_present(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    lanes: Option<LaneSource>,
+    badge: bool,
+    hidden: bool,
+    theme: &Theme,
+) -> LanesDrawn {
+    let client_height = if area.height >= 22 { 7 } else { 0 };
+    let [badge_area, verdict_area, lanes_area, client_area] = Layout::vertical([
+        Constraint::Length(u16::from(badge)),
+        Constraint::Length(presenter::HEIGHT),
+        Constraint::Fill(1),
+        Constraint::Length(client_height),
+    ])
+    .areas(area);
+    if badge {
+        let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
+        frame.render_widget(line, badge_area);
+    }
+    if hidden {
+        presenter::render_hidden(frame, verdict_area, theme);
+    } else {
+        presenter::render_verdict(frame, verdict_area, snap, theme);
+    }
+    let lanes_area = Rect {
+        height: lanes_area.height.min(9),
+        ..lanes_area
+    };
+    let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
+    if client_height > 0 {
+        client::render(frame, client_area, snap, hidden, theme);
+    }
+    drawn
 }
 
 fn draw_single(
     frame: &mut Frame,
     body: Rect,
     snap: &Snapshot,
-    log: &[(Level, String)],
+    lanes: Option<LaneSource>,
+    screen: &Screen,
     theme: &Theme,
-) {
+) -> LanesDrawn {
     // The invariant panel (conditions, verdict, its sentence) never gives way; lanes shrink
     // first, then the log disappears.
     // The client's tool-call line needs the seventh row; only short terminals (under 28 rows)
@@ -152,23 +267,31 @@ fn draw_single(
     let [streams_area, client_area] =
         Layout::horizontal([Constraint::Percentage(52), Constraint::Fill(1)]).areas(top);
     streams::render(frame, streams_area, snap, theme);
-    client::render(frame, client_area, snap, theme);
-    lanes::render(frame, lanes_area, snap, theme);
+    client::render(frame, client_area, snap, screen.hide_verdict, theme);
+    let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     // Narrow: the invariant panel gets the whole width; the exchanges give way.
     if bottom.width >= 100 {
         let [invariant_area, http_area] =
             Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(bottom);
-        invariant::render(frame, invariant_area, snap, theme);
+        verdict_pane(frame, invariant_area, snap, screen.hide_verdict, theme);
         exchanges::render(frame, http_area, snap, theme);
     } else {
-        invariant::render(frame, bottom, snap, theme);
+        verdict_pane(frame, bottom, snap, screen.hide_verdict, theme);
     }
     if log_height > 0 {
-        logs::render(frame, log_area, log, theme);
+        logs::render(frame, log_area, screen.log, theme);
     }
+    drawn
 }
 
-fn draw_column(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+fn draw_column(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    lanes: Option<LaneSource>,
+    hidden: bool,
+    theme: &Theme,
+) -> LanesDrawn {
     // Short terminals drop the client pane before the verdict.
     let client_height = if area.height >= 30 { 6 } else { 0 };
     let [badge, streams_area, client_area, lanes_area, invariant_area] = Layout::vertical([
@@ -183,8 +306,9 @@ fn draw_column(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     frame.render_widget(line, badge);
     streams::render(frame, streams_area, snap, theme);
     if client_height > 0 {
-        client::render(frame, client_area, snap, theme);
+        client::render(frame, client_area, snap, hidden, theme);
     }
-    lanes::render(frame, lanes_area, snap, theme);
-    invariant::render(frame, invariant_area, snap, theme);
+    let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
+    verdict_pane(frame, invariant_area, snap, hidden, theme);
+    drawn
 }

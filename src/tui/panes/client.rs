@@ -11,7 +11,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+/// `hidden`: predict, then reveal — the duplicate count is the verdict's, so it waits too.
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
     let Some(client) = &snap.view.client else {
         frame.render_widget(
             Paragraph::new("no client").block(block("client", theme)),
@@ -99,8 +100,14 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             Span::raw(client.replays_skipped.to_string()),
             Span::styled("  duplicates ", theme.dim()),
             Span::styled(
-                duplicates.to_string(),
-                if duplicates > 0 {
+                if hidden {
+                    "?".to_owned()
+                } else {
+                    duplicates.to_string()
+                },
+                if hidden {
+                    theme.dim()
+                } else if duplicates > 0 {
                     theme.bad()
                 } else {
                     theme.good()

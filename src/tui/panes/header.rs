@@ -13,7 +13,21 @@ pub fn policy_badge(policy: Policy, theme: &Theme) -> Span<'static> {
     Span::styled(label, theme.policy_badge(fenced))
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, compare: bool, theme: &Theme) {
+/// Time travel's position: the moment shown (0-based) of how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Travel {
+    pub moment: usize,
+    pub moments: usize,
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    compare: bool,
+    travel: Option<Travel>,
+    theme: &Theme,
+) {
     let mut spans = vec![Span::styled(" forkscope ", theme.title())];
     if compare {
         spans.push(Span::styled(" COMPARE ", theme.accent()));
@@ -21,12 +35,28 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, compare: bool, the
     } else {
         spans.push(policy_badge(snap.view.policy, theme));
     }
+    let seconds = snap.view.at.as_millis() as f64 / 1000.0;
+    if let Some(t) = travel {
+        // The past, unmistakably: what the screen showed then, and the way back.
+        spans.push(Span::styled(
+            format!(
+                " ⏪ TIME TRAVEL  lab {seconds:.1} s · change {} of {} ",
+                t.moment + 1,
+                t.moments
+            ),
+            theme
+                .accent()
+                .add_modifier(ratatui::style::Modifier::REVERSED),
+        ));
+        spans.push(Span::styled("  ← → [ ] v · End: live", theme.dim()));
+        frame.render_widget(Line::from(spans), area);
+        return;
+    }
     let clock = match (snap.scripted, snap.paused) {
         (true, _) => "⏯ scripted clock",
         (false, true) => "⏸ paused",
         (false, false) => "▶ running",
     };
-    let seconds = snap.view.at.as_millis() as f64 / 1000.0;
     spans.push(Span::raw(format!(
         "  lab {seconds:.1} s  ×{}  ",
         trim_speed(snap.speed)

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 10] = [
+pub const GLOSSARY: [(&str, &str); 11] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -31,6 +31,10 @@ pub const GLOSSARY: [(&str, &str); 10] = [
     ),
     ("", "✗ rejected × refused ┃ fenced ╎ orphaned"),
     (
+        "decision",
+        "what a server decided (attach, resume, fence, refuse): [ ] step",
+    ),
+    (
         "grace",
         "why it started: closed, stalled (writes) or replaced",
     ),
@@ -40,26 +44,29 @@ pub const GLOSSARY: [(&str, &str); 10] = [
     ),
 ];
 
-pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
-    let [popup] = Layout::horizontal([Constraint::Max(78)])
-        .flex(Flex::Center)
-        .areas(area);
-    let [popup] = Layout::vertical([Constraint::Max(30)])
-        .flex(Flex::Center)
-        .areas(popup);
-    let mut lines = vec![
+fn intro(theme: &Theme) -> Vec<Line<'static>> {
+    vec![
         Line::styled(
             "forkscope — MCP Streamable HTTP 2025-11-25 stream resumption",
             theme.title(),
         ),
         Line::styled(
-            "The seed incident: n (naive), let a few events arrive, then t and d: the orphan keeps \
-             receiving (◉) and the client applies duplicates (◆). Then n back to fenced, R for a \
-             fresh lab, t and d again: a typed 428 missing_token and nothing forks. m shows both.",
+            "The seed incident: n, a few events, t, d: the orphan keeps receiving (◉), the client \
+             applies duplicates (◆). R, t, d under fenced: a typed 428, no fork. m shows both.",
             theme.dim(),
         ),
         Line::raw(""),
-    ];
+    ]
+}
+
+pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let [popup] = Layout::horizontal([Constraint::Max(84)])
+        .flex(Flex::Center)
+        .areas(area);
+    let [popup] = Layout::vertical([Constraint::Max(38)])
+        .flex(Flex::Center)
+        .areas(popup);
+    let mut lines = Vec::new();
     let half = BINDINGS.len().div_ceil(2);
     // Two columns; only the left one is padded, so a row never runs past the popup.
     let cell = |i: usize, pad: bool| -> Vec<Span<'static>> {
@@ -67,7 +74,7 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
             let what: String = what.chars().take(30).collect();
             let what = if pad { format!("{what:<30}") } else { what };
             vec![
-                Span::styled(format!(" {key:<6}"), theme.key()),
+                Span::styled(format!(" {key:<9}"), theme.key()),
                 Span::raw(what),
             ]
         })
@@ -84,6 +91,15 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
             Span::styled(format!(" {word:<12}"), theme.title()),
             Span::styled(meaning, theme.dim()),
         ]));
+    }
+    // The introduction goes first when a short terminal has no room for it: keys and the
+    // glossary are what the overlay is for.
+    let intro = intro(theme);
+    let width = usize::from(popup.width.saturating_sub(2)).max(1);
+    let rows =
+        |lines: &[Line]| -> usize { lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum() };
+    if usize::from(popup.height.saturating_sub(2)) >= rows(&lines) + rows(&intro) {
+        lines.splice(0..0, intro);
     }
     frame.render_widget(Clear, popup);
     frame.render_widget(

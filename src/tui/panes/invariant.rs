@@ -136,9 +136,10 @@ fn wrap_words(text: &str, width: usize) -> Vec<String> {
 }
 
 /// The verdict, the typed rejections, and the leading anomaly's sentence.
-fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, theme: &Theme) {
+/// The verdict in a word or a count per anomaly: `CLEAN`, `FORK ×1 · DUPLICATE ×3`.
+pub(crate) fn summary(snap: &Snapshot) -> String {
     let verdict = &snap.view.verdict;
-    let summary = if verdict.clean {
+    if verdict.clean {
         "CLEAN".to_owned()
     } else {
         verdict
@@ -147,7 +148,12 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, theme: &Theme) {
             .map(|(kind, n)| format!("{} ×{n}", short(*kind)))
             .collect::<Vec<_>>()
             .join(" · ")
-    };
+    }
+}
+
+fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, theme: &Theme) {
+    let verdict = &snap.view.verdict;
+    let summary = summary(snap);
     lines.push(Line::from(vec![
         Span::styled("verdict ", theme.title()),
         Span::styled(summary, theme.verdict(verdict.clean)),

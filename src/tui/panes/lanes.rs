@@ -1,6 +1,10 @@
 //! Stream lanes: events over lab time, one lane per stream, the client's deliveries beneath.
 //! A fork shows as two lanes receiving at once with red emits on the orphan; a duplicate as a
 //! red ◆ on the client lane.
+//!
+//! Each history entry is classified once, as it arrives ([`Classifier`]), into a [`Placed`]
+//! mark; a frame only places the marks of its time window, so the lanes can scroll over a
+//! whole run of 10⁵ events and still draw in well under a millisecond.
 
 use super::block;
 use crate::lab::Snapshot;
@@ -9,305 +13,402 @@ use forkscope_core::history::{Entry, Record};
 use forkscope_core::{SessionId, StreamId, StreamKind};
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-/// Lab milliseconds one column covers.
+/// Lab milliseconds one column covers at most while the lanes follow the present: beyond it
+/// the lanes scroll (or `z` shows the whole run in the width).
 pub const MS_PER_COLUMN: u64 = 100;
+/// Finest scale: a scripted run of a third of a second still spreads across the lanes.
+const MIN_MS_PER_COLUMN: u64 = 2;
 const LABEL: usize = 8;
 const MAX_STREAM_LANES: usize = 4;
 
 /// How bad a mark is; the worst one in a column wins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Severity {
+pub enum Severity {
     Info,
     Event,
     Warn,
     Violation,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Mark {
-    glyph: char,
-    severity: Severity,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub glyph: char,
+    pub severity: Severity,
+    /// Colours an event mark by its stream.
     stream: Option<StreamId>,
 }
 
-#[derive(Debug, Default)]
-struct Lanes {
-    streams: BTreeMap<StreamId, Vec<Option<Mark>>>,
-    client: Vec<Option<Mark>>,
-}
-
-fn put(lane: &mut [Option<Mark>], column: usize, mark: Mark) {
-    if let Some(slot) = lane.get_mut(column)
-        && slot.is_none_or(|m| m.severity <= mark.severity)
-    {
-        *slot = Some(mark);
+impl Mark {
+    fn new(glyph: char, severity: Severity, stream: Option<StreamId>) -> Mark {
+        Mark {
+            glyph,
+            severity,
+            stream,
+        }
     }
 }
 
-/// Builds the lanes of `session` for the `columns` columns ending at `now_ms`.
-fn build(entries: &[Entry], session: Option<SessionId>, now_ms: u64, columns: usize) -> Lanes {
-    let start = now_ms.saturating_sub(columns as u64 * MS_PER_COLUMN);
-    let mut lanes = Lanes {
-        client: vec![None; columns],
-        ..Lanes::default()
-    };
-    // The standalone stream each session last attached: the one the client is bound to. A tool
-    // call's stream is attached beside it, never instead of it.
-    let mut bound: HashMap<SessionId, StreamId> = HashMap::new();
-    let mut requests: HashSet<(SessionId, StreamId)> = HashSet::new();
-    let mut applied: HashSet<Arc<str>> = HashSet::new();
-    let column = |at: u64| -> Option<usize> {
-        (at >= start)
-            .then(|| (((at - start) / MS_PER_COLUMN) as usize).min(columns.saturating_sub(1)))
-    };
-    for entry in entries {
-        let at = column(entry.at.as_millis());
-        let ours = |s: &SessionId| Some(*s) == session;
+/// Which lane a mark is drawn on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Row {
+    Stream(StreamId),
+    Client,
+}
+
+/// One classified history entry: where and how the lanes draw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub at_ms: u64,
+    /// Index of its entry in the run's history.
+    pub entry: usize,
+    /// Drawn only while the client is in this session; `None`: always (the client's own
+    /// refusals and deliveries show even after it moved to a new session).
+    pub session: Option<SessionId>,
+    pub row: Row,
+    pub mark: Mark,
+}
+
+impl Placed {
+    /// Whether the lanes of a client in `session` draw it.
+    pub fn shown_for(&self, session: Option<SessionId>) -> bool {
+        self.session.is_none() || self.session == session
+    }
+}
+
+/// Turns history entries into marks, one at a time, keeping what it must remember: which
+/// stream each session is bound to, which streams belong to requests, which side effects the
+/// client applied.
+#[derive(Clone, Debug, Default)]
+pub struct Classifier {
+    bound: HashMap<SessionId, StreamId>,
+    requests: HashSet<(SessionId, StreamId)>,
+    applied: HashSet<Arc<str>>,
+}
+
+impl Classifier {
+    /// The mark of the `index`th entry, if it draws one.
+    pub fn place(&mut self, index: usize, entry: &Entry) -> Option<Placed> {
+        let at_ms = entry.at.as_millis();
+        let on = |session: SessionId, stream: StreamId, mark: Mark| Placed {
+            at_ms,
+            entry: index,
+            session: Some(session),
+            row: Row::Stream(stream),
+            mark,
+        };
+        let client = |session: Option<SessionId>, mark: Mark| Placed {
+            at_ms,
+            entry: index,
+            session,
+            row: Row::Client,
+            mark,
+        };
         match &entry.record {
             Record::StreamOpened {
-                session: s,
+                session,
                 stream,
                 stream_kind: StreamKind::Request,
                 ..
             } => {
-                requests.insert((*s, *stream));
+                self.requests.insert((*session, *stream));
+                None
             }
+            // The client's lane shows the resume too: see `resumed`.
             Record::ResumeAccepted {
-                session: s, stream, ..
-            } if ours(s) => {
-                if let Some(c) = at {
-                    lane(
-                        &mut lanes,
-                        *stream,
-                        columns,
-                        c,
-                        Mark {
-                            glyph: '↺',
-                            severity: Severity::Info,
-                            stream: Some(*stream),
-                        },
-                    );
-                }
-            }
+                session, stream, ..
+            } => Some(on(
+                *session,
+                *stream,
+                Mark::new('↺', Severity::Info, Some(*stream)),
+            )),
             Record::Attached {
-                session: s, stream, ..
+                session, stream, ..
             } => {
-                if !requests.contains(&(*s, *stream)) {
-                    bound.insert(*s, *stream);
+                // The standalone stream a session last attached is the one the client is bound
+                // to. A tool call's stream is attached beside it, never instead of it.
+                if !self.requests.contains(&(*session, *stream)) {
+                    self.bound.insert(*session, *stream);
                 }
-                if ours(s)
-                    && let Some(c) = at
-                {
-                    lane(
-                        &mut lanes,
-                        *stream,
-                        columns,
-                        c,
-                        Mark {
-                            glyph: '┣',
-                            severity: Severity::Info,
-                            stream: Some(*stream),
-                        },
-                    );
-                }
+                Some(on(
+                    *session,
+                    *stream,
+                    Mark::new('┣', Severity::Info, Some(*stream)),
+                ))
             }
             Record::Emitted {
-                session: s,
+                session,
                 stream,
                 copied,
                 ..
-            } if ours(s) => {
-                let orphan = bound.get(s).is_some_and(|b| b != stream)
+            } => {
+                let orphan = self.bound.get(session).is_some_and(|b| b != stream)
                     && !copied
-                    && !requests.contains(&(*s, *stream));
+                    && !self.requests.contains(&(*session, *stream));
                 let mark = match (orphan, copied) {
-                    (true, _) => Mark {
-                        glyph: '◉',
-                        severity: Severity::Violation,
-                        stream: Some(*stream),
-                    },
-                    (_, true) => Mark {
-                        glyph: '○',
-                        severity: Severity::Warn,
-                        stream: Some(*stream),
-                    },
-                    _ => Mark {
-                        glyph: '●',
-                        severity: Severity::Event,
-                        stream: Some(*stream),
-                    },
+                    (true, _) => Mark::new('◉', Severity::Violation, Some(*stream)),
+                    (_, true) => Mark::new('○', Severity::Warn, Some(*stream)),
+                    _ => Mark::new('●', Severity::Event, Some(*stream)),
                 };
-                if let Some(c) = at {
-                    lane(&mut lanes, *stream, columns, c, mark);
-                }
+                Some(on(*session, *stream, mark))
             }
             Record::LateEmitRefused {
-                session: s, stream, ..
-            } if ours(s) => {
-                if let Some(c) = at {
-                    lane(
-                        &mut lanes,
-                        *stream,
-                        columns,
-                        c,
-                        Mark {
-                            glyph: '×',
-                            severity: Severity::Warn,
-                            stream: None,
-                        },
-                    );
-                }
-            }
-            Record::Fenced { session: s, stream } if ours(s) => {
-                if let Some(c) = at {
-                    lane(
-                        &mut lanes,
-                        *stream,
-                        columns,
-                        c,
-                        Mark {
-                            glyph: '┃',
-                            severity: Severity::Warn,
-                            stream: None,
-                        },
-                    );
-                }
+                session, stream, ..
+            } => Some(on(*session, *stream, Mark::new('×', Severity::Warn, None))),
+            Record::Fenced { session, stream } => {
+                Some(on(*session, *stream, Mark::new('┃', Severity::Warn, None)))
             }
             Record::Orphaned {
-                session: s, stream, ..
-            } if ours(s) => {
-                if let Some(c) = at {
-                    lane(
-                        &mut lanes,
-                        *stream,
-                        columns,
-                        c,
-                        Mark {
-                            glyph: '╎',
-                            severity: Severity::Warn,
-                            stream: None,
-                        },
-                    );
-                }
-            }
+                session, stream, ..
+            } => Some(on(*session, *stream, Mark::new('╎', Severity::Warn, None))),
             Record::Delivered {
                 event,
                 key,
-                applied: was_applied,
+                applied,
                 ..
             } => {
-                let duplicate = *was_applied && !applied.insert(key.clone());
-                let mark = match (was_applied, duplicate) {
-                    (_, true) => Mark {
-                        glyph: '◆',
-                        severity: Severity::Violation,
-                        stream: None,
-                    },
-                    (true, false) => Mark {
-                        glyph: '▲',
-                        severity: Severity::Event,
-                        stream: Some(event.stream),
-                    },
-                    (false, _) => Mark {
-                        glyph: '·',
-                        severity: Severity::Info,
-                        stream: None,
-                    },
+                let duplicate = *applied && !self.applied.insert(key.clone());
+                let mark = match (applied, duplicate) {
+                    (_, true) => Mark::new('◆', Severity::Violation, None),
+                    (true, false) => Mark::new('▲', Severity::Event, Some(event.stream)),
+                    (false, _) => Mark::new('·', Severity::Info, None),
                 };
-                if let Some(c) = at {
-                    put(&mut lanes.client, c, mark);
-                }
+                Some(client(None, mark))
             }
-            // The client's own refusals show even after it moved to a new session.
             Record::ResumeRejected { .. } => {
-                if let Some(c) = at {
-                    put(
-                        &mut lanes.client,
-                        c,
-                        Mark {
-                            glyph: '✗',
-                            severity: Severity::Warn,
-                            stream: None,
-                        },
-                    );
-                }
+                Some(client(None, Mark::new('✗', Severity::Warn, None)))
             }
-            Record::ResumeAccepted { session: s, .. } if ours(s) => {
-                if let Some(c) = at {
-                    put(
-                        &mut lanes.client,
-                        c,
-                        Mark {
-                            glyph: '↺',
-                            severity: Severity::Info,
-                            stream: None,
-                        },
-                    );
-                }
-            }
-            _ => {}
+            _ => None,
+        }
+    }
+
+    /// The client lane's ↺ for an accepted resume (a second mark for the same entry).
+    pub fn resumed(index: usize, entry: &Entry) -> Option<Placed> {
+        match &entry.record {
+            Record::ResumeAccepted { session, .. } => Some(Placed {
+                at_ms: entry.at.as_millis(),
+                entry: index,
+                session: Some(*session),
+                row: Row::Client,
+                mark: Mark::new('↺', Severity::Info, None),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Classifies a whole run at once (hand-built snapshots, tests).
+pub fn classify(entries: &[Entry]) -> Vec<Placed> {
+    let mut classifier = Classifier::default();
+    let mut placed = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        placed.extend(classifier.place(i, entry));
+        placed.extend(Classifier::resumed(i, entry));
+    }
+    placed
+}
+
+/// How much of the run the lanes show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Zoom {
+    /// Scale to what happened, up to [`MS_PER_COLUMN`]; past that, the lanes scroll.
+    #[default]
+    Follow,
+    /// The whole run in the width, however long.
+    WholeRun,
+}
+
+/// What the lanes of one lab draw: its classified marks up to the instant shown.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneSource<'a> {
+    pub placed: &'a [Placed],
+    /// The instant shown: the window's right edge.
+    pub end_ms: u64,
+    pub zoom: Zoom,
+    /// The selected mark (index into `placed`), drawn highlighted.
+    pub selected: Option<usize>,
+    /// Predict, then reveal: violations drawn as plain events until the verdict is revealed.
+    pub hide_verdict: bool,
+}
+
+/// Where the lanes were drawn, for the mouse: which row is which lane, and the time scale.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LanesDrawn {
+    pub area: Rect,
+    /// Screen row → lane.
+    pub rows: Vec<(u16, Row)>,
+    /// Screen column of the first time column.
+    pub first_column: u16,
+    pub columns: u16,
+    pub start_ms: u64,
+    pub ms_per_column: u64,
+}
+
+impl LanesDrawn {
+    /// The lab-time span a screen cell covers, and its lane; `None` off the lanes.
+    pub fn hit(&self, column: u16, row: u16) -> Option<(Row, u64, u64)> {
+        let lane = self.rows.iter().find(|(r, _)| *r == row)?.1;
+        let offset = column.checked_sub(self.first_column)?;
+        if offset >= self.columns {
+            return None;
+        }
+        let from = self.start_ms + u64::from(offset) * self.ms_per_column;
+        Some((lane, from, from + self.ms_per_column))
+    }
+}
+
+/// The window `(start_ms, ms_per_column)` for `columns` columns ending at `end_ms`, given the
+/// run's first mark.
+pub fn window(first_ms: Option<u64>, end_ms: u64, columns: usize, zoom: Zoom) -> (u64, u64) {
+    let columns = columns.max(1) as u64;
+    let span = first_ms.map_or(0, |f| end_ms.saturating_sub(f)) + 1;
+    let per = span.div_ceil(columns).max(MIN_MS_PER_COLUMN);
+    let per = match zoom {
+        Zoom::Follow => per.min(MS_PER_COLUMN),
+        Zoom::WholeRun => per,
+    };
+    (end_ms.saturating_sub(columns * per - 1), per)
+}
+
+#[derive(Debug, Default)]
+struct Lanes {
+    streams: BTreeMap<StreamId, Vec<Option<(Mark, usize)>>>,
+    client: Vec<Option<(Mark, usize)>>,
+}
+
+fn put(lane: &mut [Option<(Mark, usize)>], column: usize, mark: Mark, index: usize) {
+    if let Some(slot) = lane.get_mut(column)
+        && slot.is_none_or(|(m, _)| m.severity <= mark.severity)
+    {
+        *slot = Some((mark, index));
+    }
+}
+
+/// Places the marks of `session` in the window into lanes; a cell keeps its worst mark.
+fn build(
+    placed: &[Placed],
+    session: Option<SessionId>,
+    start_ms: u64,
+    per: u64,
+    columns: usize,
+) -> Lanes {
+    let mut lanes = Lanes {
+        client: vec![None; columns],
+        ..Lanes::default()
+    };
+    // Marks are in arrival order, which is lab-time order up to a tick: find the window's start.
+    let from = placed.partition_point(|p| p.at_ms < start_ms);
+    for (i, p) in placed.iter().enumerate().skip(from) {
+        if !p.shown_for(session) || p.at_ms < start_ms {
+            continue;
+        }
+        let column = (((p.at_ms - start_ms) / per) as usize).min(columns.saturating_sub(1));
+        match p.row {
+            Row::Client => put(&mut lanes.client, column, p.mark, i),
+            Row::Stream(stream) => put(
+                lanes
+                    .streams
+                    .entry(stream)
+                    .or_insert_with(|| vec![None; columns]),
+                column,
+                p.mark,
+                i,
+            ),
         }
     }
     lanes
 }
 
-fn lane(lanes: &mut Lanes, stream: StreamId, columns: usize, column: usize, mark: Mark) {
-    put(
-        lanes
-            .streams
-            .entry(stream)
-            .or_insert_with(|| vec![None; columns]),
-        column,
-        mark,
-    );
-}
-
-fn styled(mark: Option<Mark>, theme: &Theme) -> Span<'static> {
-    match mark {
+fn styled(cell: Option<(Mark, usize)>, source: &LaneSource, theme: &Theme) -> Span<'static> {
+    match cell {
         None => Span::styled("·", theme.border()),
-        Some(m) => {
-            let style: Style = match m.severity {
+        Some((m, index)) => {
+            let (glyph, severity) = match (source.hide_verdict, m.severity, m.glyph) {
+                (true, Severity::Violation, '◉') => ('●', Severity::Event),
+                (true, Severity::Violation, _) => ('▲', Severity::Event),
+                _ => (m.glyph, m.severity),
+            };
+            let mut style: Style = match severity {
                 Severity::Violation => theme.bad(),
                 Severity::Warn => theme.warn(),
                 Severity::Info => theme.dim(),
                 Severity::Event => m.stream.map_or(theme.good(), |s| theme.stream(s.0)),
             };
-            Span::styled(m.glyph.to_string(), style)
+            if source.selected == Some(index) {
+                style = style.add_modifier(Modifier::REVERSED | Modifier::BOLD);
+            }
+            Span::styled(glyph.to_string(), style)
         }
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+/// `4.2 s`, `300 ms`: a window's width as a person reads it.
+fn span_words(ms: u64) -> String {
+    if ms >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    source: Option<LaneSource>,
+    theme: &Theme,
+) -> LanesDrawn {
+    // Without a timeline (hand-built snapshots), classify what the snapshot carries.
+    let own;
+    let source = match source {
+        Some(s) => s,
+        None => {
+            own = classify(&snap.recent);
+            LaneSource {
+                placed: &own,
+                end_ms: snap.view.at.as_millis(),
+                zoom: Zoom::Follow,
+                selected: None,
+                hide_verdict: false,
+            }
+        }
+    };
     let columns = (area.width as usize).saturating_sub(LABEL + 2).max(1);
     let session = snap.view.client.as_ref().and_then(|c| c.session);
-    let lanes = build(&snap.recent, session, snap.view.at.as_millis(), columns);
+    let first = source.placed.first().map(|p| p.at_ms);
+    let (start_ms, per) = window(first, source.end_ms, columns, source.zoom);
+    let lanes = build(source.placed, session, start_ms, per, columns);
     let inner = (area.height as usize).saturating_sub(2);
     let room = inner.saturating_sub(1).clamp(1, MAX_STREAM_LANES);
     let legend = inner > room.min(lanes.streams.len().max(1)) + 1;
     let mut lines = Vec::new();
+    let mut rows = Vec::new();
     // Lanes with a violation first, then the newest; shown in stream order.
     let mut shown: Vec<_> = lanes.streams.iter().collect();
-    let violates = |marks: &Vec<Option<Mark>>| {
+    let violates = |marks: &Vec<Option<(Mark, usize)>>| {
         marks
             .iter()
             .flatten()
-            .any(|m| m.severity == Severity::Violation)
+            .any(|(m, _)| m.severity == Severity::Violation)
     };
     shown.sort_by_key(|(id, marks)| (std::cmp::Reverse(violates(marks)), std::cmp::Reverse(**id)));
     shown.truncate(room);
     shown.sort_by_key(|(id, _)| **id);
+    let top = area.y + 1;
     for (stream, marks) in shown {
         let mut spans = vec![Span::styled(
             format!("{:<width$}", stream.to_string(), width = LABEL),
             theme.stream(stream.0),
         )];
-        spans.extend(marks.iter().map(|m| styled(*m, theme)));
+        spans.extend(marks.iter().map(|m| styled(*m, &source, theme)));
+        rows.push((top + lines.len() as u16, Row::Stream(*stream)));
         lines.push(Line::from(spans));
     }
     if lanes.streams.is_empty() {
@@ -317,16 +418,33 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
         format!("{:<width$}", "client", width = LABEL),
         theme.title(),
     )];
-    client.extend(lanes.client.iter().map(|m| styled(*m, theme)));
+    client.extend(lanes.client.iter().map(|m| styled(*m, &source, theme)));
+    rows.push((top + lines.len() as u16, Row::Client));
     lines.push(Line::from(client));
-    let window = columns as u64 * MS_PER_COLUMN / 1000;
     if legend {
+        let scale = match source.zoom {
+            Zoom::Follow => "",
+            Zoom::WholeRun => " (whole run, z)",
+        };
         lines.push(Line::styled(
-        format!("{:<width$}← {window} s · ◉ orphan emit ◆ duplicate ✗ rejected ● emit ▲ applied ○ copied ↺ resumed × refused ┃ fenced ╎ orphaned", "", width = LABEL),
-        theme.dim(),
-    ));
+            format!(
+                "{:<width$}← {}{scale} · ◉ orphan emit ◆ duplicate ✗ rejected ● emit ▲ applied ○ copied ↺ resumed × refused ┃ fenced ╎ orphaned",
+                "",
+                span_words(columns as u64 * per),
+                width = LABEL
+            ),
+            theme.dim(),
+        ));
     }
     frame.render_widget(Paragraph::new(lines).block(block("lanes", theme)), area);
+    LanesDrawn {
+        area,
+        rows,
+        first_column: area.x + 1 + LABEL as u16,
+        columns: columns as u16,
+        start_ms,
+        ms_per_column: per,
+    }
 }
 
 #[cfg(test)]
@@ -335,12 +453,13 @@ mod tests {
     use forkscope_core::sim::Sim;
     use forkscope_core::{LabConfig, Policy};
 
-    fn glyphs(lane: &[Option<Mark>]) -> String {
-        lane.iter().map(|m| m.map_or('.', |m| m.glyph)).collect()
+    fn glyphs(lane: &[Option<(Mark, usize)>]) -> String {
+        lane.iter()
+            .map(|m| m.map_or('.', |(m, _)| m.glyph))
+            .collect()
     }
 
-    #[test]
-    fn a_naive_fork_paints_orphan_emits_and_duplicates_red() {
+    fn forked() -> Sim {
         let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
         sim.start();
         sim.emit_background();
@@ -352,20 +471,59 @@ mod tests {
         sim.deliver_all();
         sim.advance(200);
         sim.emit_background();
+        sim
+    }
+
+    #[test]
+    fn a_naive_fork_paints_orphan_emits_and_duplicates_red() {
+        let sim = forked();
         let entries: Vec<Entry> = sim.history().recent().iter().cloned().collect();
-        let lanes = build(&entries, sim.session(), sim.now().as_millis(), 5);
+        let placed = classify(&entries);
+        let (start, per) = window(Some(0), sim.now().as_millis(), 5, Zoom::Follow);
+        let lanes = build(&placed, sim.session(), start, per, 5);
         let s1 = &lanes.streams[&StreamId(1)];
         assert!(
             s1.iter()
                 .flatten()
-                .any(|m| m.severity == Severity::Violation),
+                .any(|(m, _)| m.severity == Severity::Violation),
             "{}",
             glyphs(s1)
         );
         assert!(
-            lanes.client.iter().flatten().any(|m| m.glyph == '◆'),
+            lanes.client.iter().flatten().any(|(m, _)| m.glyph == '◆'),
             "{}",
             glyphs(&lanes.client)
         );
+    }
+
+    #[test]
+    fn the_window_scales_to_a_short_run_and_scrolls_a_long_one() {
+        // 400 ms of lab time over 80 columns: 5 ms a column, the whole story across the width.
+        assert_eq!(window(Some(0), 400, 80, Zoom::Follow), (0, 6));
+        // An hour: the lanes follow the present at 100 ms a column…
+        let (start, per) = window(Some(0), 3_600_000, 80, Zoom::Follow);
+        assert_eq!(per, MS_PER_COLUMN);
+        assert_eq!(start, 3_600_000 - 80 * 100 + 1);
+        // …or, zoomed out, show all of it.
+        assert_eq!(window(Some(0), 3_600_000, 80, Zoom::WholeRun).0, 0);
+    }
+
+    #[test]
+    fn a_click_maps_to_its_lane_and_time() {
+        let drawn = LanesDrawn {
+            area: Rect::new(0, 0, 30, 6),
+            rows: vec![(1, Row::Stream(StreamId(1))), (2, Row::Client)],
+            first_column: 9,
+            columns: 19,
+            start_ms: 1000,
+            ms_per_column: 10,
+        };
+        assert_eq!(
+            drawn.hit(9, 1),
+            Some((Row::Stream(StreamId(1)), 1000, 1010))
+        );
+        assert_eq!(drawn.hit(12, 2), Some((Row::Client, 1030, 1040)));
+        assert_eq!(drawn.hit(3, 2), None, "the label column");
+        assert_eq!(drawn.hit(12, 4), None, "below the lanes");
     }
 }

@@ -2,6 +2,7 @@
 //! screen can be drawn into a test backend from a deterministic snapshot.
 
 pub mod client;
+pub mod event_card;
 pub mod evidence;
 pub mod exchanges;
 pub mod footer;
@@ -12,6 +13,7 @@ pub mod lanes;
 pub mod logs;
 pub mod narration;
 pub mod picker;
+pub mod presenter;
 pub mod proof;
 pub mod streams;
 

@@ -1,0 +1,238 @@
+//! The selected event, explained: what it is, who emitted it, what the client made of it
+//! (its belief) beside what really happened (the ground truth the history records).
+
+use super::block;
+use super::lanes::Placed;
+use crate::tui::theme::Theme;
+use forkscope_core::history::{Entry, Record};
+use forkscope_core::{EventId, IdScheme, SessionId, StreamId};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+
+/// Rows the card takes: border, title and three lines.
+pub const HEIGHT: u16 = 6;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventCard {
+    pub title: String,
+    pub lines: Vec<String>,
+    /// It is evidence of a violation.
+    pub bad: bool,
+}
+
+/// `bg:3` from `3fa2…:bg:3`.
+fn short_key(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(_, rest)| rest)
+}
+
+fn who_emitted(key: &str, copied: bool) -> &'static str {
+    if copied {
+        "copied by the naive server from an older stream's backlog: old content under a new id"
+    } else if short_key(key).starts_with("bg") {
+        "emitted by the server's background emitter"
+    } else {
+        "emitted by the progress_task tool call"
+    }
+}
+
+/// How the id of `event` read on the wire, by its stream's id scheme.
+fn wire_id(entries: &[Entry], session: SessionId, event: EventId) -> String {
+    let scheme = entries.iter().find_map(|e| match &e.record {
+        Record::StreamOpened {
+            session: s,
+            stream,
+            ids,
+            ..
+        } if *s == session && *stream == event.stream => Some(*ids),
+        _ => None,
+    });
+    match scheme {
+        Some(IdScheme::Bare) => format!(
+            "id `{}` on the wire: a bare counter, the client cannot tell which stream",
+            event.seq
+        ),
+        Some(IdScheme::Keyed) => format!(
+            "id `{}-{}.<key>` on the wire: names its stream and proves it",
+            event.stream, event.seq
+        ),
+        _ => format!(
+            "id `{}-{}` on the wire: names its stream",
+            event.stream, event.seq
+        ),
+    }
+}
+
+/// What the client did with the side effect `key`: each application (time, event).
+fn applications(entries: &[Entry], key: &str) -> Vec<(String, EventId)> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Delivered {
+                event,
+                key: k,
+                applied: true,
+                ..
+            } if &**k == key => Some((e.at.to_string(), *event)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn truth(entries: &[Entry], key: &str) -> (String, bool) {
+    let applied = applications(entries, key);
+    match applied.as_slice() {
+        [] => (
+            format!("truth: side effect {} not applied (yet)", short_key(key)),
+            false,
+        ),
+        [(at, event)] => (
+            format!(
+                "truth: side effect {} applied once, at {at} ({event})",
+                short_key(key)
+            ),
+            false,
+        ),
+        many => (
+            format!(
+                "truth: side effect {} applied {}× ({}): a DUPLICATE",
+                short_key(key),
+                many.len(),
+                many.iter()
+                    .map(|(at, e)| format!("{e} at {at}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            true,
+        ),
+    }
+}
+
+/// The card for the mark `placed`, seen at the instant whose history is `entries` (absolute
+/// index of the first: `base`).
+pub fn describe(entries: &[Entry], base: usize, placed: &Placed) -> Option<EventCard> {
+    let entry = entries.get(placed.entry.checked_sub(base)?)?;
+    let bound_elsewhere = placed.mark.glyph == '◉';
+    Some(match &entry.record {
+        Record::Emitted {
+            session,
+            stream,
+            seq,
+            key,
+            copied,
+        } => {
+            let event = EventId {
+                stream: *stream,
+                seq: *seq,
+            };
+            let client = entries.iter().find_map(|e| match &e.record {
+                Record::Delivered {
+                    session: s,
+                    event: got,
+                    applied,
+                    ..
+                } if s == session && *got == event => Some((e.at, *applied)),
+                _ => None,
+            });
+            let belief = match client {
+                Some((at, true)) => format!("client: applied it at {at}"),
+                Some((at, false)) => format!("client: skipped it at {at} (a replay it had)"),
+                None if bound_elsewhere => {
+                    "client: never gets it — it is bound to another stream; this one is an orphan still receiving: a FORK".to_owned()
+                }
+                None => "client: has not received it (yet)".to_owned(),
+            };
+            let (truth, duplicate) = truth(entries, key);
+            EventCard {
+                title: format!("event {event} at {}", entry.at),
+                lines: vec![
+                    format!(
+                        "payload {} · {} · {}",
+                        short_key(key),
+                        who_emitted(key, *copied),
+                        wire_id(entries, *session, event)
+                    ),
+                    belief,
+                    truth,
+                ],
+                bad: bound_elsewhere || duplicate,
+            }
+        }
+        Record::Delivered {
+            session,
+            event,
+            key,
+            applied,
+        } => {
+            let before = applications(entries, key)
+                .into_iter()
+                .find(|(_, e)| e != event);
+            let (belief, bad) = match (applied, before) {
+                (true, Some((at, first))) => (
+                    format!(
+                        "client: applied it, believing it new — but it applied {} before, at {at} from {first}: a DUPLICATE",
+                        short_key(key)
+                    ),
+                    true,
+                ),
+                (true, None) => ("client: applied it, the first time".to_owned(), false),
+                (false, _) => (
+                    "client: skipped it — its cursor says it has this one (a replay)".to_owned(),
+                    false,
+                ),
+            };
+            let (truth, _) = truth(entries, key);
+            EventCard {
+                title: format!("delivery of {event} at {}", entry.at),
+                lines: vec![
+                    format!(
+                        "payload {} from {} · {}",
+                        short_key(key),
+                        stream_words(event.stream),
+                        wire_id(entries, *session, *event)
+                    ),
+                    belief,
+                    truth,
+                ],
+                bad,
+            }
+        }
+        other => EventCard {
+            title: format!("{} at {}", kind_words(other), entry.at),
+            lines: vec![other.describe().unwrap_or_default()],
+            bad: false,
+        },
+    })
+}
+
+fn stream_words(stream: StreamId) -> String {
+    format!("stream {stream}")
+}
+
+fn kind_words(record: &Record) -> &'static str {
+    match record {
+        Record::Attached { .. } => "attach",
+        Record::ResumeAccepted { .. } => "resume",
+        Record::ResumeRejected { .. } => "typed rejection",
+        Record::Fenced { .. } => "fence",
+        Record::Orphaned { .. } => "grace window",
+        Record::LateEmitRefused { .. } => "late emit refused",
+        _ => "record",
+    }
+}
+
+pub fn render(frame: &mut Frame, area: Rect, card: &EventCard, theme: &Theme) {
+    let mut lines = vec![Line::from(Span::styled(
+        card.title.clone(),
+        if card.bad { theme.bad() } else { theme.title() },
+    ))];
+    lines.extend(card.lines.iter().map(|l| Line::raw(l.clone())));
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(block("selected event · , . move · Esc clears", theme)),
+        area,
+    );
+}

@@ -1,0 +1,331 @@
+//! The real dashboard driven by keys and clicks: key → Action → lab (real sockets) → screen,
+//! drawn into a `TestBackend`. Every wait is for observed state, never a sleep-and-hope.
+
+use forkscope::lab::{LabOptions, Snapshot};
+use forkscope::tui::Start;
+use forkscope::tui::app::App;
+use forkscope::tui::log::LogRing;
+use forkscope_core::Policy;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers, MouseButton, MouseEvent,
+    MouseEventKind,
+};
+use std::time::Duration;
+
+fn key(c: char) -> Event {
+    code(KeyCode::Char(c))
+}
+
+fn code(code: KeyCode) -> Event {
+    Event::Key(KeyEvent {
+        code,
+        modifiers: KeyModifiers::NONE,
+        kind: KeyEventKind::Press,
+        state: KeyEventState::NONE,
+    })
+}
+
+async fn dashboard(policy: Policy) -> App {
+    let start = Start {
+        options: LabOptions {
+            policy,
+            ..LabOptions::default()
+        },
+        ..Start::default()
+    };
+    App::new(start, LogRing::default())
+        .await
+        .expect("the lab starts")
+}
+
+/// Draws frames until `ready` holds for the labs' snapshots (a guard of 30 s against a hang).
+async fn until(
+    app: &mut App,
+    terminal: &mut Terminal<TestBackend>,
+    what: &str,
+    ready: impl Fn(&[Snapshot]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        app.draw(terminal).unwrap();
+        let snaps: Vec<Snapshot> = app.labs().iter().map(|l| l.snapshot()).collect();
+        if ready(&snaps) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not reached: {what}\n{}",
+            terminal.backend()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn applied(snaps: &[Snapshot]) -> u64 {
+    snaps
+        .iter()
+        .map(|s| s.view.client.as_ref().map_or(0, |c| c.applied))
+        .min()
+        .unwrap_or(0)
+}
+
+fn forked(snaps: &[Snapshot]) -> bool {
+    snaps.iter().any(|s| {
+        s.view
+            .verdict
+            .counts
+            .iter()
+            .any(|(k, _)| *k == forkscope_core::AnomalyKind::Fork)
+    })
+}
+
+fn screen(terminal: &Terminal<TestBackend>) -> String {
+    terminal.backend().to_string()
+}
+
+/// The seed incident by keys: n, a few events, t, d: the fork on screen.
+async fn fork_by_keys(app: &mut App, terminal: &mut Terminal<TestBackend>) {
+    app.handle(key('n')).await;
+    until(app, terminal, "two applied events", |s| applied(s) >= 2).await;
+    app.handle(key('t')).await;
+    app.handle(key('d')).await;
+    // A fork is an emit landing on the orphaned stream: the ◉ the lanes draw.
+    until(app, terminal, "a fork", forked).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_keys_fork_the_lab_and_time_travel_finds_the_violation() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    fork_by_keys(&mut app, &mut terminal).await;
+    app.draw(&mut terminal).unwrap();
+    let live = screen(&terminal);
+    assert!(live.contains("NAIVE") && live.contains("FORK"), "{live}");
+    assert_eq!(app.travelling(), None);
+
+    // v: back to the first change whose verdict was not clean.
+    app.handle(key('v')).await;
+    let (moment, moments) = app.travelling().expect("travelling");
+    assert!(moment < moments, "{moment} of {moments}");
+    app.draw(&mut terminal).unwrap();
+    let past = screen(&terminal);
+    assert!(past.contains("TIME TRAVEL"), "{past}");
+    assert!(
+        past.contains("verdict DUPLICATE") || past.contains("verdict FORK"),
+        "the first violation's moment shows it: {past}"
+    );
+    // One change further back the verdict was still clean.
+    app.handle(code(KeyCode::Left)).await;
+    app.draw(&mut terminal).unwrap();
+    let before = screen(&terminal);
+    assert!(before.contains("verdict CLEAN"), "{before}");
+    // The lab was paused for the journey; End returns to live and lab time runs again.
+    assert!(app.labs()[0].clock().paused());
+    app.handle(code(KeyCode::End)).await;
+    assert_eq!(app.travelling(), None);
+    assert!(!app.labs()[0].clock().paused());
+    app.draw(&mut terminal).unwrap();
+    assert!(!screen(&terminal).contains("TIME TRAVEL"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_are_steps_of_their_own() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    fork_by_keys(&mut app, &mut terminal).await;
+    app.handle(code(KeyCode::Home)).await;
+    assert_eq!(app.travelling().map(|t| t.0), Some(0));
+    app.handle(key(']')).await;
+    let first = app.travelling().unwrap().0;
+    app.handle(key(']')).await;
+    let second = app.travelling().unwrap().0;
+    assert!(first > 0 || second > first, "{first} {second}");
+    assert!(
+        second > first,
+        "the next decision is later: {first} → {second}"
+    );
+    app.handle(key('[')).await;
+    assert_eq!(app.travelling().unwrap().0, first);
+    // Esc leaves time travel before it would quit.
+    app.handle(code(KeyCode::Esc)).await;
+    assert_eq!(app.travelling(), None);
+    assert!(!app.quitting());
+    app.handle(code(KeyCode::Esc)).await;
+    assert!(app.quitting());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selected_event_says_what_the_client_believed_and_what_was_true() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    fork_by_keys(&mut app, &mut terminal).await;
+    app.handle(key('v')).await;
+    // The newest event of the first violation's moment is selected first…
+    app.handle(key(',')).await;
+    app.draw(&mut terminal).unwrap();
+    let text = screen(&terminal);
+    assert!(text.contains("selected event"), "{text}");
+    assert!(text.contains("payload"), "{text}");
+    assert!(text.contains("truth:"), "{text}");
+    // …and walking back finds a delivery the client applied twice.
+    let mut seen_duplicate = false;
+    for _ in 0..40 {
+        app.handle(key(',')).await;
+        app.draw(&mut terminal).unwrap();
+        if screen(&terminal).contains("believing it new") {
+            seen_duplicate = true;
+            break;
+        }
+    }
+    assert!(seen_duplicate, "{}", screen(&terminal));
+    // Esc clears the selection first; the card goes.
+    app.handle(code(KeyCode::Esc)).await;
+    app.draw(&mut terminal).unwrap();
+    assert!(!screen(&terminal).contains("selected event"));
+    assert!(app.travelling().is_some());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_an_orphan_emit_explains_the_fork() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    fork_by_keys(&mut app, &mut terminal).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (x, y) = loop {
+        app.draw(&mut terminal).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        let found = (0..buffer.area.height).find_map(|y| {
+            (0..buffer.area.width)
+                .find(|x| buffer[(*x, y)].symbol() == "◉")
+                .map(|x| (x, y))
+        });
+        if let Some(at) = found {
+            break at;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            screen(&terminal)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Freeze the screen first so the cell stays where it was drawn.
+    app.handle(code(KeyCode::Left)).await;
+    app.handle(code(KeyCode::Right)).await;
+    app.draw(&mut terminal).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let (x, y) = (0..buffer.area.width)
+        .find(|x| buffer[(*x, y)].symbol() == "◉")
+        .map_or((x, y), |x| (x, y));
+    app.handle(Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: x,
+        row: y,
+        modifiers: KeyModifiers::NONE,
+    }))
+    .await;
+    app.draw(&mut terminal).unwrap();
+    let text = screen(&terminal);
+    assert!(text.contains("selected event"), "{text}");
+    assert!(text.contains("orphan still receiving: a FORK"), "{text}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presenter_mode_hides_the_verdict_until_revealed() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    app.handle(key('f')).await;
+    app.handle(key('V')).await;
+    fork_by_keys(&mut app, &mut terminal).await;
+    app.draw(&mut terminal).unwrap();
+    let hidden = screen(&terminal);
+    assert!(hidden.contains("VERDICT HIDDEN"), "{hidden}");
+    assert!(!hidden.contains("FORK"), "{hidden}");
+    let lanes: Vec<&str> = hidden
+        .lines()
+        .filter(|l| l.contains("│s1 ") || l.contains("│s2 ") || l.contains("│client "))
+        .collect();
+    assert!(lanes.len() >= 3, "{hidden}");
+    assert!(
+        lanes.iter().all(|l| !l.contains('◉') && !l.contains('◆')),
+        "no red marks while hidden: {hidden}"
+    );
+    assert!(hidden.contains("duplicates ?"), "{hidden}");
+    assert!(
+        !hidden.contains("http"),
+        "presenter mode drops the http pane: {hidden}"
+    );
+    app.handle(key('V')).await;
+    app.draw(&mut terminal).unwrap();
+    let revealed = screen(&terminal);
+    assert!(revealed.contains("FORK"), "{revealed}");
+    assert!(
+        revealed
+            .lines()
+            .any(|l| l.contains("│client ") && l.contains('◆')),
+        "{revealed}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_lanes_of_the_fork_show_at_60x20_and_in_compare_mode_at_80x24() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
+    fork_by_keys(&mut app, &mut terminal).await;
+    app.draw(&mut terminal).unwrap();
+    let small = screen(&terminal);
+    assert!(
+        small.contains("│s1 ") && small.contains("│s2 "),
+        "both lanes at 60×20:\n{small}"
+    );
+    app.handle(key('m')).await;
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    until(
+        &mut app,
+        &mut terminal,
+        "two applied events in both labs",
+        |s| s.len() == 2 && applied(s) >= 2,
+    )
+    .await;
+    app.handle(key('t')).await;
+    app.handle(key('d')).await;
+    until(&mut app, &mut terminal, "naive forks", forked).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        app.draw(&mut terminal).unwrap();
+        let text = screen(&terminal);
+        if text.matches("│s2 ").count() >= 1 && text.contains("│s1 ") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_dashboard_in_the_past_has_nothing_new_to_draw() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    until(&mut app, &mut terminal, "an applied event", |s| {
+        applied(s) >= 1
+    })
+    .await;
+    app.handle(code(KeyCode::Left)).await;
+    app.draw(&mut terminal).unwrap();
+    let before = app.fingerprint();
+    // The background emitter would have fired several times by now were lab time running.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(app.fingerprint(), before, "the screen would change");
+    }
+    app.stop().await;
+}
