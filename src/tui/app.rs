@@ -302,6 +302,7 @@ impl App {
                         .filter(|(p, _)| *p == i)
                         .and_then(|(_, abs)| abs.checked_sub(base)),
                     hide_verdict: self.hide_verdict,
+                    in_order: snap.scripted,
                 }
             })
             .collect();
@@ -547,16 +548,17 @@ impl App {
         let Some((panel, (lane, from, to))) = hit else {
             return;
         };
+        let in_order = self.lanes_drawn[panel].in_order;
         let Some((end, session)) = self.shown(panel) else {
             return;
         };
         let (marks, base) = self.timeline.tracks[panel].placed_until(end);
-        let start = marks.partition_point(|m| m.at_ms < from);
+        let start = marks.partition_point(|m| m.coordinate(in_order) < from);
         // The cell draws its worst mark, the later of equals: select that one.
         let best = marks[start..]
             .iter()
             .enumerate()
-            .take_while(|(_, m)| m.at_ms < to)
+            .take_while(|(_, m)| m.coordinate(in_order) < to)
             .filter(|(_, m)| m.row == lane && m.shown_for(session))
             .max_by_key(|(i, m)| (m.mark.severity, *i))
             .map(|(i, _)| base + start + i);

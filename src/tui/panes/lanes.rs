@@ -234,6 +234,9 @@ pub struct LaneSource<'a> {
     pub selected: Option<usize>,
     /// Predict, then reveal: violations drawn as plain events until the verdict is revealed.
     pub hide_verdict: bool,
+    /// Columns by order of arrival, not lab time: a scripted clock stands still while a
+    /// scenario's steps happen, so time would pile the whole story into one column.
+    pub in_order: bool,
 }
 
 /// Where the lanes were drawn, for the mouse: which row is which lane, and the time scale.
@@ -245,12 +248,14 @@ pub struct LanesDrawn {
     /// Screen column of the first time column.
     pub first_column: u16,
     pub columns: u16,
+    /// The axis: lab milliseconds, or (in order) history entries.
     pub start_ms: u64,
     pub ms_per_column: u64,
+    pub in_order: bool,
 }
 
 impl LanesDrawn {
-    /// The lab-time span a screen cell covers, and its lane; `None` off the lanes.
+    /// The span of the axis a screen cell covers, and its lane; `None` off the lanes.
     pub fn hit(&self, column: u16, row: u16) -> Option<(Row, u64, u64)> {
         let lane = self.rows.iter().find(|(r, _)| *r == row)?.1;
         let offset = column.checked_sub(self.first_column)?;
@@ -275,6 +280,14 @@ pub fn window(first_ms: Option<u64>, end_ms: u64, columns: usize, zoom: Zoom) ->
     (end_ms.saturating_sub(columns * per - 1), per)
 }
 
+/// The window `(start, entries_per_column)` for `columns` columns ending at entry `end`.
+fn window_in_order(first: Option<u64>, end: u64, columns: usize) -> (u64, u64) {
+    let columns = columns.max(1) as u64;
+    let first = first.unwrap_or(end);
+    let per = (end - first.min(end) + 1).div_ceil(columns).max(1);
+    (first, per)
+}
+
 #[derive(Debug, Default)]
 struct Lanes {
     streams: BTreeMap<StreamId, Vec<Option<(Mark, usize)>>>,
@@ -289,12 +302,22 @@ fn put(lane: &mut [Option<(Mark, usize)>], column: usize, mark: Mark, index: usi
     }
 }
 
+impl Placed {
+    /// Where it lies on the lanes' axis: lab time, or its place in the history.
+    pub fn coordinate(&self, in_order: bool) -> u64 {
+        if in_order {
+            self.entry as u64
+        } else {
+            self.at_ms
+        }
+    }
+}
+
 /// Places the marks of `session` in the window into lanes; a cell keeps its worst mark.
 fn build(
     placed: &[Placed],
     session: Option<SessionId>,
-    start_ms: u64,
-    per: u64,
+    (start, per, in_order): (u64, u64, bool),
     columns: usize,
 ) -> Lanes {
     let mut lanes = Lanes {
@@ -302,12 +325,13 @@ fn build(
         ..Lanes::default()
     };
     // Marks are in arrival order, which is lab-time order up to a tick: find the window's start.
-    let from = placed.partition_point(|p| p.at_ms < start_ms);
+    let from = placed.partition_point(|p| p.coordinate(in_order) < start);
     for (i, p) in placed.iter().enumerate().skip(from) {
-        if !p.shown_for(session) || p.at_ms < start_ms {
+        let at = p.coordinate(in_order);
+        if !p.shown_for(session) || at < start {
             continue;
         }
-        let column = (((p.at_ms - start_ms) / per) as usize).min(columns.saturating_sub(1));
+        let column = (((at - start) / per) as usize).min(columns.saturating_sub(1));
         match p.row {
             Row::Client => put(&mut lanes.client, column, p.mark, i),
             Row::Stream(stream) => put(
@@ -377,14 +401,22 @@ pub fn render(
                 zoom: Zoom::Follow,
                 selected: None,
                 hide_verdict: false,
+                in_order: snap.scripted,
             }
         }
     };
     let columns = (area.width as usize).saturating_sub(LABEL + 2).max(1);
     let session = snap.view.client.as_ref().and_then(|c| c.session);
-    let first = source.placed.first().map(|p| p.at_ms);
-    let (start_ms, per) = window(first, source.end_ms, columns, source.zoom);
-    let lanes = build(source.placed, session, start_ms, per, columns);
+    let in_order = source.in_order;
+    let first = source.placed.first().map(|p| p.coordinate(in_order));
+    let (start_ms, per) = if in_order {
+        // Every entry so far in the width (a scripted run is short), one per column at most.
+        let end = source.placed.last().map_or(0, |p| p.entry as u64);
+        window_in_order(first, end, columns)
+    } else {
+        window(first, source.end_ms, columns, source.zoom)
+    };
+    let lanes = build(source.placed, session, (start_ms, per, in_order), columns);
     let inner = (area.height as usize).saturating_sub(2);
     let room = inner.saturating_sub(1).clamp(1, MAX_STREAM_LANES);
     let legend = inner > room.min(lanes.streams.len().max(1)) + 1;
@@ -422,15 +454,20 @@ pub fn render(
     rows.push((top + lines.len() as u16, Row::Client));
     lines.push(Line::from(client));
     if legend {
-        let scale = match source.zoom {
-            Zoom::Follow => "",
-            Zoom::WholeRun => " (whole run, z)",
+        let scale = match (in_order, source.zoom) {
+            (true, _) => " in order (scripted clock)",
+            (false, Zoom::Follow) => "",
+            (false, Zoom::WholeRun) => " (whole run, z)",
         };
         lines.push(Line::styled(
             format!(
                 "{:<width$}← {}{scale} · ◉ orphan emit ◆ duplicate ✗ rejected ● emit ▲ applied ○ copied ↺ resumed × refused ┃ fenced ╎ orphaned",
                 "",
-                span_words(columns as u64 * per),
+                if in_order {
+                    format!("{} records", columns as u64 * per)
+                } else {
+                    span_words(columns as u64 * per)
+                },
                 width = LABEL
             ),
             theme.dim(),
@@ -444,6 +481,7 @@ pub fn render(
         columns: columns as u16,
         start_ms,
         ms_per_column: per,
+        in_order,
     }
 }
 
@@ -480,7 +518,7 @@ mod tests {
         let entries: Vec<Entry> = sim.history().recent().iter().cloned().collect();
         let placed = classify(&entries);
         let (start, per) = window(Some(0), sim.now().as_millis(), 5, Zoom::Follow);
-        let lanes = build(&placed, sim.session(), start, per, 5);
+        let lanes = build(&placed, sim.session(), (start, per, false), 5);
         let s1 = &lanes.streams[&StreamId(1)];
         assert!(
             s1.iter()
@@ -509,6 +547,30 @@ mod tests {
     }
 
     #[test]
+    fn a_scripted_run_spreads_by_order_when_its_clock_stands_still() {
+        // Forty events at one lab instant (a scripted clock stands still between its steps): by
+        // time they share one column; in order they spread across the width.
+        let mut sim = Sim::new(LabConfig::default(), Policy::Fenced, 1).unwrap();
+        sim.start();
+        sim.deliver_all();
+        for _ in 0..40 {
+            sim.emit_background();
+            sim.deliver_all();
+        }
+        let entries: Vec<Entry> = sim.history().recent().iter().cloned().collect();
+        let placed = classify(&entries);
+        let used = |lanes: &Lanes| lanes.client.iter().filter(|c| c.is_some()).count();
+        let (start, per) = window(Some(0), sim.now().as_millis(), 40, Zoom::Follow);
+        let by_time = build(&placed, sim.session(), (start, per, false), 40);
+        assert_eq!(used(&by_time), 1, "{}", glyphs(&by_time.client));
+        let first = placed.first().map(|p| p.entry as u64);
+        let end = placed.last().unwrap().entry as u64;
+        let (start, per) = window_in_order(first, end, 40);
+        let in_order = build(&placed, sim.session(), (start, per, true), 40);
+        assert!(used(&in_order) >= 20, "{}", glyphs(&in_order.client));
+    }
+
+    #[test]
     fn a_click_maps_to_its_lane_and_time() {
         let drawn = LanesDrawn {
             area: Rect::new(0, 0, 30, 6),
@@ -517,6 +579,7 @@ mod tests {
             columns: 19,
             start_ms: 1000,
             ms_per_column: 10,
+            in_order: false,
         };
         assert_eq!(
             drawn.hit(9, 1),

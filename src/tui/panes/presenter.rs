@@ -24,7 +24,6 @@ pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Th
                 .add_modifier(Modifier::REVERSED | Modifier::BOLD),
         ))
         .centered(),
-        Line::raw(""),
         Line::styled(verdict.headline.clone(), theme.text()).centered(),
     ];
     frame.render_widget(
