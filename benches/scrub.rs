@@ -102,7 +102,10 @@ async fn bench() {
     // Back to fenced: the naive orphan is fenced, so every later emit reaches the client (the
     // fork stays in the history, for the jumps below).
     app.handle(char('n')).await;
-    wait(&app, "fenced again", |a| a.labs()[0].policy() == Policy::Fenced).await;
+    wait(&app, "fenced again", |a| {
+        a.labs()[0].policy() == Policy::Fenced
+    })
+    .await;
     // Then a long run: `e` presses in batches, a frame after each (a moment for time travel).
     let began = Instant::now();
     let mut live = Figures {
@@ -194,7 +197,10 @@ async fn bench() {
         changed += usize::from(app.fingerprint() != fingerprint);
     }
     println!("paused in the past for 2 s: {changed} frames due (0 = draws nothing)");
-    assert_eq!(changed, 0, "a dashboard paused in the past must draw nothing");
+    assert_eq!(
+        changed, 0,
+        "a dashboard paused in the past must draw nothing"
+    );
     app.stop().await;
 }
 

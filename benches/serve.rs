@@ -19,7 +19,9 @@
 //! `cargo bench --bench serve`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
 //! `cargo test --all-targets` does) uses small sizes. Results are printed as a table and
 //! written as JSON to `target/bench-serve.json` (quick runs: `target/bench-serve.quick.json`,
-//! so a smoke test never overwrites a full run). A measure that cannot run (a refused flag, a
+//! so a smoke test never overwrites a full run). `FORKSCOPE_BENCH_ONLY=resume` runs measure 3
+//! alone (with its JSON in `target/bench-serve.resume.json`), for iterating on the replay path.
+//! A measure that cannot run (a refused flag, a
 //! stream that stalls, a replay that loses or repeats an event) is reported as FAILED with its
 //! reason and makes the process exit non-zero; a missed target is reported, not fatal.
 
@@ -60,6 +62,8 @@ fn quick() -> bool {
 #[derive(Clone, Copy, Debug)]
 struct Sizes {
     quick: bool,
+    /// Measure 3 alone (`FORKSCOPE_BENCH_ONLY=resume`).
+    only_resume: bool,
     /// Measure 1: steps of one `progress_task`.
     progress_steps: u64,
     /// Measure 2: background events counted after the first one.
@@ -80,6 +84,7 @@ impl Sizes {
     fn new(quick: bool) -> Self {
         Sizes {
             quick,
+            only_resume: std::env::var("FORKSCOPE_BENCH_ONLY").is_ok_and(|v| v == "resume"),
             progress_steps: if quick { 2_000 } else { 10_000 }, // the tool's maximum
             background_events: if quick { 2_000 } else { 200_000 },
             best_of: 3,
@@ -1364,7 +1369,8 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
         first_p50.fail(format!("forkscope: {e}"));
     }
 
-    for _ in 0..sizes.best_of {
+    let best_of = if sizes.only_resume { 0 } else { sizes.best_of };
+    for _ in 0..best_of {
         match tool_call_rate(&http, &bare, id(), steps, limits).await {
             Ok((rate, _)) => progress.bare_samples.push(rate),
             Err(e) => progress.fail(format!("bare: {e}")),
@@ -1443,6 +1449,16 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr) -> Report {
     first_p99.compare(None);
     all_p99.compare(None);
     drop(server); // kills it: measure 2 gets the machine to itself
+    if sizes.only_resume {
+        return Report {
+            sizes,
+            rows: vec![first_p50, first_p99, all_p50, all_p99],
+            idle: None,
+            client_ceiling: client_ceiling(sizes.progress_steps),
+            resume_bytes,
+            warnings,
+        };
+    }
 
     // --- 2: the background emitter at full rate --------------------------------------------
     let count = sizes.background_events;
@@ -1692,7 +1708,9 @@ fn write_json(report: &Report) -> Result<PathBuf, String> {
         .parent()
         .and_then(|profile| profile.parent())
         .ok_or("no target directory")?;
-    let name = if sizes.quick {
+    let name = if sizes.only_resume {
+        "bench-serve.resume.json"
+    } else if sizes.quick {
         "bench-serve.quick.json"
     } else {
         "bench-serve.json"

@@ -55,6 +55,8 @@ struct Replay {
     next: usize,
     priming_sent: bool,
     writes: u32,
+    /// A replay write was just handed to hyper: let it go out before rendering the next.
+    flush: bool,
 }
 
 impl Replay {
@@ -65,6 +67,7 @@ impl Replay {
             next: 0,
             priming_sent: false,
             writes: 0,
+            flush: false,
         }
     }
 
@@ -108,6 +111,7 @@ impl Replay {
             return None;
         }
         self.writes += 1;
+        self.flush = true;
         Some(batch.freeze())
     }
 }
@@ -192,10 +196,10 @@ pub(super) fn sse_response(
     let body = futures_util::stream::unfold(
         (replay, queue, guard),
         |(mut replay, mut queue, guard)| async move {
-            if replay.writes == 1 {
-                // Return Pending once after the first write, so hyper flushes it instead of
-                // buffering the whole replay behind it.
-                replay.writes += 1;
+            if std::mem::take(&mut replay.flush) {
+                // Return Pending after each replay write, so hyper sends it while the next is
+                // rendered: the client parses one write as the server renders the next,
+                // instead of waiting for the whole replay to be buffered behind the first.
                 tokio::task::yield_now().await;
             }
             let chunk = match replay.next_chunk() {
