@@ -52,6 +52,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 event: None,
                 present: false,
                 hide_verdict: false,
+                knobs: None,
             };
             terminal
                 .draw(|f| {

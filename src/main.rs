@@ -355,6 +355,7 @@ fn main() -> ExitCode {
                 options,
                 scenario,
                 scenario_dir,
+                save_dir: std::path::PathBuf::new(),
                 recorder: None,
                 pause_at_violation: cli.pause_at_violation,
                 present: cli.present,

@@ -329,3 +329,88 @@ async fn a_paused_dashboard_in_the_past_has_nothing_new_to_draw() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    app.draw(&mut terminal).unwrap();
+    let grace = |app: &App| app.labs()[0].core().server.config().grace_ms;
+    assert_eq!(grace(&app), 5_000);
+    // k, then → on the grace window until it reaches the retry budget (15 s): refused.
+    app.handle(key('k')).await;
+    for _ in 0..3 {
+        app.handle(code(KeyCode::Right)).await;
+    }
+    app.draw(&mut terminal).unwrap();
+    let card = screen(&terminal);
+    assert!(card.contains("5000 → 15000"), "{card}");
+    assert!(
+        card.contains("✘ condition 5") && card.contains("fenced refuses it"),
+        "{card}"
+    );
+    app.handle(code(KeyCode::Enter)).await;
+    app.draw(&mut terminal).unwrap();
+    let refused = screen(&terminal);
+    assert!(refused.contains("refused: fenced"), "{refused}");
+    assert_eq!(grace(&app), 5_000, "a refused change changes nothing");
+    // One rung back (10 s): condition 5 holds, and Enter turns the running lab.
+    app.handle(code(KeyCode::Left)).await;
+    app.handle(code(KeyCode::Enter)).await;
+    assert_eq!(grace(&app), 10_000);
+    app.draw(&mut terminal).unwrap();
+    let after = screen(&terminal);
+    assert!(!after.contains("knobs ·"), "the card closes: {after}");
+    assert!(after.contains("grace 10000 ms < retry budget"), "{after}");
+    // A start-time knob (the tool call's steps) restarts the lab with it.
+    app.handle(key('k')).await;
+    for _ in 0..6 {
+        app.handle(code(KeyCode::Down)).await;
+    }
+    app.handle(code(KeyCode::Right)).await;
+    app.handle(code(KeyCode::Enter)).await;
+    assert_eq!(app.labs()[0].options().tool_steps, 16);
+    assert_eq!(grace(&app), 10_000, "the restart keeps the live knobs");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_same_verdict() {
+    let dir = std::env::temp_dir().join(format!("forkscope-save-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let start = Start {
+        save_dir: dir.clone(),
+        ..Start::default()
+    };
+    let mut app = App::new(start, LogRing::default()).await.unwrap();
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    fork_by_keys(&mut app, &mut terminal).await;
+    app.handle(key('w')).await;
+    app.draw(&mut terminal).unwrap();
+    let saved = dir.join("forkscope-saved-1.toml");
+    assert!(
+        screen(&terminal).contains("forkscope-saved-1.toml"),
+        "{}",
+        screen(&terminal)
+    );
+    // A second save never overwrites the first.
+    app.handle(key('w')).await;
+    assert!(dir.join("forkscope-saved-2.toml").exists());
+    app.stop().await;
+    let scenario = forkscope::scenario::load(&saved).unwrap();
+    assert_eq!(
+        scenario.expect.fenced.as_ref().and_then(|e| e.clean),
+        None,
+        "the lab started fenced, so the file names fenced: {scenario:?}"
+    );
+    let run = forkscope::scenario::play(&scenario, Policy::Fenced).await;
+    let text = std::fs::read_to_string(&saved).unwrap();
+    assert_eq!(run.error, None, "{text}\n{:?}", run.transcript);
+    assert!(run.checks.iter().all(|c| c.ok), "{:?}\n{text}", run.checks);
+    let verdict = run.verdict.unwrap();
+    assert!(
+        verdict.count(forkscope_core::AnomalyKind::Fork) >= 1,
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -48,6 +48,7 @@ fn render_with(
         event: None,
         present: false,
         hide_verdict: false,
+        knobs: None,
     };
     terminal
         .draw(|frame| {
@@ -336,6 +337,7 @@ fn the_prove_it_card_shows_the_counterexample() {
             event: None,
             present: false,
             hide_verdict: false,
+            knobs: None,
         };
         terminal
             .draw(|frame| {
@@ -392,6 +394,7 @@ fn the_evidence_card_pins_the_lesson() {
             event: None,
             present: false,
             hide_verdict: false,
+            knobs: None,
         };
         terminal
             .draw(|frame| {

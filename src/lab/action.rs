@@ -1,5 +1,6 @@
 //! Everything a person (a key) or a scenario step can do to a lab: one enum, serde snake_case.
 
+use forkscope_core::Tuning;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -29,9 +30,14 @@ pub enum Action {
     SpeedDown,
     /// Tear the lab down and start a fresh one with the same options.
     Restart,
+    /// Turn the lab's knobs while it runs (grace window, retry budget and backoff, replay
+    /// buffer): the dashboard's `k` overlay, a scenario's `set` step. Fenced refuses a change
+    /// that breaks condition 5, as it refuses such a configuration at start.
+    Tune(Tuning),
 }
 
 impl Action {
+    /// Every action a key presses directly (a [`Action::Tune`] comes from the knobs overlay).
     pub const ALL: [Action; 13] = [
         Action::DropConnection,
         Action::Reset,
@@ -66,6 +72,7 @@ impl Action {
             Action::SpeedUp => "speed lab time up",
             Action::SpeedDown => "slow lab time down",
             Action::Restart => "restart the lab",
+            Action::Tune(_) => "turn the lab's knobs",
         }
     }
 }

@@ -134,11 +134,13 @@ pub struct ProbeResult {
 }
 
 /// What applying an action asks of the lab's owner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Done,
     /// The owner should replace this lab with a fresh one.
     RestartRequested,
+    /// The lab refused the knobs' change and changed nothing.
+    Refused(ConfigError),
 }
 
 #[derive(Debug)]
@@ -304,6 +306,25 @@ impl Lab {
                 self.clock.step_speed(false);
             }
             Action::Restart => return Outcome::RestartRequested,
+            Action::Tune(tuning) => {
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                match core.server.tune(&tuning) {
+                    Ok(config) => {
+                        core.client.set_retry(config.retry);
+                        tracing::info!(
+                            grace_ms = config.grace_ms,
+                            retry_budget_ms = config.retry.budget_ms,
+                            replay_buffer = config.replay_buffer,
+                            "knobs turned"
+                        );
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "knobs not changed");
+                        return Outcome::Refused(e);
+                    }
+                }
+            }
         }
         Outcome::Done
     }

@@ -2,7 +2,7 @@
 //! with file, line and what was expected.
 
 use crate::lab::{Action, Probe};
-use forkscope_core::{AnomalyKind, LabConfig, Policy, RejectReason};
+use forkscope_core::{AnomalyKind, LabConfig, Policy, RejectReason, Tuning};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -150,11 +150,13 @@ pub struct Expectations {
     pub fenced: Option<Expect>,
 }
 
-/// One step as written: exactly one of `action`, `wait`, `advance_ms`, `probe`.
+/// One step as written: exactly one of `action`, `set`, `wait`, `advance_ms`, `probe`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawStep {
     action: Option<Action>,
+    /// Turn the lab's knobs while it runs (`set = { grace_ms = 8000 }`).
+    set: Option<Tuning>,
     repeat: Option<u32>,
     wait: Option<WaitFor>,
     count: Option<u64>,
@@ -196,8 +198,11 @@ pub enum StepKind {
         count: u64,
         timeout_ms: u64,
     },
+    /// Lab time moves `ms`, `repeat` times, the lab settling in between (so a client acts on
+    /// what fell due, as it would in real time).
     Advance {
         ms: u64,
+        repeat: u32,
     },
     Probe(Probe),
     Say,
@@ -210,6 +215,16 @@ impl StepKind {
             StepKind::Action { action, repeat } if *repeat > 1 => {
                 format!("{} (×{repeat})", action.describe())
             }
+            StepKind::Action {
+                action: Action::Tune(tuning),
+                ..
+            } => format!(
+                "the knobs turn: {}",
+                toml::to_string(tuning)
+                    .unwrap_or_default()
+                    .trim()
+                    .replace('\n', ", ")
+            ),
             StepKind::Action { action, .. } => action.describe().to_owned(),
             StepKind::Wait { what, count, .. } => {
                 let what = serde_json::to_value(what)
@@ -219,7 +234,13 @@ impl StepKind {
                     .replace('_', " ");
                 format!("waiting for: {what} {count}")
             }
-            StepKind::Advance { ms } => format!("lab time moves {ms} ms; due timers fire"),
+            StepKind::Advance { ms, repeat } if *repeat > 1 => {
+                format!(
+                    "lab time moves {} ms in steps of {ms}; due timers fire",
+                    ms * u64::from(*repeat)
+                )
+            }
+            StepKind::Advance { ms, .. } => format!("lab time moves {ms} ms; due timers fire"),
             StepKind::Probe(probe) => format!(
                 "a raw GET: token {:?}, Last-Event-ID {}",
                 probe.token,
@@ -310,6 +331,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         let n = index + 1;
         let given = [
             step.action.is_some(),
+            step.set.is_some(),
             step.wait.is_some(),
             step.advance_ms.is_some(),
             step.probe.is_some(),
@@ -319,6 +341,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         .count();
         let kind = match (given, &step.action, step.wait, step.advance_ms, &step.probe) {
             (0, ..) if step.say.is_some() => StepKind::Say,
+            (1, ..) if step.set.is_some() => StepKind::Action {
+                action: Action::Tune(step.set.unwrap_or_default()),
+                repeat: 1,
+            },
             (1, Some(action), ..) => StepKind::Action {
                 action: *action,
                 repeat: step.repeat.unwrap_or(1).max(1),
@@ -328,21 +354,24 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
                 count: step.count.unwrap_or(1),
                 timeout_ms: step.timeout_ms.unwrap_or(DEFAULT_WAIT_TIMEOUT_MS),
             },
-            (1, _, _, Some(ms), _) => StepKind::Advance { ms },
+            (1, _, _, Some(ms), _) => StepKind::Advance {
+                ms,
+                repeat: step.repeat.unwrap_or(1).max(1),
+            },
             (1, .., Some(probe)) => StepKind::Probe(probe.clone()),
             _ => {
                 return Err(invalid(
                     line,
                     format!(
-                        "step {n}: expected exactly one of `action`, `wait`, `advance_ms`, `probe` (or only `say`)"
+                        "step {n}: expected exactly one of `action`, `set`, `wait`, `advance_ms`, `probe` (or only `say`)"
                     ),
                 ));
             }
         };
-        if step.repeat.is_some() && step.action.is_none() {
+        if step.repeat.is_some() && step.action.is_none() && step.advance_ms.is_none() {
             return Err(invalid(
                 line,
-                format!("step {n}: `repeat` goes with `action`"),
+                format!("step {n}: `repeat` goes with `action` or `advance_ms`"),
             ));
         }
         if (step.count.is_some() || step.timeout_ms.is_some()) && step.wait.is_none() {

@@ -3,6 +3,7 @@
 //! against a real lab, with verdict tables in text or JSON.
 
 pub mod format;
+pub mod journal;
 pub mod player;
 pub mod report;
 

@@ -2,7 +2,7 @@
 //! moves when the script says so, then judges the run against the file's expectations.
 
 use super::format::{Expect, Scenario, StepKind, WaitFor};
-use crate::lab::{Lab, LabOptions, ProbeResult};
+use crate::lab::{Lab, LabOptions, Outcome, ProbeResult};
 use crate::wire::Core;
 use forkscope_core::client::Phase;
 use forkscope_core::client::RequestPhase;
@@ -198,10 +198,19 @@ pub async fn drive_paced(
                 StepKind::Say => {}
                 StepKind::Action { action, repeat } => {
                     for _ in 0..*repeat {
-                        lab.apply(*action);
+                        if let Outcome::Refused(e) = lab.apply(*action) {
+                            run.transcript.push(format!("{at:>8}  refused: {e}"));
+                        }
                     }
                 }
-                StepKind::Advance { ms } => lab.advance(*ms),
+                StepKind::Advance { ms, repeat } => {
+                    for i in 0..*repeat {
+                        if i > 0 {
+                            settle(lab).await;
+                        }
+                        lab.advance(*ms);
+                    }
+                }
                 StepKind::Wait {
                     what,
                     count,

@@ -3,6 +3,7 @@
 
 use super::DashboardError;
 use super::keys::{self, Command};
+use super::knobs::{Apply, Knobs, Settings};
 use super::log::LogRing;
 use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
@@ -16,6 +17,7 @@ use super::timeline::{Jump, Timeline};
 use super::ui::{self, Screen};
 use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
 use crate::record::Recorder;
+use crate::scenario::journal::{self, Journal, Observed};
 use crate::scenario::player::{self, Gate, Pace};
 use crate::scenario::{self, Scenario};
 use forkscope_core::Policy;
@@ -44,6 +46,8 @@ pub struct Start {
     pub scenario: Option<Scenario>,
     /// Where `p` looks for scenarios.
     pub scenario_dir: PathBuf,
+    /// Where `w` saves what was done (empty: the working directory).
+    pub save_dir: PathBuf,
     pub recorder: Option<Arc<Mutex<Recorder>>>,
     /// Pause the labs at the first violation, with the evidence card up (for presenters).
     pub pause_at_violation: bool,
@@ -87,6 +91,7 @@ pub struct App {
     evidence_dismissed: bool,
     pause_at_violation: bool,
     scenario_dir: PathBuf,
+    save_dir: PathBuf,
     help: bool,
     status: Option<(String, Instant)>,
     log: LogRing,
@@ -109,6 +114,10 @@ pub struct App {
     hide_verdict: bool,
     /// Where each panel's lanes were last drawn, for the mouse.
     lanes_drawn: Vec<LanesDrawn>,
+    /// The knobs overlay, while open.
+    knobs: Option<Knobs>,
+    /// What was done since the labs started, for "save what I did" (`w`).
+    journal: Journal,
     quit: bool,
 }
 
@@ -125,6 +134,7 @@ impl App {
             evidence_dismissed: false,
             pause_at_violation: start.pause_at_violation,
             scenario_dir: start.scenario_dir,
+            save_dir: start.save_dir,
             help: false,
             status: None,
             log,
@@ -140,6 +150,8 @@ impl App {
             present: start.present,
             hide_verdict: start.predict,
             lanes_drawn: Vec::new(),
+            knobs: None,
+            journal: Journal::new(&start.options, &[start.options.policy]),
             quit: false,
         };
         match start.scenario {
@@ -351,6 +363,7 @@ impl App {
             event: event.as_ref(),
             present: self.present,
             hide_verdict: self.hide_verdict,
+            knobs: self.knobs.as_ref(),
         };
         let frame_lock = super::TERMINAL
             .lock()
@@ -423,6 +436,13 @@ impl App {
             self.picker.as_ref().map(|p| p.selected),
         )
             .hash(&mut h);
+        if let Some(k) = &self.knobs {
+            let values: Vec<u64> = super::knobs::Knob::ALL
+                .iter()
+                .map(|knob| k.edited.get(*knob))
+                .collect();
+            (k.selected, values, &k.refused).hash(&mut h);
+        }
         h.finish()
     }
 
@@ -605,6 +625,9 @@ impl App {
         if self.proof.is_some() {
             return self.proof_key(key).await;
         }
+        if self.knobs.is_some() {
+            return self.knobs_key(key).await;
+        }
         if key.code == KeyCode::Enter && self.evidence.is_some() && !self.evidence_dismissed {
             self.evidence_dismissed = true;
             return;
@@ -657,6 +680,8 @@ impl App {
                     "revealed"
                 });
             }
+            Command::Knobs => self.open_knobs(),
+            Command::SaveScenario => self.save_scenario(),
             // The labs live in the present: a fault key leaves time travel first.
             Command::Lab(_) if self.travel.is_some() => {
                 self.go_live();
@@ -682,6 +707,10 @@ impl App {
                 self.say("compare mode runs naive (left) and fenced (right); m leaves it");
             }
             Command::Lab(action) => {
+                if self.playback.is_none() {
+                    let observed = self.observe();
+                    self.journal.record(action, observed);
+                }
                 let mut restart = false;
                 for lab in &self.labs {
                     restart |= lab.apply(action) == Outcome::RestartRequested;
@@ -695,6 +724,141 @@ impl App {
                     self.say(action.describe());
                 }
             }
+        }
+    }
+
+    /// What each lab had reached, for the journal.
+    fn observe(&self) -> Vec<Observed> {
+        self.labs
+            .iter()
+            .map(|lab| {
+                let core = lab.core();
+                Observed {
+                    at_ms: lab.clock().now().as_millis(),
+                    applied: core.client.applied(),
+                    connected: core.client.phase() == forkscope_core::client::Phase::Connected
+                        && core.client.cursor().is_some(),
+                }
+            })
+            .collect()
+    }
+
+    fn open_knobs(&mut self) {
+        if self.playback.is_some() {
+            return self.say("a scenario sets its own knobs; R returns to a live lab first");
+        }
+        let Some(lab) = self.labs.first() else { return };
+        let config = *lab.core().server.config();
+        self.knobs = Some(Knobs::new(Settings::of(&self.options, config)));
+    }
+
+    async fn knobs_key(&mut self, key: KeyEvent) {
+        let Some(knobs) = &mut self.knobs else { return };
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('k') => self.knobs = None,
+            KeyCode::Up | KeyCode::Char('K') => knobs.select(false),
+            KeyCode::Down | KeyCode::Char('j') | KeyCode::Tab => knobs.select(true),
+            KeyCode::Right | KeyCode::Char('+') | KeyCode::Char('=') => knobs.turn(true),
+            KeyCode::Left | KeyCode::Char('-') => knobs.turn(false),
+            KeyCode::Enter => self.apply_knobs().await,
+            _ => {}
+        }
+    }
+
+    /// Applies the overlay: live knobs as one [`Action::Tune`] to every lab (journalled like a
+    /// key), start-time knobs by restarting the labs — unless a lab's policy refuses them.
+    async fn apply_knobs(&mut self) {
+        let Some(knobs) = &self.knobs else { return };
+        let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+        match knobs.apply(&self.options) {
+            Apply::Nothing => {
+                self.knobs = None;
+                self.say("knobs unchanged");
+            }
+            Apply::Live(action) => {
+                let observed = self.observe();
+                self.journal.record(action, observed);
+                let mut refused = Vec::new();
+                for (lab, policy) in self.labs.iter().zip(&policies) {
+                    if let Outcome::Refused(e) = lab.apply(action) {
+                        refused.push(format!("{policy}: {e}"));
+                    }
+                }
+                if refused.is_empty() {
+                    if let Some(k) = &self.knobs {
+                        self.options.config = k.edited.config;
+                    }
+                    self.knobs = None;
+                    self.say("knobs turned on the running lab");
+                } else {
+                    let why = refused.join("; ");
+                    if let Some(k) = &mut self.knobs {
+                        k.refused = Some(why);
+                    }
+                    if refused.len() < self.labs.len() {
+                        self.say("knobs turned where the policy allows; see the card");
+                    }
+                }
+            }
+            Apply::Restart(options) => {
+                let refused: Vec<String> = policies
+                    .iter()
+                    .filter_map(|p| knobs.refusal(*p).map(|e| format!("{p}: {e}")))
+                    .collect();
+                if !refused.is_empty() {
+                    let why = refused.join("; ");
+                    if let Some(k) = &mut self.knobs {
+                        k.refused = Some(why);
+                    }
+                    return;
+                }
+                self.options = options.clone();
+                self.knobs = None;
+                self.replace_labs(&policies, options).await;
+                self.say("labs restarted with the new knobs (their history starts afresh)");
+            }
+        }
+    }
+
+    /// Writes what was done since the labs started as a scenario file in the working
+    /// directory (never over an existing file), with the labs' verdicts as its expectations.
+    fn save_scenario(&mut self) {
+        if self.playback.is_some() {
+            return self.say("a scenario is playing: its file already replays it");
+        }
+        let saved = self.observe();
+        let outcomes: Vec<journal::Outcome> = self
+            .labs
+            .iter()
+            .map(|lab| {
+                let core = lab.core();
+                journal::Outcome {
+                    policy: lab.options().policy,
+                    verdict: core.history.verdict(),
+                    counters: core.history.checker().counters().clone(),
+                    tool_results: core
+                        .client
+                        .requests()
+                        .iter()
+                        .filter(|r| r.phase == forkscope_core::client::RequestPhase::Done)
+                        .count() as u64,
+                }
+            })
+            .collect();
+        let at = saved.first().map_or(0, |o| o.at_ms);
+        let name = format!(
+            "Saved from the dashboard ({} actions, {})",
+            self.journal.actions(),
+            super::panes::seconds(at)
+        );
+        let text = self.journal.to_toml(&saved, &outcomes, &name);
+        match write_new_file(&self.save_dir, "forkscope-saved", &text) {
+            Ok(path) => self.say(format!(
+                "saved {} actions as {} — forkscope run {0} replays it",
+                self.journal.actions(),
+                path.display()
+            )),
+            Err(e) => self.say(format!("could not save the scenario: {e}")),
         }
     }
 
@@ -891,6 +1055,7 @@ impl App {
 
     async fn replace_labs(&mut self, policies: &[Policy], options: LabOptions) {
         self.stop_labs().await;
+        self.journal = Journal::new(&options, policies);
         for policy in policies {
             match Lab::start(LabOptions {
                 policy: *policy,
@@ -962,6 +1127,30 @@ impl Picker {
 }
 
 /// Resolves on SIGTERM (or never, where there is none): quit cleanly, restoring the terminal.
+/// `<stem>-N.toml` in `dir`, the first N not taken, created afresh (never over an existing
+/// file).
+fn write_new_file(dir: &std::path::Path, stem: &str, text: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    for n in 1..1_000 {
+        let path = dir.join(format!("{stem}-{n}.toml"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(text.as_bytes())?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{stem}-1.toml to {stem}-999.toml all exist"
+    )))
+}
+
 fn sigterm() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
     #[cfg(unix)]
     {

@@ -24,11 +24,15 @@ pub enum Command {
     Present,
     /// Predict, then reveal: hide the verdict (and the red marks) until pressed again.
     HideVerdict,
+    /// The knobs overlay: change the lab's settings.
+    Knobs,
+    /// Save what was done since the labs started as a scenario file.
+    SaveScenario,
     Quit,
 }
 
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 26] = [
+pub const BINDINGS: [(&str, Command, &str); 28] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -105,6 +109,8 @@ pub const BINDINGS: [(&str, Command, &str); 26] = [
     ("z", Command::Zoom, "lanes: whole run ⇄ follow"),
     ("f", Command::Present, "presenter mode"),
     ("V", Command::HideVerdict, "predict: hide ⇄ reveal verdict"),
+    ("k", Command::Knobs, "knobs: grace, retry, rates…"),
+    ("w", Command::SaveScenario, "save what I did as a scenario"),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (Esc closes things first)"),
 ];

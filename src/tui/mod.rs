@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod keys;
+pub mod knobs;
 pub mod log;
 pub mod panes;
 pub mod probe_watch;

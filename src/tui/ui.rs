@@ -1,6 +1,7 @@
 //! The screen layout: which pane goes where, at any size. Pure: draws a [`Screen`] into any
 //! ratatui backend, so whole-screen tests use `TestBackend`.
 
+use super::knobs::Knobs;
 use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
 use super::panes::lanes::{LaneSource, LanesDrawn};
@@ -8,7 +9,7 @@ use super::panes::narration::{self, Narration};
 use super::panes::picker::{self, PickerView};
 use super::panes::proof::{self, ProofView};
 use super::panes::{
-    client, exchanges, footer, header, help, invariant, lanes, logs, presenter, streams,
+    client, exchanges, footer, header, help, invariant, knobs, lanes, logs, presenter, streams,
 };
 use super::theme::Theme;
 use crate::lab::Snapshot;
@@ -47,6 +48,8 @@ pub struct Screen<'a> {
     pub present: bool,
     /// Predict, then reveal: the verdict stays hidden.
     pub hide_verdict: bool,
+    /// The knobs overlay.
+    pub knobs: Option<&'a Knobs>,
 }
 
 impl<'a> Screen<'a> {
@@ -67,6 +70,7 @@ impl<'a> Screen<'a> {
             event: None,
             present: false,
             hide_verdict: false,
+            knobs: None,
         }
     }
 }
@@ -168,6 +172,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     }
     if let Some(p) = screen.proof {
         proof::render(frame, body, p, theme);
+    }
+    if let Some(k) = screen.knobs {
+        let policies: Vec<_> = screen.panels.iter().map(|p| p.view.policy).collect();
+        knobs::render(frame, body, k, &policies, theme);
     }
     if screen.help {
         help::render(frame, body, theme);

@@ -112,6 +112,61 @@ impl Default for LabConfig {
     }
 }
 
+/// What a running lab may change (the dashboard's knobs, a scenario's `set` step): each field
+/// given replaces the configuration's, the rest stay. A change applies from then on: a grace
+/// window already running keeps its deadline, a stream keeps the buffer it was minted with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tuning {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_budget_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_backoff_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_backoff_ms: Option<u64>,
+    /// Events kept per stream, for streams minted from now on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_buffer: Option<usize>,
+}
+
+impl Tuning {
+    /// What changes from `config` to `to`, for the fields a running lab may change.
+    pub fn between(config: &LabConfig, to: &LabConfig) -> Tuning {
+        let changed = |a: u64, b: u64| (a != b).then_some(b);
+        Tuning {
+            grace_ms: changed(config.grace_ms, to.grace_ms),
+            retry_budget_ms: changed(config.retry.budget_ms, to.retry.budget_ms),
+            initial_backoff_ms: changed(
+                config.retry.initial_backoff_ms,
+                to.retry.initial_backoff_ms,
+            ),
+            max_backoff_ms: changed(config.retry.max_backoff_ms, to.retry.max_backoff_ms),
+            replay_buffer: (config.replay_buffer != to.replay_buffer).then_some(to.replay_buffer),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Tuning::default()
+    }
+}
+
+impl LabConfig {
+    /// This configuration with `tuning`'s fields in place (not validated).
+    pub fn tuned(&self, tuning: &Tuning) -> LabConfig {
+        let mut next = *self;
+        next.grace_ms = tuning.grace_ms.unwrap_or(next.grace_ms);
+        next.retry.budget_ms = tuning.retry_budget_ms.unwrap_or(next.retry.budget_ms);
+        next.retry.initial_backoff_ms = tuning
+            .initial_backoff_ms
+            .unwrap_or(next.retry.initial_backoff_ms);
+        next.retry.max_backoff_ms = tuning.max_backoff_ms.unwrap_or(next.retry.max_backoff_ms);
+        next.replay_buffer = tuning.replay_buffer.unwrap_or(next.replay_buffer);
+        next
+    }
+}
+
 /// A configuration the lab refuses, with what to change.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ConfigError {
@@ -217,6 +272,25 @@ mod tests {
             ..broken
         };
         assert!(equal.validate(Policy::Fenced).is_err(), "strictly shorter");
+    }
+
+    #[test]
+    fn a_tuning_replaces_only_what_it_names() {
+        let config = LabConfig::default();
+        let tuning = Tuning {
+            grace_ms: Some(8_000),
+            retry_budget_ms: Some(20_000),
+            ..Tuning::default()
+        };
+        let next = config.tuned(&tuning);
+        assert_eq!((next.grace_ms, next.retry.budget_ms), (8_000, 20_000));
+        assert_eq!(
+            next.retry.initial_backoff_ms,
+            config.retry.initial_backoff_ms
+        );
+        assert_eq!(next.replay_buffer, config.replay_buffer);
+        assert_eq!(Tuning::between(&config, &next), tuning);
+        assert!(Tuning::between(&config, &config).is_empty());
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod time;
 pub mod view;
 
 pub use client::{Client, Continuity, Delivery, EventTruth, ReconnectPlan, StreamHeaders};
-pub use config::{ConfigError, LabConfig, RetryConfig, StreamIdentity};
+pub use config::{ConfigError, LabConfig, RetryConfig, StreamIdentity, Tuning};
 pub use event::{Event, Payload};
 pub use history::{Anomaly, AnomalyKind, History, Record, Verdict};
 pub use ids::{

@@ -1097,3 +1097,44 @@ fn connection_closed_says_whether_a_grace_window_started() {
     assert!(close(&mut f, 1), "the live stream's connection");
     assert!(!close(&mut f, 1), "already orphaned");
 }
+
+#[test]
+fn a_live_tuning_that_breaks_condition_five_is_refused_under_fenced_and_changes_nothing() {
+    let mut f = fenced(3);
+    let before = *f.server.config();
+    let too_long = forkscope_core::Tuning {
+        grace_ms: Some(before.retry.budget_ms),
+        ..forkscope_core::Tuning::default()
+    };
+    let err = f.server.tune(&too_long).unwrap_err();
+    assert!(err.to_string().contains("condition 5"), "{err}");
+    assert_eq!(
+        *f.server.config(),
+        before,
+        "a refused tuning changes nothing"
+    );
+    // Under naive the same tuning is taken: seeing condition 5 fail is the lesson.
+    let mut naive = Fixture::new(Policy::Naive, LabConfig::default(), 3);
+    let tuned = naive.server.tune(&too_long).unwrap();
+    assert_eq!(tuned.grace_ms, before.retry.budget_ms);
+    assert!(!naive.server.config().grace_shorter_than_retry_budget());
+}
+
+#[test]
+fn a_shorter_grace_window_applies_to_the_next_orphan() {
+    let mut f = fenced(3);
+    let short = f
+        .server
+        .tune(&forkscope_core::Tuning {
+            grace_ms: Some(500),
+            ..forkscope_core::Tuning::default()
+        })
+        .unwrap();
+    assert_eq!(short.grace_ms, 500);
+    f.close_s1(T0);
+    assert_eq!(f.server.poll_timeout(), Some(T0.plus(500)));
+    match f.get_at(T0.plus(500), None, None) {
+        ResumeDecision::NewStream(new) => assert_eq!(new.fenced, vec![StreamId(1)]),
+        other => panic!("{other:?}"),
+    }
+}

@@ -52,7 +52,8 @@ fn intro(theme: &Theme) -> Vec<Line<'static>> {
         ),
         Line::styled(
             "The seed incident: n, a few events, t, d: the orphan keeps receiving (◉), the client \
-             applies duplicates (◆). R, t, d under fenced: a typed 428, no fork. m shows both.",
+             applies duplicates (◆). R, t, d under fenced: the id carries the stream's key, so it \
+             resumes cleanly (--identity token-header: a typed 428). m shows both. k turns knobs.",
             theme.dim(),
         ),
         Line::raw(""),

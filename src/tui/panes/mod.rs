@@ -9,6 +9,7 @@ pub mod footer;
 pub mod header;
 pub mod help;
 pub mod invariant;
+pub mod knobs;
 pub mod lanes;
 pub mod logs;
 pub mod narration;

@@ -188,6 +188,12 @@ impl Client {
         }
     }
 
+    /// A new reconnect schedule (the lab's knobs); an outage under way is measured against it
+    /// from its next attempt on.
+    pub fn set_retry(&mut self, retry: RetryConfig) {
+        self.retry = retry;
+    }
+
     /// The fenced client reconciles (condition 4); the naive one assumes continuity.
     pub fn set_policy(&mut self, policy: Policy) {
         self.reconciles = policy == Policy::Fenced;

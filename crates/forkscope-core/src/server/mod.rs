@@ -14,7 +14,7 @@ pub use opening::{Opening, Outgoing};
 pub use session::Session;
 pub use stream::{OrphanCause, Stream, StreamKind, StreamState};
 
-use crate::config::{ConfigError, LabConfig};
+use crate::config::{ConfigError, LabConfig, Tuning};
 use crate::event::{Event, Payload};
 use crate::history::{History, Record};
 use crate::ids::{
@@ -131,6 +131,16 @@ impl Server {
 
     pub fn config(&self) -> &LabConfig {
         &self.config
+    }
+
+    /// Changes what a running lab may change (see [`Tuning`]), checked as at start: under the
+    /// fenced policy a grace window that is not strictly shorter than the retry budget is
+    /// refused (condition 5), and nothing changes. Returns the configuration now in force.
+    pub fn tune(&mut self, tuning: &Tuning) -> Result<LabConfig, ConfigError> {
+        let next = self.config.tuned(tuning);
+        next.validate(self.policy)?;
+        self.config = next;
+        Ok(next)
     }
 
     /// Switches policy at run time. Switching to fenced re-checks condition 5, and fences

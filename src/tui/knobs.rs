@@ -1,0 +1,329 @@
+//! The knobs overlay (`k`): the lab's settings as a short list a person turns with the arrow
+//! keys. Live knobs (grace window, retry budget and backoff, replay buffer) become an
+//! [`Action::Tune`] — the same action a scenario's `set` step is — so the change is checked by
+//! the core exactly as a configuration at start is (fenced refuses a broken condition 5). The
+//! rest (background rate, the tool call, identity) shape a lab at start: applying them restarts
+//! the labs with the new options.
+
+use crate::lab::{Action, LabOptions};
+use crate::wire::server::EmitRate;
+use forkscope_core::{LabConfig, Policy, StreamIdentity, Tuning};
+
+/// One knob: what it is called, the values the arrows step through, and whether it applies
+/// live or at a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Knob {
+    GraceMs,
+    RetryBudgetMs,
+    InitialBackoffMs,
+    MaxBackoffMs,
+    ReplayBuffer,
+    BackgroundEveryMs,
+    ToolSteps,
+    ToolDelayMs,
+    Identity,
+}
+
+impl Knob {
+    pub const ALL: [Knob; 9] = [
+        Knob::GraceMs,
+        Knob::RetryBudgetMs,
+        Knob::InitialBackoffMs,
+        Knob::MaxBackoffMs,
+        Knob::ReplayBuffer,
+        Knob::BackgroundEveryMs,
+        Knob::ToolSteps,
+        Knob::ToolDelayMs,
+        Knob::Identity,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Knob::GraceMs => "grace window (ms)",
+            Knob::RetryBudgetMs => "client retry budget (ms)",
+            Knob::InitialBackoffMs => "first backoff (ms)",
+            Knob::MaxBackoffMs => "longest backoff (ms)",
+            Knob::ReplayBuffer => "replay buffer (events/stream)",
+            Knob::BackgroundEveryMs => "background emit every (ms)",
+            Knob::ToolSteps => "tool call steps",
+            Knob::ToolDelayMs => "tool call step delay (ms)",
+            Knob::Identity => "stream identity (fenced)",
+        }
+    }
+
+    /// Applies while the lab runs; otherwise the labs restart with it.
+    pub fn live(self) -> bool {
+        matches!(
+            self,
+            Knob::GraceMs
+                | Knob::RetryBudgetMs
+                | Knob::InitialBackoffMs
+                | Knob::MaxBackoffMs
+                | Knob::ReplayBuffer
+        )
+    }
+
+    fn ladder(self) -> &'static [u64] {
+        match self {
+            Knob::GraceMs => &[
+                0, 250, 500, 1_000, 2_000, 3_000, 5_000, 8_000, 10_000, 15_000, 20_000, 30_000,
+            ],
+            Knob::RetryBudgetMs => &[1_000, 2_000, 5_000, 10_000, 15_000, 20_000, 30_000, 60_000],
+            Knob::InitialBackoffMs => &[50, 100, 250, 500, 1_000, 2_000],
+            Knob::MaxBackoffMs => &[250, 500, 1_000, 2_000, 5_000, 10_000],
+            Knob::ReplayBuffer => &[4, 8, 16, 32, 64, 128, 256, 1_024, 4_096],
+            // 0: no background task; emits only on `e`.
+            Knob::BackgroundEveryMs => &[0, 100, 250, 500, 700, 1_000, 2_000, 5_000],
+            Knob::ToolSteps => &[1, 2, 4, 8, 16, 25, 50, 100],
+            Knob::ToolDelayMs => &[0, 50, 100, 200, 400, 800, 1_500],
+            Knob::Identity => &[0, 1],
+        }
+    }
+}
+
+/// The settings the overlay edits, as plain numbers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    pub config: LabConfig,
+    /// 0: no background task.
+    pub background_every_ms: u64,
+    pub tool_steps: u64,
+    pub tool_delay_ms: u64,
+}
+
+impl Settings {
+    pub fn of(options: &LabOptions, config: LabConfig) -> Settings {
+        Settings {
+            config,
+            background_every_ms: options
+                .background
+                .map_or(0, |r| (1_000.0 / r.events_per_second()).round() as u64),
+            tool_steps: options.tool_steps,
+            tool_delay_ms: options.tool_delay_ms,
+        }
+    }
+
+    pub fn get(&self, knob: Knob) -> u64 {
+        let c = &self.config;
+        match knob {
+            Knob::GraceMs => c.grace_ms,
+            Knob::RetryBudgetMs => c.retry.budget_ms,
+            Knob::InitialBackoffMs => c.retry.initial_backoff_ms,
+            Knob::MaxBackoffMs => c.retry.max_backoff_ms,
+            Knob::ReplayBuffer => c.replay_buffer as u64,
+            Knob::BackgroundEveryMs => self.background_every_ms,
+            Knob::ToolSteps => self.tool_steps,
+            Knob::ToolDelayMs => self.tool_delay_ms,
+            Knob::Identity => u64::from(c.identity == StreamIdentity::TokenHeader),
+        }
+    }
+
+    fn set(&mut self, knob: Knob, value: u64) {
+        let c = &mut self.config;
+        match knob {
+            Knob::GraceMs => c.grace_ms = value,
+            Knob::RetryBudgetMs => c.retry.budget_ms = value,
+            Knob::InitialBackoffMs => c.retry.initial_backoff_ms = value,
+            Knob::MaxBackoffMs => c.retry.max_backoff_ms = value,
+            Knob::ReplayBuffer => c.replay_buffer = value as usize,
+            Knob::BackgroundEveryMs => self.background_every_ms = value,
+            Knob::ToolSteps => self.tool_steps = value,
+            Knob::ToolDelayMs => self.tool_delay_ms = value,
+            Knob::Identity => {
+                c.identity = if value == 1 {
+                    StreamIdentity::TokenHeader
+                } else {
+                    StreamIdentity::EventId
+                }
+            }
+        }
+    }
+
+    /// How a knob's value reads on screen.
+    pub fn shown(&self, knob: Knob) -> String {
+        match knob {
+            Knob::Identity => self.config.identity.name().to_owned(),
+            Knob::BackgroundEveryMs if self.background_every_ms == 0 => "off (e only)".into(),
+            _ => self.get(knob).to_string(),
+        }
+    }
+
+    /// Moves `knob` one rung up (`up`) or down its ladder; a value between rungs moves to the
+    /// next rung that way.
+    pub fn step(&mut self, knob: Knob, up: bool) {
+        let now = self.get(knob);
+        let ladder = knob.ladder();
+        let next = if up {
+            ladder.iter().copied().find(|v| *v > now)
+        } else {
+            ladder.iter().rev().copied().find(|v| *v < now)
+        };
+        if let Some(value) = next {
+            self.set(knob, value);
+        }
+    }
+
+    /// The options a restarted lab takes: `base` with these settings.
+    pub fn options(&self, base: &LabOptions) -> LabOptions {
+        LabOptions {
+            config: self.config,
+            background: (self.background_every_ms > 0)
+                .then(|| EmitRate::every_ms(self.background_every_ms)),
+            tool_steps: self.tool_steps,
+            tool_delay_ms: self.tool_delay_ms,
+            ..base.clone()
+        }
+    }
+}
+
+/// The overlay's state: what the labs run with, what the person turned it to, the knob
+/// selected, and the last refusal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Knobs {
+    pub running: Settings,
+    pub edited: Settings,
+    pub selected: usize,
+    /// Why the last apply was refused (the core's sentence).
+    pub refused: Option<String>,
+}
+
+/// What applying the overlay asks of the dashboard.
+#[derive(Clone, Debug)]
+pub enum Apply {
+    Nothing,
+    /// Turn the live knobs: one action to every lab.
+    Live(Action),
+    /// Restart the labs with these options (after the live knobs, if any).
+    Restart(LabOptions),
+}
+
+impl Knobs {
+    pub fn new(running: Settings) -> Knobs {
+        Knobs {
+            running,
+            edited: running,
+            selected: 0,
+            refused: None,
+        }
+    }
+
+    pub fn knob(&self) -> Knob {
+        Knob::ALL[self.selected]
+    }
+
+    pub fn select(&mut self, down: bool) {
+        let n = Knob::ALL.len();
+        self.selected = (self.selected + if down { 1 } else { n - 1 }) % n;
+    }
+
+    pub fn turn(&mut self, up: bool) {
+        let knob = self.knob();
+        self.edited.step(knob, up);
+        self.refused = None;
+    }
+
+    /// Knobs that differ from what the labs run with.
+    pub fn changed(&self) -> Vec<Knob> {
+        Knob::ALL
+            .into_iter()
+            .filter(|k| self.edited.get(*k) != self.running.get(*k))
+            .collect()
+    }
+
+    /// Condition 5 with the edited values: fenced refuses it broken, naive runs it (red).
+    pub fn condition_five_holds(&self) -> bool {
+        self.edited.config.grace_shorter_than_retry_budget()
+    }
+
+    /// What the check at start would say of the edited values under `policy`.
+    pub fn refusal(&self, policy: Policy) -> Option<String> {
+        self.edited
+            .config
+            .validate(policy)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    /// What applying asks for: a restart if a start-time knob changed (it carries every
+    /// change), else the live tuning.
+    pub fn apply(&self, base: &LabOptions) -> Apply {
+        let changed = self.changed();
+        if changed.is_empty() {
+            Apply::Nothing
+        } else if changed.iter().any(|k| !k.live()) {
+            Apply::Restart(self.edited.options(base))
+        } else {
+            let tuning = Tuning::between(&self.running.config, &self.edited.config);
+            Apply::Live(Action::Tune(tuning))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knobs() -> Knobs {
+        let options = LabOptions::default();
+        Knobs::new(Settings::of(&options, options.config))
+    }
+
+    #[test]
+    fn arrows_step_through_the_ladder_and_stop_at_its_ends() {
+        let mut k = knobs();
+        assert_eq!(k.knob(), Knob::GraceMs);
+        assert_eq!(k.edited.get(Knob::GraceMs), 5_000);
+        k.turn(true);
+        assert_eq!(k.edited.get(Knob::GraceMs), 8_000);
+        for _ in 0..20 {
+            k.turn(true);
+        }
+        assert_eq!(k.edited.get(Knob::GraceMs), 30_000, "the top rung holds");
+        k.select(false);
+        assert_eq!(k.knob(), Knob::Identity, "selection wraps");
+        k.turn(true);
+        assert_eq!(k.edited.shown(Knob::Identity), "token header");
+    }
+
+    #[test]
+    fn live_knobs_tune_and_start_time_knobs_restart() {
+        let mut k = knobs();
+        assert!(matches!(k.apply(&LabOptions::default()), Apply::Nothing));
+        k.turn(true); // grace 8 s
+        match k.apply(&LabOptions::default()) {
+            Apply::Live(Action::Tune(t)) => assert_eq!(
+                t,
+                Tuning {
+                    grace_ms: Some(8_000),
+                    ..Tuning::default()
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        k.selected = Knob::ALL
+            .iter()
+            .position(|k| *k == Knob::ToolSteps)
+            .unwrap();
+        k.turn(true); // 16 steps
+        match k.apply(&LabOptions::default()) {
+            Apply::Restart(options) => {
+                assert_eq!(options.tool_steps, 16);
+                assert_eq!(
+                    options.config.grace_ms, 8_000,
+                    "a restart carries every change"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_grace_window_past_the_retry_budget_is_refused_by_fenced_only() {
+        let mut k = knobs();
+        while k.condition_five_holds() {
+            k.turn(true);
+        }
+        assert!(k.refusal(Policy::Fenced).unwrap().contains("condition 5"));
+        assert_eq!(k.refusal(Policy::Naive), None);
+    }
+}
