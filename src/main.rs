@@ -296,12 +296,16 @@ enum Command {
     },
     /// Open the dashboard (the default).
     Dashboard,
-    /// Play a scenario headless and record the dashboard as an asciicast v2 file (asciinema).
+    /// Play a scenario headless and record the dashboard: an asciicast v2 file (asciinema) or an
+    /// animated SVG (for a README or slides), by the output's extension.
     Record {
         scenario: std::path::PathBuf,
-        /// Where to write the .cast file.
+        /// Where to write the recording: FILE.cast or FILE.svg.
         #[arg(long)]
         out: std::path::PathBuf,
+        /// With an .svg output: only the final frame, as a still picture.
+        #[arg(long)]
+        still: bool,
         /// naive, fenced, or both side by side.
         #[arg(long, value_enum, default_value_t = Which::Both)]
         policy: Which,
@@ -488,9 +492,10 @@ fn main() -> ExitCode {
         Some(Command::Record {
             scenario,
             out,
+            still,
             policy,
             size,
-        }) => record(&scenario, &out, policy, size),
+        }) => record(&scenario, &out, still, policy, size),
         Some(Command::Serve {
             port,
             bind,
@@ -578,9 +583,18 @@ fn main() -> ExitCode {
 fn record(
     scenario: &std::path::Path,
     out: &std::path::Path,
+    still: bool,
     policy: Which,
     size: (u16, u16),
 ) -> ExitCode {
+    use forkscope::record::Format;
+    let format = match Format::for_path(out, still) {
+        Ok(format) => format,
+        Err(e) => {
+            eprintln!("forkscope record: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let s = match scenario::load(scenario) {
         Ok(s) => s,
         Err(e) => {
@@ -594,7 +608,7 @@ fn record(
         Which::Both => vec![Policy::Naive, Policy::Fenced],
     };
     let recorded = runtime().block_on(forkscope::record::record_scenario(
-        &s, &policies, out, size.0, size.1,
+        &s, &policies, out, format, size.0, size.1,
     ));
     match recorded {
         Ok(verdicts) => {

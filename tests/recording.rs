@@ -1,7 +1,7 @@
 //! Recordings read back through a virtual terminal (avt): the final screen must say what the
 //! run concluded, and the first violation must be marked.
 
-use forkscope::record::record_scenario;
+use forkscope::record::{Format, record_scenario};
 use forkscope::scenario;
 use forkscope_core::Policy;
 use std::path::Path;
@@ -59,7 +59,7 @@ async fn a_recording_of_the_naive_incident_ends_on_the_fork_and_marks_it() {
         scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-incident.toml"))
             .unwrap();
     let path = std::env::temp_dir().join(format!("forkscope-test-{}.cast", std::process::id()));
-    record_scenario(&seed, &[Policy::Naive], &path, 100, 30)
+    record_scenario(&seed, &[Policy::Naive], &path, Format::Cast, 100, 30)
         .await
         .unwrap();
     let cast = read_cast(&path);

@@ -1,7 +1,12 @@
-//! asciicast v2 recordings of the dashboard: the frames it drew, with their times, and a marker
-//! at the first violation. Playable by asciinema; read back in tests through a virtual terminal.
+//! Recordings of the dashboard: a scenario played headless, every frame it drew kept with its
+//! time (what the terminal was sent, and the whole screen), then written as asciicast v2 (a
+//! marker at the first violation; playable by asciinema) or as an SVG picture ([`svg`]: animated
+//! at the recording's pace, or its final frame alone). The live dashboard's `--record` uses the
+//! asciicast [`Recorder`] directly, through [`Tee`].
 
-use crate::lab::{Lab, Snapshot};
+pub mod svg;
+
+use crate::lab::{Lab, LabError, Snapshot};
 use crate::scenario::player::{self, new_run};
 use crate::scenario::{Scenario, format::Step};
 use crate::tui::panes::narration::Narration;
@@ -9,11 +14,12 @@ use crate::tui::theme::Theme;
 use crate::tui::ui::{Screen, draw};
 use forkscope_core::Policy;
 use ratatui::backend::CrosstermBackend;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::{Terminal, TerminalOptions, Viewport};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Writes an asciicast v2 file: a header line, then one JSON array per event.
@@ -73,21 +79,37 @@ impl Recorder {
     }
 }
 
+/// Where a [`Tee`] puts what the terminal was sent.
+pub trait Capture {
+    fn capture(&mut self, bytes: &[u8]);
+}
+
+impl Capture for Recorder {
+    fn capture(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+    }
+}
+
+impl Capture for Vec<u8> {
+    fn capture(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
 /// The terminal's writer: collects every byte for the recorder, and passes them on to the real
 /// terminal when there is one.
 #[derive(Debug)]
-pub struct Tee<W: Write> {
+pub struct Tee<W: Write, C: Capture = Recorder> {
     pub inner: Option<W>,
-    pub recorder: Arc<Mutex<Recorder>>,
+    pub recorder: Arc<Mutex<C>>,
 }
 
-impl<W: Write> Write for Tee<W> {
+impl<W: Write, C: Capture> Write for Tee<W, C> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.recorder
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .pending
-            .extend_from_slice(buf);
+            .capture(buf);
         match &mut self.inner {
             Some(inner) => inner.write_all(buf).map(|()| buf.len()),
             None => Ok(buf.len()),
@@ -99,15 +121,141 @@ impl<W: Write> Write for Tee<W> {
     }
 }
 
-/// Plays `scenario` on one lab per policy (two: side by side) and records the dashboard, with
-/// each step's narration in the status line. Returns the verdict summaries.
+/// What a recording is written as, chosen by the output file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `.cast`: asciicast v2.
+    Cast,
+    /// `.svg`: every frame, animated at the recording's pace, looping.
+    Svg,
+    /// `.svg` with `--still`: the final frame alone.
+    SvgStill,
+}
+
+/// Why an output file names no format the recorder writes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FormatError {
+    #[error("{}: unknown recording format; the output must end in .cast or .svg", .0.display())]
+    UnknownExtension(PathBuf),
+    #[error("{}: --still needs an .svg output (a .cast is always the whole run)", .0.display())]
+    StillNeedsSvg(PathBuf),
+}
+
+impl Format {
+    pub fn for_path(path: &Path, still: bool) -> Result<Format, FormatError> {
+        let extension = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match (extension.as_deref(), still) {
+            (Some("cast"), false) => Ok(Format::Cast),
+            (Some("cast"), true) => Err(FormatError::StillNeedsSvg(path.to_owned())),
+            (Some("svg"), false) => Ok(Format::Svg),
+            (Some("svg"), true) => Ok(Format::SvgStill),
+            _ => Err(FormatError::UnknownExtension(path.to_owned())),
+        }
+    }
+}
+
+/// Why a recording could not be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("{policy}: {source}")]
+    Lab { policy: Policy, source: LabError },
+    #[error("the recording's terminal failed: {0}")]
+    Terminal(io::Error),
+    #[error("{}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+    /// The player's own sentence (a wait that timed out, a probe that failed); the frames up to
+    /// it were still written.
+    #[error("the scenario stopped: {0}")]
+    Scenario(String),
+}
+
+/// One frame the dashboard drew.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// When it appeared, in seconds from the start of the recording.
+    pub at: f64,
+    /// How long it stays up before the next one.
+    pub hold: f64,
+    /// What the terminal was sent for it (ratatui's diff against the frame before).
+    pub ansi: Vec<u8>,
+    /// The whole screen.
+    pub screen: Buffer,
+    /// The verdict's headline, on the first frame where some lab is no longer clean.
+    pub first_violation: Option<String>,
+}
+
+/// A scenario's run as the dashboard drew it.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub title: String,
+    pub width: u16,
+    pub height: u16,
+    pub frames: Vec<Frame>,
+    /// `policy: summary` for each lab.
+    pub verdicts: Vec<String>,
+    /// Why the scenario stopped early, if it did.
+    pub failure: Option<String>,
+}
+
+impl Recording {
+    pub fn write(&self, path: &Path, format: Format) -> Result<(), RecordError> {
+        let written = match format {
+            Format::Cast => self.write_cast(path),
+            Format::Svg => std::fs::write(path, svg::animated(self)),
+            Format::SvgStill => std::fs::write(path, svg::still(self)),
+        };
+        written.map_err(|source| RecordError::Write {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    fn write_cast(&self, path: &Path) -> io::Result<()> {
+        let mut recorder = Recorder::create(path, self.width, self.height, &self.title)?;
+        for frame in &self.frames {
+            recorder.pending.extend_from_slice(&frame.ansi);
+            recorder.frame(frame.at)?;
+            if let Some(headline) = &frame.first_violation {
+                recorder.mark_first_violation(frame.at, headline)?;
+            }
+        }
+        recorder.finish()
+    }
+}
+
+/// Plays `scenario` on one lab per policy (two: side by side) and records the dashboard into
+/// `path` as `format`, with each step's narration in the status line. Returns the verdict
+/// summaries.
 pub async fn record_scenario(
     scenario: &Scenario,
     policies: &[Policy],
     path: &Path,
+    format: Format,
     width: u16,
     height: u16,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, RecordError> {
+    let recording = play(scenario, policies, width, height).await?;
+    recording.write(path, format)?;
+    match recording.failure {
+        Some(e) => Err(RecordError::Scenario(e)),
+        None => Ok(recording.verdicts),
+    }
+}
+
+/// Plays `scenario` on one lab per policy and keeps every frame the dashboard drew, paced as a
+/// viewer should see it: 2.5 s for the opening, 1.8 s for a narrated step, 0.4 s for the rest,
+/// 3 s for the verdict.
+pub async fn play(
+    scenario: &Scenario,
+    policies: &[Policy],
+    width: u16,
+    height: u16,
+) -> Result<Recording, RecordError> {
     let title = format!(
         "forkscope — {} ({})",
         scenario.name,
@@ -117,29 +265,34 @@ pub async fn record_scenario(
             .collect::<Vec<_>>()
             .join(" vs ")
     );
-    let recorder = Arc::new(Mutex::new(
-        Recorder::create(path, width, height, &title)
-            .map_err(|e| format!("{}: {e}", path.display()))?,
-    ));
-    let tee = Tee::<io::Sink> {
+    let sent = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let tee = Tee::<io::Sink, Vec<u8>> {
         inner: None,
-        recorder: recorder.clone(),
+        recorder: sent.clone(),
     };
     let backend = CrosstermBackend::new(tee);
     let viewport = Viewport::Fixed(Rect::new(0, 0, width, height));
-    let mut terminal =
-        Terminal::with_options(backend, TerminalOptions { viewport }).map_err(|e| e.to_string())?;
+    let mut terminal = Terminal::with_options(backend, TerminalOptions { viewport })
+        .map_err(RecordError::Terminal)?;
     let mut labs = Vec::new();
     for policy in policies {
         let lab = Lab::start(player::lab_options(scenario, *policy))
             .await
-            .map_err(|e| format!("{policy}: {e}"))?;
+            .map_err(|source| RecordError::Lab {
+                policy: *policy,
+                source,
+            })?;
         labs.push(lab);
     }
     let lab_refs: Vec<&Lab> = labs.iter().collect();
     let mut runs: Vec<_> = policies.iter().map(|p| new_run(*p)).collect();
     let theme = Theme { color: true };
     let mut at = 0.0f64;
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut violated = false;
+    // The first failure to draw; the run goes on (the labs must still be stopped) and it is
+    // reported at the end.
+    let mut draw_failed: Option<io::Error> = None;
     let mut failure = None;
     let mut narration = Narration {
         name: scenario.name.clone(),
@@ -147,41 +300,50 @@ pub async fn record_scenario(
         total: scenario.steps.len(),
         ..Narration::default()
     };
-    let mut draw_frame =
-        |labs: &[&Lab], narration: &Narration, status: Option<&str>, pause: f64| {
-            let panels: Vec<Snapshot> = labs.iter().map(|l| l.snapshot()).collect();
-            let screen = Screen {
-                status,
-                narration: Some(narration),
-                ..Screen::of(&panels, theme)
-            };
-            if terminal
-                .draw(|f| {
-                    draw(f, &screen);
-                })
-                .is_err()
-            {
+    // Hide the cursor and clear, then the opening frame.
+    sent.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .extend_from_slice(b"\x1b[?25l\x1b[2J");
+    let mut draw_frame = |labs: &[&Lab], narration: &Narration, status: Option<&str>, hold: f64| {
+        let panels: Vec<Snapshot> = labs.iter().map(|l| l.snapshot()).collect();
+        let screen = Screen {
+            status,
+            narration: Some(narration),
+            ..Screen::of(&panels, theme)
+        };
+        let drawn = terminal.draw(|f| {
+            draw(f, &screen);
+        });
+        let screen = match drawn {
+            Ok(completed) => completed.buffer.clone(),
+            Err(e) => {
+                draw_failed.get_or_insert(e);
                 return;
             }
-            let mut rec = recorder.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = rec.frame(at);
-            if let Some(bad) = panels.iter().find(|p| !p.view.verdict.clean) {
-                let _ = rec.mark_first_violation(at, &bad.view.verdict.headline);
-            }
-            at += pause;
         };
-    {
-        // Hide the cursor and clear, then the opening frame.
-        let mut rec = recorder.lock().unwrap_or_else(PoisonError::into_inner);
-        rec.pending.extend_from_slice(b"\x1b[?25l\x1b[2J");
-    }
+        let ansi = std::mem::take(&mut *sent.lock().unwrap_or_else(PoisonError::into_inner));
+        let first_violation = match panels.iter().find(|p| !p.view.verdict.clean) {
+            Some(bad) if !std::mem::replace(&mut violated, true) => {
+                Some(bad.view.verdict.headline.clone())
+            }
+            _ => None,
+        };
+        frames.push(Frame {
+            at,
+            hold,
+            ansi,
+            screen,
+            first_violation,
+        });
+        at += hold;
+    };
     draw_frame(&lab_refs, &narration, None, 2.5);
     let mut seen: Vec<u64> = lab_refs.iter().map(|l| l.core().history.total()).collect();
     let mut on_step = |index: usize, step: &Step| {
         narration.stepped(index, step);
         narration.decided_in(lab_refs.iter().copied(), &mut seen);
-        let pause = if step.say.is_some() { 1.8 } else { 0.4 };
-        draw_frame(&lab_refs, &narration, None, pause);
+        let hold = if step.say.is_some() { 1.8 } else { 0.4 };
+        draw_frame(&lab_refs, &narration, None, hold);
     };
     if let Err(e) = player::drive(&lab_refs, scenario, &mut runs, &mut on_step).await {
         failure = Some(e);
@@ -202,19 +364,21 @@ pub async fn record_scenario(
     let closing = verdicts.join("   ");
     narration.finished = true;
     draw_frame(&lab_refs, &narration, Some(&closing), 3.0);
+    // A last frame, so that an asciicast player holds the verdict for its 3 s.
     draw_frame(&lab_refs, &narration, Some(&closing), 0.0);
     drop(terminal);
     for lab in labs {
         lab.stop().await;
     }
-    let recorder = Arc::try_unwrap(recorder).map_err(|_| "recorder still shared".to_owned())?;
-    recorder
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner)
-        .finish()
-        .map_err(|e| e.to_string())?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(verdicts),
+    if let Some(e) = draw_failed {
+        return Err(RecordError::Terminal(e));
     }
+    Ok(Recording {
+        title,
+        width,
+        height,
+        frames,
+        verdicts,
+        failure,
+    })
 }
