@@ -159,6 +159,11 @@ enum Command {
         /// the client retry budget, 15000).
         #[arg(long)]
         retention_ms: Option<u64>,
+        /// The retry budget the server assumes its clients have, in milliseconds (default
+        /// 15000): under fenced the grace window must be strictly shorter (condition 5), so a
+        /// longer --grace-ms (for people typing by hand) needs a longer budget too.
+        #[arg(long)]
+        retry_budget_ms: Option<u64>,
         /// End a session with nothing attached and no request for this long, in milliseconds
         /// (default 600000); at capacity, `initialize` is answered 503 with Retry-After.
         #[arg(long)]
@@ -504,6 +509,7 @@ fn main() -> ExitCode {
             emit_rate,
             grace_ms,
             retention_ms,
+            retry_budget_ms,
             session_idle_ms,
             replay_budget_mib,
             keepalive_ms,
@@ -518,6 +524,10 @@ fn main() -> ExitCode {
             };
             if let Some(grace) = grace_ms {
                 config.grace_ms = grace;
+            }
+            if let Some(budget) = retry_budget_ms {
+                config.retry.budget_ms = budget;
+                config.retention_ms = budget;
             }
             if let Some(retention) = retention_ms {
                 config.retention_ms = retention;

@@ -24,11 +24,15 @@ pub enum ResumeRejected {
     )]
     MissingLastEventId,
     #[error(
-        "Last-Event-ID {shown} is not an event id this server issues (s<stream>-<seq>, at most 64 \
-         bytes)"
+        "Last-Event-ID {shown} is not an event id this server issues (s<stream>-<seq>[.<key>], at \
+         most {max} bytes)",
+        max = crate::ids::MAX_CURSOR_LEN
     )]
     MalformedCursor { shown: String },
-    #[error("the resumption token names no stream this server knows")]
+    #[error(
+        "the resumption token, or the stream key in Last-Event-ID, names no stream this server \
+         knows"
+    )]
     UnknownToken,
     #[error("the resumption token belongs to another session")]
     TokenOfAnotherSession,
@@ -57,8 +61,8 @@ pub enum ResumeRejected {
         oldest_kept: u64,
     },
     #[error(
-        "stream {orphan} is still live inside its grace window ({remaining_ms} ms left); \
-         accepting now would leave two live streams"
+        "stream {orphan} is still live — attached, or inside its grace window (up to \
+         {remaining_ms} ms more); accepting now would leave two live streams"
     )]
     OrphanStillLive { orphan: StreamId, remaining_ms: u64 },
     #[error("the session already holds {max} streams and none has ended")]
