@@ -339,7 +339,7 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
     assert_eq!(grace(&app), 5_000);
     // k, then → on the grace window until it reaches the retry budget (15 s): refused.
     app.handle(key('k')).await;
-    for _ in 0..3 {
+    for _ in 0..5 {
         app.handle(code(KeyCode::Right)).await;
     }
     app.draw(&mut terminal).unwrap();
@@ -354,14 +354,20 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
     let refused = screen(&terminal);
     assert!(refused.contains("refused: fenced"), "{refused}");
     assert_eq!(grace(&app), 5_000, "a refused change changes nothing");
-    // One rung back (10 s): condition 5 holds, and Enter turns the running lab.
+    // One rung back (14 s): condition 5 holds, and Enter turns the running lab.
     app.handle(code(KeyCode::Left)).await;
     app.handle(code(KeyCode::Enter)).await;
-    assert_eq!(grace(&app), 10_000);
+    assert_eq!(grace(&app), 14_000);
+    app.draw(&mut terminal).unwrap();
+    let applied = screen(&terminal);
+    assert!(applied.contains("✓ applied · Esc closes"), "{applied}");
+    // Enter, Esc (a habit) closes the card and leaves the dashboard running.
+    app.handle(code(KeyCode::Esc)).await;
+    assert!(!app.quitting());
     app.draw(&mut terminal).unwrap();
     let after = screen(&terminal);
     assert!(!after.contains("knobs ·"), "the card closes: {after}");
-    assert!(after.contains("grace 10000 ms < retry budget"), "{after}");
+    assert!(after.contains("grace 14000 ms < retry budget"), "{after}");
     // A start-time knob (the tool call's steps) restarts the lab with it.
     app.handle(key('k')).await;
     for _ in 0..6 {
@@ -370,7 +376,7 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
     app.handle(code(KeyCode::Right)).await;
     app.handle(code(KeyCode::Enter)).await;
     assert_eq!(app.labs()[0].options().tool_steps, 16);
-    assert_eq!(grace(&app), 10_000, "the restart keeps the live knobs");
+    assert_eq!(grace(&app), 14_000, "the restart keeps the live knobs");
     app.stop().await;
 }
 

@@ -257,7 +257,13 @@ impl Lab {
     }
 
     pub fn apply(&self, action: Action) -> Outcome {
-        tracing::info!(?action, "action");
+        match action {
+            Action::Tune(tuning) => tracing::info!(
+                set = %toml::to_string(&tuning).unwrap_or_default().trim().replace('\n', ", "),
+                "knobs"
+            ),
+            action => tracing::info!("{}", action.describe()),
+        }
         match action {
             Action::DropConnection => self.proxy.inject(Fault::Drop),
             Action::Reset => self.proxy.inject(Fault::Reset),
@@ -276,7 +282,10 @@ impl Lab {
                             core.io.close_stream(session, stream);
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "policy not changed"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "policy not changed");
+                        return Outcome::Refused(e);
+                    }
                 }
             }
             Action::ReconnectNow => self.client.reconnect_now(),

@@ -109,16 +109,13 @@ impl Journal {
             "tool = {{ steps = {}, delay_ms = {} }}",
             self.options.tool_steps, self.options.tool_delay_ms
         );
-        // Under a `config` key, so nested tables come out as `[config.retry]`.
-        #[derive(serde::Serialize)]
-        struct Config<'a> {
-            config: &'a forkscope_core::LabConfig,
+        let config = differences(&self.options.config);
+        if !config.is_empty() {
+            // Under a `config` key, so nested tables come out as `[config.retry]`.
+            let mut doc = toml::Table::new();
+            doc.insert("config".to_owned(), toml::Value::Table(config));
+            let _ = write!(out, "\n{}", toml::to_string(&doc).unwrap_or_default());
         }
-        let config = toml::to_string(&Config {
-            config: &self.options.config,
-        })
-        .unwrap_or_default();
-        let _ = write!(out, "\n{config}");
 
         // Per lab: what was last waited for, and whether a fault awaits its reconnect.
         let mut applied = vec![0; self.policies.len()];
@@ -148,18 +145,24 @@ impl Journal {
             advance(&mut out, now.saturating_sub(at));
             at = at.max(now);
             waits(&mut out, &entry.observed, &mut faulted);
+            // Narration: what was pressed, and when (the dashboard plays it with these words).
+            let say = quoted(&format!(
+                "at {:.1} s: {}",
+                now as f64 / 1_000.0,
+                entry.action.describe()
+            ));
             match entry.action {
                 Action::Tune(tuning) => {
                     let set = toml::to_string(&tuning).unwrap_or_default();
                     let set = set.trim().replace('\n', ", ");
-                    step(&mut out, &format!("set = {{ {set} }}"));
+                    step(&mut out, &format!("set = {{ {set} }}\nsay = {say}"));
                 }
                 action => {
                     let name = serde_json::to_value(action)
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_owned))
                         .unwrap_or_default();
-                    step(&mut out, &format!("action = \"{name}\""));
+                    step(&mut out, &format!("action = \"{name}\"\nsay = {say}"));
                 }
             }
             if matches!(entry.action, Action::DropConnection | Action::Reset) {
@@ -178,6 +181,36 @@ impl Journal {
         }
         out
     }
+}
+
+/// The settings of `config` that differ from the defaults (a file says what is special about
+/// it; the rest is what `run` assumes anyway).
+fn differences(config: &forkscope_core::LabConfig) -> toml::Table {
+    let table = |c: &forkscope_core::LabConfig| match toml::Value::try_from(c) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    };
+    let defaults = table(&forkscope_core::LabConfig::default());
+    let mut changed = toml::Table::new();
+    for (key, value) in table(config) {
+        match (&value, defaults.get(&key)) {
+            (toml::Value::Table(inner), Some(toml::Value::Table(default))) => {
+                let differ: toml::Table = inner
+                    .iter()
+                    .filter(|(k, v)| default.get(*k) != Some(*v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if !differ.is_empty() {
+                    changed.insert(key, toml::Value::Table(differ));
+                }
+            }
+            (value, default) if default != Some(value) => {
+                changed.insert(key, value.clone());
+            }
+            _ => {}
+        }
+    }
+    changed
 }
 
 fn step(out: &mut String, body: &str) {
@@ -243,7 +276,10 @@ mod tests {
 
     #[test]
     fn a_journal_writes_a_scenario_the_loader_reads_back() {
-        let mut j = Journal::new(&LabOptions::default(), &[Policy::Fenced]);
+        let mut options = LabOptions::default();
+        options.config.grace_ms = 3_000;
+        options.config.retry.budget_ms = 9_000;
+        let mut j = Journal::new(&options, &[Policy::Fenced]);
         let at = |at_ms, applied, connected| {
             vec![Observed {
                 at_ms,
@@ -275,6 +311,11 @@ mod tests {
         let text = j.to_toml(&at(2_600, 3, true), &[outcome], "saved \"experiment\"");
         let s = parse(&text, Path::new("saved.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(s.name, "saved \"experiment\"");
+        assert_eq!(s.config, options.config, "{text}");
+        assert!(
+            !text.contains("history_capacity"),
+            "defaults left out: {text}"
+        );
         let kinds: Vec<&StepKind> = s.steps.iter().map(|s| &s.kind).collect();
         assert_eq!(
             kinds[0],

@@ -712,10 +712,17 @@ impl App {
                     self.journal.record(action, observed);
                 }
                 let mut restart = false;
+                let mut refused = None;
                 for lab in &self.labs {
-                    restart |= lab.apply(action) == Outcome::RestartRequested;
+                    match lab.apply(action) {
+                        Outcome::RestartRequested => restart = true,
+                        Outcome::Refused(e) => refused = Some(e),
+                        Outcome::Done => {}
+                    }
                 }
-                if restart {
+                if let Some(e) = refused {
+                    self.say(format!("not done: {e}"));
+                } else if restart {
                     let policies: Vec<Policy> =
                         self.labs.iter().map(|l| l.options().policy).collect();
                     self.replace_labs(&policies, self.options.clone()).await;
@@ -785,10 +792,12 @@ impl App {
                     }
                 }
                 if refused.is_empty() {
-                    if let Some(k) = &self.knobs {
+                    // The card stays up (Esc closes it): a habitual Enter, Esc must not quit.
+                    if let Some(k) = &mut self.knobs {
                         self.options.config = k.edited.config;
+                        k.running = k.edited;
+                        k.applied = true;
                     }
-                    self.knobs = None;
                     self.say("knobs turned on the running lab");
                 } else {
                     let why = refused.join("; ");
@@ -813,7 +822,10 @@ impl App {
                     return;
                 }
                 self.options = options.clone();
-                self.knobs = None;
+                if let Some(k) = &mut self.knobs {
+                    k.running = k.edited;
+                    k.applied = true;
+                }
                 self.replace_labs(&policies, options).await;
                 self.say("labs restarted with the new knobs (their history starts afresh)");
             }
@@ -854,9 +866,12 @@ impl App {
         let text = self.journal.to_toml(&saved, &outcomes, &name);
         match write_new_file(&self.save_dir, "forkscope-saved", &text) {
             Ok(path) => self.say(format!(
-                "saved {} actions as {} — forkscope run {0} replays it",
-                self.journal.actions(),
-                path.display()
+                "saved {} as {path} — forkscope run {path} replays it",
+                match self.journal.actions() {
+                    1 => "1 action".to_owned(),
+                    n => format!("{n} actions"),
+                },
+                path = path.display()
             )),
             Err(e) => self.say(format!("could not save the scenario: {e}")),
         }

@@ -66,7 +66,8 @@ impl Knob {
     fn ladder(self) -> &'static [u64] {
         match self {
             Knob::GraceMs => &[
-                0, 250, 500, 1_000, 2_000, 3_000, 5_000, 8_000, 10_000, 15_000, 20_000, 30_000,
+                0, 250, 500, 1_000, 2_000, 3_000, 5_000, 8_000, 10_000, 12_000, 14_000, 15_000,
+                20_000, 30_000, 45_000,
             ],
             Knob::RetryBudgetMs => &[1_000, 2_000, 5_000, 10_000, 15_000, 20_000, 30_000, 60_000],
             Knob::InitialBackoffMs => &[50, 100, 250, 500, 1_000, 2_000],
@@ -185,6 +186,8 @@ pub struct Knobs {
     pub selected: usize,
     /// Why the last apply was refused (the core's sentence).
     pub refused: Option<String>,
+    /// The last Enter took effect (until the next turn).
+    pub applied: bool,
 }
 
 /// What applying the overlay asks of the dashboard.
@@ -204,6 +207,7 @@ impl Knobs {
             edited: running,
             selected: 0,
             refused: None,
+            applied: false,
         }
     }
 
@@ -220,6 +224,7 @@ impl Knobs {
         let knob = self.knob();
         self.edited.step(knob, up);
         self.refused = None;
+        self.applied = false;
     }
 
     /// Knobs that differ from what the labs run with.
@@ -278,7 +283,7 @@ mod tests {
         for _ in 0..20 {
             k.turn(true);
         }
-        assert_eq!(k.edited.get(Knob::GraceMs), 30_000, "the top rung holds");
+        assert_eq!(k.edited.get(Knob::GraceMs), 45_000, "the top rung holds");
         k.select(false);
         assert_eq!(k.knob(), Knob::Identity, "selection wraps");
         k.turn(true);

@@ -287,7 +287,7 @@ fn draw_single(
         verdict_pane(frame, bottom, snap, screen.hide_verdict, theme);
     }
     if log_height > 0 {
-        logs::render(frame, log_area, screen.log, theme);
+        logs::render(frame, log_area, screen.log, screen.travel.is_some(), theme);
     }
     drawn
 }

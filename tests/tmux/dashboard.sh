@@ -78,6 +78,78 @@ T send-keys -t fs q
 check "q quits with status 0" wait_for "EXITED 0"
 check "q leaves the terminal clean" wait_for "^icanon echo"
 
+# 1b. The workshop's tools on the same fork: time travel, the glossary, presenter mode, predict,
+# both lanes of the fork at 80×24 and 60×20, the knobs, and saving what was done.
+SAVE_DIR="$(mktemp -d)"
+cleanup
+RUN=$((RUN + 1)); SOCKET="forkscope-test-$$-$RUN"
+T new-session -d -s fs -x 120 -y 40 \
+    "cd '$SAVE_DIR' && '$BIN'; echo \"EXITED \$?\"; stty -a | grep -Eo -- '-?icanon|-?echo ' | tr '\\n' ' '; echo; sleep 600"
+check "1b: the dashboard opens" wait_for "FENCED"
+T send-keys -t fs n
+check "1b: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
+T send-keys -t fs t d
+check "1b: the fork" wait_for "verdict FORK"
+T send-keys -t fs Enter
+T send-keys -t fs v
+check "v: time travel to the first violation" wait_for "TIME TRAVEL .*change [0-9]+ of [0-9]+"
+check "v: the moment shows the violation" wait_for "verdict (DUPLICATE|FORK)"
+T send-keys -t fs Left
+check "←: one change earlier the verdict was clean" wait_for "verdict CLEAN"
+T send-keys -t fs ,
+check ", selects an event and explains it" wait_for "selected event · , . move"
+T send-keys -t fs Escape
+unselected() { ! screen | grep -q 'selected event · '; }
+check "Esc clears the selection" unselected
+T send-keys -t fs End
+check "End: back to live" wait_for "▶ running"
+no_travel() { ! screen | grep -q 'TIME TRAVEL'; }
+check "End: time travel left" no_travel
+T send-keys -t fs '?'
+check "?: the glossary explains the verdict words" wait_for "CURSOR BACK +the client's cursor moved backwards"
+T send-keys -t fs Escape
+T send-keys -t fs f
+check "f: presenter mode, the verdict large" wait_for "╭ verdict ─"
+T send-keys -t fs V
+check "V: the verdict hidden for a vote" wait_for "VERDICT HIDDEN"
+T send-keys -t fs V
+check "V: revealed again" wait_for "revealed"
+T send-keys -t fs f
+check "f: the full dashboard again" wait_for "╭ invariant"
+T resize-window -t fs -x 80 -y 24
+check "80×24: both lanes of the fork" wait_for "^│s2 "
+check "80×24: and the orphan's lane" wait_for "^│s1 .*◉"
+T resize-window -t fs -x 60 -y 20
+check "60×20: both lanes of the fork" wait_for "^│s2 "
+check "60×20: the orphan's lane with its orphan emits" wait_for "^│s1 .*◉"
+check "60×20: the verdict" wait_for "verdict FORK"
+T resize-window -t fs -x 120 -y 40
+T send-keys -t fs k
+check "k: the knobs card" wait_for "knobs · ↑↓ choose"
+T send-keys -t fs Right Right Right Right Right
+check "k: grace past the retry budget breaks condition 5" wait_for "✘ condition 5: grace 15000 ≥ retry budget 15000 ms — naive runs it"
+T send-keys -t fs Enter
+check "k: naive takes it" wait_for "✓ applied · Esc closes"
+T send-keys -t fs Escape
+check "k: condition 5 red on the panel" wait_for "grace 15000 ms ≥ retry budget 15000 ms"
+T send-keys -t fs w
+check "w: what was done is saved as a scenario" wait_for "saved [0-9]+ actions as forkscope-saved-1.toml"
+T send-keys -t fs q
+check "1b: q quits" wait_for "EXITED 0"
+check "1b: the terminal is clean" wait_for "^icanon echo"
+check "the saved scenario replays with the same verdict" "$BIN" run "$SAVE_DIR/forkscope-saved-1.toml"
+rm -rf "$SAVE_DIR"
+
+# 1c. Fenced refuses a knob that breaks condition 5, and changes nothing.
+start "" 120 40
+check "1c: the dashboard opens" wait_for "FENCED"
+T send-keys -t fs k Right Right Right Right Right Enter
+check "1c: fenced refuses condition 5 broken" wait_for "refused: fenced: the grace window \(15000 ms\) must be strictly shorter"
+T send-keys -t fs Escape
+check "1c: the panel still shows the old grace window" wait_for "grace 5000 ms < retry budget 15000 ms"
+T send-keys -t fs q
+check "1c: q quits" wait_for "EXITED 0"
+
 # 2. Fenced, the seed's two-header model: the same keys end in a typed rejection and no fork.
 start "" 120 40 "--identity token-header"
 check "fenced: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"

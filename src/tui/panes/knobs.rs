@@ -75,7 +75,11 @@ pub fn render(frame: &mut Frame, area: Rect, knobs: &Knobs, policies: &[Policy],
     }
     let changed = knobs.changed();
     lines.push(Line::styled(
-        if changed.is_empty() {
+        if knobs.refused.is_some() {
+            "turn a value, or Esc to leave the lab as it is".to_owned()
+        } else if knobs.applied {
+            "✓ applied · Esc closes".to_owned()
+        } else if changed.is_empty() {
             "nothing changed yet".to_owned()
         } else if changed.iter().any(|k| !k.live()) {
             "Enter restarts the labs with these settings".to_owned()

@@ -8,7 +8,15 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use tracing::Level;
 
-pub fn render(frame: &mut Frame, area: Rect, log: &[(Level, String)], theme: &Theme) {
+/// `travelling`: the screen shows a past moment, but the log is the present's (it has no lab
+/// time to rewind by), so its title says so.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    log: &[(Level, String)],
+    travelling: bool,
+    theme: &Theme,
+) {
     let room = area.height.saturating_sub(2) as usize;
     let lines: Vec<Line> = log
         .iter()
@@ -25,5 +33,10 @@ pub fn render(frame: &mut Frame, area: Rect, log: &[(Level, String)], theme: &Th
             ])
         })
         .collect();
-    frame.render_widget(Paragraph::new(lines).block(block("log", theme)), area);
+    let title = if travelling {
+        "log · live, not the moment shown"
+    } else {
+        "log"
+    };
+    frame.render_widget(Paragraph::new(lines).block(block(title, theme)), area);
 }
