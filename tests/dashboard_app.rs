@@ -368,15 +368,25 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
     let after = screen(&terminal);
     assert!(!after.contains("knobs ·"), "the card closes: {after}");
     assert!(after.contains("grace 14000 ms < retry budget"), "{after}");
+    // The link's added latency turns live too: the fault proxy's.
+    app.handle(key('k')).await;
+    for _ in 0..5 {
+        app.handle(code(KeyCode::Down)).await;
+    }
+    app.handle(code(KeyCode::Right)).await;
+    app.handle(code(KeyCode::Enter)).await;
+    assert_eq!(app.labs()[0].proxy().latency_ms(), 5);
+    app.handle(code(KeyCode::Esc)).await;
     // A start-time knob (the tool call's steps) restarts the lab with it.
     app.handle(key('k')).await;
-    for _ in 0..6 {
+    for _ in 0..7 {
         app.handle(code(KeyCode::Down)).await;
     }
     app.handle(code(KeyCode::Right)).await;
     app.handle(code(KeyCode::Enter)).await;
     assert_eq!(app.labs()[0].options().tool_steps, 16);
     assert_eq!(grace(&app), 14_000, "the restart keeps the live knobs");
+    assert_eq!(app.labs()[0].proxy().latency_ms(), 5, "and the latency");
     app.stop().await;
 }
 

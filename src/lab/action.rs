@@ -34,10 +34,14 @@ pub enum Action {
     /// buffer): the dashboard's `k` overlay, a scenario's `set` step. Fenced refuses a change
     /// that breaks condition 5, as it refuses such a configuration at start.
     Tune(Tuning),
+    /// The fault proxy waits this many real milliseconds before forwarding each chunk, each
+    /// way (0: none): a slow link, with the knobs overlay or `action = { add_latency = 50 }`.
+    AddLatency(u64),
 }
 
 impl Action {
-    /// Every action a key presses directly (a [`Action::Tune`] comes from the knobs overlay).
+    /// Every action a key presses directly ([`Action::Tune`] and [`Action::AddLatency`] come
+    /// from the knobs overlay).
     pub const ALL: [Action; 13] = [
         Action::DropConnection,
         Action::Reset,
@@ -73,6 +77,7 @@ impl Action {
             Action::SpeedDown => "slow lab time down",
             Action::Restart => "restart the lab",
             Action::Tune(_) => "turn the lab's knobs",
+            Action::AddLatency(_) => "set the link's added latency",
         }
     }
 }

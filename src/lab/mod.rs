@@ -34,6 +34,8 @@ pub struct LabOptions {
     pub start_paused: bool,
     /// Route the client through the fault proxy (off only for benchmarks of the bare path).
     pub via_proxy: bool,
+    /// Real milliseconds the proxy adds to each chunk, each way.
+    pub latency_ms: u64,
 }
 
 impl Default for LabOptions {
@@ -46,6 +48,7 @@ impl Default for LabOptions {
             tool_delay_ms: 400,
             start_paused: false,
             via_proxy: true,
+            latency_ms: 0,
         }
     }
 }
@@ -179,6 +182,9 @@ impl Lab {
         )
         .await?;
         let proxy = Proxy::start(running.addr).await?;
+        if options.latency_ms > 0 {
+            proxy.set_latency(options.latency_ms);
+        }
         let target = if options.via_proxy {
             proxy.addr
         } else {
@@ -315,6 +321,7 @@ impl Lab {
                 self.clock.step_speed(false);
             }
             Action::Restart => return Outcome::RestartRequested,
+            Action::AddLatency(ms) => self.proxy.set_latency(ms),
             Action::Tune(tuning) => {
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;

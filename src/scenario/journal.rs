@@ -158,11 +158,12 @@ impl Journal {
                     step(&mut out, &format!("set = {{ {set} }}\nsay = {say}"));
                 }
                 action => {
-                    let name = serde_json::to_value(action)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
+                    // `"drop_connection"`, or an inline table for an action with a value
+                    // (`{ add_latency = 50 }`).
+                    let action = toml::Value::try_from(action)
+                        .map(|v| v.to_string())
                         .unwrap_or_default();
-                    step(&mut out, &format!("action = \"{name}\"\nsay = {say}"));
+                    step(&mut out, &format!("action = {action}\nsay = {say}"));
                 }
             }
             if matches!(entry.action, Action::DropConnection | Action::Reset) {
@@ -290,6 +291,7 @@ mod tests {
         j.record(Action::EmitBackground, at(1_000, 1, true));
         j.record(Action::TogglePause, at(1_100, 2, true));
         j.record(Action::DropConnection, at(1_600, 2, true));
+        j.record(Action::AddLatency(50), at(1_800, 2, true));
         j.record(
             Action::Tune(Tuning {
                 grace_ms: Some(2_000),
@@ -327,6 +329,13 @@ mod tests {
                 action: Action::Tune(t),
                 ..
             } if t.grace_ms == Some(2_000))),
+            "{text}"
+        );
+        assert!(
+            kinds.contains(&&StepKind::Action {
+                action: Action::AddLatency(50),
+                repeat: 1
+            }),
             "{text}"
         );
         assert!(

@@ -756,7 +756,8 @@ impl App {
         }
         let Some(lab) = self.labs.first() else { return };
         let config = *lab.core().server.config();
-        self.knobs = Some(Knobs::new(Settings::of(&self.options, config)));
+        let latency = lab.proxy().latency_ms();
+        self.knobs = Some(Knobs::new(Settings::of(&self.options, config, latency)));
     }
 
     async fn knobs_key(&mut self, key: KeyEvent) {
@@ -782,19 +783,22 @@ impl App {
                 self.knobs = None;
                 self.say("knobs unchanged");
             }
-            Apply::Live(action) => {
-                let observed = self.observe();
-                self.journal.record(action, observed);
+            Apply::Live(actions) => {
                 let mut refused = Vec::new();
-                for (lab, policy) in self.labs.iter().zip(&policies) {
-                    if let Outcome::Refused(e) = lab.apply(action) {
-                        refused.push(format!("{policy}: {e}"));
+                for action in actions {
+                    let observed = self.observe();
+                    self.journal.record(action, observed);
+                    for (lab, policy) in self.labs.iter().zip(&policies) {
+                        if let Outcome::Refused(e) = lab.apply(action) {
+                            refused.push(format!("{policy}: {e}"));
+                        }
                     }
                 }
                 if refused.is_empty() {
                     // The card stays up (Esc closes it): a habitual Enter, Esc must not quit.
                     if let Some(k) = &mut self.knobs {
                         self.options.config = k.edited.config;
+                        self.options.latency_ms = k.edited.latency_ms;
                         k.running = k.edited;
                         k.applied = true;
                     }

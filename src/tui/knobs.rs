@@ -18,6 +18,7 @@ pub enum Knob {
     InitialBackoffMs,
     MaxBackoffMs,
     ReplayBuffer,
+    LatencyMs,
     BackgroundEveryMs,
     ToolSteps,
     ToolDelayMs,
@@ -25,12 +26,13 @@ pub enum Knob {
 }
 
 impl Knob {
-    pub const ALL: [Knob; 9] = [
+    pub const ALL: [Knob; 10] = [
         Knob::GraceMs,
         Knob::RetryBudgetMs,
         Knob::InitialBackoffMs,
         Knob::MaxBackoffMs,
         Knob::ReplayBuffer,
+        Knob::LatencyMs,
         Knob::BackgroundEveryMs,
         Knob::ToolSteps,
         Knob::ToolDelayMs,
@@ -44,6 +46,7 @@ impl Knob {
             Knob::InitialBackoffMs => "first backoff (ms)",
             Knob::MaxBackoffMs => "longest backoff (ms)",
             Knob::ReplayBuffer => "replay buffer (events/stream)",
+            Knob::LatencyMs => "added link latency (ms, each way)",
             Knob::BackgroundEveryMs => "background emit every (ms)",
             Knob::ToolSteps => "tool call steps",
             Knob::ToolDelayMs => "tool call step delay (ms)",
@@ -60,6 +63,7 @@ impl Knob {
                 | Knob::InitialBackoffMs
                 | Knob::MaxBackoffMs
                 | Knob::ReplayBuffer
+                | Knob::LatencyMs
         )
     }
 
@@ -73,6 +77,7 @@ impl Knob {
             Knob::InitialBackoffMs => &[50, 100, 250, 500, 1_000, 2_000],
             Knob::MaxBackoffMs => &[250, 500, 1_000, 2_000, 5_000, 10_000],
             Knob::ReplayBuffer => &[4, 8, 16, 32, 64, 128, 256, 1_024, 4_096],
+            Knob::LatencyMs => &[0, 5, 20, 50, 100, 250, 500, 1_000],
             // 0: no background task; emits only on `e`.
             Knob::BackgroundEveryMs => &[0, 100, 250, 500, 700, 1_000, 2_000, 5_000],
             Knob::ToolSteps => &[1, 2, 4, 8, 16, 25, 50, 100],
@@ -90,12 +95,16 @@ pub struct Settings {
     pub background_every_ms: u64,
     pub tool_steps: u64,
     pub tool_delay_ms: u64,
+    /// Real milliseconds the fault proxy adds, each way.
+    pub latency_ms: u64,
 }
 
 impl Settings {
-    pub fn of(options: &LabOptions, config: LabConfig) -> Settings {
+    /// What a lab started with `options` runs with now: `config` and `latency_ms` as turned.
+    pub fn of(options: &LabOptions, config: LabConfig, latency_ms: u64) -> Settings {
         Settings {
             config,
+            latency_ms,
             background_every_ms: options
                 .background
                 .map_or(0, |r| (1_000.0 / r.events_per_second()).round() as u64),
@@ -112,6 +121,7 @@ impl Settings {
             Knob::InitialBackoffMs => c.retry.initial_backoff_ms,
             Knob::MaxBackoffMs => c.retry.max_backoff_ms,
             Knob::ReplayBuffer => c.replay_buffer as u64,
+            Knob::LatencyMs => self.latency_ms,
             Knob::BackgroundEveryMs => self.background_every_ms,
             Knob::ToolSteps => self.tool_steps,
             Knob::ToolDelayMs => self.tool_delay_ms,
@@ -127,6 +137,7 @@ impl Settings {
             Knob::InitialBackoffMs => c.retry.initial_backoff_ms = value,
             Knob::MaxBackoffMs => c.retry.max_backoff_ms = value,
             Knob::ReplayBuffer => c.replay_buffer = value as usize,
+            Knob::LatencyMs => self.latency_ms = value,
             Knob::BackgroundEveryMs => self.background_every_ms = value,
             Knob::ToolSteps => self.tool_steps = value,
             Knob::ToolDelayMs => self.tool_delay_ms = value,
@@ -172,6 +183,7 @@ impl Settings {
                 .then(|| EmitRate::every_ms(self.background_every_ms)),
             tool_steps: self.tool_steps,
             tool_delay_ms: self.tool_delay_ms,
+            latency_ms: self.latency_ms,
             ..base.clone()
         }
     }
@@ -194,8 +206,8 @@ pub struct Knobs {
 #[derive(Clone, Debug)]
 pub enum Apply {
     Nothing,
-    /// Turn the live knobs: one action to every lab.
-    Live(Action),
+    /// Turn the live knobs: these actions to every lab.
+    Live(Vec<Action>),
     /// Restart the labs with these options (after the live knobs, if any).
     Restart(LabOptions),
 }
@@ -259,7 +271,14 @@ impl Knobs {
             Apply::Restart(self.edited.options(base))
         } else {
             let tuning = Tuning::between(&self.running.config, &self.edited.config);
-            Apply::Live(Action::Tune(tuning))
+            let mut actions = Vec::new();
+            if !tuning.is_empty() {
+                actions.push(Action::Tune(tuning));
+            }
+            if self.edited.latency_ms != self.running.latency_ms {
+                actions.push(Action::AddLatency(self.edited.latency_ms));
+            }
+            Apply::Live(actions)
         }
     }
 }
@@ -270,7 +289,7 @@ mod tests {
 
     fn knobs() -> Knobs {
         let options = LabOptions::default();
-        Knobs::new(Settings::of(&options, options.config))
+        Knobs::new(Settings::of(&options, options.config, 0))
     }
 
     #[test]
@@ -296,12 +315,12 @@ mod tests {
         assert!(matches!(k.apply(&LabOptions::default()), Apply::Nothing));
         k.turn(true); // grace 8 s
         match k.apply(&LabOptions::default()) {
-            Apply::Live(Action::Tune(t)) => assert_eq!(
-                t,
-                Tuning {
+            Apply::Live(actions) => assert_eq!(
+                actions,
+                vec![Action::Tune(Tuning {
                     grace_ms: Some(8_000),
                     ..Tuning::default()
-                }
+                })]
             ),
             other => panic!("{other:?}"),
         }

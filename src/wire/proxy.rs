@@ -49,6 +49,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     faults: broadcast::Sender<Fault>,
     pub stats: Arc<ProxyStats>,
+    /// Real milliseconds every chunk waits before it is forwarded, each way (0: none).
+    latency_ms: Arc<AtomicU64>,
     accept: JoinHandle<()>,
 }
 
@@ -71,13 +73,16 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let (faults, _) = broadcast::channel(16);
         let stats = Arc::new(ProxyStats::default());
+        let latency_ms = Arc::new(AtomicU64::new(0));
         let accept = {
             let faults = faults.clone();
             let stats = stats.clone();
+            let latency = latency_ms.clone();
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let faults = faults.subscribe();
                     let stats = stats.clone();
+                    let latency = latency.clone();
                     tokio::spawn(async move {
                         let Ok(server) = connect_small_window(upstream).await else {
                             return;
@@ -85,7 +90,7 @@ impl Proxy {
                         let _ = client.set_nodelay(true);
                         let _ = server.set_nodelay(true);
                         stats.open.fetch_add(1, Ordering::Relaxed);
-                        link(client, server, faults, &stats).await;
+                        link(client, server, faults, &stats, &latency).await;
                         stats.open.fetch_sub(1, Ordering::Relaxed);
                     });
                 }
@@ -95,6 +100,7 @@ impl Proxy {
             addr,
             faults,
             stats,
+            latency_ms,
             accept,
         })
     }
@@ -106,6 +112,17 @@ impl Proxy {
             "proxy fault"
         );
         let _ = self.faults.send(fault);
+    }
+
+    /// Adds `ms` real milliseconds before every forwarded chunk, each way, from now on (a slow
+    /// or distant link; 0 removes it).
+    pub fn set_latency(&self, ms: u64) {
+        tracing::info!(latency_ms = ms, "proxy latency");
+        self.latency_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub fn latency_ms(&self) -> u64 {
+        self.latency_ms.load(Ordering::Relaxed)
     }
 
     pub fn open_connections(&self) -> u64 {
@@ -130,7 +147,14 @@ async fn link(
     server: TcpStream,
     mut faults: broadcast::Receiver<Fault>,
     stats: &ProxyStats,
+    latency_ms: &AtomicU64,
 ) {
+    let delay = || async {
+        match latency_ms.load(Ordering::Relaxed) {
+            0 => {}
+            ms => tokio::time::sleep(Duration::from_millis(ms)).await,
+        }
+    };
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let mut up = vec![0u8; BUFFER];
@@ -141,6 +165,7 @@ async fn link(
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
                     stats.bytes_up.fetch_add(n as u64, Ordering::Relaxed);
+                    delay().await;
                     if server_write.write_all(&up[..n]).await.is_err() { return; }
                 }
             },
@@ -148,6 +173,7 @@ async fn link(
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
                     stats.bytes_down.fetch_add(n as u64, Ordering::Relaxed);
+                    delay().await;
                     if client_write.write_all(&down[..n]).await.is_err() { return; }
                 }
             },
