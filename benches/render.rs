@@ -41,6 +41,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 panels,
                 log: &[],
                 help: false,
+                help_scroll: 0,
                 status: None,
                 theme,
                 narration: None,

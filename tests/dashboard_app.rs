@@ -430,3 +430,49 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_screen() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    app.handle(key('?')).await;
+    app.draw(&mut terminal).unwrap();
+    let top = screen(&terminal);
+    assert!(top.contains("help · ↑↓ scroll"), "{top}");
+    // One column at 80: every key's words on its own line, none wrapped to the border.
+    assert!(
+        top.contains("│ d        drop the connection (NAT drop)       "),
+        "{top}"
+    );
+    for _ in 0..40 {
+        app.handle(code(KeyCode::Down)).await;
+    }
+    app.draw(&mut terminal).unwrap();
+    let bottom = screen(&terminal);
+    assert!(
+        bottom.contains("CURSOR BACK the client's cursor moved backwards"),
+        "{bottom}"
+    );
+    assert!(bottom.contains("the lab time the lanes span"), "{bottom}");
+    assert!(
+        bottom.contains(" k        knobs: grace, retry, rates…"),
+        "{bottom}"
+    );
+    app.handle(code(KeyCode::Esc)).await;
+    assert!(!app.quitting(), "Esc closes the help first");
+    // Below 60×20 the screen asks to be enlarged, and keys other than quit wait for it.
+    let mut tiny = Terminal::new(TestBackend::new(40, 10)).unwrap();
+    app.draw(&mut tiny).unwrap();
+    assert!(screen(&tiny).contains("enlarge the terminal"));
+    app.handle(key('k')).await;
+    app.handle(key('?')).await;
+    app.draw(&mut terminal).unwrap();
+    let back = screen(&terminal);
+    assert!(
+        !back.contains("knobs ·") && !back.contains("help ·"),
+        "{back}"
+    );
+    app.handle(key('q')).await;
+    assert!(app.quitting(), "q still quits");
+    app.stop().await;
+}

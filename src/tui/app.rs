@@ -93,6 +93,10 @@ pub struct App {
     scenario_dir: PathBuf,
     save_dir: PathBuf,
     help: bool,
+    help_scroll: u16,
+    /// The terminal was below the dashboard's minimum at the last frame: keys other than quit
+    /// do nothing (the screen only asks to be enlarged).
+    too_small: bool,
     status: Option<(String, Instant)>,
     log: LogRing,
     theme: Theme,
@@ -136,6 +140,8 @@ impl App {
             scenario_dir: start.scenario_dir,
             save_dir: start.save_dir,
             help: false,
+            help_scroll: 0,
+            too_small: false,
             status: None,
             log,
             theme: Theme::from_env(),
@@ -260,6 +266,9 @@ impl App {
     /// Draws the present (capturing a moment when something happened) or, travelling, the
     /// moment chosen.
     pub fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<(), DashboardError> {
+        if let Ok(size) = terminal.size() {
+            self.too_small = size.width < ui::MIN_WIDTH || size.height < ui::MIN_HEIGHT;
+        }
         if self
             .status
             .as_ref()
@@ -345,6 +354,7 @@ impl App {
             panels: &panels,
             log: &log,
             help: self.help,
+            help_scroll: self.help_scroll,
             status: self.status.as_ref().map(|(s, _)| s.as_str()),
             theme: self.theme,
             narration: narration.as_ref(),
@@ -432,6 +442,7 @@ impl App {
             self.evidence.as_ref().map(|e| (e.violation, e.paused)),
             self.evidence_dismissed,
             self.help,
+            self.help_scroll,
             self.status.is_some(),
             self.picker.as_ref().map(|p| p.selected),
         )
@@ -619,6 +630,25 @@ impl App {
     }
 
     async fn key(&mut self, key: KeyEvent) {
+        if self.too_small {
+            if keys::command_for(key) == Some(Command::Quit) {
+                self.quit = true;
+            }
+            return;
+        }
+        if self.help {
+            let scroll = match key.code {
+                KeyCode::Up => Some(-1),
+                KeyCode::Down => Some(1),
+                KeyCode::PageUp => Some(-10),
+                KeyCode::PageDown => Some(10),
+                _ => None,
+            };
+            if let Some(by) = scroll {
+                self.help_scroll = self.help_scroll.saturating_add_signed(by).min(40);
+                return;
+            }
+        }
         if self.picker.is_some() {
             return self.picker_key(key).await;
         }
@@ -647,7 +677,10 @@ impl App {
         match command {
             Command::Quit if self.help => self.help = false,
             Command::Quit => self.quit = true,
-            Command::ToggleHelp => self.help = !self.help,
+            Command::ToggleHelp => {
+                self.help = !self.help;
+                self.help_scroll = 0;
+            }
             Command::ToggleCompare => self.toggle_compare().await,
             Command::OpenPicker => self.picker = Some(Picker::load(&self.scenario_dir)),
             Command::Prove => self.prove(),

@@ -29,6 +29,8 @@ pub struct Screen<'a> {
     pub panels: &'a [Snapshot],
     pub log: &'a [(tracing::Level, String)],
     pub help: bool,
+    /// Rows the help overlay is scrolled down.
+    pub help_scroll: u16,
     pub status: Option<&'a str>,
     pub theme: Theme,
     /// A scenario playing in the dashboard.
@@ -59,6 +61,7 @@ impl<'a> Screen<'a> {
             panels,
             log: &[],
             help: false,
+            help_scroll: 0,
             status: None,
             theme,
             narration: None,
@@ -178,7 +181,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         knobs::render(frame, body, k, &policies, theme);
     }
     if screen.help {
-        help::render(frame, body, theme);
+        help::render(frame, body, screen.help_scroll, theme);
     }
     drawn
 }

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 11] = [
+pub const GLOSSARY: [(&str, &str); 12] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -42,6 +42,7 @@ pub const GLOSSARY: [(&str, &str); 11] = [
         "hw · bg",
         "high-water mark (newest seq) · the background emitter",
     ),
+    ("← 11 s", "the lab time the lanes span (z: the whole run)"),
 ];
 
 fn intro(theme: &Theme) -> Vec<Line<'static>> {
@@ -60,7 +61,8 @@ fn intro(theme: &Theme) -> Vec<Line<'static>> {
     ]
 }
 
-pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
+/// `scroll`: rows scrolled down (↑↓ while it is open), clamped to what there is.
+pub fn render(frame: &mut Frame, area: Rect, scroll: u16, theme: &Theme) {
     let [popup] = Layout::horizontal([Constraint::Max(84)])
         .flex(Flex::Center)
         .areas(area);
@@ -80,10 +82,15 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
             ]
         })
     };
-    for row in 0..half {
-        let mut spans = cell(row, true);
-        spans.extend(cell(row + half, false));
-        lines.push(Line::from(spans));
+    // Two columns where they fit (1 + 9 + 30 + 1 + 9 + 30 cells), else one.
+    if popup.width >= 82 {
+        for row in 0..half {
+            let mut spans = cell(row, true);
+            spans.extend(cell(row + half, false));
+            lines.push(Line::from(spans));
+        }
+    } else {
+        lines.extend((0..BINDINGS.len()).map(|i| Line::from(cell(i, false))));
     }
     // The glossary: every word of the verdict, every glyph of the lanes, every abbreviation.
     lines.push(Line::raw(""));
@@ -99,14 +106,23 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
     let width = usize::from(popup.width.saturating_sub(2)).max(1);
     let rows =
         |lines: &[Line]| -> usize { lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum() };
-    if usize::from(popup.height.saturating_sub(2)) >= rows(&lines) + rows(&intro) {
+    let inner = usize::from(popup.height.saturating_sub(2));
+    if inner >= rows(&lines) + rows(&intro) {
         lines.splice(0..0, intro);
     }
+    let hidden = rows(&lines).saturating_sub(inner);
+    let scroll = scroll.min(u16::try_from(hidden).unwrap_or(u16::MAX));
+    let title = if hidden > 0 {
+        "help · ↑↓ scroll · ? or Esc to close"
+    } else {
+        "help · ? or Esc to close"
+    };
     frame.render_widget(Clear, popup);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .block(block("help · ? or Esc to close", theme)),
+            .scroll((scroll, 0))
+            .block(block(title, theme)),
         popup,
     );
 }
