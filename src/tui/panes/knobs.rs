@@ -1,14 +1,13 @@
 //! The knobs card: each setting, what the labs run with and what it is turned to, whether it
 //! applies live or restarts the labs, and condition 5 as the edited values stand.
 
-use super::block;
+use super::card;
 use crate::tui::knobs::{Knob, Knobs};
 use crate::tui::theme::Theme;
 use forkscope_core::Policy;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 pub fn render(frame: &mut Frame, area: Rect, knobs: &Knobs, policies: &[Policy], theme: &Theme) {
     let [popup] = Layout::horizontal([Constraint::Max(78)])
@@ -88,20 +87,11 @@ pub fn render(frame: &mut Frame, area: Rect, knobs: &Knobs, policies: &[Policy],
         },
         theme.dim(),
     ));
-    let inner = usize::from(popup.width.saturating_sub(2)).max(1);
-    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-    let height = u16::try_from(rows + 2).unwrap_or(u16::MAX);
-    let [popup] = Layout::vertical([Constraint::Length(height)])
-        .flex(Flex::Center)
-        .areas(popup);
-    frame.render_widget(Clear, popup);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block(
-                "knobs · ↑↓ choose · ←→ turn · Enter apply · Esc close",
-                theme,
-            )),
+    card(
+        frame,
         popup,
+        lines,
+        "knobs · ↑↓ choose · ←→ turn · Enter apply · Esc close",
+        theme,
     );
 }

@@ -19,8 +19,10 @@ pub mod proof;
 pub mod streams;
 
 use super::theme::Theme;
-use ratatui::text::Span;
-use ratatui::widgets::{Block, BorderType};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
 /// A bordered pane with a title.
 pub fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
@@ -28,6 +30,24 @@ pub fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
         .border_type(BorderType::Rounded)
         .border_style(theme.border())
         .title(Span::styled(format!(" {title} "), theme.title()))
+}
+
+/// A card over `area` (already narrowed to its width): as tall as its wrapped `lines`, centred
+/// vertically, drawn over what is beneath.
+pub fn card(frame: &mut Frame, area: Rect, lines: Vec<Line>, title: &str, theme: &Theme) {
+    let inner = usize::from(area.width.saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let height = u16::try_from(rows + 2).unwrap_or(u16::MAX);
+    let [area] = Layout::vertical([Constraint::Length(height)])
+        .flex(Flex::Center)
+        .areas(area);
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block(title, theme)),
+        area,
+    );
 }
 
 /// An event id as a person reads it: a keyed id's token cut to a few digits (`s1-8.e698…`).

@@ -1,12 +1,11 @@
 //! The "prove it" card: a bounded `forkscope check` of the lab's policy, its progress, and its
 //! verdict — for naive, the shortest schedule that forks, step by step, ready to play.
 
-use super::block;
+use super::card;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the card shows, as plain data.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,18 +87,5 @@ pub fn render(frame: &mut Frame, area: Rect, proof: &ProofView, theme: &Theme) {
     } else {
         "prove it · Esc close"
     };
-    // As tall as its wrapped text, within the area.
-    let inner = usize::from(popup.width.saturating_sub(2)).max(1);
-    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-    let height = u16::try_from(rows + 2).unwrap_or(u16::MAX);
-    let [popup] = Layout::vertical([Constraint::Length(height)])
-        .flex(Flex::Center)
-        .areas(popup);
-    frame.render_widget(Clear, popup);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block(title, theme)),
-        popup,
-    );
+    card(frame, popup, lines, title, theme);
 }
