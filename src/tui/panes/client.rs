@@ -11,7 +11,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-/// `hidden`: predict, then reveal — the duplicate count is the verdict's, so it waits too.
+/// `hidden`: predict, then reveal — the applied and duplicate counts are the verdict's, so they
+/// wait too.
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
     let Some(client) = &snap.view.client else {
         frame.render_widget(
@@ -95,7 +96,13 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         Line::from(vec![label("token"), token]),
         Line::from(vec![
             label("applied"),
-            Span::raw(client.applied.to_string()),
+            // Hidden too while a room predicts: beside the other lab's, the count gives the
+            // duplicates away.
+            Span::raw(if hidden {
+                "?".to_owned()
+            } else {
+                client.applied.to_string()
+            }),
             Span::styled("  skipped ", theme.dim()),
             Span::raw(client.replays_skipped.to_string()),
             Span::styled("  duplicates ", theme.dim()),
