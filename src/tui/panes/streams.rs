@@ -73,10 +73,11 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 ];
                 if let Some(grace) = stream.grace {
                     spans.push(Span::styled(
+                        // Seconds first: a narrow pane cuts the bar, not the number.
                         format!(
                             "grace {} {}",
-                            bar(grace.ratio(), 8),
-                            seconds(grace.remaining_ms)
+                            seconds(grace.remaining_ms),
+                            bar(grace.ratio(), 8)
                         ),
                         theme.warn(),
                     ));
