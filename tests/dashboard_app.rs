@@ -257,7 +257,10 @@ async fn presenter_mode_hides_the_verdict_until_revealed() {
         "no red marks while hidden: {hidden}"
     );
     assert!(hidden.contains("duplicates ?"), "{hidden}");
-    assert!(hidden.contains("applied ?"), "the applied count waits too: {hidden}");
+    assert!(
+        hidden.contains("applied ?"),
+        "the applied count waits too: {hidden}"
+    );
     assert!(
         !hidden.contains("http"),
         "presenter mode drops the http pane: {hidden}"

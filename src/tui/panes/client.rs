@@ -138,7 +138,16 @@ fn tool_call<'a>(
             Span::styled("– none (x starts one)", theme.dim()),
         ]);
     };
-    let stream = r.bound_stream.clone().unwrap_or_else(|| "?".into());
+    // The echoed stream, else the one its cursor names (`s3-5…`); bare ids name none.
+    let stream = r
+        .bound_stream
+        .clone()
+        .or_else(|| {
+            let cursor = r.cursor.as_deref()?;
+            let (stream, _) = cursor.split_once('-')?;
+            stream.starts_with('s').then(|| stream.to_owned())
+        })
+        .map_or_else(String::new, |s| format!(" {s}"));
     let (state, style) = match r.phase {
         RequestPhase::Streaming => ("streaming".to_owned(), theme.good()),
         RequestPhase::Resuming { attempt, .. } => {
@@ -150,7 +159,7 @@ fn tool_call<'a>(
     let mut spans = vec![
         label,
         Span::raw(format!(
-            "#{} {stream} · {} applied · ",
+            "#{}{stream} · {} applied · ",
             r.request_id, r.applied
         )),
         Span::styled(state, style),
