@@ -75,14 +75,20 @@ fn assert_root_fits(doc: &Document) {
     assert_eq!(root.attribute("width"), Some(w.to_string().as_str()));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_animated_svg_of_the_naive_incident_plays_its_frames_and_ends_on_the_fork() {
-    let path = temp("naive.svg");
-    record_scenario(&seed(), &[Policy::Naive], &path, Format::Svg, WIDTH, HEIGHT)
+/// The seed incident under naive, recorded as `format` into a temporary `name`; its text.
+async fn recorded(name: &str, format: Format) -> String {
+    let path = temp(name);
+    record_scenario(&seed(), &[Policy::Naive], &path, format, WIDTH, HEIGHT)
         .await
         .unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).ok();
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_animated_svg_of_the_naive_incident_plays_its_frames_and_ends_on_the_fork() {
+    let text = recorded("naive.svg", Format::Svg).await;
     let doc = Document::parse(&text).unwrap();
     assert_root_fits(&doc);
 
@@ -140,19 +146,7 @@ async fn an_animated_svg_of_the_naive_incident_plays_its_frames_and_ends_on_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_still_svg_is_the_final_frame_alone() {
-    let path = temp("still.svg");
-    record_scenario(
-        &seed(),
-        &[Policy::Naive],
-        &path,
-        Format::SvgStill,
-        WIDTH,
-        HEIGHT,
-    )
-    .await
-    .unwrap();
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::remove_file(&path).ok();
+    let text = recorded("still.svg", Format::SvgStill).await;
     let doc = Document::parse(&text).unwrap();
     assert_root_fits(&doc);
     let frames = frames(&doc);
