@@ -82,16 +82,17 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
     let phase_line = vec![label("phase"), phase, aside];
     let lines = vec![
         Line::from(phase_line),
+        // The cursor first: a narrow pane cuts the explanation of the binding, not the value.
         Line::from(vec![
-            label("bound"),
-            bound,
-            Span::styled("  cursor ", theme.dim()),
+            label("cursor"),
             Span::raw(
                 client
                     .cursor
                     .as_deref()
                     .map_or_else(|| "–".into(), short_id),
             ),
+            Span::styled("  bound ", theme.dim()),
+            bound,
         ]),
         Line::from(vec![label("token"), token]),
         Line::from(vec![
