@@ -480,3 +480,30 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     assert!(app.quitting(), "q still quits");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_compare_mode_naive_takes_a_knob_that_fenced_refuses_and_the_card_says_both() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    app.handle(key('m')).await;
+    assert_eq!(app.labs().len(), 2);
+    app.handle(key('k')).await;
+    for _ in 0..5 {
+        app.handle(code(KeyCode::Right)).await;
+    }
+    app.handle(code(KeyCode::Enter)).await;
+    let grace: Vec<(Policy, u64)> = app
+        .labs()
+        .iter()
+        .map(|l| (l.policy(), l.core().server.config().grace_ms))
+        .collect();
+    assert_eq!(
+        grace,
+        vec![(Policy::Naive, 15_000), (Policy::Fenced, 5_000)],
+        "naive runs a broken condition 5; fenced refuses it"
+    );
+    app.draw(&mut terminal).unwrap();
+    let card = screen(&terminal);
+    assert!(card.contains("naive took it · refused: fenced:"), "{card}");
+    app.stop().await;
+}

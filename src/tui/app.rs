@@ -817,13 +817,13 @@ impl App {
                 self.say("knobs unchanged");
             }
             Apply::Live(actions) => {
-                let mut refused = Vec::new();
+                let mut refused: Vec<(Policy, String)> = Vec::new();
                 for action in actions {
                     let observed = self.observe();
                     self.journal.record(action, observed);
                     for (lab, policy) in self.labs.iter().zip(&policies) {
                         if let Outcome::Refused(e) = lab.apply(action) {
-                            refused.push(format!("{policy}: {e}"));
+                            refused.push((*policy, e.to_string()));
                         }
                     }
                 }
@@ -837,12 +837,23 @@ impl App {
                     }
                     self.say("knobs turned on the running lab");
                 } else {
-                    let why = refused.join("; ");
+                    // In compare mode one lab may take what the other refuses: say both.
+                    let took: Vec<&str> = policies
+                        .iter()
+                        .filter(|p| refused.iter().all(|(r, _)| r != *p))
+                        .map(|p| p.name())
+                        .collect();
+                    let why: Vec<String> =
+                        refused.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+                    let why = format!("refused: {}", why.join("; "));
+                    let why = if took.is_empty() {
+                        why
+                    } else {
+                        self.say("knobs turned where the policy allows; see the card");
+                        format!("{} took it · {why}", took.join(" and "))
+                    };
                     if let Some(k) = &mut self.knobs {
                         k.refused = Some(why);
-                    }
-                    if refused.len() < self.labs.len() {
-                        self.say("knobs turned where the policy allows; see the card");
                     }
                 }
             }
@@ -852,7 +863,7 @@ impl App {
                     .filter_map(|p| knobs.refusal(*p).map(|e| format!("{p}: {e}")))
                     .collect();
                 if !refused.is_empty() {
-                    let why = refused.join("; ");
+                    let why = format!("refused: {}", refused.join("; "));
                     if let Some(k) = &mut self.knobs {
                         k.refused = Some(why);
                     }

@@ -25,7 +25,7 @@ pub fn render(frame: &mut Frame, area: Rect, knobs: &Knobs, policies: &[Policy],
         lines.push(Line::from(vec![
             Span::styled(if selected { "▸ " } else { "  " }, theme.key()),
             Span::styled(
-                format!("{:<30}", knob.label()),
+                format!("{:<34}", knob.label()),
                 if selected {
                     theme.title()
                 } else {
@@ -70,7 +70,7 @@ pub fn render(frame: &mut Frame, area: Rect, knobs: &Knobs, policies: &[Policy],
         ));
     }
     if let Some(why) = &knobs.refused {
-        lines.push(Line::styled(format!("refused: {why}"), theme.bad()));
+        lines.push(Line::styled(why.clone(), theme.bad()));
     }
     let changed = knobs.changed();
     lines.push(Line::styled(
