@@ -142,7 +142,8 @@ pub enum Outcome {
     Done,
     /// The owner should replace this lab with a fresh one.
     RestartRequested,
-    /// The lab refused the knobs' change and changed nothing.
+    /// The lab refused the change (a knob, or a policy its configuration breaks condition 5
+    /// under) and changed nothing.
     Refused(ConfigError),
 }
 
