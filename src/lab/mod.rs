@@ -265,10 +265,7 @@ impl Lab {
 
     pub fn apply(&self, action: Action) -> Outcome {
         match action {
-            Action::Tune(tuning) => tracing::info!(
-                set = %toml::to_string(&tuning).unwrap_or_default().trim().replace('\n', ", "),
-                "knobs"
-            ),
+            Action::Tune(tuning) => tracing::info!(set = %tuning, "knobs"),
             action => tracing::info!("{}", action.describe()),
         }
         match action {

@@ -218,13 +218,7 @@ impl StepKind {
             StepKind::Action {
                 action: Action::Tune(tuning),
                 ..
-            } => format!(
-                "the knobs turn: {}",
-                toml::to_string(tuning)
-                    .unwrap_or_default()
-                    .trim()
-                    .replace('\n', ", ")
-            ),
+            } => format!("the knobs turn: {tuning}"),
             StepKind::Action { action, .. } => action.describe().to_owned(),
             StepKind::Wait { what, count, .. } => {
                 let what = serde_json::to_value(what)

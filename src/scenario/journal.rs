@@ -101,8 +101,7 @@ impl Journal {
         };
         let _ = writeln!(out, "policy = \"{policy}\"");
         if let Some(rate) = self.options.background {
-            let every = (1_000.0 / rate.events_per_second()).round().max(1.0) as u64;
-            let _ = writeln!(out, "background_every_ms = {every}");
+            let _ = writeln!(out, "background_every_ms = {}", rate.interval_ms());
         }
         let _ = writeln!(
             out,
@@ -153,9 +152,7 @@ impl Journal {
             ));
             match entry.action {
                 Action::Tune(tuning) => {
-                    let set = toml::to_string(&tuning).unwrap_or_default();
-                    let set = set.trim().replace('\n', ", ");
-                    step(&mut out, &format!("set = {{ {set} }}\nsay = {say}"));
+                    step(&mut out, &format!("set = {{ {tuning} }}\nsay = {say}"));
                 }
                 action => {
                     // `"drop_connection"`, or an inline table for an action with a value

@@ -74,12 +74,7 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
         let core = lab.core();
         run.verdict = Some(core.history.verdict());
         run.counters = Some(core.history.checker().counters().clone());
-        run.tool_results = core
-            .client
-            .requests()
-            .iter()
-            .filter(|r| r.phase == RequestPhase::Done)
-            .count() as u64;
+        run.tool_results = core.client.tool_results();
     }
     let snapshot = lab.snapshot();
     run.conditions_broken = snapshot
@@ -287,9 +282,7 @@ async fn wait(
     baseline: u64,
 ) -> Result<(), String> {
     let ready = |core: &Core| match what {
-        WaitFor::Connected => {
-            core.client.phase() == Phase::Connected && core.client.cursor().is_some()
-        }
+        WaitFor::Connected => core.client.holds_stream(),
         WaitFor::Reconnecting => {
             matches!(core.client.phase(), Phase::Reconnecting { .. })
                 && core

@@ -776,8 +776,7 @@ impl App {
                 Observed {
                     at_ms: lab.clock().now().as_millis(),
                     applied: core.client.applied(),
-                    connected: core.client.phase() == forkscope_core::client::Phase::Connected
-                        && core.client.cursor().is_some(),
+                    connected: core.client.holds_stream(),
                 }
             })
             .collect()
@@ -896,12 +895,7 @@ impl App {
                     policy: lab.options().policy,
                     verdict: core.history.verdict(),
                     counters: core.history.checker().counters().clone(),
-                    tool_results: core
-                        .client
-                        .requests()
-                        .iter()
-                        .filter(|r| r.phase == forkscope_core::client::RequestPhase::Done)
-                        .count() as u64,
+                    tool_results: core.client.tool_results(),
                 }
             })
             .collect();

@@ -105,9 +105,7 @@ impl Settings {
         Settings {
             config,
             latency_ms,
-            background_every_ms: options
-                .background
-                .map_or(0, |r| (1_000.0 / r.events_per_second()).round() as u64),
+            background_every_ms: options.background.map_or(0, |r| r.interval_ms()),
             tool_steps: options.tool_steps,
             tool_delay_ms: options.tool_delay_ms,
         }

@@ -131,6 +131,28 @@ pub struct Tuning {
     pub replay_buffer: Option<usize>,
 }
 
+/// `grace_ms = 8000, retry_budget_ms = 20000`: the fields given, in the words (and the TOML
+/// inline-table syntax) of a scenario's `set` step, for logs, narration and saved scenarios.
+impl std::fmt::Display for Tuning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fields = [
+            ("grace_ms", self.grace_ms),
+            ("retry_budget_ms", self.retry_budget_ms),
+            ("initial_backoff_ms", self.initial_backoff_ms),
+            ("max_backoff_ms", self.max_backoff_ms),
+            ("replay_buffer", self.replay_buffer.map(|n| n as u64)),
+        ];
+        let mut first = true;
+        for (name, value) in fields {
+            if let Some(value) = value {
+                write!(f, "{}{name} = {value}", if first { "" } else { ", " })?;
+                first = false;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Tuning {
     /// What changes from `config` to `to`, for the fields a running lab may change.
     pub fn between(config: &LabConfig, to: &LabConfig) -> Tuning {
@@ -291,6 +313,10 @@ mod tests {
         assert_eq!(next.replay_buffer, config.replay_buffer);
         assert_eq!(Tuning::between(&config, &next), tuning);
         assert!(Tuning::between(&config, &config).is_empty());
+        assert_eq!(
+            tuning.to_string(),
+            "grace_ms = 8000, retry_budget_ms = 20000"
+        );
     }
 
     #[test]

@@ -41,6 +41,12 @@ impl EmitRate {
         self.per_second
     }
 
+    /// Lab milliseconds between two events, rounded (at least 1): the inverse of
+    /// [`EmitRate::every_ms`].
+    pub fn interval_ms(&self) -> u64 {
+        (1_000.0 / self.per_second).round().max(1.0) as u64
+    }
+
     /// Events due `elapsed_ms` after the schedule's anchor.
     fn due(&self, elapsed_ms: u64) -> u64 {
         (elapsed_ms as f64 * self.per_second / 1_000.0).floor() as u64

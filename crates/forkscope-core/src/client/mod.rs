@@ -587,6 +587,19 @@ impl Client {
     pub fn retry(&self) -> &RetryConfig {
         &self.retry
     }
+    /// Connected, and holding a cursor on the stream it is bound to: a reconnect completed.
+    pub fn holds_stream(&self) -> bool {
+        self.phase() == Phase::Connected && self.cursor().is_some()
+    }
+
+    /// Tool calls whose result the client applied (each once).
+    pub fn tool_results(&self) -> u64 {
+        self.requests()
+            .iter()
+            .filter(|r| r.phase == RequestPhase::Done)
+            .count() as u64
+    }
+
     pub fn applied(&self) -> u64 {
         self.applied
     }
