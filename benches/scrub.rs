@@ -87,6 +87,12 @@ async fn bench() {
     let mut app = App::new(start, LogRing::default()).await.unwrap();
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     app.draw(&mut terminal).unwrap();
+    // An `e` before the client holds its stream has no session to go to; wait as a person
+    // waits for the stream lane to appear.
+    wait(&app, "the client's stream", |a| {
+        a.labs()[0].core().client.holds_stream()
+    })
+    .await;
     // The seed fork by keys: naive, two events, strip the token, drop the connection.
     app.handle(char('n')).await;
     for _ in 0..2 {

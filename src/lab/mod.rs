@@ -296,8 +296,11 @@ impl Lab {
             Action::EmitBackground => {
                 let now = self.clock.now();
                 let mut core = self.shared.lock();
-                if let Some(session) = self.client.session() {
-                    server::emit_background(&mut core, session, now);
+                match self.client.session() {
+                    Some(session) => {
+                        server::emit_background(&mut core, session, now);
+                    }
+                    None => tracing::warn!("no event emitted: the client has no session yet"),
                 }
             }
             Action::StartToolCall => {
