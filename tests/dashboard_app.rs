@@ -507,3 +507,23 @@ async fn in_compare_mode_naive_takes_a_knob_that_fenced_refuses_and_the_card_say
     assert!(card.contains("naive took it · refused: fenced:"), "{card}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_line_fits_every_width_and_always_ends_with_the_way_out() {
+    let mut app = dashboard(Policy::Fenced).await;
+    for (w, h) in [(60, 20), (80, 24), (100, 30), (120, 40), (200, 50)] {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+        app.draw(&mut terminal).unwrap();
+        let buffer = terminal.backend().buffer();
+        let last: String = (0..w)
+            .map(|x| buffer[(x, h - 1)].symbol().to_owned())
+            .collect();
+        let last = last.trim_end();
+        assert!(last.starts_with(" ? help"), "{w}×{h}: {last:?}");
+        assert!(last.ends_with("q quit"), "{w}×{h}: {last:?}");
+        // Every key shown is whole: a cut list says so with `…` before the way out.
+        let whole = last.contains("r reset");
+        assert_eq!(!whole, last.contains(" … q quit"), "{w}×{h}: {last:?}");
+    }
+    app.stop().await;
+}

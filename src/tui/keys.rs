@@ -115,7 +115,8 @@ pub const BINDINGS: [(&str, Command, &str); 28] = [
     ("q", Command::Quit, "quit (Esc closes things first)"),
 ];
 
-/// The short list the footer shows.
+/// The short list the footer shows, most wanted first: a narrow footer keeps a prefix of it
+/// and the last entry, the way out.
 pub const FOOTER: [(&str, &str); 13] = [
     ("?", "help"),
     ("d", "drop"),
@@ -123,12 +124,12 @@ pub const FOOTER: [(&str, &str); 13] = [
     ("n", "naive"),
     ("e", "emit"),
     ("x", "tool call"),
-    ("c", "reconnect"),
-    ("r", "reset"),
+    ("←", "travel"),
     ("space", "pause"),
     ("m", "compare"),
-    ("←", "travel"),
     ("p", "scenarios"),
+    ("c", "reconnect"),
+    ("r", "reset"),
     ("q", "quit"),
 ];
 

@@ -16,9 +16,26 @@ pub fn render(frame: &mut Frame, area: Rect, status: Option<&str>, theme: &Theme
         frame.render_widget(Line::from(spans), area);
         return;
     }
-    for (key, what) in FOOTER {
+    // As many keys as fit, in order, and always the way out: `q quit` at the end, after a `…`
+    // when some were left for the help to list.
+    let width = |key: &str, what: &str| key.chars().count() + what.chars().count() + 3;
+    let (last, rest) = FOOTER.split_last().expect("the footer lists keys");
+    let reserve = width(last.0, last.1) + 2;
+    let mut used = 0;
+    let mut cut = false;
+    for (key, what) in rest {
+        if used + width(key, what) + reserve > area.width as usize {
+            cut = true;
+            break;
+        }
+        used += width(key, what);
         spans.push(Span::styled(format!(" {key}"), theme.key()));
         spans.push(Span::styled(format!(" {what} "), theme.dim()));
     }
+    if cut {
+        spans.push(Span::styled(" …", theme.dim()));
+    }
+    spans.push(Span::styled(format!(" {}", last.0), theme.key()));
+    spans.push(Span::styled(format!(" {} ", last.1), theme.dim()));
     frame.render_widget(Line::from(spans), area);
 }
