@@ -70,6 +70,8 @@ gone() { ! screen | grep -q 'evidence · '; }
 check "Enter dismisses the evidence card" gone
 T resize-window -t fs -x 80 -y 24
 check "80×24 still shows the verdict" wait_for "verdict FORK"
+check "80×24: the key line ends with the way out" wait_for "^ \\? help .* … q quit *$"
+check "80×24: the client's budget and binding, not cut mid-word" wait_for "budget [0-9.]+ s +│$"
 T resize-window -t fs -x 40 -y 10
 check "a tiny terminal asks to be enlarged" wait_for "enlarge the terminal"
 T resize-window -t fs -x 120 -y 40

@@ -43,6 +43,14 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         ),
         Phase::GaveUp { at } => Span::styled(format!("gave up at {at}"), theme.bad()),
     };
+    // Each line in full where it fits, else its short form: a narrow pane (80×24) keeps the
+    // values and drops the words the glossary explains.
+    let inner = area.width.saturating_sub(2) as usize;
+    let fit = |forms: Vec<Vec<Span<'static>>>| {
+        let mut forms: Vec<Line> = forms.into_iter().map(Line::from).collect();
+        let at = forms.iter().position(|l| l.width() <= inner);
+        forms.swap_remove(at.unwrap_or(forms.len() - 1))
+    };
     let bound = match (&client.bound_stream, client.reconciles) {
         (_, false) => Span::styled("unchecked: assumes continuity", theme.warn()),
         (Some(s), true) => Span::styled(
@@ -51,50 +59,82 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         ),
         (None, true) => Span::styled("none yet", theme.dim()),
     };
-    let token = match (client.has_token, client.will_send_token) {
-        (true, true) => Span::styled("✓ held · sent on reconnect", theme.good()),
+    let token: Vec<Span<'static>> = match (client.has_token, client.will_send_token) {
+        (true, true) => vec![Span::styled("✓ held · sent on reconnect", theme.good())],
         (true, false)
             if snap.view.config.identity == StreamIdentity::EventId
                 && snap.view.policy == forkscope_core::Policy::Fenced =>
         {
-            Span::styled("✗ header STRIPPED · the id still carries it", theme.warn())
+            [
+                "✗ header STRIPPED · the id still carries it",
+                "✗ STRIPPED · the id carries it",
+            ]
+            .map(|text| Span::styled(text, theme.warn()))
+            .into()
         }
-        (true, false) => Span::styled("✗ will be STRIPPED on the next reconnect", theme.bad()),
-        (false, _) => Span::styled("– none", theme.dim()),
+        (true, false) => [
+            "✗ will be STRIPPED on the next reconnect",
+            "✗ STRIPPED on reconnect",
+        ]
+        .map(|text| Span::styled(text, theme.bad()))
+        .into(),
+        (false, _) => vec![Span::styled("– none", theme.dim())],
     };
     let duplicates = snap.view.verdict.count(AnomalyKind::Duplicate);
     // Connected, the budget is full and says little; a new session restarts stream ids at s1,
     // and a second "s1" would look like an id reused across streams (condition 3): say so.
-    let aside = match client.renewed {
-        Some((_, why)) if client.phase == Phase::Connected => Span::styled(
+    let asides: Vec<Span<'static>> = match client.renewed {
+        Some((_, why)) if client.phase == Phase::Connected => [
             format!("  new session ({why}): ids from s1"),
-            theme.accent(),
-        ),
-        _ => Span::styled(
+            "  new session: ids from s1".to_owned(),
+            "  new session".to_owned(),
+        ]
+        .into_iter()
+        .map(|text| Span::styled(text, theme.accent()))
+        .collect(),
+        _ => [
             format!(
                 "  budget {} of {}",
                 seconds(client.budget_left_ms),
                 seconds(snap.view.config.retry.budget_ms)
             ),
-            theme.dim(),
-        ),
+            format!("  budget {}", seconds(client.budget_left_ms)),
+        ]
+        .into_iter()
+        .map(|text| Span::styled(text, theme.dim()))
+        .collect(),
     };
-    let phase_line = vec![label("phase"), phase, aside];
+    let cursor = Span::raw(
+        client
+            .cursor
+            .as_deref()
+            .map_or_else(|| "–".into(), short_id),
+    );
+    let short_bound = match &bound.content {
+        text if text.starts_with("unchecked") => Span::styled("unchecked", bound.style),
+        _ => bound.clone(),
+    };
     let lines = vec![
-        Line::from(phase_line),
+        fit(asides
+            .into_iter()
+            .map(|aside| vec![label("phase"), phase.clone(), aside])
+            .collect()),
         // The cursor first: a narrow pane cuts the explanation of the binding, not the value.
-        Line::from(vec![
-            label("cursor"),
-            Span::raw(
-                client
-                    .cursor
-                    .as_deref()
-                    .map_or_else(|| "–".into(), short_id),
-            ),
-            Span::styled("  bound ", theme.dim()),
-            bound,
-        ]),
-        Line::from(vec![label("token"), token]),
+        fit([bound, short_bound]
+            .into_iter()
+            .map(|bound| {
+                vec![
+                    label("cursor"),
+                    cursor.clone(),
+                    Span::styled("  bound ", theme.dim()),
+                    bound,
+                ]
+            })
+            .collect()),
+        fit(token
+            .into_iter()
+            .map(|token| vec![label("token"), token])
+            .collect()),
         Line::from(vec![
             label("applied"),
             // Hidden too while a room predicts: beside the other lab's, the count gives the

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 12] = [
+pub const GLOSSARY: [(&str, &str); 13] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -43,6 +43,10 @@ pub const GLOSSARY: [(&str, &str); 12] = [
         "high-water mark (newest seq) · the background emitter",
     ),
     ("← 11 s", "the lab time the lanes span (z: the whole run)"),
+    (
+        "unchecked",
+        "the client never checks which stream it is on (naive's client)",
+    ),
 ];
 
 fn intro(theme: &Theme) -> Vec<Line<'static>> {
