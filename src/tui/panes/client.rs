@@ -83,15 +83,24 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
     let duplicates = snap.view.verdict.count(AnomalyKind::Duplicate);
     // Connected, the budget is full and says little; a new session restarts stream ids at s1,
     // and a second "s1" would look like an id reused across streams (condition 3): say so.
-    let asides: Vec<Span<'static>> = match client.renewed {
-        Some((_, why)) if client.phase == Phase::Connected => [
-            format!("  new session ({why}): ids from s1"),
-            "  new session: ids from s1".to_owned(),
-            "  new session".to_owned(),
-        ]
-        .into_iter()
-        .map(|text| Span::styled(text, theme.accent()))
-        .collect(),
+    let phase_forms: Vec<Vec<Span<'static>>> = match client.renewed {
+        Some((_, why)) if client.phase == Phase::Connected => {
+            let new = |text: &str| Span::styled(text.to_owned(), theme.accent());
+            vec![
+                vec![
+                    label("phase"),
+                    phase.clone(),
+                    new(&format!("  new session ({why}): ids from s1")),
+                ],
+                vec![
+                    label("phase"),
+                    phase.clone(),
+                    new("  new session: ids from s1"),
+                ],
+                // Narrow: a new session is connected by definition; the ids matter more.
+                vec![label("phase"), new("new session: ids from s1")],
+            ]
+        }
         _ => [
             format!(
                 "  budget {} of {}",
@@ -101,7 +110,13 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
             format!("  budget {}", seconds(client.budget_left_ms)),
         ]
         .into_iter()
-        .map(|text| Span::styled(text, theme.dim()))
+        .map(|text| {
+            vec![
+                label("phase"),
+                phase.clone(),
+                Span::styled(text, theme.dim()),
+            ]
+        })
         .collect(),
     };
     let cursor = Span::raw(
@@ -115,10 +130,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         _ => bound.clone(),
     };
     let lines = vec![
-        fit(asides
-            .into_iter()
-            .map(|aside| vec![label("phase"), phase.clone(), aside])
-            .collect()),
+        fit(phase_forms),
         // The cursor first: a narrow pane cuts the explanation of the binding, not the value.
         fit([bound, short_bound]
             .into_iter()
