@@ -164,6 +164,9 @@ check "fenced: the typed rejection is on screen" wait_for "typed rejections 428 
 check "fenced: the rejection is pinned as evidence" wait_for "TYPED REJECTION the server refused a reconnect with 428 missing_token"
 no_fork() { ! screen | grep -q 'FORK'; }
 check "fenced: no fork anywhere" no_fork
+check "fenced: the new session says why ids restart at s1" wait_for "new session \\(missing_token\\): ids from s1"
+T resize-window -t fs -x 80 -y 24
+check "80×24: and still says so" wait_for "phase   new session: ids from s1"
 T send-keys -t fs C-c
 check "Ctrl-C quits with status 0" wait_for "EXITED 0"
 check "Ctrl-C leaves the terminal clean" wait_for "^icanon echo"
