@@ -164,7 +164,7 @@ check "fenced: the typed rejection is on screen" wait_for "typed rejections 428 
 check "fenced: the rejection is pinned as evidence" wait_for "TYPED REJECTION the server refused a reconnect with 428 missing_token"
 no_fork() { ! screen | grep -q 'FORK'; }
 check "fenced: no fork anywhere" no_fork
-check "fenced: the new session says why ids restart at s1" wait_for "new session \\(missing_token\\): ids from s1"
+check "fenced: the new session says why ids restart at s1" wait_for "phase   connected  new session.*: ids from s1"
 T resize-window -t fs -x 80 -y 24
 check "80×24: and still says so" wait_for "phase   new session: ids from s1"
 T send-keys -t fs C-c
