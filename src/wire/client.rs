@@ -454,7 +454,7 @@ impl LabClient {
             "jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": { "name": "progress_task", "arguments": { "steps": steps, "delay_ms": delay_ms }, "_meta": { "progressToken": id } }
         });
-        self.shared.lock().client.begin_request(id);
+        self.shared.lock().client.begin_request(id, Some(steps));
         let response = self.post(Some(session), body.to_string()).send().await?;
         let status = response.status().as_u16();
         self.record(

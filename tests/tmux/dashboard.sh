@@ -176,12 +176,13 @@ check "Ctrl-C leaves the terminal clean" wait_for "^icanon echo"
 start "" 120 40
 check "event-id: events arrive" wait_for "applied +([3-9]|[1-9][0-9])"
 T send-keys -t fs x
-check "x starts a tool call" wait_for "call +#[0-9]+ s[0-9]+ · [1-9][0-9]* applied · streaming"
+check "x starts a tool call" wait_for "call +#[0-9]+ s[0-9]+ · [1-9][0-9]* of [0-9]+ steps · streaming"
 T send-keys -t fs t
 check "event-id: t says the id still carries the token" wait_for "the id still carries it"
 T send-keys -t fs d
 check "d: the tool call's stream is resumed" wait_for "↺ resumed 1×"
 check "d: its result is applied once" wait_for "result ✓ once"
+check "d: and every step once, no more" wait_for "· ([0-9]+) of \\1 steps · result ✓ once"
 check "event-id: nothing rejected" wait_for "[1-9] resumes accepted, 0 rejected"
 check "event-id: verdict clean" wait_for "verdict CLEAN"
 check "event-id: no fork anywhere" no_fork

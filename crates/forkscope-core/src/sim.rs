@@ -337,7 +337,7 @@ impl Sim {
         let session = self.session?;
         let request_id = self.next_request;
         self.next_request += 1;
-        self.client.begin_request(request_id);
+        self.client.begin_request(request_id, None);
         let connection = ConnectionId(self.next_connection);
         self.next_connection += 1;
         let Ok((stream, token)) = self.server.open_request_stream(

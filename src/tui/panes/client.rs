@@ -211,10 +211,16 @@ fn tool_call<'a>(
     };
     let mut spans = vec![
         label,
-        Span::raw(format!(
-            "#{}{stream} · {} applied · ",
-            r.request_id, r.applied
-        )),
+        Span::raw(match r.steps {
+            // `applied` counts the result too; a naive resume's replays show as more than all.
+            Some(steps) => format!(
+                "#{}{stream} · {} of {steps} steps · ",
+                r.request_id,
+                r.applied
+                    .saturating_sub(u64::from(r.phase == RequestPhase::Done))
+            ),
+            None => format!("#{}{stream} · {} applied · ", r.request_id, r.applied),
+        }),
         Span::styled(state, style),
     ];
     if r.resumes > 0 {

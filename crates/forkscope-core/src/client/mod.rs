@@ -265,8 +265,9 @@ impl Client {
         Delivery::Applied
     }
 
-    /// A tool call was sent: the client follows its response stream from now on.
-    pub fn begin_request(&mut self, request_id: u64) {
+    /// A tool call was sent: the client follows its response stream from now on. `steps`: the
+    /// progress steps it asked for, if known (shown, never judged).
+    pub fn begin_request(&mut self, request_id: u64, steps: Option<u64>) {
         let finished =
             |r: &RequestStream| matches!(r.phase, RequestPhase::Done | RequestPhase::Failed);
         if self.requests.iter().filter(|r| finished(r)).count() >= REQUESTS_KEPT
@@ -274,7 +275,7 @@ impl Client {
         {
             self.requests.remove(oldest);
         }
-        self.requests.push(RequestStream::new(request_id));
+        self.requests.push(RequestStream::new(request_id, steps));
     }
 
     fn request_mut(&mut self, request_id: u64) -> Option<&mut RequestStream> {

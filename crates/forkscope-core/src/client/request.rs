@@ -44,12 +44,15 @@ pub struct RequestStream {
     pub resumes: u32,
     pub applied: u64,
     pub replays_skipped: u64,
+    /// The progress steps the call asked for, when the caller said (a display's "7 of 16").
+    pub steps: Option<u64>,
 }
 
 impl RequestStream {
-    pub(crate) fn new(request_id: u64) -> Self {
+    pub(crate) fn new(request_id: u64, steps: Option<u64>) -> Self {
         RequestStream {
             request_id,
+            steps,
             bound_stream: None,
             cursor: None,
             token: None,
