@@ -10,6 +10,7 @@ use forkscope_core::{LabConfig, Policy, StreamIdentity};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Watch an MCP Streamable HTTP session fork, and watch a fenced resume prevent it.
 ///
@@ -189,6 +190,24 @@ enum Command {
         /// the dashboard's lab does; clients ignore it.
         #[arg(long)]
         truth_comments: bool,
+        /// Answer requests whose Host names this too (NAME for any port, NAME:PORT for one;
+        /// repeatable). Loopback names and the bound address always pass; any other Host is
+        /// refused 403, against DNS rebinding.
+        #[arg(long, value_name = "NAME[:PORT]", value_parser = forkscope::wire::server::rebinding::parse_allowed_host)]
+        allow_host: Vec<String>,
+        /// Close a connection with no request in flight for this long, in milliseconds
+        /// (HTTP/1 keep-alive and HTTP/2 alike; 1-3600000).
+        #[arg(long, default_value_t = forkscope::wire::server::IDLE_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        idle_timeout_ms: u64,
+        /// How long a client may take to send a request's head (the first one included) and a
+        /// POST's body, in milliseconds (1-600000).
+        #[arg(long, default_value_t = forkscope::wire::server::REQUEST_READ_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        request_timeout_ms: u64,
+        /// On SIGINT or SIGTERM, how long open responses may take to finish, in milliseconds
+        /// (0-600000): running tool calls get a JSON-RPC error saying the server is stopping,
+        /// and every stream ends cleanly; what is still open after it is closed.
+        #[arg(long, default_value_t = forkscope::wire::server::DRAIN_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+        drain_ms: u64,
     },
     /// A TCP fault proxy in front of a server, driven from standard input: `drop` (a NAT drop of
     /// every open connection: the client side is cut, the server side kept open and no longer read),
@@ -516,6 +535,10 @@ fn main() -> ExitCode {
             write_deadline_ms,
             identity,
             truth_comments,
+            allow_host,
+            idle_timeout_ms,
+            request_timeout_ms,
+            drain_ms,
         }) => {
             init_logging();
             let mut config = LabConfig {
@@ -548,6 +571,9 @@ fn main() -> ExitCode {
                     keepalive_ms: (keepalive_ms > 0).then_some(keepalive_ms),
                     write_deadline_ms: (write_deadline_ms > 0).then_some(write_deadline_ms),
                 },
+                allowed_hosts: allow_host,
+                idle_timeout: Duration::from_millis(idle_timeout_ms),
+                request_read_timeout: Duration::from_millis(request_timeout_ms),
                 ..ServeOptions::default()
             };
             runtime().block_on(serve(
@@ -555,6 +581,7 @@ fn main() -> ExitCode {
                 policy.into(),
                 config,
                 options,
+                Duration::from_millis(drain_ms),
             ))
         }
         Some(Command::Proxy { to, port }) => {
@@ -868,6 +895,7 @@ async fn serve(
     policy: Policy,
     config: LabConfig,
     options: ServeOptions,
+    drain: Duration,
 ) -> ExitCode {
     let core = match Core::new(config, policy) {
         Ok(core) => core,
@@ -899,6 +927,14 @@ async fn serve(
         verdict.summary(),
         verdict.headline
     );
-    running.stop().await;
+    // A second signal stops at once: dropping the server aborts what is left.
+    tokio::select! {
+        stopped = running.drain(drain) => {
+            if stopped > 0 {
+                outln!("forkscope serve: {stopped} running tool call(s) told the server is stopping");
+            }
+        }
+        () = shutdown_signal() => outln!("forkscope serve: stopped without draining"),
+    }
     ExitCode::SUCCESS
 }

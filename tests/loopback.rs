@@ -681,7 +681,10 @@ async fn a_second_stream_waits_for_the_orphans_grace_window() {
 impl Raw {
     /// `tools/call progress_task`; returns the open response.
     async fn call(&self, session: SessionId, steps: u64, delay_ms: u64) -> reqwest::Response {
-        let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":delay_ms},"_meta":{"progressToken":"p"}}});
+        // Each call its own id: two in flight under one id are refused.
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":delay_ms},"_meta":{"progressToken":"p"}}});
         let response = self
             .post(Some(session), body.to_string())
             .send()
@@ -1157,11 +1160,10 @@ async fn a_rejected_request_never_harms_a_healthy_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_clients_are_cut_off_and_connections_are_capped() {
+async fn slow_clients_are_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let shared = Shared::new(Core::new(LabConfig::default(), Policy::Fenced).unwrap());
     let options = ServeOptions {
-        max_connections: 3,
         request_read_timeout: Duration::from_millis(200),
         ..ServeOptions::default()
     };
@@ -1198,40 +1200,7 @@ async fn slow_clients_are_cut_off_and_connections_are_capped() {
     let text = String::from_utf8_lossy(&answer[..n]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("\"jsonrpc\":\"2.0\""), "{text}");
-    // Three connections held open: the fourth gets a typed 503 at once.
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
-    }
-    let response = reqwest::Client::new()
-        .get(format!("http://{addr}/mcp"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 503);
-    assert_eq!(response.headers()["retry-after"], "1");
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["code"], json!(-32001));
-    // Once they go, a slot frees.
-    drop(held);
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        let status = reqwest::Client::new()
-            .get(format!("http://{addr}/mcp"))
-            .send()
-            .await
-            .unwrap()
-            .status();
-        if status != 503 {
-            assert_eq!(status, 400, "an ordinary answer again (no session header)");
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the slots never freed"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // The connection cap: tests/hardening.rs.
     running.stop().await;
 }
 

@@ -10,6 +10,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const RESUME_REJECTED: i64 = -32002;
 /// A session-level refusal (unknown session, session limit, bad headers).
 pub const SESSION_ERROR: i64 = -32001;
+/// A request cut short because the server is stopping: retry it (elsewhere, or later).
+pub const SERVER_STOPPING: i64 = -32003;
 
 pub fn result(id: &Value, result: Value) -> String {
     json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string()

@@ -21,7 +21,7 @@ use forkscope_core::{LabTime, OrphanCause};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -66,16 +66,54 @@ impl Liveness {
     }
 }
 
-/// A TCP connection the server can close from outside its task, and that remembers whether
-/// the kernel gave up on it because nothing it sent was acknowledged.
-#[derive(Debug, Default)]
+/// A TCP connection the server can close from outside its task, and what it has been doing:
+/// whether the kernel gave up on it, how many bytes the socket took (a slow reader's progress),
+/// and whether a request is in flight on it (an idle connection is closed, see
+/// [`super::connections`]).
+#[derive(Debug)]
 pub struct ConnectionHandle {
+    /// The accept loop's number for it, for the log.
+    pub id: u64,
+    pub peer: std::net::SocketAddr,
     kill: Notify,
     timed_out: AtomicBool,
+    /// Bytes the socket accepted from the server: a connection that takes bytes is alive,
+    /// however slowly it reads.
+    written: AtomicU64,
+    /// Requests whose response has not ended yet.
+    in_flight: AtomicUsize,
+    /// Whether a request head ever arrived.
+    served: AtomicBool,
+    /// When the last request started or ended (ms since the server started, real time).
+    last_active_ms: AtomicU64,
+    /// Its task has ended.
+    ended: AtomicBool,
+    /// Chosen to make room at the connection cap (closed, not yet ended).
+    evicted: AtomicBool,
+    /// Real time the server started: what `last_active_ms` counts from.
+    epoch: std::time::Instant,
 }
 
 impl ConnectionHandle {
-    /// Whether a write failed because the peer acknowledged nothing for the user timeout.
+    pub fn new(id: u64, peer: std::net::SocketAddr, epoch: std::time::Instant) -> Self {
+        let handle = ConnectionHandle {
+            id,
+            peer,
+            kill: Notify::new(),
+            timed_out: AtomicBool::new(false),
+            written: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            served: AtomicBool::new(false),
+            last_active_ms: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
+            epoch,
+        };
+        handle.mark_active();
+        handle
+    }
+
+    /// Whether a write failed because the kernel gave up on a peer that acknowledged nothing.
     pub fn timed_out(&self) -> bool {
         self.timed_out.load(Ordering::Relaxed)
     }
@@ -87,6 +125,69 @@ impl ConnectionHandle {
 
     pub(super) async fn closed(&self) {
         self.kill.notified().await;
+    }
+
+    pub(super) fn ended(&self) {
+        self.ended.store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Relaxed)
+    }
+
+    /// Closes it to make room for another; it is not chosen twice.
+    pub(super) fn evict(&self) {
+        self.evicted.store(true, Ordering::Relaxed);
+        self.close();
+    }
+
+    pub(super) fn is_evicted(&self) -> bool {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the socket has taken so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Requests in flight on the connection now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Whether any request head arrived on it yet.
+    pub fn served(&self) -> bool {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// When a request last started or ended on it.
+    pub fn last_active(&self) -> std::time::Instant {
+        self.epoch + Duration::from_millis(self.last_active_ms.load(Ordering::Relaxed))
+    }
+
+    fn mark_active(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_active_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// A request head arrived: the connection is busy until the returned guard (held by the
+    /// response body) is dropped.
+    pub fn request_started(self: &Arc<Self>) -> InFlight {
+        self.served.store(true, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.mark_active();
+        InFlight(self.clone())
+    }
+}
+
+/// A request in flight on a connection; dropped when its response has ended.
+#[derive(Debug)]
+pub struct InFlight(Arc<ConnectionHandle>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.mark_active();
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -129,18 +230,23 @@ pub(super) fn run_due(core: &mut Core, now: LabTime, liveness: Liveness) -> Opti
 /// What a request carries to know its TCP connection.
 pub(super) type Handle = Arc<ConnectionHandle>;
 
-/// Sets the kernel's own write deadline on an accepted socket (Linux: `TCP_USER_TIMEOUT`):
-/// bytes unacknowledged — a black-holed route, or a peer whose window stays shut — for this
-/// long abort the connection. It catches a dead peer before the buffers fill, which the
-/// write-deadline rule needs.
+/// Makes a peer that takes nothing visible to the write-deadline rule at once: with
+/// `TCP_NOTSENT_LOWAT` at one byte, the socket takes a write only when everything before it has
+/// left (Linux). A closed receive window (a reader that stopped, the lab's NAT drop) then stops
+/// the socket taking bytes after the first write that cannot leave, instead of after the send
+/// buffer's megabytes; a slow reader whose window opens now and then keeps taking bytes, and is
+/// judged alive.
+///
+/// `TCP_USER_TIMEOUT` is not used: Linux applies it to a window too small for the next segment
+/// as if nothing were acknowledged, and so reset live slow readers after the deadline. A peer
+/// that acknowledges nothing at all is found when the send buffer fills and the socket stops
+/// taking bytes (or by the kernel's retransmission limit).
 pub(super) fn arm_socket(tcp: &TcpStream, liveness: Liveness) {
-    #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
-    if let Some(ms) = liveness.write_deadline_ms {
-        let timeout = u32::try_from(ms).map_or(u32::MAX, |ms| ms.max(1));
-        let _ = socket2::SockRef::from(tcp)
-            .set_tcp_user_timeout(Some(Duration::from_millis(u64::from(timeout))));
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if liveness.write_deadline_ms.is_some() {
+        let _ = socket2::SockRef::from(tcp).set_tcp_notsent_lowat(1);
     }
-    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "fuchsia")))]
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
     let _ = (tcp, liveness);
 }
 
@@ -155,6 +261,13 @@ pub(super) struct Watched {
 impl Watched {
     pub fn new(tcp: TcpStream, handle: Handle) -> Self {
         Watched { tcp, handle }
+    }
+
+    fn note_written(&self, result: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = &result {
+            self.handle.written.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        self.note(result)
     }
 
     fn note<T>(&self, result: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
@@ -185,7 +298,7 @@ impl AsyncWrite for Watched {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let result = Pin::new(&mut self.tcp).poll_write(cx, buf);
-        self.note(result)
+        self.note_written(result)
     }
 
     fn poll_write_vectored(
@@ -194,7 +307,7 @@ impl AsyncWrite for Watched {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let result = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
-        self.note(result)
+        self.note_written(result)
     }
 
     fn is_write_vectored(&self) -> bool {

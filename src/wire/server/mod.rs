@@ -6,13 +6,13 @@
 //! - [`driver`]: the event-driven task that turns lab time into deadlines and work.
 //! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`.
 //! - [`liveness`]: keep-alive comments and the write deadline — how a dead connection is noticed.
-//! - [`origin`] and [`refusal`]: what is refused before the core is asked.
+//! - [`rebinding`] and [`refusal`]: what is refused before the core is asked.
 
 pub mod background;
 mod connections;
 pub mod driver;
 pub mod liveness;
-mod origin;
+pub mod rebinding;
 mod refusal;
 mod routes;
 pub mod stream_body;
@@ -43,6 +43,9 @@ pub const MAX_CONNECTIONS: usize = 1_024;
 /// How long a client may take by default to send a request's headers, and a POST's body: a
 /// client trickling bytes (slowloris) cannot hold a connection open.
 pub const REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a connection may sit with no request in flight by default before it is closed
+/// (HTTP/1 keep-alive and HTTP/2 alike): parked sockets cannot use up the connection cap.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -56,8 +59,12 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// See [`REQUEST_READ_TIMEOUT`].
     pub request_read_timeout: std::time::Duration,
+    /// See [`IDLE_TIMEOUT`].
+    pub idle_timeout: std::time::Duration,
     /// Keep-alive comments and the write deadline: how a dead connection is noticed.
     pub liveness: liveness::Liveness,
+    /// Host names a request may dial besides loopback's and the bound address (`--allow-host`).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServeOptions {
@@ -67,7 +74,9 @@ impl Default for ServeOptions {
             truth_comments: true,
             max_connections: MAX_CONNECTIONS,
             request_read_timeout: REQUEST_READ_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
             liveness: liveness::Liveness::default(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -169,9 +178,14 @@ impl App {
 pub struct RunningServer {
     pub addr: SocketAddr,
     wake: Wake,
-    shutdown: Option<oneshot::Sender<()>>,
+    shared: Shared,
+    clock: Arc<LabClock>,
+    shutdown: Option<oneshot::Sender<connections::Stop>>,
     tasks: Vec<JoinHandle<()>>,
 }
+
+/// How long `forkscope serve` lets its connections finish on SIGINT or SIGTERM, by default.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl RunningServer {
     /// Wakes the driver (after work was queued from outside a request).
@@ -179,14 +193,45 @@ impl RunningServer {
         self.wake.wake();
     }
 
+    /// Stops at once: every connection is dropped where it stands (a lab torn down).
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+            let _ = tx.send(connections::Stop::Abort);
         }
         for task in self.tasks.drain(..) {
             task.abort();
             let _ = task.await;
         }
+    }
+}
+
+impl RunningServer {
+    /// Stops gracefully: no new connection; every running tool call ends with a JSON-RPC error
+    /// saying the server is stopping; every stream ends cleanly (`retry:`, then its terminating
+    /// chunk); connections close once their responses are written, within `within`. Returns
+    /// how many tool calls were stopped.
+    pub async fn drain(mut self, within: std::time::Duration) -> usize {
+        let stopped = {
+            let mut core = self.shared.lock();
+            let now = self.clock.now();
+            let stopped = tool::stop_all(&mut core, now);
+            core.io.writers.close_all();
+            stopped
+        };
+        self.wake.wake();
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(connections::Stop::Drain(within));
+        }
+        // The accept loop ends once its connections have (or its drain time is over).
+        let mut tasks = std::mem::take(&mut self.tasks).into_iter();
+        if let Some(serve) = tasks.next() {
+            let _ = serve.await;
+        }
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+        stopped
     }
 }
 
@@ -198,7 +243,11 @@ impl Drop for RunningServer {
     }
 }
 
-fn router(app: App, read_timeout: std::time::Duration) -> axum::Router {
+fn router(
+    app: App,
+    read_timeout: std::time::Duration,
+    hosts: rebinding::AllowedHosts,
+) -> axum::Router {
     axum::Router::new()
         .route(
             "/mcp",
@@ -213,7 +262,11 @@ fn router(app: App, read_timeout: std::time::Duration) -> axum::Router {
             read_timeout,
             connections::bound_request_read,
         ))
-        .layer(middleware::from_fn(origin::check_origin))
+        .layer(middleware::from_fn(connections::track_in_flight))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(hosts),
+            rebinding::check_names,
+        ))
         .with_state(app)
 }
 
@@ -235,22 +288,34 @@ pub async fn start(
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),
     };
-    let (shutdown, stopped) = oneshot::channel::<()>();
+    let (shutdown, stopped) = oneshot::channel();
     let limits = connections::Limits {
         max_connections: options.max_connections,
         read_timeout: options.request_read_timeout,
+        idle_timeout: options.idle_timeout,
         liveness: options.liveness,
     };
     let serve = tokio::spawn(connections::accept(
         listener,
-        router(app, limits.read_timeout),
+        router(
+            app,
+            limits.read_timeout,
+            rebinding::AllowedHosts::new(addr.ip(), options.allowed_hosts.iter().cloned()),
+        ),
         limits,
         stopped,
     ));
-    let driver = tokio::spawn(driver::drive(shared, clock, options, wake.clone()));
+    let driver = tokio::spawn(driver::drive(
+        shared.clone(),
+        clock.clone(),
+        options,
+        wake.clone(),
+    ));
     Ok(RunningServer {
         addr,
         wake,
+        shared,
+        clock,
         shutdown: Some(shutdown),
         tasks: vec![serve, driver],
     })

@@ -70,16 +70,15 @@ fn session_of(headers: &HeaderMap, core: &Core) -> Result<SessionId, Refusal> {
 }
 
 /// The checks every request on an existing session passes first: a protocol version this server
-/// speaks, and a session it holds. Returns the locked core with the session.
+/// speaks, and a session it holds. Returns the locked core with the session. Its idle clock is
+/// left alone: only an admitted request starts it over ([`forkscope_core::Server::touch`]).
 pub(super) fn session_request<'a>(
     app: &'a App,
     headers: &HeaderMap,
 ) -> Result<(std::sync::MutexGuard<'a, Core>, SessionId), Refusal> {
     check_protocol_version(headers)?;
-    let mut core = app.shared.lock();
+    let core = app.shared.lock();
     let session = session_of(headers, &core)?;
-    let now = app.clock.now();
-    core.server.touch(now, session);
     Ok((core, session))
 }
 

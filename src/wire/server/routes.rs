@@ -105,15 +105,22 @@ pub(super) async fn post_mcp(
             cancel_tool_call(&app, session, message.pointer("/params/requestId"));
         }
         // A notification or a response: accepted, nothing to answer.
+        admitted(&app, session);
         return StatusCode::ACCEPTED.into_response();
     };
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     match method {
-        "ping" => json_response(StatusCode::OK, jsonrpc::result(&id, json!({}))),
-        "tools/list" => json_response(
-            StatusCode::OK,
-            jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
-        ),
+        "ping" => {
+            admitted(&app, session);
+            json_response(StatusCode::OK, jsonrpc::result(&id, json!({})))
+        }
+        "tools/list" => {
+            admitted(&app, session);
+            json_response(
+                StatusCode::OK,
+                jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
+            )
+        }
         "tools/call" if !accepts(&headers, "text/event-stream") => json_response(
             StatusCode::NOT_ACCEPTABLE,
             jsonrpc::error(
@@ -134,6 +141,13 @@ pub(super) async fn post_mcp(
             ),
         ),
     }
+}
+
+/// A request on the session was served: its idle clock starts over (a refused one leaves it).
+fn admitted(app: &App, session: SessionId) {
+    let mut core = app.shared.lock();
+    let now = app.clock.now();
+    core.server.touch(now, session);
 }
 
 fn initialize(app: &App, id: &Value, message: &Value) -> Response {
@@ -238,6 +252,26 @@ fn call_tool(
         let mut guard = app.shared.lock();
         let core = &mut *guard;
         let now = app.clock.now();
+        // Two calls in flight under one id could not be told apart: by their responses, or by a
+        // cancel, which would stop only the first.
+        if core
+            .io
+            .tool_calls
+            .iter()
+            .any(|c| c.session == session && c.request_id == id)
+        {
+            return json_response(
+                StatusCode::CONFLICT,
+                jsonrpc::error(
+                    &id,
+                    jsonrpc::INVALID_REQUEST,
+                    &format!(
+                        "a request with id {id} is already in flight in this session: use a new id"
+                    ),
+                    Some(json!({ "reason": "duplicate_request_id", "id": id })),
+                ),
+            );
+        }
         let (stream, token) = match core.server.open_request_stream(
             now,
             session,

@@ -144,6 +144,41 @@ pub fn cancel(core: &mut Core, session: SessionId, request_id: &Value, now: LabT
     true
 }
 
+/// The server is stopping: every running call ends with a JSON-RPC error that says so (its
+/// stream's last event, resumable like a result), so a client can retry the call elsewhere
+/// rather than wait on a stream that just ends. Returns how many calls were stopped.
+pub fn stop_all(core: &mut Core, now: LabTime) -> usize {
+    let calls = std::mem::take(&mut core.io.tool_calls);
+    for call in &calls {
+        let (session, stream) = (call.session, call.stream);
+        let body = jsonrpc::error(
+            &call.request_id,
+            jsonrpc::SERVER_STOPPING,
+            &format!(
+                "the server is stopping: the call was cut after {} of {} steps; retry it",
+                call.done, call.args.steps
+            ),
+            Some(
+                json!({ "reason": "server_stopping", "done": call.done, "steps": call.args.steps }),
+            ),
+        );
+        let payload = Payload::new(
+            format!("{}:call{}:stopped", session.short(), stream.0),
+            body,
+        );
+        if let Ok(event) = core
+            .server
+            .emit(now, session, stream, payload, &mut core.history)
+        {
+            super::write_event(core, session, event);
+        }
+        core.server
+            .finish_request_stream(now, session, stream, &mut core.history);
+        core.io.writers.finish_stream(session, stream);
+    }
+    calls.len()
+}
+
 /// What one step did.
 enum Step {
     Continue,

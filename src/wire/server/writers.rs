@@ -185,13 +185,18 @@ impl Writers {
         }
     }
 
-    /// Removes and returns every connection that has had frames queued and taken none for
-    /// `deadline` ms of lab time (and [`STALL_REAL_MIN`] of real time).
+    /// Removes and returns every connection that has had frames queued while neither its body
+    /// nor its socket took anything for `deadline` ms of lab time (and [`STALL_REAL_MIN`] of
+    /// real time).
     pub(super) fn cut_stalled(&mut self, now: LabTime, deadline: u64) -> Vec<Stalled> {
         let mut stalled = Vec::new();
         let real_now = Instant::now();
         for (connection, writer) in &mut self.open {
-            let taken = writer.flow.taken.load(Ordering::Relaxed);
+            // Progress is what the body handed on plus what the socket took: a slow reader
+            // whose socket takes a few bytes at a time is alive, though a whole chunk may sit
+            // in hyper's buffer for longer than the deadline.
+            let taken = writer.flow.taken.load(Ordering::Relaxed)
+                + writer.handle.as_ref().map_or(0, |h| h.written());
             let waiting = writer.flow.queued.load(Ordering::Relaxed) > 0;
             if !waiting || taken != writer.progress {
                 writer.progress = taken;
@@ -256,7 +261,15 @@ impl Writers {
             }
         }
         for connection in cut {
-            self.open.remove(&connection);
+            if let Some(writer) = self.open.remove(&connection) {
+                tracing::info!(
+                    session = %session.short(),
+                    %stream,
+                    connection = writer.handle.as_ref().map(|h| h.id),
+                    queued_bytes = writer.flow.queued.load(Ordering::Relaxed),
+                    "stream response ended: its writer queue is full (the client reads slower than events come); it resumes from its cursor"
+                );
+            }
         }
     }
 
@@ -280,6 +293,14 @@ impl Writers {
     pub(super) fn finish_stream(&mut self, session: SessionId, stream: StreamId) {
         self.open
             .retain(|_, w| !(w.session == session && w.stream == stream));
+    }
+
+    /// Ends every connection (the server is stopping), each with `retry:` and a clean end.
+    pub(super) fn close_all(&mut self) {
+        let doomed: Vec<_> = self.open.keys().copied().collect();
+        for connection in doomed {
+            self.close(connection);
+        }
     }
 
     pub(super) fn close_session(&mut self, session: SessionId) {

@@ -234,7 +234,8 @@ impl Server {
         Ok(connections)
     }
 
-    /// A request named the session: it is in use, its idle clock starts over.
+    /// A request on the session was admitted: it is in use, its idle clock starts over. A
+    /// refused request never calls this.
     pub fn touch(&mut self, now: LabTime, session: SessionId) {
         if let Some(s) = self.sessions.get_mut(&session) {
             s.last_activity = s.last_activity.max(now);
@@ -261,7 +262,6 @@ impl Server {
         rng: &mut impl Entropy,
         history: &mut History,
     ) -> Result<ResumeDecision, SessionError> {
-        self.touch(now, request.session);
         let token = self.lookup_token(request.session, request.token);
         let session = self
             .sessions
@@ -289,7 +289,13 @@ impl Server {
             }
             Policy::Naive => resume::naive::decide(session, token, request.last_event_id),
         };
-        Ok(self.carry_out(now, request, plan, rng, history))
+        let decision = self.carry_out(now, request, plan, rng, history);
+        // A rejection changes nothing, the session's idle clock included: a client sending
+        // only refused requests must not keep a session alive.
+        if !matches!(decision, ResumeDecision::Reject(_)) {
+            self.touch(now, request.session);
+        }
+        Ok(decision)
     }
 
     fn lookup_token(&self, session: SessionId, raw: Option<&str>) -> TokenLookup {
@@ -548,24 +554,26 @@ impl Server {
         if !self.sessions.contains_key(&session) {
             return Err(EmitError::UnknownSession);
         }
-        self.touch(now, session);
         self.check_budget()
             .map_err(|budget| EmitError::OverBudget { budget })?;
         let ids = match self.policy {
             Policy::Fenced => resume::fenced::id_scheme(&self.config),
             Policy::Naive => IdScheme::Bare,
         };
-        self.mint_stream(
-            now,
-            session,
-            StreamKind::Request,
-            ids,
-            true,
-            Some(connection),
-            rng,
-            history,
-        )
-        .map_err(|max| EmitError::TooManyStreams { max })
+        let minted = self
+            .mint_stream(
+                now,
+                session,
+                StreamKind::Request,
+                ids,
+                true,
+                Some(connection),
+                rng,
+                history,
+            )
+            .map_err(|max| EmitError::TooManyStreams { max })?;
+        self.touch(now, session);
+        Ok(minted)
     }
 
     /// Emits onto a given stream. Refused (and recorded) on a fenced stream: a late emit can
