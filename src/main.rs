@@ -9,6 +9,16 @@ use forkscope::{demo, incident, scenario};
 use forkscope_core::{LabConfig, Policy, StreamIdentity};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+
+/// jemalloc, with a background thread that returns freed pages to the system within about a
+/// second (settings in `.cargo/config.toml`): glibc's per-thread arenas kept a stalled load's
+/// hundreds of MiB long after its connections had ended.
+/// Records `forkscope serve` keeps for its history ring (its checker sees every one).
+const SERVE_HISTORY: usize = 1_024;
+
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,7 +179,7 @@ enum Command {
         /// (default 600000); at capacity, `initialize` is answered 503 with Retry-After.
         #[arg(long)]
         session_idle_ms: Option<u64>,
-        /// Replay memory across all sessions, in MiB (default 64); past it, `initialize` and
+        /// Replay memory across all sessions, in MiB (default 48); past it, `initialize` and
         /// tool calls are answered 503 `over_budget` with Retry-After.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
         replay_budget_mib: Option<u64>,
@@ -543,6 +553,9 @@ fn main() -> ExitCode {
             init_logging();
             let mut config = LabConfig {
                 identity: identity.into(),
+                // Nothing views serve's history: the checker reads each record as it comes,
+                // so a short ring is enough (the lab's 65,536 would hold ~9 MiB for no one).
+                history_capacity: SERVE_HISTORY,
                 ..LabConfig::default()
             };
             if let Some(grace) = grace_ms {

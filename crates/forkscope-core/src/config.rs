@@ -101,7 +101,7 @@ impl Default for LabConfig {
             retry: RetryConfig::default(),
             replay_buffer: 1_024,
             replay_buffer_bytes: 512 * 1024,
-            replay_budget_bytes: 64 * 1024 * 1024,
+            replay_budget_bytes: 48 * 1024 * 1024,
             max_sessions: 64,
             max_streams_per_session: 16,
             history_capacity: 65_536,

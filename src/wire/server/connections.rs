@@ -60,6 +60,9 @@ pub(super) struct Limits {
 /// spinning on an error that only a closed connection can clear.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+/// What hyper may buffer per connection (HTTP/1) or stream (HTTP/2), on top of the writer
+/// queue.
+const HYPER_BUFFER: usize = 16 * 1024;
 /// Connections being answered 503 at once, and how long each may take to send its head.
 const MAX_REFUSING: usize = 64;
 const REFUSE_READ_TIMEOUT: Duration = Duration::from_secs(1);
@@ -73,9 +76,13 @@ pub(super) async fn accept(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut http = auto::Builder::new(TokioExecutor::new());
+    // hyper buffers ~400 KiB per connection (per stream on HTTP/2) by default, on top of the
+    // writer queue: a stalled reader would hold both. The writer queue is where a stream waits.
     http.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.read_timeout);
+        .header_read_timeout(limits.read_timeout)
+        .max_buf_size(HYPER_BUFFER);
+    http.http2().max_send_buf_size(HYPER_BUFFER);
     let epoch = Instant::now();
     let mut open = Open::default();
     let mut tasks = JoinSet::new();

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 pub const WRITER_QUEUE: usize = 2_048;
 /// Bytes queued for one SSE connection: producers wait past this, and a frame that would take
 /// the queue past twice this cuts the connection off.
-pub const WRITER_QUEUE_BYTES: usize = 256 * 1024;
+pub const WRITER_QUEUE_BYTES: usize = 32 * 1024;
 /// Real time a stall must also last: a lab clock stepped forward (paused, scripted, sped up)
 /// must not judge a body that had no time to take its frames.
 pub const STALL_REAL_MIN: Duration = Duration::from_millis(200);

@@ -15,9 +15,14 @@ pub(crate) struct ReplayBuffer {
     bytes: usize,
 }
 
-/// What one kept event costs, roughly: its key, its body and its record.
+/// What one kept event costs on the heap: its key and body (each an `Arc<str>`, with two
+/// counters before the text) and its record.
 fn cost(event: &Event) -> usize {
-    event.payload.key.len() + event.payload.body.len() + std::mem::size_of::<Event>()
+    const ARC_HEADER: usize = 2 * std::mem::size_of::<usize>();
+    event.payload.key.len()
+        + event.payload.body.len()
+        + 2 * ARC_HEADER
+        + std::mem::size_of::<Event>()
 }
 
 /// Why a replay after a cursor cannot be served gap-free.
