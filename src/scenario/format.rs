@@ -287,12 +287,24 @@ pub enum ScenarioError {
 /// Default guard on a wait, in real time: a stuck scenario fails instead of hanging.
 pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 10_000;
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())]
-        .bytes()
-        .filter(|b| *b == b'\n')
-        .count()
-        + 1
+/// Where each line of a file starts, so finding a span's line is a binary search. Counting
+/// newlines from the top for every step made loading a file of n steps cost n².
+struct Lines {
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+            .collect();
+        Lines { starts }
+    }
+
+    /// The 1-based line of byte `offset`.
+    fn line_of(&self, offset: usize) -> usize {
+        self.starts.partition_point(|start| *start <= offset)
+    }
 }
 
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
@@ -311,8 +323,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         line,
         message,
     };
+    let lines = Lines::new(text);
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(1, |s| line_of(text, s.start));
+        let line = e.span().map_or(1, |s| lines.line_of(s.start));
         invalid(line, e.message().trim().to_owned())
     })?;
     if raw.steps.is_empty() {
@@ -320,7 +333,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
     }
     let mut steps = Vec::new();
     for (index, spanned) in raw.steps.iter().enumerate() {
-        let line = line_of(text, spanned.span().start);
+        let line = lines.line_of(spanned.span().start);
         let step = spanned.get_ref();
         let n = index + 1;
         let given = [
@@ -490,5 +503,19 @@ mod tests {
         );
         let syntax = err("name = \n");
         assert!(syntax.starts_with("t.toml:1:"), "{syntax}");
+    }
+
+    #[test]
+    fn line_numbers_are_right_across_a_long_file() {
+        let steps = 5_000;
+        let text = format!("{HEAD}{}", "[[step]]\nsay = \"x\"\n".repeat(steps));
+        let s = parse(&text, Path::new("t.toml")).unwrap();
+        assert_eq!(s.steps.len(), steps);
+        for (i, step) in s.steps.iter().enumerate() {
+            assert_eq!(step.line, 3 + 2 * i);
+        }
+        let lines = Lines::new("a\nbc\n\nd");
+        let got: Vec<usize> = (0..=8).map(|at| lines.line_of(at)).collect();
+        assert_eq!(got, [1, 1, 2, 2, 2, 3, 4, 4, 4]);
     }
 }
