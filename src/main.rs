@@ -412,6 +412,7 @@ fn main() -> ExitCode {
                 depth: usize::from(depth),
                 streams,
                 max_states,
+                memory_budget: forkscope_core::model::DEFAULT_MEMORY_BUDGET,
                 probes: !client_only,
                 delivery,
                 target: anomaly,

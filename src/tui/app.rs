@@ -1231,13 +1231,14 @@ fn prove_policies(
     view: &Mutex<ProofView>,
     scenario: &Mutex<Option<String>>,
 ) {
-    use forkscope_core::model::{Bounds, Delivery};
+    use forkscope_core::model::{Bounds, DEFAULT_MEMORY_BUDGET, Delivery};
     for &policy in policies {
         let bounds = match policy {
             Policy::Fenced => Bounds {
                 depth: 10,
                 streams: 3,
                 max_states: Some(300_000),
+                memory_budget: DEFAULT_MEMORY_BUDGET,
                 probes: true,
                 delivery: Delivery::Interleaved,
                 target: None,
@@ -1246,6 +1247,7 @@ fn prove_policies(
                 depth: 8,
                 streams: 3,
                 max_states: Some(300_000),
+                memory_budget: DEFAULT_MEMORY_BUDGET,
                 probes: false,
                 delivery: Delivery::Eager,
                 target: Some(forkscope_core::AnomalyKind::Fork),
