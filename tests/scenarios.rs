@@ -130,6 +130,42 @@ fn unbounded_input_is_refused_before_playing() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A wait that times out stops the run with a typed error that names the step, its line and
+/// what it waited for; reports show its sentence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_times_out_is_a_typed_error_at_its_step() {
+    use forkscope::scenario::format::WaitFor;
+    use forkscope::scenario::player::{PlayError, WaitFailed};
+    let text = "name = \"x\"\nteaches = \"y\"\npolicy = \"fenced\"\n[[step]]\naction = \"emit_background\"\n[[step]]\nwait = \"applied\"\ncount = 99\ntimeout_ms = 200\n";
+    let s = scenario::format::parse(text, Path::new("stuck.toml")).unwrap();
+    let run = play(&s, Policy::Fenced).await;
+    let error = run.error.clone().expect("the wait cannot be met");
+    assert!(
+        matches!(
+            &error,
+            PlayError::Step {
+                step: 2,
+                line: 6,
+                failed: WaitFailed {
+                    what: WaitFor::Applied,
+                    count: 99,
+                    ..
+                },
+            }
+        ),
+        "{error:?}"
+    );
+    let said = error.to_string();
+    assert!(
+        said.starts_with(
+            "step 2 (line 6): waiting for \"applied\" (count 99): condition not reached"
+        ),
+        "{said}"
+    );
+    let report = scenario::report::json(&s, std::slice::from_ref(&run));
+    assert_eq!(report["runs"][0]["error"], said.as_str());
+}
+
 #[test]
 fn a_failed_expectation_exits_1_and_json_reports_it() {
     let dir = std::env::temp_dir().join(format!("forkscope-scenario-fail-{}", std::process::id()));

@@ -1054,7 +1054,7 @@ impl App {
                         .await;
                 let mut n = narration.lock().unwrap_or_else(PoisonError::into_inner);
                 n.finished = true;
-                n.error = result.err();
+                n.error = result.err().map(|e| e.to_string());
             })
         };
         if !refused.is_empty() {
