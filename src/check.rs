@@ -5,7 +5,7 @@
 use forkscope_core::model::{
     self, Bounds, Counterexample, Delivery, Exploration, Level, ProbeGet, Step,
 };
-use forkscope_core::{Anomaly, LabConfig, Policy, StreamIdentity};
+use forkscope_core::{Anomaly, ConfigError, LabConfig, Policy, StreamIdentity};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -38,13 +38,12 @@ pub fn check(
     policy: Policy,
     bounds: Bounds,
     on_level: impl FnMut(&Level),
-) -> Result<Checked, String> {
+) -> Result<Checked, ConfigError> {
     let started = Instant::now();
-    let exploration =
-        model::explore(config, policy, bounds, on_level).map_err(|e| e.to_string())?;
+    let exploration = model::explore(config, policy, bounds, on_level)?;
     let elapsed = started.elapsed();
     let trace = match &exploration.counterexample {
-        Some(c) => model::trace(config, policy, &c.steps, c.delivery).map_err(|e| e.to_string())?,
+        Some(c) => model::trace(config, policy, &c.steps, c.delivery)?,
         None => Vec::new(),
     };
     Ok(Checked {
@@ -218,7 +217,7 @@ pub fn scenario_toml(
     policy: Policy,
     counterexample: &Counterexample,
     trace: &[model::TraceStep],
-) -> Result<String, String> {
+) -> Result<String, ConfigError> {
     schedule_toml(
         config,
         policy,
@@ -242,8 +241,8 @@ pub fn schedule_toml(
     delivery: Delivery,
     trace: &[model::TraceStep],
     anomaly: Option<&Anomaly>,
-) -> Result<String, String> {
-    let mut sim = model::initial(config, policy).map_err(|e| e.to_string())?;
+) -> Result<String, ConfigError> {
+    let mut sim = model::initial(config, policy)?;
     let mut out = String::new();
     let said = anomaly.and_then(|a| model::said_of(trace, a.kind()).map(str::to_owned));
     let (name, teaches) = match anomaly {

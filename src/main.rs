@@ -718,24 +718,27 @@ fn check(
         let Some(counterexample) = &found.exploration.counterexample else {
             return ExitCode::FAILURE;
         };
-        let written = check::scenario_toml(
+        let cannot_write = |e: &dyn std::fmt::Display| {
+            eprintln!("forkscope check: cannot write {}: {e}", path.display());
+            ExitCode::from(2)
+        };
+        let text = match check::scenario_toml(
             config,
             found.exploration.policy,
             counterexample,
             &found.trace,
-        )
-        .and_then(|text| check::write_new(path, &text).map_err(|e| e.to_string()));
-        match written {
-            Ok(()) => eprintln!(
-                "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
-                path.display(),
-                path.display()
-            ),
-            Err(e) => {
-                eprintln!("forkscope check: cannot write {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
+        ) {
+            Ok(text) => text,
+            Err(e) => return cannot_write(&e),
+        };
+        if let Err(e) = check::write_new(path, &text) {
+            return cannot_write(&e);
         }
+        eprintln!(
+            "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
+            path.display(),
+            path.display()
+        );
     }
     if found.is_some() {
         ExitCode::FAILURE

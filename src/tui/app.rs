@@ -1260,7 +1260,7 @@ fn prove_policies(
         let checked = match crate::check::check(config, policy, bounds, progress) {
             Ok(c) => c,
             Err(e) => {
-                view.lock().unwrap_or_else(PoisonError::into_inner).error = Some(e);
+                view.lock().unwrap_or_else(PoisonError::into_inner).error = Some(e.to_string());
                 return;
             }
         };
