@@ -36,8 +36,8 @@ impl ByteSize {
 }
 
 impl fmt::Display for ByteSize {
-    /// Exactly when a unit of a MiB or more divides the size (`1 GiB`, `1536 MiB`), else
-    /// about how many MiB (`612.4 MiB`); below a MiB, KiB or bytes.
+    /// Exactly when a unit divides the size (`1 GiB`, `1536 MiB`, `64 KiB`), else about how
+    /// many MiB or KiB (`612.4 MiB`, `745.3 KiB`); below a KiB, bytes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let exact = |(_, size): &&(&str, u64)| self.0 >= *size && self.0 % size == 0;
         if self.0 >= 1 << 20 {
@@ -48,6 +48,7 @@ impl fmt::Display for ByteSize {
         }
         match UNITS[3..].iter().find(exact) {
             Some((unit, size)) => write!(f, "{} {unit}", self.0 / size),
+            None if self.0 >= 1 << 10 => write!(f, "{:.1} KiB", self.0 as f64 / 1024.0),
             None => write!(f, "{} bytes", self.0),
         }
     }
@@ -164,6 +165,7 @@ mod tests {
         assert_eq!(ByteSize((612 << 20) + (400 << 10)).to_string(), "612.4 MiB");
         assert_eq!(ByteSize(1000).to_string(), "1000 bytes");
         assert_eq!(ByteSize(64 << 10).to_string(), "64 KiB");
+        assert_eq!(ByteSize(763_168).to_string(), "745.3 KiB");
         // What it prints, it reads.
         for size in [ByteSize::gib(1), ByteSize::mib(1536), ByteSize(1000)] {
             let printed = size.to_string().replace(' ', "").replace("bytes", "B");
