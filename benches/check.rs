@@ -1,7 +1,8 @@
 //! `forkscope check` as a user runs it: the real binary, `--format json`, one process per
 //! bound. Reports distinct states, steps taken, states/s and peak memory (the process's
 //! VmHWM), how the state count grows with depth, with the number of streams and with the
-//! delivery mode, and the largest depth that finishes within 60 s.
+//! delivery mode, and the largest depth that finishes within 60 s and the default memory
+//! budget.
 //!
 //! `cargo bench --bench check`; running without `--bench` (as `cargo test --all-targets` does)
 //! or with `FORKSCOPE_BENCH_QUICK=1` uses small bounds. Results are printed as a table and
@@ -31,6 +32,8 @@ struct Measured {
     transitions: u64,
     elapsed: Duration,
     peak_rss_mib: f64,
+    /// The memory budget stopped the search short of its depth.
+    stopped: bool,
 }
 
 /// Peak resident memory of a running process, from /proc (Linux), in MiB.
@@ -84,7 +87,13 @@ fn run(
         serde_json::from_str(&text).map_err(|e| format!("{label}: unparsable report: {e}"))?;
     let first = &report[0];
     let holds = first["holds"].as_bool() == Some(true);
-    let expected_code = if holds { 0 } else { 1 };
+    // The memory budget (1 GiB by default) may stop a deep search short: exit 3.
+    let stopped = !first["stopped"].is_null();
+    let expected_code = match (holds, stopped) {
+        (false, _) => 1,
+        (true, false) => 0,
+        (true, true) => 3,
+    };
     if status.code() != Some(expected_code) {
         return Err(format!("{label}: exit {status} for holds = {holds}"));
     }
@@ -104,6 +113,7 @@ fn run(
         // The search's own time, without process start and report writing.
         elapsed: Duration::from_millis(first["elapsed_ms"].as_u64().unwrap_or(0)),
         peak_rss_mib: peak,
+        stopped,
     })
 }
 
@@ -125,6 +135,9 @@ fn main() -> ExitCode {
                 m.distinct as f64 / m.elapsed.as_secs_f64().max(1e-3),
                 m.peak_rss_mib
             );
+            if m.stopped {
+                println!("  (stopped short by the memory budget)");
+            }
             rows.push(m);
         }
         Err(e) => {
@@ -141,9 +154,10 @@ fn main() -> ExitCode {
     let mut largest = None;
     for depth in depths {
         let r = run("fenced, by depth", depth, 3, "interleaved", "fenced");
-        let over = r.as_ref().map_or(true, |m| m.elapsed > BUDGET);
+        let over = r.as_ref().map_or(true, |m| m.elapsed > BUDGET || m.stopped);
         if let Ok(m) = &r
             && m.elapsed <= BUDGET
+            && !m.stopped
         {
             largest = Some(m.depth);
         }
@@ -176,7 +190,10 @@ fn main() -> ExitCode {
         &mut rows,
     );
     if let Some(d) = largest {
-        println!("largest depth explored within {} s: {d}", BUDGET.as_secs());
+        println!(
+            "largest depth explored in full within {} s and the default memory budget: {d}",
+            BUDGET.as_secs()
+        );
     }
     let json = serde_json::json!({
         "quick": quick,
@@ -191,6 +208,7 @@ fn main() -> ExitCode {
             "elapsed_ms": m.elapsed.as_millis() as u64,
             "states_per_second": (m.distinct as f64 / m.elapsed.as_secs_f64().max(1e-3)).round(),
             "peak_rss_mib": (m.peak_rss_mib * 10.0).round() / 10.0,
+            "stopped_by_memory_budget": m.stopped,
         })).collect::<Vec<_>>(),
         "failed": failed,
     });

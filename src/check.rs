@@ -5,7 +5,7 @@
 use forkscope_core::model::{
     self, Bounds, Counterexample, Delivery, Exploration, Level, ProbeGet, Step,
 };
-use forkscope_core::{Anomaly, LabConfig, Policy, StreamIdentity};
+use forkscope_core::{Anomaly, ConfigError, LabConfig, Policy, StreamIdentity};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -38,13 +38,12 @@ pub fn check(
     policy: Policy,
     bounds: Bounds,
     on_level: impl FnMut(&Level),
-) -> Result<Checked, String> {
+) -> Result<Checked, ConfigError> {
     let started = Instant::now();
-    let exploration =
-        model::explore(config, policy, bounds, on_level).map_err(|e| e.to_string())?;
+    let exploration = model::explore(config, policy, bounds, on_level)?;
     let elapsed = started.elapsed();
     let trace = match &exploration.counterexample {
-        Some(c) => model::trace(config, policy, &c.steps, c.delivery).map_err(|e| e.to_string())?,
+        Some(c) => model::trace(config, policy, &c.steps, c.delivery)?,
         None => Vec::new(),
     };
     Ok(Checked {
@@ -73,14 +72,19 @@ pub fn text(checked: &[Checked]) -> String {
     for c in checked {
         let e = &c.exploration;
         let _ = writeln!(out, "{}: {}", e.policy, e.verdict());
+        let depth = match e.stopped {
+            None => format!("depth {} of {}", e.depth_reached, e.bounds.depth),
+            Some(stopped) => format!(
+                "depth {} of {} in full, {} cut short",
+                e.proven_depth, e.bounds.depth, stopped.at_depth
+            ),
+        };
         let _ = writeln!(
             out,
-            "  {} distinct states, {} steps taken, depth {} of {}, at most {} streams per session, \
+            "  {} distinct states, {} steps taken, {depth}, at most {} streams per session, \
              {} delivery{}; {:.2} s ({} states/s)",
             thousands(e.distinct),
             thousands(e.transitions),
-            e.depth_reached,
-            e.bounds.depth,
             e.bounds.streams,
             match e.bounds.delivery {
                 Delivery::Interleaved => "interleaved",
@@ -93,6 +97,11 @@ pub fn text(checked: &[Checked]) -> String {
             },
             c.elapsed.as_secs_f64(),
             thousands(c.states_per_second() as u64)
+        );
+        let _ = writeln!(
+            out,
+            "  memory: {} held at most (estimated), of a {} budget",
+            e.estimated_peak, e.bounds.memory_budget
         );
         if let Some(counterexample) = &e.counterexample {
             let _ = writeln!(
@@ -115,7 +124,10 @@ pub fn text(checked: &[Checked]) -> String {
             let levels: Vec<String> = e
                 .levels
                 .iter()
-                .map(|l| format!("{}:{}", l.depth, thousands(l.distinct)))
+                .map(|l| {
+                    let cut = if l.complete { "" } else { " (cut short)" };
+                    format!("{}:{}{cut}", l.depth, thousands(l.distinct))
+                })
                 .collect();
             let _ = writeln!(out, "  states by depth: {}", levels.join("  "));
             let reached: Vec<String> = e
@@ -147,6 +159,9 @@ pub fn json(checked: &[Checked]) -> serde_json::Value {
                     "transitions": e.transitions,
                     "pruned": e.pruned,
                     "depth_reached": e.depth_reached,
+                    "proven_depth": e.proven_depth,
+                    "stopped": e.stopped,
+                    "estimated_peak_bytes": e.estimated_peak,
                     "elapsed_ms": c.elapsed.as_millis() as u64,
                     "states_per_second": c.states_per_second().round() as u64,
                     "levels": e.levels,
@@ -202,7 +217,7 @@ pub fn scenario_toml(
     policy: Policy,
     counterexample: &Counterexample,
     trace: &[model::TraceStep],
-) -> Result<String, String> {
+) -> Result<String, ConfigError> {
     schedule_toml(
         config,
         policy,
@@ -226,8 +241,8 @@ pub fn schedule_toml(
     delivery: Delivery,
     trace: &[model::TraceStep],
     anomaly: Option<&Anomaly>,
-) -> Result<String, String> {
-    let mut sim = model::initial(config, policy).map_err(|e| e.to_string())?;
+) -> Result<String, ConfigError> {
+    let mut sim = model::initial(config, policy)?;
     let mut out = String::new();
     let said = anomaly.and_then(|a| model::said_of(trace, a.kind()).map(str::to_owned));
     let (name, teaches) = match anomaly {

@@ -18,24 +18,27 @@ pub struct IncidentReport {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct IncidentError(String);
+pub enum IncidentError {
+    #[error("the built-in seed scenario does not load: {0}")]
+    Scenario(#[from] scenario::ScenarioError),
+    #[error(transparent)]
+    Play(#[from] scenario::PlayError),
+    #[error("the run ended without a verdict")]
+    NoVerdict,
+}
 
 /// Plays: 41 events received, the NAT drops the connection, the retry loses its token header,
 /// the background task emits 42–44.
 pub async fn run(policy: Policy) -> Result<IncidentReport, IncidentError> {
-    let seed = format::parse(SEED_SCENARIO, Path::new("scenarios/seed-incident.toml"))
-        .map_err(|e| IncidentError(e.to_string()))?;
+    let seed = format::parse(SEED_SCENARIO, Path::new("scenarios/seed-incident.toml"))?;
     let run = scenario::play(&seed, policy).await;
     if let Some(error) = run.error {
-        return Err(IncidentError(error));
+        return Err(error.into());
     }
     let counters = run.counters.unwrap_or_default();
     Ok(IncidentReport {
         policy,
-        verdict: run
-            .verdict
-            .ok_or_else(|| IncidentError("no verdict".into()))?,
+        verdict: run.verdict.ok_or(IncidentError::NoVerdict)?,
         rejected_missing_token: counters
             .resumes_rejected
             .get(&RejectReason::MissingToken)

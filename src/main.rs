@@ -252,7 +252,9 @@ enum Command {
     /// Prove the fence: explore every interleaving of the lab's steps (emit, deliver, drop,
     /// reset, strip the token, reconnect, timers, foreign GETs) up to a bound, on the core's own
     /// code, breadth-first, so a counterexample is a shortest one.
-    /// Exit status: 0 no counterexample, 1 one found, 2 bad input.
+    /// Exit status: 0 no counterexample, 1 one found, 2 bad input, 3 no counterexample but a
+    /// limit (--memory-budget, --max-states) stopped the search short of --depth: the report
+    /// says to which depth every schedule holds.
     Check {
         #[arg(long, value_enum, default_value_t = Which::Both)]
         policy: Which,
@@ -262,9 +264,16 @@ enum Command {
         /// Streams a session may mint (1-16); schedules that would mint more are not followed.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
         streams: u32,
-        /// Stop after this many distinct states (the report says the search is incomplete).
+        /// Stop at this many distinct states (the report says to which depth every schedule
+        /// holds; exit 3).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_states: Option<u64>,
+        /// Memory the search may hold, estimated (about 7 KiB per state waiting to be
+        /// explored): bytes, or a number with KiB, MiB, GiB or TiB (512MiB, 4GiB). When it
+        /// runs out the search stops after the last depth it explored in full, says what it
+        /// proved, and exits 3.
+        #[arg(long, default_value_t = forkscope_core::model::DEFAULT_MEMORY_BUDGET, value_name = "SIZE")]
+        memory_budget: forkscope_core::model::ByteSize,
         /// Where the fenced policy reads stream identity from (see the dashboard's option).
         #[arg(long, value_enum, default_value_t = IdentityArg::EventId)]
         identity: IdentityArg,
@@ -424,6 +433,7 @@ fn main() -> ExitCode {
             depth,
             streams,
             max_states,
+            memory_budget,
             identity,
             client_only,
             delivery,
@@ -441,6 +451,7 @@ fn main() -> ExitCode {
                 depth: usize::from(depth),
                 streams,
                 max_states,
+                memory_budget,
                 probes: !client_only,
                 delivery,
                 target: anomaly,
@@ -730,40 +741,49 @@ fn check(
     let found = checked
         .iter()
         .find(|c| c.exploration.counterexample.is_some());
+    // A search a limit cut short proved less than was asked: not a pass.
+    let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    };
     if let Some(path) = emit_scenario {
         let Some(found) = found else {
             eprintln!(
                 "forkscope check: no counterexample, so no scenario written to {}",
                 path.display()
             );
-            return ExitCode::SUCCESS;
+            return unfinished;
         };
         let Some(counterexample) = &found.exploration.counterexample else {
             return ExitCode::FAILURE;
         };
-        let written = check::scenario_toml(
+        let cannot_write = |e: &dyn std::fmt::Display| {
+            eprintln!("forkscope check: cannot write {}: {e}", path.display());
+            ExitCode::from(2)
+        };
+        let text = match check::scenario_toml(
             config,
             found.exploration.policy,
             counterexample,
             &found.trace,
-        )
-        .and_then(|text| check::write_new(path, &text).map_err(|e| e.to_string()));
-        match written {
-            Ok(()) => eprintln!(
-                "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
-                path.display(),
-                path.display()
-            ),
-            Err(e) => {
-                eprintln!("forkscope check: cannot write {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
+        ) {
+            Ok(text) => text,
+            Err(e) => return cannot_write(&e),
+        };
+        if let Err(e) = check::write_new(path, &text) {
+            return cannot_write(&e);
         }
+        eprintln!(
+            "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
+            path.display(),
+            path.display()
+        );
     }
     if found.is_some() {
         ExitCode::FAILURE
     } else {
-        ExitCode::SUCCESS
+        unfinished
     }
 }
 

@@ -40,6 +40,86 @@ fn fenced_holds_and_exits_0() {
     assert!(stdout.contains("resume accepted"), "{stdout}");
 }
 
+/// A deep search runs into its memory budget and stops cleanly: exit 3, and both reports say
+/// to which depth every schedule holds and where the budget ran out. The process runs under
+/// an address-space limit of four times the budget: had the search ignored its budget (as
+/// `--depth 30` once did, to 3.5 GB), the allocator would have aborted it.
+#[cfg(unix)]
+#[test]
+fn a_memory_budget_stops_the_search_cleanly_and_exits_3() {
+    let bounded = |format: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 262144 && exec \"$0\" check --policy fenced --depth 30 \
+                 --memory-budget 64MiB --format {format}"
+            ))
+            .arg(env!("CARGO_BIN_EXE_forkscope"))
+            .output()
+            .unwrap()
+    };
+    let out = bounded("json");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fenced = &report[0];
+    assert_eq!(fenced["holds"], true);
+    assert_eq!(fenced["complete"], false);
+    assert_eq!(fenced["bounds"]["memory_budget"], 64 << 20);
+    assert_eq!(fenced["stopped"]["limit"], "memory_budget");
+    assert_eq!(fenced["stopped"]["budget"], 64 << 20);
+    let proven = fenced["proven_depth"].as_u64().unwrap();
+    assert!(proven >= 8, "{fenced}");
+    assert_eq!(fenced["stopped"]["at_depth"].as_u64(), Some(proven + 1));
+    assert!(fenced["estimated_peak_bytes"].as_u64().unwrap() <= 64 << 20);
+    let levels = fenced["levels"].as_array().unwrap();
+    assert_eq!(levels.len() as u64, proven + 1);
+    assert_eq!(levels.last().unwrap()["complete"], false);
+
+    let out = bounded("text");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "fenced: every schedule up to depth {proven} holds"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "(memory budget 64 MiB reached at depth {})",
+            proven + 1
+        )),
+        "{stdout}"
+    );
+}
+
+/// `--max-states` stops a search the same way, and says so the same way.
+#[test]
+fn a_state_limit_is_reported_as_incomplete_with_exit_3() {
+    let out = forkscope()
+        .args(["check", "--policy", "fenced", "--depth", "20"])
+        .args(["--max-states", "1000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("fenced: every schedule up to depth "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(state limit 1000 reached at depth "),
+        "{stdout}"
+    );
+    // A counterexample still wins: naive forks before any limit is reached.
+    let both = forkscope()
+        .args(["check", "--depth", "20", "--max-states", "1000"])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(1));
+}
+
 /// Every class of anomaly the checker names: `check` finds a shortest naive schedule for it,
 /// writes it as a scenario, and `run` replays it over real sockets with that anomaly — with
 /// foreign GETs in the alphabet and without.

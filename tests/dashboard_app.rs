@@ -440,7 +440,12 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
     );
     let run = forkscope::scenario::play(&scenario, Policy::Fenced).await;
     let text = std::fs::read_to_string(&saved).unwrap();
-    assert_eq!(run.error, None, "{text}\n{:?}", run.transcript);
+    assert!(
+        run.error.is_none(),
+        "{:?}\n{text}\n{:?}",
+        run.error,
+        run.transcript
+    );
     assert!(run.checks.iter().all(|c| c.ok), "{:?}\n{text}", run.checks);
     let verdict = run.verdict.unwrap();
     assert!(

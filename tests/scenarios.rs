@@ -74,6 +74,98 @@ fn bad_input_exits_2_with_file_and_line() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The inputs that once kept `forkscope run` busy for ever, or read until memory ran out, are
+/// refused before anything plays: each with its file and line, exit 2, and nothing on stdout.
+#[test]
+fn unbounded_input_is_refused_before_playing() {
+    let dir =
+        std::env::temp_dir().join(format!("forkscope-scenario-bounds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let head = "name = \"x\"\nteaches = \"y\"\n[[step]]\naction = \"emit_background\"\n";
+    let half = i64::MAX;
+    let cases = [
+        (
+            "end-of-time",
+            format!("{head}[[step]]\nadvance_ms = {}\n", u64::MAX),
+            ":5: step 2",
+        ),
+        // The first 2⁶³−1 ms is past the week already.
+        (
+            "two-halves",
+            format!("{head}[[step]]\nadvance_ms = {half}\n[[step]]\nadvance_ms = {half}\n"),
+            ":5: step 2",
+        ),
+        (
+            "billion",
+            format!("{head}[[step]]\naction = \"emit_background\"\nrepeat = 1000000000\n"),
+            ":5: step 2",
+        ),
+    ];
+    for (name, text, at) in cases {
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+            .arg("run")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}.toml{at}")),
+            "{name}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{name} played");
+    }
+    #[cfg(unix)]
+    {
+        let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+            .args(["run", "/dev/zero"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("/dev/zero: larger than 1 MiB"), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A wait that times out stops the run with a typed error that names the step, its line and
+/// what it waited for; reports show its sentence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_times_out_is_a_typed_error_at_its_step() {
+    use forkscope::scenario::format::WaitFor;
+    use forkscope::scenario::player::{PlayError, WaitFailed};
+    let text = "name = \"x\"\nteaches = \"y\"\npolicy = \"fenced\"\n[[step]]\naction = \"emit_background\"\n[[step]]\nwait = \"applied\"\ncount = 99\ntimeout_ms = 200\n";
+    let s = scenario::format::parse(text, Path::new("stuck.toml")).unwrap();
+    let run = play(&s, Policy::Fenced).await;
+    let error = run.error.clone().expect("the wait cannot be met");
+    assert!(
+        matches!(
+            &error,
+            PlayError::Step {
+                step: 2,
+                line: 6,
+                failed: WaitFailed {
+                    what: WaitFor::Applied,
+                    count: 99,
+                    ..
+                },
+            }
+        ),
+        "{error:?}"
+    );
+    let said = error.to_string();
+    assert!(
+        said.starts_with(
+            "step 2 (line 6): waiting for \"applied\" (count 99): condition not reached"
+        ),
+        "{said}"
+    );
+    let report = scenario::report::json(&s, std::slice::from_ref(&run));
+    assert_eq!(report["runs"][0]["error"], said.as_str());
+}
+
 #[test]
 fn a_failed_expectation_exits_1_and_json_reports_it() {
     let dir = std::env::temp_dir().join(format!("forkscope-scenario-fail-{}", std::process::id()));

@@ -268,7 +268,8 @@ fn run(policy: Policy, steps: &[Step]) -> Result<forkscope_core::Verdict, String
             .await
             .map_err(|e| e.to_string())?;
         lab.wait_for(LIMIT, |core| core.client.cursor().is_some())
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
         play(&lab, steps).await;
         let quiet = quiesce(&lab, policy).await;
         let verdict = lab.core().history.verdict();

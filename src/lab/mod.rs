@@ -53,6 +53,17 @@ impl Default for LabOptions {
     }
 }
 
+/// A wait that ran out of time, with what the lab showed then.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("condition not reached within {limit:?}; verdict: {verdict}; client: {client}")]
+pub struct NotReached {
+    pub limit: Duration,
+    /// The checker's headline at the deadline.
+    pub verdict: String,
+    /// The client's view at the deadline, as debug output: what a stuck wait is read by.
+    pub client: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     #[error("invalid configuration: {0}")]
@@ -477,7 +488,7 @@ impl Lab {
         &self,
         limit: Duration,
         mut ready: impl FnMut(&Core) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), NotReached> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             if ready(&self.shared.lock()) {
@@ -485,10 +496,11 @@ impl Lab {
             }
             if tokio::time::Instant::now() >= deadline {
                 let snapshot = self.snapshot();
-                return Err(format!(
-                    "condition not reached within {limit:?}; verdict: {}; client: {:?}",
-                    snapshot.view.verdict.headline, snapshot.view.client
-                ));
+                return Err(NotReached {
+                    limit,
+                    verdict: snapshot.view.verdict.headline,
+                    client: format!("{:?}", snapshot.view.client),
+                });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

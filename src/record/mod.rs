@@ -346,7 +346,7 @@ pub async fn play(
         draw_frame(&lab_refs, &narration, None, hold);
     };
     if let Err(e) = player::drive(&lab_refs, scenario, &mut runs, &mut on_step).await {
-        failure = Some(e);
+        failure = Some(e.to_string());
     }
     for lab in &lab_refs {
         player::settle(lab).await;

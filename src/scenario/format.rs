@@ -231,7 +231,7 @@ impl StepKind {
             StepKind::Advance { ms, repeat } if *repeat > 1 => {
                 format!(
                     "lab time moves {} ms in steps of {ms}; due timers fire",
-                    ms * u64::from(*repeat)
+                    ms.saturating_mul(u64::from(*repeat))
                 )
             }
             StepKind::Advance { ms, .. } => format!("lab time moves {ms} ms; due timers fire"),
@@ -282,26 +282,165 @@ pub enum ScenarioError {
         line: usize,
         message: String,
     },
+    #[error("{path}:{line}: {bound}")]
+    OverBound {
+        path: String,
+        line: usize,
+        bound: OverBound,
+    },
+    #[error(
+        "{path}: larger than 1 MiB ({MAX_FILE_BYTES} bytes), the most a scenario file may be; \
+         a scenario is a story of steps, not a log"
+    )]
+    TooLarge { path: String },
 }
+
+/// A bound a scenario went past, found before anything plays. The bounds exist because a
+/// scenario is input: without them a file of a few bytes could keep `forkscope run` busy for
+/// ever (lab time near the end of `u64`, where every deadline saturates to now and the driver
+/// never goes idle) or for a day (a billion repeats).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OverBound {
+    #[error(
+        "step {step}: repeat = {repeat} is more than {MAX_REPEAT}, the most one step may repeat"
+    )]
+    Repeat { step: usize, repeat: u32 },
+    #[error(
+        "step {step}: the advances{} add up to more than a week of lab time \
+         ({MAX_LAB_TIME_MS} ms), the most a scenario may move the clock",
+        under(*only)
+    )]
+    LabTime { step: usize, only: Option<Policy> },
+    #[error(
+        "step {step}: the steps played{}, repeats counted, add up to more than \
+         {MAX_PLAYED_STEPS}, the most a scenario may play",
+        under(*only)
+    )]
+    PlayedSteps { step: usize, only: Option<Policy> },
+    #[error(
+        "step {step}: timeout_ms = {timeout_ms} is more than {MAX_WAIT_TIMEOUT_MS} (ten minutes), \
+         the longest a wait may last"
+    )]
+    WaitTimeout { step: usize, timeout_ms: u64 },
+}
+
+/// ` under naive` for a step that runs under one policy only (its totals are that policy's).
+fn under(only: Option<Policy>) -> String {
+    only.map(|p| format!(" under {p}")).unwrap_or_default()
+}
+
+/// The largest scenario file read: the shipped ones are a few KiB, a 50,000-step file about
+/// 1 MiB. Anything bigger (or a device that never ends) is refused after reading this much.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The most one step may repeat. An advance settles the lab between repeats (tens of real
+/// milliseconds each), so a thousand repeats already take about a minute.
+pub const MAX_REPEAT: u32 = 1_000;
+
+/// Steps one run may play, each repeat counted: twice the steps the largest file can hold
+/// without repeats, so only repeats multiplied over many steps reach it.
+pub const MAX_PLAYED_STEPS: u64 = 100_000;
+
+/// Lab time a scenario may move in all, under each policy: a week, far past every timer the
+/// lab has (the longest default, a session's idle limit, is ten minutes) and far from where
+/// lab time saturates.
+pub const MAX_LAB_TIME_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+
+/// The longest a wait may be given, in real time: a wait that long has failed anyway, and
+/// this keeps its deadline far from overflowing the clock it is measured on.
+pub const MAX_WAIT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
 /// Default guard on a wait, in real time: a stuck scenario fails instead of hanging.
 pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 10_000;
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())]
-        .bytes()
-        .filter(|b| *b == b'\n')
-        .count()
-        + 1
+/// Where each line of a file starts, so finding a span's line is a binary search. Counting
+/// newlines from the top for every step made loading a file of n steps cost n².
+struct Lines {
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+            .collect();
+        Lines { starts }
+    }
+
+    /// The 1-based line of byte `offset`.
+    fn line_of(&self, offset: usize) -> usize {
+        self.starts.partition_point(|start| *start <= offset)
+    }
 }
 
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    use std::io::Read as _;
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+    let read = |source| ScenarioError::Read {
         path: shown.clone(),
         source,
-    })?;
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ScenarioError::TooLarge { path: shown });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     parse(&text, path)
+}
+
+/// What the steps so far add up to under each policy, checked against the bounds as each step
+/// is read.
+#[derive(Default)]
+struct Totals {
+    /// Under naive and under fenced: lab time moved, and steps played with their repeats.
+    lab_ms: [u64; 2],
+    played: [u64; 2],
+}
+
+impl Totals {
+    /// Counts step number `n`, or says which bound it crosses.
+    fn add(&mut self, step: &Step, n: usize) -> Result<(), OverBound> {
+        let (repeat, advance_ms) = match step.kind {
+            StepKind::Action { repeat, .. } => (repeat, 0),
+            StepKind::Advance { ms, repeat } => (repeat, ms),
+            StepKind::Wait { timeout_ms, .. } if timeout_ms > MAX_WAIT_TIMEOUT_MS => {
+                return Err(OverBound::WaitTimeout {
+                    step: n,
+                    timeout_ms,
+                });
+            }
+            StepKind::Wait { .. } | StepKind::Probe(_) | StepKind::Say => (1, 0),
+        };
+        if repeat > MAX_REPEAT {
+            return Err(OverBound::Repeat { step: n, repeat });
+        }
+        for (i, policy) in [Policy::Naive, Policy::Fenced].into_iter().enumerate() {
+            if step.only.is_some_and(|only| only != policy) {
+                continue;
+            }
+            // Checked: two advances of 2⁶³ ms must not wrap into a small total.
+            self.lab_ms[i] = advance_ms
+                .checked_mul(u64::from(repeat))
+                .and_then(|ms| ms.checked_add(self.lab_ms[i]))
+                .filter(|total| *total <= MAX_LAB_TIME_MS)
+                .ok_or(OverBound::LabTime {
+                    step: n,
+                    only: step.only,
+                })?;
+            self.played[i] += u64::from(repeat);
+            if self.played[i] > MAX_PLAYED_STEPS {
+                return Err(OverBound::PlayedSteps {
+                    step: n,
+                    only: step.only,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
@@ -311,16 +450,18 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         line,
         message,
     };
+    let lines = Lines::new(text);
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(1, |s| line_of(text, s.start));
+        let line = e.span().map_or(1, |s| lines.line_of(s.start));
         invalid(line, e.message().trim().to_owned())
     })?;
     if raw.steps.is_empty() {
         return Err(invalid(1, "a scenario needs at least one [[step]]".into()));
     }
     let mut steps = Vec::new();
+    let mut totals = Totals::default();
     for (index, spanned) in raw.steps.iter().enumerate() {
-        let line = line_of(text, spanned.span().start);
+        let line = lines.line_of(spanned.span().start);
         let step = spanned.get_ref();
         let n = index + 1;
         let given = [
@@ -374,12 +515,20 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
                 format!("step {n}: `count` and `timeout_ms` go with `wait`"),
             ));
         }
-        steps.push(Step {
+        let step = Step {
             kind,
             say: step.say.clone(),
             only: step.only,
             line,
-        });
+        };
+        if let Err(bound) = totals.add(&step, n) {
+            return Err(ScenarioError::OverBound {
+                path: shown.clone(),
+                line,
+                bound,
+            });
+        }
+        steps.push(step);
     }
     for (policy, expect) in [
         (Policy::Naive, &raw.expect.naive),
@@ -490,5 +639,110 @@ mod tests {
         );
         let syntax = err("name = \n");
         assert!(syntax.starts_with("t.toml:1:"), "{syntax}");
+    }
+
+    /// Each bound is refused before anything plays, at the line of the step that crosses it.
+    #[test]
+    fn lab_time_repeats_and_waits_past_their_bounds_are_refused_at_their_line() {
+        let end_of_time = err(&format!("{HEAD}[[step]]\nadvance_ms = {}\n", u64::MAX));
+        assert!(
+            end_of_time.starts_with("t.toml:3:") && end_of_time.contains("lab time"),
+            "{end_of_time}"
+        );
+        // Two advances of 2⁶³−1 ms each: neither alone overflows, their sum does.
+        let half = i64::MAX;
+        let two_halves = err(&format!(
+            "{HEAD}[[step]]\nadvance_ms = {half}\n[[step]]\nadvance_ms = {half}\n"
+        ));
+        assert!(
+            two_halves.starts_with("t.toml:3:") && two_halves.contains("lab time"),
+            "{two_halves}"
+        );
+        // A week in one step is allowed; a week and a millisecond, in two, is not.
+        let week: u64 = 7 * 24 * 60 * 60 * 1000;
+        assert!(
+            parse(
+                &format!("{HEAD}[[step]]\nadvance_ms = {week}\n"),
+                Path::new("t.toml")
+            )
+            .is_ok()
+        );
+        let past_a_week = err(&format!(
+            "{HEAD}[[step]]\nadvance_ms = {week}\n[[step]]\nsay = \"x\"\n[[step]]\nadvance_ms = 1\n"
+        ));
+        assert!(past_a_week.starts_with("t.toml:7:"), "{past_a_week}");
+        // Repeated advances count every time.
+        let repeated = err(&format!(
+            "{HEAD}[[step]]\nadvance_ms = {}\nrepeat = 2\n",
+            week / 2 + 1
+        ));
+        assert!(repeated.contains("lab time"), "{repeated}");
+        // Steps under different policies add up separately.
+        assert!(parse(
+            &format!(
+                "{HEAD}[[step]]\nadvance_ms = {week}\nonly = \"naive\"\n[[step]]\nadvance_ms = {week}\nonly = \"fenced\"\n"
+            ),
+            Path::new("t.toml")
+        )
+        .is_ok());
+        let billion = err(&format!(
+            "{HEAD}[[step]]\naction = \"emit_background\"\nrepeat = 1000000000\n"
+        ));
+        assert!(
+            billion.starts_with("t.toml:3:") && billion.contains("repeat"),
+            "{billion}"
+        );
+        // 101 steps of 1,000 repeats: more than the 100,000 a scenario may play.
+        let many = "[[step]]\naction = \"emit_background\"\nrepeat = 1000\n".repeat(101);
+        let too_many = err(&format!("{HEAD}{many}"));
+        assert!(too_many.contains("add up to more than"), "{too_many}");
+        let forever = err(&format!(
+            "{HEAD}[[step]]\nwait = \"applied\"\ntimeout_ms = {}\n",
+            u64::MAX
+        ));
+        assert!(
+            forever.starts_with("t.toml:3:") && forever.contains("timeout_ms"),
+            "{forever}"
+        );
+    }
+
+    #[test]
+    fn a_file_past_the_size_cap_is_refused_unread() {
+        let dir = std::env::temp_dir().join(format!("forkscope-format-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.toml");
+        let mut text = format!("{HEAD}[[step]]\nsay = \"x\"\n");
+        text.push_str(&"#".repeat(1024 * 1024 + 1 - text.len()));
+        std::fs::write(&big, &text).unwrap();
+        let refused = load(&big).unwrap_err().to_string();
+        assert!(
+            refused.contains("big.toml") && refused.contains("1 MiB"),
+            "{refused}"
+        );
+        // One byte less is a scenario like any other.
+        text.pop();
+        std::fs::write(&big, &text).unwrap();
+        assert!(load(&big).is_ok());
+        std::fs::remove_dir_all(&dir).ok();
+        // A device that never ends is read only up to the cap.
+        #[cfg(unix)]
+        {
+            let endless = load(Path::new("/dev/zero")).unwrap_err().to_string();
+            assert!(endless.contains("1 MiB"), "{endless}");
+        }
+    }
+
+    #[test]
+    fn line_numbers_are_right_across_a_long_file() {
+        let steps = 5_000;
+        let text = format!("{HEAD}{}", "[[step]]\nsay = \"x\"\n".repeat(steps));
+        let s = parse(&text, Path::new("t.toml")).unwrap();
+        assert_eq!(s.steps.len(), steps);
+        for (i, step) in s.steps.iter().enumerate() {
+            assert_eq!(step.line, 3 + 2 * i);
+        }
+        let lines = Lines::new("a\nbc\n\nd");
+        let got: Vec<usize> = (0..=8).map(|at| lines.line_of(at)).collect();
+        assert_eq!(got, [1, 1, 2, 2, 2, 3, 4, 4, 4]);
     }
 }

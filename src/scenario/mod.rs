@@ -8,4 +8,4 @@ pub mod player;
 pub mod report;
 
 pub use format::{Scenario, ScenarioError, load};
-pub use player::{Run, play};
+pub use player::{PlayError, Run, play};

@@ -2,13 +2,49 @@
 //! moves when the script says so, then judges the run against the file's expectations.
 
 use super::format::{Expect, Scenario, StepKind, WaitFor};
-use crate::lab::{Lab, LabOptions, Outcome, ProbeResult};
+use crate::lab::{Lab, LabError, LabOptions, NotReached, Outcome, ProbeResult};
 use crate::wire::Core;
 use forkscope_core::client::Phase;
 use forkscope_core::client::RequestPhase;
 use forkscope_core::history::Counters;
 use forkscope_core::{Policy, Verdict};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Why a scenario stopped before its last step.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum PlayError {
+    /// Shared, so a run that records it can still be cloned.
+    #[error("the lab did not start: {0}")]
+    LabDidNotStart(Arc<LabError>),
+    #[error("before step 1: {0}")]
+    NeverConnected(WaitFailed),
+    #[error("step {step} (line {line}): {failed}")]
+    Step {
+        step: usize,
+        line: usize,
+        failed: WaitFailed,
+    },
+}
+
+impl serde::Serialize for PlayError {
+    /// As its sentence: what a report shows.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A wait that ran out of time.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "waiting for {} (count {count}): {reason}",
+    serde_json::to_string(what).unwrap_or_default()
+)]
+pub struct WaitFailed {
+    pub what: WaitFor,
+    pub count: u64,
+    pub reason: NotReached,
+}
 
 /// One expectation, judged.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -31,7 +67,7 @@ pub struct Run {
     /// The lab refused the configuration (with why).
     pub config_refused: Option<String>,
     /// The run itself failed (a wait timed out, the lab could not start).
-    pub error: Option<String>,
+    pub error: Option<PlayError>,
     pub checks: Vec<Check>,
     pub transcript: Vec<String>,
 }
@@ -60,7 +96,7 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
     let lab = match Lab::start(lab_options(scenario, policy)).await {
         Ok(lab) => lab,
         Err(e) => {
-            run.error = Some(format!("the lab did not start: {e}"));
+            run.error = Some(PlayError::LabDidNotStart(Arc::new(e)));
             return run;
         }
     };
@@ -96,7 +132,7 @@ pub async fn drive(
     scenario: &Scenario,
     runs: &mut [Run],
     on_step: &mut (dyn FnMut(usize, &super::format::Step) + Send),
-) -> Result<(), String> {
+) -> Result<(), PlayError> {
     drive_paced(labs, scenario, runs, on_step, None).await
 }
 
@@ -164,11 +200,11 @@ pub async fn drive_paced(
     runs: &mut [Run],
     on_step: &mut (dyn FnMut(usize, &super::format::Step) + Send),
     gate: Option<&Gate>,
-) -> Result<(), String> {
+) -> Result<(), PlayError> {
     for lab in labs {
         wait(lab, WaitFor::Connected, 1, 10_000, 0)
             .await
-            .map_err(|e| format!("before step 1: {e}"))?;
+            .map_err(PlayError::NeverConnected)?;
     }
     // Decisions counted when the last acting step began: a `decision` wait is for what that
     // step caused, even if it already happened before the wait started.
@@ -177,7 +213,11 @@ pub async fn drive_paced(
         if let Some(gate) = gate {
             gate.pass().await;
         }
-        let context = |e: String| format!("step {} (line {}): {e}", index + 1, step.line);
+        let context = |failed| PlayError::Step {
+            step: index + 1,
+            line: step.line,
+            failed,
+        };
         for ((lab, run), mark) in labs.iter().zip(runs.iter_mut()).zip(marks.iter_mut()) {
             if step.only.is_some_and(|p| p != run.policy) {
                 continue;
@@ -280,7 +320,7 @@ async fn wait(
     count: u64,
     timeout_ms: u64,
     baseline: u64,
-) -> Result<(), String> {
+) -> Result<(), WaitFailed> {
     let ready = |core: &Core| match what {
         WaitFor::Connected => core.client.holds_stream(),
         WaitFor::Reconnecting => {
@@ -306,10 +346,13 @@ async fn wait(
             .last()
             .is_some_and(|r| matches!(r.phase, RequestPhase::Done | RequestPhase::Failed)),
     };
-    let what = serde_json::to_string(&what).unwrap_or_default();
     lab.wait_for(Duration::from_millis(timeout_ms), ready)
         .await
-        .map_err(|e| format!("waiting for {what} (count {count}): {e}"))
+        .map_err(|reason| WaitFailed {
+            what,
+            count,
+            reason,
+        })
 }
 
 /// Lets deliveries already on the wire land: waits until the history stops growing for a few

@@ -1054,7 +1054,7 @@ impl App {
                         .await;
                 let mut n = narration.lock().unwrap_or_else(PoisonError::into_inner);
                 n.finished = true;
-                n.error = result.err();
+                n.error = result.err().map(|e| e.to_string());
             })
         };
         if !refused.is_empty() {
@@ -1231,13 +1231,14 @@ fn prove_policies(
     view: &Mutex<ProofView>,
     scenario: &Mutex<Option<String>>,
 ) {
-    use forkscope_core::model::{Bounds, Delivery};
+    use forkscope_core::model::{Bounds, DEFAULT_MEMORY_BUDGET, Delivery};
     for &policy in policies {
         let bounds = match policy {
             Policy::Fenced => Bounds {
                 depth: 10,
                 streams: 3,
                 max_states: Some(300_000),
+                memory_budget: DEFAULT_MEMORY_BUDGET,
                 probes: true,
                 delivery: Delivery::Interleaved,
                 target: None,
@@ -1246,6 +1247,7 @@ fn prove_policies(
                 depth: 8,
                 streams: 3,
                 max_states: Some(300_000),
+                memory_budget: DEFAULT_MEMORY_BUDGET,
                 probes: false,
                 delivery: Delivery::Eager,
                 target: Some(forkscope_core::AnomalyKind::Fork),
@@ -1258,7 +1260,7 @@ fn prove_policies(
         let checked = match crate::check::check(config, policy, bounds, progress) {
             Ok(c) => c,
             Err(e) => {
-                view.lock().unwrap_or_else(PoisonError::into_inner).error = Some(e);
+                view.lock().unwrap_or_else(PoisonError::into_inner).error = Some(e.to_string());
                 return;
             }
         };

@@ -10,10 +10,12 @@
 //! over sockets and narrated in the checker's words) needs the core's own types throughout.
 
 pub(crate) mod canonical;
+pub mod memory;
 mod step;
 mod trace;
 
 pub(crate) use canonical::Canon;
+pub use memory::{ByteSize, ByteSizeError, DEFAULT_MEMORY_BUDGET};
 pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
 pub use trace::{TraceStep, said_of, trace};
 
@@ -33,8 +35,12 @@ pub struct Bounds {
     /// Streams a session may mint (standalone and tool calls); a schedule that would mint
     /// more is not followed.
     pub streams: u32,
-    /// Distinct states after which the search stops, incomplete (the dashboard's quick check).
+    /// Distinct states the search may hold at most; reaching it stops the search, incomplete
+    /// (the dashboard's quick check).
     pub max_states: Option<u64>,
+    /// Memory the search may hold, estimated ([`memory::estimate`]); reaching it stops the
+    /// search, incomplete, rather than letting the allocator abort the process.
+    pub memory_budget: ByteSize,
     /// Foreign GETs ([`Step::Probe`]) are tried too; without them only the lab client's own
     /// steps, the network's faults and the timers are (the seed incident's cast).
     pub probes: bool,
@@ -63,6 +69,7 @@ impl Default for Bounds {
             depth: 8,
             streams: 3,
             max_states: None,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             probes: true,
             delivery: Delivery::Interleaved,
             target: None,
@@ -102,6 +109,37 @@ pub struct Level {
     pub distinct: u64,
     /// Steps taken so far (each enabled step from each state).
     pub transitions: u64,
+    /// Every schedule of this depth was explored (no limit cut the level short).
+    pub complete: bool,
+}
+
+/// A limit that stopped a search before its depth bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "limit", rename_all = "snake_case")]
+pub enum Limit {
+    /// Keeping one more state would have taken the estimate past the budget.
+    MemoryBudget { budget: ByteSize },
+    /// The search held `max_states` distinct states.
+    StateLimit { max_states: u64 },
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::MemoryBudget { budget } => write!(f, "memory budget {budget}"),
+            Limit::StateLimit { max_states } => write!(f, "state limit {max_states}"),
+        }
+    }
+}
+
+/// Where and why a search stopped short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Stopped {
+    #[serde(flatten)]
+    pub limit: Limit,
+    /// The depth being explored when the limit was reached: every shorter schedule was
+    /// explored in full.
+    pub at_depth: usize,
 }
 
 /// What the search found.
@@ -115,12 +153,19 @@ pub struct Exploration {
     pub distinct: u64,
     /// Successors not followed because they minted more streams than the bound.
     pub pruned: u64,
-    /// The deepest level explored.
+    /// The deepest level entered (in full, or cut short by a limit, or where the
+    /// counterexample was found).
     pub depth_reached: usize,
-    /// Every state up to the bound was explored (no state limit cut it short). `exhausted`
-    /// when no new state appeared before the depth bound: the whole reachable space.
+    /// Every schedule up to this depth was explored; without a counterexample, every one holds.
+    pub proven_depth: usize,
+    /// Every state up to the bound was explored (no limit cut it short). `exhausted` when no
+    /// new state appeared before the depth bound: the whole reachable space.
     pub complete: bool,
     pub exhausted: bool,
+    /// The limit that cut the search short, if one did.
+    pub stopped: Option<Stopped>,
+    /// The most memory the search held at once, estimated as the budget is.
+    pub estimated_peak: ByteSize,
     pub levels: Vec<Level>,
     /// What the explored steps made happen, each with how many steps did: evidence the search
     /// reached the decisions it is meant to test.
@@ -147,10 +192,22 @@ impl Exploration {
                     ""
                 }
             ),
-            None => format!(
-                "no anomaly in the {} states explored (stopped at the state limit, depth {})",
-                self.distinct, self.depth_reached
-            ),
+            None => match self.stopped {
+                Some(Stopped { limit, at_depth }) if self.proven_depth == 0 => format!(
+                    "nothing proven: the {limit} was reached at depth {at_depth}, before any \
+                     depth was explored in full"
+                ),
+                Some(Stopped { limit, at_depth }) => format!(
+                    "every schedule up to depth {} holds: no fork, duplicate, gap, drift or lost \
+                     event in {} states ({limit} reached at depth {at_depth})",
+                    self.proven_depth, self.distinct
+                ),
+                // `complete` is false only when a limit stopped the search.
+                None => format!(
+                    "no anomaly in the {} states explored, to depth {}",
+                    self.distinct, self.depth_reached
+                ),
+            },
         }
     }
 }
@@ -226,7 +283,9 @@ pub fn explore(
     seen.insert(root.fingerprint());
     // The search tree, as parent links: enough to spell out a schedule at the end.
     let mut tree: Vec<(usize, Step)> = vec![(0, Step::Advance)];
-    let mut frontier = vec![(root, 0usize)];
+    // Boxed, so the frontier's vector holds pointers: doubling it copies 8 bytes a state, not
+    // a whole `Sim`, and each state's memory is freed as soon as it has been expanded.
+    let mut frontier: Vec<(Box<Sim>, usize)> = vec![(Box::new(root), 0)];
     let mut out = Exploration {
         policy,
         bounds,
@@ -234,20 +293,29 @@ pub fn explore(
         distinct: 1,
         pruned: 0,
         depth_reached: 0,
+        proven_depth: 0,
         complete: true,
         exhausted: false,
+        stopped: None,
+        estimated_peak: memory::estimate(1, 1),
         levels: Vec::new(),
         reached: BTreeMap::new(),
         counterexample: None,
     };
     'levels: for depth in 1..=bounds.depth {
-        let mut next = Vec::new();
-        for (sim, node) in &frontier {
+        let mut next: Vec<(Box<Sim>, usize)> = Vec::new();
+        let parents = frontier.len();
+        'expand: for (expanded, (parent, node)) in
+            std::mem::take(&mut frontier).into_iter().enumerate()
+        {
+            let sim: &Sim = &parent;
+            // This parent and the ones after it are still held.
+            let waiting = (parents - expanded) as u64;
             for step in Step::ALL {
                 if !in_alphabet(step, &bounds) || !step.enabled(sim) {
                     continue;
                 }
-                let mut child = sim.clone();
+                let mut child = Box::new(sim.clone());
                 take(step, &mut child, bounds.delivery);
                 out.transitions += 1;
                 note_reached(sim, &child, &mut out.reached);
@@ -257,7 +325,7 @@ pub fn explore(
                     Some(kind) => anomalies.iter().find(|a| a.kind() == kind),
                 };
                 if let Some(anomaly) = hit {
-                    tree.push((*node, step));
+                    tree.push((node, step));
                     out.counterexample = Some(Counterexample {
                         steps: schedule(&tree, tree.len() - 1),
                         delivery: bounds.delivery,
@@ -273,24 +341,41 @@ pub fn explore(
                 if !seen.insert(child.fingerprint()) {
                     continue;
                 }
-                tree.push((*node, step));
+                // Checked before the state is kept, so neither limit is ever passed.
+                let held = memory::estimate(waiting + next.len() as u64 + 1, out.distinct + 1);
+                let limit = match bounds.max_states {
+                    Some(max_states) if out.distinct >= max_states => {
+                        Some(Limit::StateLimit { max_states })
+                    }
+                    _ if held > bounds.memory_budget => Some(Limit::MemoryBudget {
+                        budget: bounds.memory_budget,
+                    }),
+                    _ => None,
+                };
+                if let Some(limit) = limit {
+                    out.stopped = Some(Stopped {
+                        limit,
+                        at_depth: depth,
+                    });
+                    out.complete = false;
+                    break 'expand;
+                }
+                out.estimated_peak = out.estimated_peak.max(held);
+                tree.push((node, step));
                 next.push((child, tree.len() - 1));
                 out.distinct += 1;
-                if bounds.max_states.is_some_and(|max| out.distinct >= max) {
-                    out.complete = false;
-                    break;
-                }
-            }
-            if !out.complete {
-                break;
             }
         }
         out.depth_reached = depth;
+        if out.complete {
+            out.proven_depth = depth;
+        }
         let level = Level {
             depth,
             new_states: next.len() as u64,
             distinct: out.distinct,
             transitions: out.transitions,
+            complete: out.complete,
         };
         on_level(&level);
         out.levels.push(level);

@@ -6,6 +6,7 @@ fn bounds(depth: usize) -> Bounds {
         depth,
         streams: 3,
         max_states: None,
+        memory_budget: DEFAULT_MEMORY_BUDGET,
         probes: true,
         delivery: Delivery::Interleaved,
         target: None,
@@ -122,4 +123,83 @@ fn eager_delivery_holds_too_and_naive_still_forks() {
     let c = naive.counterexample.expect("naive duplicates");
     assert_eq!(c.anomaly.kind(), AnomalyKind::Duplicate);
     assert!(!c.steps.iter().any(|s| matches!(s, Step::Probe(_))));
+}
+
+/// A search that runs into its memory budget stops at the end of the last depth it explored
+/// in full, says so, and never holds more than the budget (as estimated).
+#[test]
+fn a_memory_budget_stops_the_search_after_the_last_full_depth() {
+    let budget = ByteSize::mib(16);
+    let bounded = Bounds {
+        memory_budget: budget,
+        ..bounds(30)
+    };
+    let found = explore(config(), Policy::Fenced, bounded, |_| {}).unwrap();
+    assert!(found.counterexample.is_none(), "{:?}", found.counterexample);
+    assert!(!found.complete);
+    let stopped = found
+        .stopped
+        .expect("the budget stops a search to depth 30");
+    assert_eq!(stopped.limit, Limit::MemoryBudget { budget });
+    assert_eq!(stopped.at_depth, found.proven_depth + 1);
+    assert!(found.proven_depth >= 5, "{found:?}");
+    assert!(found.estimated_peak <= budget);
+    // What it claims for the depths it finished is what a search bounded there finds.
+    let full = explore(config(), Policy::Fenced, bounds(found.proven_depth), |_| {}).unwrap();
+    assert!(full.complete);
+    assert_eq!(&full.levels[..], &found.levels[..found.proven_depth]);
+    let last = found.levels.last().unwrap();
+    assert_eq!((last.depth, last.complete), (stopped.at_depth, false));
+    let verdict = found.verdict();
+    assert!(
+        verdict.starts_with(&format!(
+            "every schedule up to depth {} holds",
+            found.proven_depth
+        )) && verdict.ends_with(&format!(
+            "(memory budget 16 MiB reached at depth {})",
+            stopped.at_depth
+        )),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn a_state_limit_stops_the_search_the_same_way() {
+    let limited = Bounds {
+        max_states: Some(1_000),
+        ..bounds(30)
+    };
+    let found = explore(config(), Policy::Fenced, limited, |_| {}).unwrap();
+    assert_eq!(found.distinct, 1_000);
+    let stopped = found.stopped.unwrap();
+    assert_eq!(stopped.limit, Limit::StateLimit { max_states: 1_000 });
+    assert_eq!(stopped.at_depth, found.proven_depth + 1);
+    assert!(
+        found
+            .verdict()
+            .contains("(state limit 1000 reached at depth")
+    );
+    // A limit met exactly at the end of a level leaves that level whole.
+    let exact = found.levels[found.proven_depth - 1].distinct;
+    let at_a_level = Bounds {
+        max_states: Some(exact),
+        ..bounds(found.proven_depth)
+    };
+    let whole = explore(config(), Policy::Fenced, at_a_level, |_| {}).unwrap();
+    assert!(whole.complete && whole.stopped.is_none(), "{whole:?}");
+}
+
+#[test]
+fn a_budget_too_small_for_one_level_proves_nothing_and_says_so() {
+    let tiny = Bounds {
+        memory_budget: ByteSize(memory::FRONTIER_STATE_BYTES * 4),
+        ..bounds(8)
+    };
+    let found = explore(config(), Policy::Fenced, tiny, |_| {}).unwrap();
+    assert_eq!(found.proven_depth, 0);
+    assert!(
+        found.verdict().starts_with("nothing proven"),
+        "{}",
+        found.verdict()
+    );
 }
