@@ -74,6 +74,9 @@ impl LabClient {
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(4)
+            // Let go of an idle connection well before the server's idle timeout closes it, so
+            // a request never races that close on a reused connection.
+            .pool_idle_timeout(std::time::Duration::from_secs(10))
             .build()
             .expect("a plain HTTP client builds");
         Arc::new(LabClient {
