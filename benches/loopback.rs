@@ -154,7 +154,7 @@ async fn forkscope_throughput(events: u64) -> f64 {
     let start = Instant::now();
     let mut emitted = 0u64;
     // Emitting outside the driver skips its backpressure: stay inside the writer queue's
-    // bounds (2,048 frames, 256 KiB; a live frame past 512 KiB cuts the reader off).
+    // bounds (2,048 frames; a live frame past 256 KiB queued cuts the reader off).
     const CHUNK: u64 = 256;
     const AHEAD: u64 = 1_024;
     while emitted < events {

@@ -20,9 +20,12 @@ use tokio::sync::mpsc;
 
 /// Frames queued for one SSE connection. Producers wait when it is full.
 pub const WRITER_QUEUE: usize = 2_048;
-/// Bytes queued for one SSE connection: producers wait past this, and a frame that would take
-/// the queue past twice this cuts the connection off.
+/// Bytes queued for one SSE connection: producers (a tool call, the background emitter) wait
+/// past this, so a stalled reader holds no more.
 pub const WRITER_QUEUE_BYTES: usize = 32 * 1024;
+/// A live emit that ignores the wait (a burst from the dashboard or a scenario) may take the
+/// queue up to this; a frame past it cuts the connection off, and the client resumes.
+pub const WRITER_QUEUE_CUT_BYTES: usize = 256 * 1024;
 /// Real time a stall must also last: a lab clock stepped forward (paused, scripted, sped up)
 /// must not judge a body that had no time to take its frames.
 pub const STALL_REAL_MIN: Duration = Duration::from_millis(200);
@@ -62,7 +65,7 @@ struct Writer {
 impl Writer {
     fn send(&mut self, frame: Bytes) -> bool {
         let len = frame.len();
-        if self.flow.queued.load(Ordering::Relaxed) + len > 2 * WRITER_QUEUE_BYTES {
+        if self.flow.queued.load(Ordering::Relaxed) + len > WRITER_QUEUE_CUT_BYTES {
             return false;
         }
         self.flow.queued.fetch_add(len, Ordering::Relaxed);
@@ -322,7 +325,7 @@ mod tests {
     use forkscope_core::{SplitMix64, StreamId};
 
     /// A queue is bounded in bytes, not only in frames: big frames stop the producer long
-    /// before 2,048 of them, and a live frame past twice the bound cuts the connection off.
+    /// before 2,048 of them, and a live frame past the cut bound cuts the connection off.
     #[test]
     fn writer_queues_are_bounded_in_bytes() {
         let mut writers = Writers::default();
@@ -349,11 +352,11 @@ mod tests {
             WRITER_QUEUE_BYTES / frame.len(),
             "stops at the byte bound"
         );
-        // Producers that ignore `has_room` (a live emit) are cut off past twice the bound.
+        // Producers that ignore `has_room` (a live emit) are cut off past the cut bound.
         while writers.connections_of(session, stream) > 0 {
             writers.send_to_stream(session, stream, &frame);
             sent += 1;
-            assert!(sent <= 2 * WRITER_QUEUE_BYTES / frame.len() + 1);
+            assert!(sent <= WRITER_QUEUE_CUT_BYTES / frame.len() + 1);
         }
     }
 }
