@@ -547,3 +547,37 @@ async fn the_key_line_fits_every_width_and_always_ends_with_the_way_out() {
     }
     app.stop().await;
 }
+
+/// `R` restarts the lab under the policy in force, not the one it was launched with: the
+/// workshop's "n (fenced), R, t, d" resumes cleanly in a lab launched naive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_the_policy_in_force() {
+    let mut app = dashboard(Policy::Naive).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    until(&mut app, &mut terminal, "a connected naive lab", |s| {
+        applied(s) >= 1
+    })
+    .await;
+    app.handle(key('n')).await;
+    assert_eq!(app.labs()[0].policy(), Policy::Fenced);
+    app.handle(key('R')).await;
+    assert_eq!(app.labs()[0].policy(), Policy::Fenced, "R kept fenced");
+    until(&mut app, &mut terminal, "the restarted lab applies", |s| {
+        applied(s) >= 2
+    })
+    .await;
+    assert!(
+        screen(&terminal).contains("FENCED"),
+        "{}",
+        screen(&terminal)
+    );
+    app.handle(key('t')).await;
+    app.handle(key('d')).await;
+    until(&mut app, &mut terminal, "a resume", |s| {
+        s.iter().all(|s| s.view.counters.resumes_accepted >= 1)
+    })
+    .await;
+    assert!(!forked(
+        &app.labs().iter().map(|l| l.snapshot()).collect::<Vec<_>>()
+    ));
+}

@@ -273,6 +273,14 @@ struct Child {
 }
 
 async fn serve_binary(prefix: &[&str], args: &[&str]) -> Child {
+    serve_binary_logging(prefix, args, std::process::Stdio::null()).await
+}
+
+async fn serve_binary_logging(
+    prefix: &[&str],
+    args: &[&str],
+    stderr: std::process::Stdio,
+) -> Child {
     use tokio::io::AsyncBufReadExt;
     let bin = env!("CARGO_BIN_EXE_forkscope");
     let (program, rest) = match prefix.split_first() {
@@ -288,7 +296,7 @@ async fn serve_binary(prefix: &[&str], args: &[&str]) -> Child {
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -597,4 +605,29 @@ async fn sigterm_ends_every_stream_cleanly_and_tells_running_calls_why() {
         .expect("the server exits once drained")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_to_a_file_carries_no_colour_codes() {
+    let log = std::env::temp_dir().join(format!("forkscope-log-{}.txt", std::process::id()));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut child = serve_binary_logging(&[], &["--emit-every", "0"], file.into()).await;
+    initialize(&child.url).await;
+    let pid = child.process.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    tokio::time::timeout(LIMIT, child.process.wait())
+        .await
+        .expect("the server exits")
+        .unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    assert!(text.contains("session initialized"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour codes in a log file: {text:?}"
+    );
 }

@@ -756,8 +756,9 @@ impl App {
                 if let Some(e) = refused {
                     self.say(format!("not done: {e}"));
                 } else if restart {
-                    let policies: Vec<Policy> =
-                        self.labs.iter().map(|l| l.options().policy).collect();
+                    // The policy in force now, not the launch one: a presenter who pressed
+                    // `n` and then `R` expects the lab they were looking at, fresh.
+                    let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
                     self.replace_labs(&policies, self.options.clone()).await;
                     self.say("lab restarted");
                 } else {
