@@ -367,6 +367,7 @@ async fn dns_rebinding_is_refused_by_host_and_by_doubled_origins() {
         let (status, body) = raw_exchange(addr, &post_head(&host, ""), INITIALIZE).await;
         assert_eq!(status, 403, "{host}: {body}");
         assert!(body.contains("Host not allowed"), "{body}");
+        assert!(body.ends_with("}\n"), "a JSON body ends its line: {body:?}");
     }
     let (status, _) = raw_exchange(
         addr,

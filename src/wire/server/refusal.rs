@@ -9,7 +9,9 @@ use axum::response::{IntoResponse, Response};
 use forkscope_core::{SessionError, SessionId};
 use serde_json::Value;
 
-pub(super) fn json_response(status: StatusCode, body: String) -> Response {
+/// A JSON body ends with a newline, so `curl` leaves the shell prompt on a line of its own.
+pub(super) fn json_response(status: StatusCode, mut body: String) -> Response {
+    body.push('\n');
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
