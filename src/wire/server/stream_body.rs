@@ -47,10 +47,14 @@ fn render_into(out: &mut bytes::BytesMut, outgoing: &Outgoing, truth: bool) {
     );
 }
 
+/// What to say (log) about a connection once its first write is out, or once it ends if it
+/// never gets one.
+pub(super) type Announcement = Box<dyn FnOnce() + Send>;
+
 /// The opening, rendered lazily: captured atomically with the attach, formatted as written.
-#[derive(Debug)]
 struct Replay {
     opening: Option<Opening>,
+    announce: Option<Announcement>,
     truth: bool,
     next: usize,
     priming_sent: bool,
@@ -60,14 +64,21 @@ struct Replay {
 }
 
 impl Replay {
-    fn new(opening: Option<Opening>, truth: bool) -> Self {
+    fn new((opening, announce): (Option<Opening>, Option<Announcement>), truth: bool) -> Self {
         Replay {
             opening,
+            announce,
             truth,
             next: 0,
             priming_sent: false,
             writes: 0,
             flush: false,
+        }
+    }
+
+    fn announce(&mut self) {
+        if let Some(announce) = self.announce.take() {
+            announce();
         }
     }
 
@@ -113,6 +124,12 @@ impl Replay {
         self.writes += 1;
         self.flush = true;
         Some(batch.freeze())
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        self.announce();
     }
 }
 
@@ -173,10 +190,11 @@ impl Drop for ConnectionGuard {
 }
 
 /// The response for an attached connection: `opening` first, then `queue` (the live tail)
-/// unless the opening ends the stream.
+/// unless the opening ends the stream. The opening's announcement is logged once its first
+/// write is out.
 pub(super) fn sse_response(
     app: &App,
-    opening: Option<Opening>,
+    opening: (Option<Opening>, Option<Announcement>),
     queue: Option<Queue>,
     session: SessionId,
     stream: StreamId,
@@ -201,6 +219,7 @@ pub(super) fn sse_response(
                 // rendered: the client parses one write as the server renders the next,
                 // instead of waiting for the whole replay to be buffered behind the first.
                 tokio::task::yield_now().await;
+                replay.announce();
             }
             let chunk = match replay.next_chunk() {
                 Some(chunk) => {
@@ -211,6 +230,7 @@ pub(super) fn sse_response(
                 }
                 None if replay.ends() => return None,
                 None => {
+                    replay.announce(); // Not said yet if there was nothing to replay.
                     let q = queue.as_mut()?;
                     let frame = q.rx.recv().await?;
                     let chunk = coalesce(frame, q);
