@@ -19,8 +19,15 @@ use std::sync::Arc;
 const MAX_WRITE: usize = 32 * 1024;
 /// Largest replay write: a replay is rendered straight into one buffer of up to this size.
 const MAX_REPLAY_WRITE: usize = 32 * 1024;
-/// The first write is smaller, so the first events are out before the rest is rendered.
-const FIRST_WRITE: usize = 16 * 1024;
+/// The first replay write: the first two dozen events, out as soon as they are rendered (a
+/// client parses them while the next write is rendered). Later writes grow fourfold, up to
+/// [`MAX_REPLAY_WRITE`], so a long replay still goes in a few large writes: 4, 16, then 32 KiB.
+/// Measured in the serve bench (measure 3b): starting at 1 or 2 KiB, or doubling, made the
+/// whole replay slower (more writes and wake-ups for the same bytes) without bringing the
+/// first event earlier; starting at 16 KiB held the first event back by some 50 µs.
+const FIRST_REPLAY_WRITE: usize = 4 * 1024;
+/// How many times larger each replay write may be than the one before.
+const REPLAY_WRITE_GROWTH: usize = 4;
 
 /// An event as an SSE frame — with its ground truth in a comment line when `truth` (the lab's
 /// own client feeds it to the checker; other clients have no use for it); the priming event
@@ -58,7 +65,8 @@ struct Replay {
     truth: bool,
     next: usize,
     priming_sent: bool,
-    writes: u32,
+    /// The size the next replay write is rendered up to.
+    write_size: usize,
     /// A replay write was just handed to hyper: let it go out before rendering the next.
     flush: bool,
 }
@@ -71,7 +79,7 @@ impl Replay {
             truth,
             next: 0,
             priming_sent: false,
-            writes: 0,
+            write_size: FIRST_REPLAY_WRITE,
             flush: false,
         }
     }
@@ -89,11 +97,7 @@ impl Replay {
 
     fn next_chunk(&mut self) -> Option<Bytes> {
         let opening = self.opening.as_ref()?;
-        let max_write = if self.writes == 0 {
-            FIRST_WRITE
-        } else {
-            MAX_REPLAY_WRITE
-        };
+        let max_write = self.write_size;
         let mut batch = bytes::BytesMut::with_capacity(max_write + 1024);
         if !self.priming_sent {
             self.priming_sent = true;
@@ -121,7 +125,7 @@ impl Replay {
         if batch.is_empty() {
             return None;
         }
-        self.writes += 1;
+        self.write_size = (max_write * REPLAY_WRITE_GROWTH).min(MAX_REPLAY_WRITE);
         self.flush = true;
         Some(batch.freeze())
     }
