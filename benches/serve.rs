@@ -4,7 +4,10 @@
 //! One core per server: the forkscope subprocess runs with `TOKIO_WORKER_THREADS=1`; the bare
 //! axum baseline runs on its own OS thread with a current-thread runtime; the measuring client
 //! (reqwest + forkscope's own SSE parser, the same code for both servers) runs on a third,
-//! current-thread runtime on the main thread.
+//! current-thread runtime on the main thread. With two CPUs or more, the client is pinned to
+//! one and both servers to another: left to the scheduler, a server sometimes shared the
+//! client's CPU for a whole run, which serialises a replay's rendering and its parsing (the
+//! same build then measured either about 1.1× or 1.5× bare for the whole replay).
 //!
 //! 1. tool-call progress events/s: `progress_task` with `delay_ms` 0, send → result, best of 3;
 //!    bare: serialize a `notifications/progress`, frame it, `send().await` it into a
@@ -58,6 +61,36 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 /// Largest chunk of the bare whole-buffer replay.
 const REPLAY_CHUNK: usize = 32 * 1024;
+
+/// Where the client and the servers run (see the module doc).
+#[derive(Clone, Copy, Debug)]
+struct Cpus {
+    client: core_affinity::CoreId,
+    server: core_affinity::CoreId,
+}
+
+/// The pinning of this run, chosen once: `None` with fewer than two CPUs to run on.
+fn cpus() -> Option<Cpus> {
+    static CPUS: std::sync::OnceLock<Option<Cpus>> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        let ids = core_affinity::get_core_ids()?;
+        match ids.as_slice() {
+            [client, server, ..] => Some(Cpus {
+                client: *client,
+                server: *server,
+            }),
+            _ => None,
+        }
+    })
+}
+
+/// Moves the calling thread to `cpu`, if the run pins (threads and processes it starts after
+/// this inherit it).
+fn pin(cpu: impl Fn(Cpus) -> core_affinity::CoreId) {
+    if let Some(cpus) = cpus() {
+        core_affinity::set_for_current(cpu(cpus));
+    }
+}
 
 /// `cargo bench` passes `--bench`; anything else (`cargo test --all-targets`) is a smoke run.
 fn quick() -> bool {
@@ -337,6 +370,7 @@ impl BareServer {
         let thread = std::thread::Builder::new()
             .name("bare-axum".into())
             .spawn(move || {
+                pin(|c| c.server);
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -400,7 +434,9 @@ impl Serve {
     fn start(args: &[&str]) -> Result<Serve, String> {
         let binary = env!("CARGO_BIN_EXE_forkscope");
         let shown = format!("forkscope serve {}", args.join(" "));
-        let mut child = Command::new(binary)
+        // The child inherits the affinity of the thread that starts it.
+        pin(|c| c.server);
+        let child = Command::new(binary)
             .arg("serve")
             .args(args)
             .env("TOKIO_WORKER_THREADS", "1")
@@ -408,8 +444,9 @@ impl Serve {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{shown}: cannot start {binary}: {e}"))?;
+            .spawn();
+        pin(|c| c.client);
+        let mut child = child.map_err(|e| format!("{shown}: cannot start {binary}: {e}"))?;
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let tail = stderr_tail.clone();
         let (ended_tx, ended) = watch::channel(BTreeSet::new());
@@ -1806,8 +1843,12 @@ fn print_table(report: &Report) {
     println!();
     println!(
         "forkscope serve vs bare axum — {} sizes; forkscope: subprocess, TOKIO_WORKER_THREADS=1; \
-         bare: one current-thread runtime; client: its own current-thread runtime",
-        if sizes.quick { "QUICK" } else { "full" }
+         bare: one current-thread runtime; client: its own current-thread runtime; {}",
+        if sizes.quick { "QUICK" } else { "full" },
+        cpus().map_or("not pinned (one CPU)".to_owned(), |c| format!(
+            "client pinned to CPU {}, both servers to CPU {}",
+            c.client.id, c.server.id
+        ))
     );
     println!(
         "{:<88} {:>14} {:>14} {:>8}  target",
@@ -1864,6 +1905,7 @@ fn write_json(report: &Report) -> Result<PathBuf, String> {
         "bench": "serve",
         "quick": sizes.quick,
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "pinned": cpus().map(|c| json!({ "client_cpu": c.client.id, "servers_cpu": c.server.id })),
         "sizes": {
             "progress_steps": sizes.progress_steps,
             "background_events": sizes.background_events,
@@ -1904,6 +1946,7 @@ fn write_json(report: &Report) -> Result<PathBuf, String> {
 
 fn main() -> ExitCode {
     let sizes = Sizes::new(quick());
+    pin(|c| c.client);
     let bare = match BareServer::start(sizes.missed) {
         Ok(bare) => bare,
         Err(e) => {
