@@ -19,6 +19,8 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
+use hyper::body::Incoming;
+use hyper::service::{Service as _, service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -153,9 +155,15 @@ pub(super) async fn accept(
         let handle: Handle = Arc::new(ConnectionHandle::new(open.next_id(), peer, epoch));
         open.track(handle.clone());
         // Every request on the connection carries a handle to close it (liveness does, when
-        // its writes stall).
-        let service =
-            TowerToHyperService::new(router.clone().layer(axum::Extension(handle.clone())));
+        // its writes stall, and the idle rule counts its requests). Put in each request's
+        // extensions rather than layered onto the router: re-layering the router costs every
+        // new connection about 20 µs.
+        let routes = TowerToHyperService::new(router.clone());
+        let for_requests = handle.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(for_requests.clone());
+            routes.call(request)
+        });
         let http = http.clone();
         let slots = slots.clone();
         liveness::arm_socket(&tcp, limits.liveness);

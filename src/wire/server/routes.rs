@@ -6,7 +6,7 @@
 use super::App;
 use super::liveness::Handle;
 use super::refusal::{Refusal, accepts, json_response, session_error, session_request};
-use super::stream_body::sse_response;
+use super::stream_body::{Announcement, sse_response};
 use super::tool::{self, Arguments, ToolCall};
 use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
 use crate::wire::jsonrpc;
@@ -320,7 +320,8 @@ fn call_tool(
         (opening, queue, stream, token, fenced)
     };
     app.wake.wake();
-    let mut response = sse_response(app, opening, Some(queue), session, stream, connection, tcp);
+    let opened = (opening, None);
+    let mut response = sse_response(app, opened, Some(queue), session, stream, connection, tcp);
     let headers = response.headers_mut();
     insert(headers, headers::RESUMPTION_TOKEN, &token.to_string());
     if fenced {
@@ -354,7 +355,7 @@ pub(super) async fn get_mcp(
         );
     }
     let connection = app.connection();
-    let (decision, opening, queue, session) = {
+    let (decision, opening, queue, session, announce) = {
         let (mut guard, session) = match session_request(&app, &headers) {
             Ok(locked) => locked,
             Err(refusal) => return refusal.into_response(),
@@ -382,18 +383,27 @@ pub(super) async fn get_mcp(
             Ok(d) => d,
             Err(e) => return Refusal(StatusCode::NOT_FOUND, e.to_string()).into_response(),
         };
-        let (stream, fenced) = match &decision {
-            ResumeDecision::Reject(_) => (None, Vec::new()),
+        // Logged once the first write is out, so that the line's cost does not delay it.
+        let (stream, fenced, announce): (_, _, Option<Announcement>) = match &decision {
+            ResumeDecision::Reject(_) => (None, Vec::new(), None),
             ResumeDecision::Resume(r) => {
-                tracing::info!(session = %session.short(), stream = %r.stream, after = r.after, replay = r.replay_len, finished = r.finished, "resumed");
                 if let Some(old) = r.detached {
                     core.io.writers.close(old);
                 }
-                (Some(r.stream), r.fenced.clone())
+                let (short, stream, after, replay, finished) =
+                    (session.short(), r.stream, r.after, r.replay_len, r.finished);
+                let announce = move || {
+                    tracing::info!(session = %short, %stream, after, replay, finished, "resumed");
+                };
+                (Some(r.stream), r.fenced.clone(), Some(Box::new(announce)))
             }
             ResumeDecision::NewStream(n) => {
-                tracing::info!(session = %session.short(), stream = %n.stream, flagged = n.echo.is_some(), backlog = n.replay_len, "new stream");
-                (Some(n.stream), n.fenced.clone())
+                let (short, stream, flagged, backlog) =
+                    (session.short(), n.stream, n.echo.is_some(), n.replay_len);
+                let announce = move || {
+                    tracing::info!(session = %short, %stream, flagged, backlog, "new stream");
+                };
+                (Some(n.stream), n.fenced.clone(), Some(Box::new(announce)))
             }
         };
         for fenced_stream in fenced {
@@ -407,7 +417,7 @@ pub(super) async fn get_mcp(
             }
             _ => None,
         };
-        (decision, opening, queue, session)
+        (decision, opening, queue, session, announce)
     };
     app.wake.wake();
     match decision {
@@ -433,14 +443,16 @@ pub(super) async fn get_mcp(
             response
         }
         ResumeDecision::Resume(r) => {
+            let opened = (opening, announce);
             let mut response =
-                sse_response(&app, opening, queue, session, r.stream, connection, tcp);
+                sse_response(&app, opened, queue, session, r.stream, connection, tcp);
             echo(response.headers_mut(), r.echo, None);
             response
         }
         ResumeDecision::NewStream(n) => {
+            let opened = (opening, announce);
             let mut response =
-                sse_response(&app, opening, queue, session, n.stream, connection, tcp);
+                sse_response(&app, opened, queue, session, n.stream, connection, tcp);
             echo(response.headers_mut(), n.echo, Some(n.token));
             response
         }

@@ -227,7 +227,8 @@ fn step(core: &mut Core, index: usize, now: LabTime) -> Step {
     let (session, stream) = (call.session, call.stream);
     let short = session.short();
     if call.done == call.args.steps {
-        let text = format!("done: {} steps", call.args.steps);
+        let (request, steps) = (call.request_id.clone(), call.args.steps);
+        let text = format!("done: {steps} steps");
         let body = jsonrpc::result(
             &call.request_id,
             json!({ "content": [{ "type": "text", "text": text }], "isError": false }),
@@ -243,6 +244,8 @@ fn step(core: &mut Core, index: usize, now: LabTime) -> Step {
         core.server
             .finish_request_stream(now, session, stream, &mut core.history);
         core.io.writers.finish_stream(session, stream);
+        // Said once the result is buffered: a client that lost the stream may resume from here.
+        tracing::info!(session = %short, %stream, %request, steps, "tool call finished");
         return Step::Over;
     }
     call.done += 1;

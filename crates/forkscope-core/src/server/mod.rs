@@ -10,7 +10,7 @@ mod replay_buffer;
 mod session;
 mod stream;
 
-pub use opening::{Opening, Outgoing};
+pub use opening::{Opening, Outgoing, ReplayEvents};
 pub use session::Session;
 pub use stream::{OrphanCause, Stream, StreamKind, StreamState};
 

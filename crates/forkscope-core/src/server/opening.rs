@@ -3,6 +3,7 @@
 //! server and the in-memory [`crate::sim`] — write exactly this, so the property tests exercise
 //! the attach path the real server runs.
 
+use super::replay_buffer::SharedEvents;
 use super::{Server, StreamState};
 use crate::event::Event;
 use crate::ids::{EventId, IdScheme, ResumptionToken, SessionId, StreamId};
@@ -20,9 +21,53 @@ pub struct Opening {
     pub priming: bool,
     /// The buffered events after the cursor, oldest first (captured atomically with the
     /// attach; rendered by the adapter as it writes).
-    pub replay: Vec<Event>,
+    pub replay: ReplayEvents,
     /// The stream has finished: the connection ends after the replay.
     pub ends: bool,
+}
+
+/// The events an opening replays. A finished stream's are shared with its buffer, which takes
+/// no more events: taking them costs the same for one event or a thousand, so the first can
+/// be written at once. A live stream's are copied, so its next emit need not copy the buffer.
+#[derive(Clone, Debug)]
+pub struct ReplayEvents(Kept);
+
+#[derive(Clone, Debug)]
+enum Kept {
+    Copied(Vec<Event>),
+    Shared(SharedEvents),
+}
+
+impl ReplayEvents {
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Kept::Copied(events) => events.len(),
+            Kept::Shared(events) => events.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `index`-th event replayed.
+    pub fn get(&self, index: usize) -> Option<&Event> {
+        match &self.0 {
+            Kept::Copied(events) => events.get(index),
+            Kept::Shared(events) => events.get(index),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Event> + '_ {
+        let (copied, shared) = match &self.0 {
+            Kept::Copied(events) => (Some(events.iter()), None),
+            Kept::Shared(events) => (None, Some(events.iter())),
+        };
+        copied
+            .into_iter()
+            .flatten()
+            .chain(shared.into_iter().flatten())
+    }
 }
 
 /// One event as written to the wire: its spelling, its ground truth and its body.
@@ -114,19 +159,22 @@ impl Server {
         after: u64,
     ) -> Option<Opening> {
         let s = self.session(session)?.stream(stream)?;
-        let replay = s
-            .buffer
-            .after(after, s.high_water)
-            .map(|events| events.cloned().collect())
-            .unwrap_or_default();
+        let ends = matches!(s.state, StreamState::Finished { .. });
+        let kept = if ends {
+            s.buffer.share_after(after, s.high_water).map(Kept::Shared)
+        } else {
+            s.buffer
+                .after(after, s.high_water)
+                .map(|events| Kept::Copied(events.cloned().collect()))
+        };
         Some(Opening {
             session,
             stream,
             ids: s.ids,
             token: s.token,
             priming,
-            replay,
-            ends: matches!(s.state, StreamState::Finished { .. }),
+            replay: ReplayEvents(kept.unwrap_or(Kept::Copied(Vec::new()))),
+            ends,
         })
     }
 

@@ -2,13 +2,18 @@
 //!
 //! A stream's sequence numbers are consecutive, so the position of any kept event is plain
 //! arithmetic from the oldest kept one: no search, no scan of the buffer.
+//!
+//! The events sit behind an `Arc`, so a connection can take a finished stream's replay without
+//! copying it ([`ReplayBuffer::share_after`]): a finished stream takes no more events, and the
+//! rare change to a shared buffer (shedding under the memory budget) copies it first.
 
 use crate::event::Event;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 #[derive(Clone, Debug)]
 pub(crate) struct ReplayBuffer {
-    events: VecDeque<Event>,
+    events: Arc<VecDeque<Event>>,
     capacity: usize,
     /// Bound on the bytes kept; the oldest go first, the newest event always stays.
     max_bytes: usize,
@@ -34,7 +39,7 @@ pub(crate) struct Evicted {
 impl ReplayBuffer {
     pub fn new(capacity: usize, max_bytes: usize) -> Self {
         ReplayBuffer {
-            events: VecDeque::with_capacity(capacity.min(64)),
+            events: Arc::new(VecDeque::with_capacity(capacity.min(64))),
             capacity,
             max_bytes,
             bytes: 0,
@@ -46,7 +51,7 @@ impl ReplayBuffer {
         while self.events.len() > 1
             && (self.events.len() > self.capacity || self.bytes > self.max_bytes)
         {
-            if let Some(old) = self.events.pop_front() {
+            if let Some(old) = Arc::make_mut(&mut self.events).pop_front() {
                 self.bytes -= cost(&old);
             }
         }
@@ -57,7 +62,7 @@ impl ReplayBuffer {
     pub fn shed(&mut self, want: usize) -> usize {
         let mut freed = 0;
         while freed < want && self.events.len() > 1 {
-            if let Some(old) = self.events.pop_front() {
+            if let Some(old) = Arc::make_mut(&mut self.events).pop_front() {
                 let c = cost(&old);
                 self.bytes -= c;
                 freed += c;
@@ -80,7 +85,7 @@ impl ReplayBuffer {
             "replay buffer sequences must be consecutive"
         );
         self.bytes += cost(&event);
-        self.events.push_back(event);
+        Arc::make_mut(&mut self.events).push_back(event);
         self.evict_to_bounds();
     }
 
@@ -100,6 +105,23 @@ impl ReplayBuffer {
         cursor: u64,
         high_water: u64,
     ) -> Result<impl ExactSizeIterator<Item = &Event> + '_, Evicted> {
+        let start = self.start_after(cursor, high_water)?;
+        Ok(self.events.range(start..))
+    }
+
+    /// The same events as [`ReplayBuffer::after`], shared rather than copied: O(1) whatever
+    /// their number. Meant for a buffer that takes no more events (a finished stream): one
+    /// that still does copies itself on its next event while the share is held.
+    pub fn share_after(&self, cursor: u64, high_water: u64) -> Result<SharedEvents, Evicted> {
+        let start = self.start_after(cursor, high_water)?;
+        Ok(SharedEvents {
+            events: self.events.clone(),
+            start,
+        })
+    }
+
+    /// The index in `events` of the first event after `cursor`.
+    fn start_after(&self, cursor: u64, high_water: u64) -> Result<usize, Evicted> {
         let start = match self.events.front() {
             None => {
                 if cursor < high_water {
@@ -120,18 +142,41 @@ impl ReplayBuffer {
                     .min(self.events.len())
             }
         };
-        Ok(self.events.range(start..))
+        Ok(start)
     }
 
-    /// Frees every kept event (a finished stream's retention ran out).
+    /// Frees every kept event (a finished stream's retention ran out); a replay still being
+    /// written keeps its share until it is done.
     pub fn clear(&mut self) {
-        self.events = VecDeque::new();
+        self.events = Arc::default();
         self.bytes = 0;
     }
 
     /// Every kept event, oldest first (the naive policy copies these into a fresh stream).
     pub fn iter(&self) -> impl Iterator<Item = &Event> {
         self.events.iter()
+    }
+}
+
+/// The events after a cursor, shared with the buffer they were kept in (see
+/// [`ReplayBuffer::share_after`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedEvents {
+    events: Arc<VecDeque<Event>>,
+    start: usize,
+}
+
+impl SharedEvents {
+    pub fn len(&self) -> usize {
+        self.events.len() - self.start
+    }
+
+    pub fn get(&self, index: usize) -> Option<&Event> {
+        self.events.get(self.start.checked_add(index)?)
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Event> + '_ {
+        self.events.range(self.start..)
     }
 }
 
@@ -201,6 +246,31 @@ mod tests {
             1,
             "an event over the bound still stays while newest"
         );
+    }
+
+    /// A share is the same events as `after`, and stays whole whatever happens to the buffer
+    /// afterwards (shed, cleared, or — for a buffer still taking events — pushed to).
+    #[test]
+    fn a_shared_replay_is_what_after_gives_and_outlives_changes_to_the_buffer() {
+        let mut buf = ReplayBuffer::new(10, usize::MAX);
+        for seq in 1..=5 {
+            buf.push(event(seq));
+        }
+        let shared = buf.share_after(2, 5).unwrap();
+        assert_eq!(shared.len(), 3);
+        assert_eq!(seqs(shared.iter()), seqs(buf.after(2, 5).unwrap()));
+        assert_eq!(shared.get(0).map(|e| e.id.seq), Some(3));
+        assert_eq!(shared.get(3).map(|e| e.id.seq), None);
+        buf.push(event(6));
+        buf.shed(usize::MAX);
+        assert_eq!(seqs(buf.iter()), vec![6]);
+        buf.clear();
+        assert_eq!(seqs(shared.iter()), vec![3, 4, 5]);
+        assert_eq!(
+            buf.share_after(0, 6).err(),
+            Some(Evicted { oldest_kept: 7 })
+        );
+        assert_eq!(buf.share_after(6, 6).unwrap().len(), 0);
     }
 
     #[test]
