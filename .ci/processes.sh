@@ -58,6 +58,13 @@ procs_wait_gone() {
     return 1
 }
 
+# stop_pids PID…: TERM to each, then KILL to any still running after PROCS_STOP_TIMEOUT.
+stop_pids() {
+    (($#)) || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    procs_wait_gone "$@" || kill -KILL "$@" 2>/dev/null || true
+}
+
 # stop_tree PID [SIGNAL]: sends SIGNAL (default TERM) to PID, then TERM and at last KILL to
 # PID and everything it had started that is still running. Reaps PID if it is our child.
 stop_tree() {
@@ -69,8 +76,7 @@ stop_tree() {
         procs_wait_gone "$top" || true
     fi
     # What it started and left behind (a wrapper's child, a `timeout`'s command) goes too.
-    kill -TERM "${tree[@]}" 2>/dev/null || true
-    procs_wait_gone "${tree[@]}" || kill -KILL "${tree[@]}" 2>/dev/null || true
+    stop_pids "${tree[@]}"
     wait "$top" 2>/dev/null || true
 }
 

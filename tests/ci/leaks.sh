@@ -6,7 +6,8 @@
 #
 # The forkscope it hands the scripts is a wrapper that runs the real binary as its child, the
 # way a launcher runs node or python: stopping the wrapper's PID alone leaves the server.
-# LEAKS_FAIL_PROBE makes its `probe` fail, for the failure path.
+# LEAKS_FAIL_PROBE makes its `probe` fail, for the failure path; LEAKS_HANG_PROBE makes it hang,
+# deaf to TERM, for the timeout path.
 #
 # Usage: tests/ci/leaks.sh [path/to/forkscope]    (needs what the interop scripts need)
 # Environment: LEAKS_CASES narrows the run to cases whose name contains one of its words.
@@ -27,6 +28,10 @@ cat >"$BIN" <<EOF
 if [[ "\${1:-}" == probe && -n "\${LEAKS_FAIL_PROBE:-}" ]]; then
     echo "forkscope (wrapper): probe fails on purpose" >&2
     exit 3
+fi
+if [[ "\${1:-}" == probe && -n "\${LEAKS_HANG_PROBE:-}" ]]; then
+    trap '' TERM
+    sleep 600
 fi
 "$REAL_BIN" "\$@"
 EOF
@@ -142,6 +147,7 @@ wanted() {
 PROBE="$ROOT/interop/check-probe.sh"
 run_to_end probe-normal 0 PROBE_SERVERS=fenced -- "$PROBE" "$BIN"
 run_to_end probe-failure 1 PROBE_SERVERS=fenced LEAKS_FAIL_PROBE=1 -- "$PROBE" "$BIN"
+run_to_end probe-timeout 1 PROBE_SERVERS=fenced LEAKS_HANG_PROBE=1 PROBE_TIMEOUT=2 -- "$PROBE" "$BIN"
 interrupt probe-term TERM 'forkscope serve' PROBE_SERVERS=fenced -- "$PROBE" "$BIN"
 interrupt probe-int INT 'probe_server\.mjs' PROBE_SERVERS=typescript -- "$PROBE" "$BIN"
 interrupt probe-hup HUP 'probe_server\.py' PROBE_SERVERS=python -- "$PROBE" "$BIN"
