@@ -12,7 +12,8 @@
 # once the foreground command returns, so a TERM to the script would otherwise wait for it.
 #
 # Sourcing installs the traps. A script adds its own cleanup with `at_exit 'command'`; it runs
-# after every process is stopped. Bash 4.4 or later.
+# after every process is stopped, and may set PROCS_STATUS, the status the script exits with.
+# Bash 4.4 or later.
 
 PROCS_PIDS=()
 PROCS_AT_EXIT=()
@@ -131,7 +132,8 @@ at_exit() {
 }
 
 procs_on_exit() {
-    local rc=$? cmd
+    PROCS_STATUS=$?
+    local cmd
     # Cleanup finishes even if someone presses Ctrl-C again; every wait in it is bounded.
     trap '' INT TERM HUP
     set +e
@@ -139,7 +141,7 @@ procs_on_exit() {
     for cmd in "${PROCS_AT_EXIT[@]}"; do
         eval "$cmd"
     done
-    exit "$rc"
+    exit "$PROCS_STATUS"
 }
 
 # procs_marked NAME=VALUE: prints the PID of every live process whose environment holds
