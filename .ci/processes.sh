@@ -81,11 +81,23 @@ stop_tree() {
     wait "$top" 2>/dev/null || true
 }
 
-# spawn COMMAND [ARGS…] [redirections]: starts COMMAND in the background and tracks it; its PID
-# is in SPAWNED. COMMAND must be a program, not a function or a compound command. Never call
-# spawn inside `$(…)` or a pipeline: the bookkeeping would stay in that subshell.
+# spawn [--close FD] COMMAND [ARGS…] [redirections]: starts COMMAND in the background and
+# tracks it; its PID is in SPAWNED. COMMAND must be a program, not a function or a compound
+# command. Never call spawn inside `$(…)` or a pipeline: the bookkeeping would stay in that
+# subshell. --close FD: COMMAND does not inherit FD, which this shell keeps open (a `{var}>&-`
+# on the call itself would close it here, for good). COMMAND reads what the call's stdin is:
+# without `<&0`, bash would hand a background command /dev/null instead.
 spawn() {
-    "$@" &
+    local close=""
+    if [[ "$1" == --close ]]; then
+        close="$2"
+        shift 2
+    fi
+    if [[ -n "$close" ]]; then
+        "$@" <&0 {close}>&- &
+    else
+        "$@" <&0 &
+    fi
     SPAWNED=$!
     PROCS_PIDS+=("$SPAWNED")
 }
@@ -114,13 +126,17 @@ stop_all() {
     PROCS_PIDS=()
 }
 
-# run_bounded SECONDS COMMAND [ARGS…]: runs COMMAND under `timeout` (SECONDS 0: unbounded), in
-# the background and waited for, so a signal to this script stops it at once. Returns its
-# status: 124 when it ran out of time.
+# run_bounded SECONDS [--close FD] COMMAND [ARGS…]: runs COMMAND under `timeout` (SECONDS 0:
+# unbounded), in the background and waited for, so a signal to this script stops it at once.
+# Returns its status: 124 when it ran out of time.
 run_bounded() {
-    local limit="$1" pid rc=0
+    local limit="$1" pid rc=0 close=()
     shift
-    spawn timeout -k "$PROCS_STOP_TIMEOUT" "$limit" "$@"
+    if [[ "$1" == --close ]]; then
+        close=("$1" "$2")
+        shift 2
+    fi
+    spawn "${close[@]}" timeout -k "$PROCS_STOP_TIMEOUT" "$limit" "$@"
     pid="$SPAWNED"
     wait "$pid" || rc=$?
     forget "$pid"

@@ -113,7 +113,7 @@ start_lab() { # policy case run-dir; sets SERVER_PID PROXY_PID PROXY_URL or retu
     # Held open read-write by this shell, so a client opening the fifo to write `drop` never
     # blocks, and the proxy sees EOF (and stops) only when close_ctl closes it.
     exec {CTL_FD}<>"$dir/proxy.ctl"
-    spawn "$BIN" proxy --to "$addr" --port 0 <"$dir/proxy.ctl" >"$dir/proxy.out" 2>"$dir/proxy.err" {CTL_FD}>&-
+    spawn --close "$CTL_FD" "$BIN" proxy --to "$addr" --port 0 <"$dir/proxy.ctl" >"$dir/proxy.out" 2>"$dir/proxy.err"
     PROXY_PID="$SPAWNED"
     local line
     line="$(wait_for_line "$dir/proxy.out" 'forkscope proxy: 127\.0\.0\.1:[0-9]+' "$PROXY_PID")" || {
@@ -159,8 +159,8 @@ run_case() { # policy case sdk
     esac
     # In the background and waited for, so a signal to this script is handled at once (the
     # trap stops the client too); `timeout` bounds it.
-    run_bounded "$CLIENT_TIMEOUT" "${client[@]}" "${args[@]}" \
-        >"$dir/client.out" 2>"$dir/client.err" </dev/null {CTL_FD}>&- || rc=$?
+    run_bounded "$CLIENT_TIMEOUT" --close "$CTL_FD" "${client[@]}" "${args[@]}" \
+        >"$dir/client.out" 2>"$dir/client.err" </dev/null || rc=$?
     while IFS= read -r line; do
         case "$line" in
             "PASS "*) checks=$((checks + 1)); pass "$label" "${line#PASS }" ;;
