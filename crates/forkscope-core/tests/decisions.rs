@@ -449,7 +449,7 @@ fn a_second_spelling_of_an_issued_id_is_a_malformed_cursor() {
             identity,
             ..LabConfig::default()
         };
-        let issued = Fixture::new(Policy::Fenced, config.clone(), 5);
+        let issued = Fixture::new(Policy::Fenced, config, 5);
         let canonical = issued.server.session(issued.session).unwrap().streams()[0].wire_id(3);
         let key = canonical.split_once('.').map(|(_, k)| format!(".{k}"));
         let key = key.as_deref().unwrap_or("");
@@ -457,11 +457,11 @@ fn a_second_spelling_of_an_issued_id_is_a_malformed_cursor() {
             "s1-03", "s01-3", "s1-003", "s001-03", "s1-+3", "s+1-3", "s1- 3", "s 1-3", "s1-3 ",
         ] {
             let cursor = format!("{spelling}{key}");
-            let attempts: [(&str, Option<bool>); 2] = [("with token", Some(true)), ("alone", None)];
-            for (how, with_token) in attempts {
-                let mut f = Fixture::new(Policy::Fenced, config.clone(), 5);
+            for with_token in [true, false] {
+                let how = if with_token { "with token" } else { "alone" };
+                let mut f = Fixture::new(Policy::Fenced, config, 5);
                 let before = f.fingerprint();
-                let token = with_token.map(|_| f.token.clone());
+                let token = with_token.then(|| f.token.clone());
                 let decision = f.get(token.as_deref(), Some(&cursor));
                 let ResumeDecision::Reject(rejection) = decision else {
                     panic!("{identity:?} {how} {cursor:?} must be refused: {decision:?}");
@@ -471,19 +471,17 @@ fn a_second_spelling_of_an_issued_id_is_a_malformed_cursor() {
                     RejectReason::MalformedCursor,
                     "{identity:?} {how} {cursor:?}"
                 );
+                let sentence = rejection.to_string();
                 assert!(
-                    rejection.to_string().starts_with("Last-Event-ID s")
-                        && rejection
-                            .to_string()
-                            .contains("is not an event id this server issues"),
-                    "{rejection}"
+                    sentence.starts_with("Last-Event-ID s")
+                        && sentence.contains("is not an event id this server issues"),
+                    "{sentence}"
                 );
                 assert_eq!(f.fingerprint(), before, "{identity:?} {how} {cursor:?}");
             }
         }
-        // The spelling the server wrote resumes, with or without the token header as the
-        // scheme allows.
-        let mut f = Fixture::new(Policy::Fenced, config.clone(), 5);
+        // The spelling the server wrote resumes.
+        let mut f = Fixture::new(Policy::Fenced, config, 5);
         match f.with_token(&canonical) {
             ResumeDecision::Resume(r) => assert_eq!((r.stream, r.after), (StreamId(1), 3)),
             other => panic!("{identity:?} {canonical}: {other:?}"),
