@@ -11,7 +11,7 @@
 //! process exit non-zero.
 
 use serde_json::Value;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 /// `cargo bench` passes `--bench`; anything else is a smoke run.
@@ -36,6 +36,19 @@ struct Measured {
     stopped: bool,
 }
 
+/// A running `forkscope check`, killed and reaped when dropped: an early return or a panic
+/// while measuring never leaves it running.
+struct CheckProcess(Child);
+
+impl Drop for CheckProcess {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
 /// Peak resident memory of a running process, from /proc (Linux), in MiB.
 fn peak_rss_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -51,20 +64,22 @@ fn run(
     delivery: &'static str,
     policy: &str,
 ) -> Result<Measured, String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forkscope"))
-        .args(["check", "--format", "json", "--policy", policy])
-        .args(["--depth", &depth.to_string()])
-        .args(["--streams", &streams.to_string()])
-        .args(["--delivery", delivery])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start forkscope check: {e}"))?;
+    let mut child = CheckProcess(
+        Command::new(env!("CARGO_BIN_EXE_forkscope"))
+            .args(["check", "--format", "json", "--policy", policy])
+            .args(["--depth", &depth.to_string()])
+            .args(["--streams", &streams.to_string()])
+            .args(["--delivery", delivery])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start forkscope check: {e}"))?,
+    );
     // Sample the peak while it runs: /proc forgets a process once it is reaped.
-    let pid = child.id();
+    let pid = child.0.id();
     let mut peak = 0.0_f64;
     let reader = {
-        let mut stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut stdout = child.0.stdout.take().ok_or("no stdout")?;
         std::thread::spawn(move || {
             let mut text = String::new();
             std::io::Read::read_to_string(&mut stdout, &mut text).map(|_| text)
@@ -74,7 +89,7 @@ fn run(
         if let Some(rss) = peak_rss_mib(pid) {
             peak = peak.max(rss);
         }
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+        if let Some(status) = child.0.try_wait().map_err(|e| e.to_string())? {
             break status;
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -9,12 +9,14 @@
 #                                     InMemoryEventStore (npm).
 # A finding that changes (a fixed bug, a new one, an SDK upgrade) in two runs in a row fails the
 # check until the file is updated (one run outside a race's written-down set is probed again).
-# Every wait is bounded; every process started is stopped.
+# Every wait is bounded; every process started is stopped by its PID, with whatever it started,
+# on every way out: a normal end, a failure, INT/TERM/HUP (see .ci/processes.sh).
 #
 # Usage: interop/check-probe.sh [path/to/forkscope]
 # Exit: 0 every server gave its written-down findings, 1 one did not, 2 cannot run.
 # Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript");
-# FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT as for the other interop checks.
+# PROBE_TIMEOUT bounds one probe run (s, default 240); FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT
+# as for the other interop checks.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,7 @@ INTEROP="$ROOT/interop"
 BIN="${1:-$ROOT/target/release/forkscope}"
 SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript}"
 START_TIMEOUT=20  # s: a server not answering by then failed to start
-PROBE_TIMEOUT=240 # s: one probe run (it bounds every read itself)
+PROBE_TIMEOUT="${PROBE_TIMEOUT:-240}" # s: one probe run (it bounds every read itself)
 
 die() { echo "check-probe: $*" >&2; exit 2; }
 [[ -x "$BIN" ]] || die "no forkscope binary at $BIN (cargo build --release first)"
@@ -30,25 +32,25 @@ for tool in python3 node npm timeout sha256sum curl; do
     command -v "$tool" >/dev/null || die "$tool is needed"
 done
 
+# shellcheck source=../.ci/processes.sh
+source "$ROOT/.ci/processes.sh"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/forkscope-probe.XXXXXX")"
+at_exit 'rm -rf "$WORK"'
 PID=""
-stop() {
+stop_server() {
     if [[ -n "$PID" ]]; then
-        kill "$PID" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$PID" 2>/dev/null
-        wait "$PID" 2>/dev/null
+        stop "$PID"
         PID=""
     fi
 }
-trap 'stop; rm -rf "$WORK"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # ---- dependencies ----------------------------------------------------------------------------
-PYTHON="$("$INTEROP/python/ensure-venv.sh")" || die "could not set up the Python venv"
+# Waited for in the background (each bounds its installs), so a signal stops them at once.
+run_bounded 0 "$INTEROP/python/ensure-venv.sh" >"$WORK/python-path" ||
+    die "could not set up the Python venv"
+PYTHON="$(<"$WORK/python-path")"
 TS_DIR="$INTEROP/typescript"
-"$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
+run_bounded 0 "$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
 PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json")"
 echo "== versions: python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"
@@ -65,17 +67,20 @@ free_port() {
 
 # Starts server NAME on a free port; sets PID and URL, or returns 1.
 start() {
-    local name="$1" port
+    local name="$1" port server
     port="$(free_port)"
     URL="http://127.0.0.1:$port/mcp"
     case "$name" in
-        fenced | naive) "$BIN" serve --port "$port" --policy "$name" --emit-every 20 ;;
-        python) "$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" ;;
-        python-store) "$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory ;;
-        typescript) node "$TS_DIR/probe_server.mjs" --port "$port" ;;
+        fenced | naive) server=("$BIN" serve --port "$port" --policy "$name" --emit-every 20) ;;
+        python) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port") ;;
+        python-store) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory) ;;
+        typescript) server=(node "$TS_DIR/probe_server.mjs" --port "$port") ;;
         *) die "no server named $name" ;;
-    esac >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
-    PID=$!
+    esac
+    # The server itself in the background, not the `case` around it: `case … esac &` is a
+    # subshell, and stopping its PID left the server running.
+    spawn "${server[@]}" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null
+    PID="$SPAWNED"
     # Up when it answers HTTP at all (any status).
     for _ in $(seq $((START_TIMEOUT * 10))); do
         kill -0 "$PID" 2>/dev/null || break
@@ -100,18 +105,18 @@ for name in $SERVERS; do
     echo
     if ! start "$name"; then
         FAILED=1
-        stop
+        stop_server
         continue
     fi
     echo "== $name at $URL"
     rc=0
-    timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
+    run_bounded "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
     if [[ $rc -eq 1 ]]; then
         # Some findings are races (written down as the set seen); one outside the set may be
         # the race's rare side. A change that is real shows again: it must, to fail.
         echo "check-probe: $name: a finding differs from interop/probe/$file.toml; probing again" >&2
         rc=0
-        timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
+        run_bounded "$PROBE_TIMEOUT" "$BIN" probe "$URL" --expect "$INTEROP/probe/$file.toml" || rc=$?
     fi
     if [[ $rc -ne 0 ]]; then
         echo "check-probe: $name: findings differ from interop/probe/$file.toml (exit $rc)" >&2
@@ -123,7 +128,7 @@ for name in $SERVERS; do
             want=0
             [[ "$name" == naive ]] && want=1
             rc=0
-            timeout "$PROBE_TIMEOUT" "$BIN" probe "$URL" --format json >"$WORK/$name.json" || rc=$?
+            run_bounded "$PROBE_TIMEOUT" "$BIN" probe "$URL" --format json >"$WORK/$name.json" || rc=$?
             if [[ $rc -ne $want ]]; then
                 echo "check-probe: $name: probe exited $rc, expected $want" >&2
                 FAILED=1
@@ -132,7 +137,7 @@ for name in $SERVERS; do
             fi
             ;;
     esac
-    stop
+    stop_server
     if grep -q 'panicked' "$WORK/$name.err" 2>/dev/null; then
         echo "check-probe: $name panicked: $(grep -m1 panicked "$WORK/$name.err")" >&2
         FAILED=1

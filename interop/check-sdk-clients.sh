@@ -39,25 +39,13 @@ for tool in python3 node npm mkfifo timeout sha256sum; do
 done
 
 # ---- processes: every one started is tracked and stopped, whatever happens ------------------
+# By PID, with whatever it started, on a normal end, a failure, INT/TERM/HUP and a client past
+# its timeout; the client first, the server last (see .ci/processes.sh).
+PROCS_STOP_TIMEOUT="$STOP_TIMEOUT"
+# shellcheck source=../.ci/processes.sh
+source "$ROOT/.ci/processes.sh"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/forkscope-sdk-interop.XXXXXX")"
-PIDS=()
 CTL_FD=""
-
-# Stops one process this script started: SIGNAL (default TERM), then SIGTERM, then SIGKILL,
-# each after STOP_TIMEOUT seconds.
-stop_pid() {
-    local pid="$1" sig i
-    for sig in "${2:-TERM}" TERM KILL; do
-        kill -0 "$pid" 2>/dev/null || break
-        kill -"$sig" "$pid" 2>/dev/null
-        for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-    done
-    wait "$pid" 2>/dev/null
-    return 0
-}
 
 close_ctl() {
     if [[ -n "$CTL_FD" ]]; then
@@ -65,19 +53,7 @@ close_ctl() {
         CTL_FD=""
     fi
 }
-
-cleanup() {
-    close_ctl
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do # the client first, the server last
-        stop_pid "${PIDS[i]}"
-    done
-    PIDS=()
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+at_exit 'close_ctl; rm -rf "$WORK"'
 
 # ---- bookkeeping -----------------------------------------------------------------------------
 PASSED=0
@@ -102,11 +78,14 @@ wait_for_line() {
 }
 
 # ---- dependencies ----------------------------------------------------------------------------
-PYTHON="$("$INTEROP/python/ensure-venv.sh")" || die "could not set up the Python venv"
+# Waited for in the background (each bounds its installs), so a signal stops them at once.
+run_bounded 0 "$INTEROP/python/ensure-venv.sh" >"$WORK/python-path" ||
+    die "could not set up the Python venv"
+PYTHON="$(<"$WORK/python-path")"
 PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || echo '?')"
 
 TS_DIR="$INTEROP/typescript"
-"$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
+run_bounded 0 "$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
 TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || echo '?')"
 
 say "== versions: forkscope $("$BIN" --version 2>/dev/null | awk '{print $2}'), python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"
@@ -119,10 +98,9 @@ start_lab() { # policy case run-dir; sets SERVER_PID PROXY_PID PROXY_URL or retu
     local policy="$1" case="$2" dir="$3" emit=0 addr url extra=()
     [[ "$case" == stream ]] && emit=50
     [[ "$policy" == fenced ]] && extra=(--identity event-id)
-    "$BIN" serve --port 0 --policy "$policy" --emit-every "$emit" --grace-ms 1000 "${extra[@]}" \
-        >"$dir/serve.out" 2>"$dir/serve.err" </dev/null &
-    SERVER_PID=$!
-    PIDS+=("$SERVER_PID")
+    spawn "$BIN" serve --port 0 --policy "$policy" --emit-every "$emit" --grace-ms 1000 "${extra[@]}" \
+        >"$dir/serve.out" 2>"$dir/serve.err" </dev/null
+    SERVER_PID="$SPAWNED"
     url="$(wait_for_line "$dir/serve.out" 'http://127\.0\.0\.1:[0-9]+/mcp' "$SERVER_PID")" || {
         echo "--- forkscope serve did not start:" >&2
         cat "$dir/serve.out" "$dir/serve.err" >&2
@@ -135,9 +113,8 @@ start_lab() { # policy case run-dir; sets SERVER_PID PROXY_PID PROXY_URL or retu
     # Held open read-write by this shell, so a client opening the fifo to write `drop` never
     # blocks, and the proxy sees EOF (and stops) only when close_ctl closes it.
     exec {CTL_FD}<>"$dir/proxy.ctl"
-    "$BIN" proxy --to "$addr" --port 0 <"$dir/proxy.ctl" >"$dir/proxy.out" 2>"$dir/proxy.err" {CTL_FD}>&- &
-    PROXY_PID=$!
-    PIDS+=("$PROXY_PID")
+    spawn --close "$CTL_FD" "$BIN" proxy --to "$addr" --port 0 <"$dir/proxy.ctl" >"$dir/proxy.out" 2>"$dir/proxy.err"
+    PROXY_PID="$SPAWNED"
     local line
     line="$(wait_for_line "$dir/proxy.out" 'forkscope proxy: 127\.0\.0\.1:[0-9]+' "$PROXY_PID")" || {
         echo "--- forkscope proxy did not start:" >&2
@@ -151,10 +128,9 @@ start_lab() { # policy case run-dir; sets SERVER_PID PROXY_PID PROXY_URL or retu
 stop_lab() { # run-dir label
     local dir="$1" label="$2" verdict
     close_ctl
-    [[ -n "$PROXY_PID" ]] && stop_pid "$PROXY_PID"
+    [[ -n "$PROXY_PID" ]] && stop "$PROXY_PID"
     # SIGINT: forkscope serve then prints its checker's verdict on what it served.
-    [[ -n "$SERVER_PID" ]] && stop_pid "$SERVER_PID" INT
-    PIDS=()
+    [[ -n "$SERVER_PID" ]] && stop "$SERVER_PID" INT
     if grep -q 'panicked' "$dir/serve.err" "$dir/proxy.err" 2>/dev/null; then
         fail "$label" "forkscope did not panic: $(grep -h -m1 'panicked' "$dir/serve.err" "$dir/proxy.err")"
     fi
@@ -182,12 +158,9 @@ run_case() { # policy case sdk
         *) fail "$label" "known SDK: $sdk"; stop_lab "$dir" "$label"; return ;;
     esac
     # In the background and waited for, so a signal to this script is handled at once (the
-    # trap stops the client too); `timeout` bounds it and forwards the signal to it.
-    timeout -k 5 "$CLIENT_TIMEOUT" "${client[@]}" "${args[@]}" \
-        >"$dir/client.out" 2>"$dir/client.err" </dev/null {CTL_FD}>&- &
-    local client_pid=$!
-    PIDS+=("$client_pid")
-    wait "$client_pid" || rc=$?
+    # trap stops the client too); `timeout` bounds it.
+    run_bounded "$CLIENT_TIMEOUT" --close "$CTL_FD" "${client[@]}" "${args[@]}" \
+        >"$dir/client.out" 2>"$dir/client.err" </dev/null || rc=$?
     while IFS= read -r line; do
         case "$line" in
             "PASS "*) checks=$((checks + 1)); pass "$label" "${line#PASS }" ;;

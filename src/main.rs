@@ -610,7 +610,12 @@ fn main() -> ExitCode {
         }
         Some(Command::Proxy { to, port }) => {
             init_logging();
-            runtime().block_on(proxy(to, port))
+            let runtime = runtime();
+            let code = runtime.block_on(proxy(to, port));
+            // The stdin reader is a blocking task still waiting for a line: a runtime dropped
+            // the usual way waits for it, so a signal with stdin open never ended the proxy.
+            runtime.shutdown_background();
+            code
         }
         Some(Command::Incident { policy }) => {
             let policies = match policy {
@@ -867,28 +872,37 @@ fn init_logging() {
 }
 
 /// Resolves on Ctrl-C (SIGINT), SIGTERM or SIGHUP, so a supervisor's stop or a closed
-/// terminal takes the graceful path.
-async fn shutdown_signal() {
+/// terminal takes the graceful path. It listens from the moment it is called, not from its
+/// first poll: call it before announcing the address, or a script that signals as soon as it
+/// reads the announcement can race the handlers (and a signal between two polls of a fresh
+/// listener is lost).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (
+        let listeners = (
+            signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
             signal(SignalKind::hangup()),
-        ) {
-            (Ok(mut term), Ok(mut hup)) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            },
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+        );
+        async move {
+            match listeners {
+                (Ok(mut int), Ok(mut term), Ok(mut hup)) => tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                },
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -903,12 +917,14 @@ async fn proxy(to: SocketAddr, port: u16) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
     outln!("forkscope proxy: {} -> {to}", proxy.addr);
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     loop {
         let line = tokio::select! {
             line = lines.next_line() => line,
-            () = shutdown_signal() => break,
+            () = &mut shutdown => break,
         };
         let Ok(Some(line)) = line else { break };
         let (fault, word) = match line.trim() {
@@ -953,11 +969,12 @@ async fn serve(
                 return ExitCode::from(2);
             }
         };
+    let shutdown = shutdown_signal();
     outln!(
         "forkscope serve: MCP Streamable HTTP 2025-11-25 at http://{}/mcp (policy {policy})",
         running.addr
     );
-    shutdown_signal().await;
+    shutdown.await;
     let verdict = shared.lock().history.verdict();
     outln!(
         "forkscope serve: stopping; checker verdict: {} — {}",

@@ -530,6 +530,77 @@ async fn bad_resumes_get_typed_errors_and_change_nothing() {
     raw.running.stop().await;
 }
 
+/// `s1-03` would name the same event as `s1-3` if the server read numbers loosely: every
+/// spelling but the one the server wrote is a malformed cursor, under both identity schemes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_resumes_only_in_the_spelling_the_server_wrote() {
+    for identity in [StreamIdentity::TokenHeader, StreamIdentity::EventId] {
+        let config = LabConfig {
+            identity,
+            ..LabConfig::default()
+        };
+        let raw = raw_with(Policy::Fenced, config, Arc::new(LabClock::new())).await;
+        let session = raw.initialize().await;
+        let response = raw.get(session, None, None).send().await.unwrap();
+        let token = response.headers()["mcp-resumption-token"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let mut open = Stream::new(response);
+        let mut ids = vec![open.next().await.id.unwrap()];
+        for _ in 0..5 {
+            raw.emit(session);
+        }
+        for _ in 0..5 {
+            ids.push(open.next().await.id.unwrap());
+        }
+        let issued = ids[3].clone();
+        let key = issued
+            .split_once('.')
+            .map_or(String::new(), |(_, k)| format!(".{k}"));
+        assert_eq!(issued, format!("s1-3{key}"), "{identity:?}");
+        let before = raw.fingerprint(session);
+        let spellings = ["s1-03", "s01-3", "s1-003", "s1-+3"];
+        // With the token header, and alone as a stock client sends it.
+        for (spelling, token) in spellings
+            .iter()
+            .flat_map(|s| [(s, Some(token.as_str())), (s, None)])
+        {
+            let cursor = format!("{spelling}{key}");
+            let response = raw.get(session, token, Some(&cursor)).send().await.unwrap();
+            // Checked before the body is read: an accepted resume is an SSE stream that never ends.
+            assert_eq!(
+                response.status(),
+                400,
+                "{identity:?} {cursor} (token: {}) must be refused as malformed",
+                token.is_some()
+            );
+            let (status, reason, message) = rejection(response).await;
+            assert_eq!(
+                (status, reason.as_str()),
+                (400, "malformed_cursor"),
+                "{identity:?} {cursor}: {message}"
+            );
+            assert!(
+                message.contains(&cursor[..cursor.len().min(24)]),
+                "{message}"
+            );
+            assert_eq!(raw.fingerprint(session), before, "{cursor} changed nothing");
+        }
+        let response = raw
+            .get(session, Some(&token), Some(&issued))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{identity:?}");
+        assert_eq!(response.headers()["mcp-stream-resumed"], "true");
+        let mut resumed = Stream::new(response);
+        assert_eq!(resumed.next().await.id.as_ref(), Some(&ids[4]));
+        assert_eq!(resumed.next().await.id.as_ref(), Some(&ids[5]));
+        raw.running.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_clear_errors() {
     let raw = raw(Policy::Fenced).await;

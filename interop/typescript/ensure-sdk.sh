@@ -7,10 +7,14 @@ set -euo pipefail
 TS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 STAMP="$TS_DIR/node_modules/.forkscope-lock.sha256"
 INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"
+# npm runs in the background and is stopped with this script (INT, TERM, HUP included).
+# shellcheck source=../../.ci/processes.sh
+source "$TS_DIR/../../.ci/processes.sh"
 
 want_hash="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)"
 if [[ "$want_hash" != "$(cat "$STAMP" 2>/dev/null || true)" ]]; then
     echo "installing the TypeScript SDK (npm ci in interop/typescript)" >&2
-    (cd "$TS_DIR" && timeout "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2)
+    cd "$TS_DIR"
+    run_bounded "$INSTALL_TIMEOUT" npm ci --no-audit --no-fund --ignore-scripts >&2
     printf '%s\n' "$want_hash" > "$STAMP"
 fi

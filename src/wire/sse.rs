@@ -11,6 +11,8 @@
 //! is dispatched only at its blank line, so a drop mid-event loses it whole.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use forkscope_core::StreamId;
+use forkscope_core::ids::parse_decimal;
 use std::fmt::Write as _;
 
 /// Ground truth about one event, carried in a comment line.
@@ -274,8 +276,8 @@ impl Parser {
 
 fn parse_truth(comment: &str) -> Option<Truth> {
     let mut parts = comment.strip_prefix("truth ")?.splitn(3, ' ');
-    let stream = parts.next()?.strip_prefix('s')?.parse().ok()?;
-    let seq = parts.next()?.parse().ok()?;
+    let stream = StreamId::parse(parts.next()?)?.0;
+    let seq = parse_decimal(parts.next()?)?;
     let key = parts.next().map(str::to_owned);
     Some(Truth { stream, seq, key })
 }
@@ -301,6 +303,34 @@ mod tests {
             (events[0].id.as_deref(), events[0].data.as_str()),
             (Some("s1-1"), "x")
         );
+    }
+
+    #[test]
+    fn a_truth_comment_is_read_only_as_the_server_writes_it() {
+        let written = frame(
+            Some(&Truth {
+                stream: 2,
+                seq: 10,
+                key: Some("k".into()),
+            }),
+            "s2-10",
+            None,
+            "x",
+        );
+        let events = Parser::new().feed(&written).unwrap();
+        assert_eq!(
+            events[0].truth,
+            Some(Truth {
+                stream: 2,
+                seq: 10,
+                key: Some("k".into())
+            })
+        );
+        for odd in ["s02 10", "s2 010", "s+2 10", "s2 +10", "s2  10", "2 10"] {
+            let text = format!(": truth {odd} k\nid: s2-10\ndata: x\n\n");
+            let events = Parser::new().feed(text.as_bytes()).unwrap();
+            assert_eq!(events[0].truth, None, "{odd:?}");
+        }
     }
 
     #[test]

@@ -9,13 +9,25 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="$(realpath "${1:-$ROOT/target/release/forkscope}")"
 [[ -x "$BIN" ]] || { echo "no forkscope binary at $BIN" >&2; exit 2; }
 command -v tmux >/dev/null || { echo "tmux is required" >&2; exit 2; }
+# Every process started here is stopped on every way out: a normal end, a failure, INT/TERM/HUP.
+# shellcheck source=../../.ci/processes.sh
+source "$ROOT/.ci/processes.sh"
 
 # A fresh tmux server (socket) per run: restarting one server at once can race its shutdown.
 RUN=0
 SOCKET="forkscope-test-$$-0"
 T() { tmux -L "$SOCKET" "$@"; }
-cleanup() { T kill-server 2>/dev/null || true; }
-trap cleanup EXIT
+# Ends this run's tmux server and what runs in its panes. The server is no child of ours (it
+# detaches), so its PID and its panes' are read before kill-server, and whatever outlives the
+# hang-up is stopped by PID.
+cleanup() {
+    local server tree=()
+    server="$(T display-message -p '#{pid}' 2>/dev/null || true)"
+    [[ -n "$server" ]] && mapfile -t tree < <(procs_tree "$server")
+    T kill-server 2>/dev/null || true
+    procs_wait_gone "${tree[@]}" || stop_pids "${tree[@]}"
+}
+at_exit cleanup
 passed=0
 failed=0
 
@@ -244,8 +256,8 @@ check "panic message is readable" wait_for "forkscope panicked"
 
 # 5. `probe --watch` against a naive server: lanes, the breaking events marked, q, exit 1.
 SERVE_OUT="$(mktemp)"
-"$BIN" serve --port 0 --policy naive --emit-every 20 >"$SERVE_OUT" 2>/dev/null &
-SERVE_PID=$!
+spawn "$BIN" serve --port 0 --policy naive --emit-every 20 >"$SERVE_OUT" 2>/dev/null </dev/null
+SERVE_PID="$SPAWNED"
 URL=""
 for _ in $(seq 100); do
     URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+/mcp' "$SERVE_OUT" || true)"
@@ -261,7 +273,7 @@ T send-keys -t fs q
 check "probe --watch: q quits with status 1 (violations)" wait_for "EXITED 1"
 check "probe --watch: the report follows" wait_for "2 cases: 0 hold, 2 violated"
 check "probe --watch: q leaves the terminal clean" wait_for "^icanon echo"
-kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
+stop "$SERVE_PID"
 rm -f "$SERVE_OUT"
 
 echo "dashboard tmux: $passed passed, $failed failed"

@@ -40,12 +40,33 @@ impl Entropy for SplitMix64 {
     }
 }
 
-/// Parses exactly 32 lowercase or uppercase hex digits.
-fn parse_hex128(s: &str) -> Option<u128> {
-    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+// Every id has exactly one spelling, the one the server writes, and a parser here accepts
+// nothing else. A second spelling (`s1-01` for `s1-1`, an uppercase session id) would be the
+// same id to the server but a different string to everything that compares ids as text: a
+// client deduplicating replays, a log, a cache keyed on the header.
+
+/// Reads exactly `len` lowercase hex digits: hex ids are fixed width, so their leading zeros
+/// belong to the one spelling, and `{:x}` writes lowercase.
+fn parse_hex(s: &str, len: usize) -> Option<u128> {
+    if s.len() != len || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
     u128::from_str_radix(s, 16).ok()
+}
+
+fn parse_hex128(s: &str) -> Option<u128> {
+    parse_hex(s, 32)
+}
+
+/// Reads a decimal number as `{}` writes it: ASCII digits, no sign, no whitespace, and no
+/// leading zero unless the number is 0. `str::parse` alone would also take `+1` and `01`.
+pub fn parse_decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
+    let canonical = match s.as_bytes() {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    canonical.then(|| s.parse().ok()).flatten()
 }
 
 /// The logical conversation: 128 random bits, sent as `Mcp-Session-Id` in 32 hex digits.
@@ -72,9 +93,14 @@ impl SessionId {
         SessionId(rng.next_u128())
     }
 
-    /// Parses the wire form; `None` for anything that is not 32 hex digits.
+    /// Parses the wire form; `None` for anything that is not 32 lowercase hex digits.
     pub fn parse(s: &str) -> Option<Self> {
         parse_hex128(s).map(SessionId)
+    }
+
+    /// Reads back what [`SessionId::short`] wrote (6 lowercase hex digits) as its bits.
+    pub fn parse_short(s: &str) -> Option<u32> {
+        parse_hex(s, 6).map(|bits| bits as u32)
     }
 
     /// The first 6 hex digits: enough to tell sessions apart on a dashboard.
@@ -97,6 +123,13 @@ impl fmt::Display for SessionId {
 /// One stream identity within a session, numbered from 1 in the order the session minted them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StreamId(pub u32);
+
+impl StreamId {
+    /// Reads a stream's name, `s7`, only as [`StreamId`]'s `Display` writes it.
+    pub fn parse(s: &str) -> Option<Self> {
+        parse_decimal(s.strip_prefix('s')?).map(StreamId)
+    }
+}
 
 impl fmt::Display for StreamId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -200,35 +233,30 @@ pub enum WireCursor {
 }
 
 impl WireCursor {
-    /// Parses `s<stream>-<seq>`, `s<stream>-<seq>.<key>` or `<seq>`. Empty, overlong,
-    /// signed, padded or otherwise odd input is `None`: the caller reports it as malformed
-    /// rather than guessing.
+    /// Parses `s<stream>-<seq>`, `s<stream>-<seq>.<key>` or `<seq>`, each only as the server
+    /// spells it, so an accepted cursor displays as the very string that was sent. Empty,
+    /// overlong, signed, padded, zero-led or otherwise odd input is `None`: the caller reports
+    /// it as malformed rather than guessing.
     pub fn parse(s: &str) -> Option<Self> {
         if s.is_empty() || s.len() > MAX_CURSOR_LEN {
             return None;
         }
-        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-        if let Some(rest) = s.strip_prefix('s') {
-            let (stream, rest) = rest.split_once('-')?;
+        if s.starts_with('s') {
+            let (stream, rest) = s.split_once('-')?;
             let (seq, key) = match rest.split_once('.') {
                 Some((seq, key)) => (seq, Some(parse_key(key)?)),
                 None => (rest, None),
             };
-            if !digits(stream) || !digits(seq) {
-                return None;
-            }
             let event = EventId {
-                stream: StreamId(stream.parse().ok()?),
-                seq: seq.parse().ok()?,
+                stream: StreamId::parse(stream)?,
+                seq: parse_decimal(seq)?,
             };
             Some(match key {
                 Some(key) => WireCursor::Keyed { event, key },
                 None => WireCursor::Scoped(event),
             })
-        } else if digits(s) {
-            Some(WireCursor::Bare(s.parse().ok()?))
         } else {
-            None
+            parse_decimal(s).map(WireCursor::Bare)
         }
     }
 
@@ -358,6 +386,138 @@ mod tests {
             None,
             "overflow"
         );
+    }
+
+    #[test]
+    fn an_id_is_read_only_in_the_spelling_the_server_writes() {
+        let key = "AAAAAAAAACr";
+        // (spelling, the one the server writes for the same id, or `None`: no id at all)
+        let cases: &[(&str, Option<&str>)] = &[
+            ("s1-1", Some("s1-1")),
+            ("s1-0", Some("s1-0")),
+            ("s10-100", Some("s10-100")),
+            ("0", Some("0")),
+            ("41", Some("41")),
+            ("s1-01", None),
+            ("s1-00", None),
+            ("s01-1", None),
+            ("s00-1", None),
+            ("s0010-100", None),
+            ("041", None),
+            ("00", None),
+            ("s1-+1", None),
+            ("s+1-1", None),
+            ("s1--1", None),
+            ("s-1-1", None),
+            ("+41", None),
+            ("-0", None),
+            ("s1- 1", None),
+            ("s 1-1", None),
+            ("s1-1 ", None),
+            (" s1-1", None),
+            ("s1-1\t", None),
+            ("4 1", None),
+            ("S1-1", None),
+            ("s1-\u{0661}", None), // a non-ASCII digit
+        ];
+        for (spelling, canonical) in cases {
+            let parsed = WireCursor::parse(spelling);
+            assert_eq!(
+                parsed.map(|c| c.to_string()).as_deref(),
+                *canonical,
+                "{spelling:?}"
+            );
+            let keyed = format!("{spelling}.{key}");
+            if spelling.starts_with('s') {
+                assert_eq!(
+                    WireCursor::parse(&keyed).map(|c| c.to_string()),
+                    canonical.map(|c| format!("{c}.{key}")),
+                    "{keyed:?}"
+                );
+            }
+        }
+        let widest = format!("s{}-{}", u32::MAX, u64::MAX);
+        assert_eq!(WireCursor::parse(&widest).unwrap().to_string(), widest);
+    }
+
+    #[test]
+    fn stream_names_and_hex_ids_have_one_spelling_each() {
+        assert_eq!(StreamId::parse("s7"), Some(StreamId(7)));
+        assert_eq!(StreamId::parse("s0"), Some(StreamId(0)));
+        for bad in [
+            "s07",
+            "s+7",
+            "s-7",
+            "s 7",
+            "s7 ",
+            "7",
+            "s",
+            "S7",
+            "s4294967296",
+        ] {
+            assert_eq!(StreamId::parse(bad), None, "{bad:?}");
+        }
+        let mut rng = SplitMix64::new(11);
+        let session = SessionId::generate(&mut rng);
+        let token = ResumptionToken::generate(&mut rng);
+        let spelled = (session.to_string(), token.to_string());
+        assert_eq!(SessionId::parse(&spelled.0), Some(session));
+        assert_eq!(ResumptionToken::parse(&spelled.1), Some(token));
+        // Hex ids are fixed width, so their zeros are part of the one spelling; case is not.
+        assert_eq!(
+            SessionId::parse("000000000000000000000000000000ab").map(|s| s.to_string()),
+            Some("000000000000000000000000000000ab".to_owned())
+        );
+        for bad in [
+            "000000000000000000000000000000AB".to_owned(),
+            spelled.0.to_uppercase(),
+            format!("+{}", &spelled.0[1..]),
+            format!(" {}", &spelled.0[1..]),
+        ] {
+            assert_eq!(SessionId::parse(&bad), None, "{bad:?}");
+            assert_eq!(ResumptionToken::parse(&bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            SessionId::parse_short(&session.short()),
+            Some(session.short_bits())
+        );
+        for bad in ["ABCDEF", "+abcde", "abcde", "abcdef0", " abcde"] {
+            assert_eq!(SessionId::parse_short(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_issued_id_reads_back_as_itself(
+            stream in proptest::prelude::any::<u32>(),
+            seq in proptest::prelude::any::<u64>(),
+            token in proptest::prelude::any::<u128>(),
+        ) {
+            let id = EventId { stream: StreamId(stream), seq };
+            let token = ResumptionToken(token);
+            let expected = [
+                (IdScheme::Scoped, WireCursor::Scoped(id)),
+                (IdScheme::Bare, WireCursor::Bare(seq)),
+                (IdScheme::Keyed, WireCursor::Keyed { event: id, key: token.stream_key() }),
+            ];
+            for (scheme, cursor) in expected {
+                let spelled = scheme.encode(id, token);
+                proptest::prop_assert_eq!(WireCursor::parse(&spelled), Some(cursor));
+                proptest::prop_assert_eq!(cursor.to_string(), spelled);
+            }
+            proptest::prop_assert_eq!(StreamId::parse(&id.stream.to_string()), Some(id.stream));
+        }
+
+        /// Whatever a client sends, an accepted cursor is the very string the server would
+        /// write for it: no second spelling gets through.
+        #[test]
+        fn every_accepted_cursor_is_spelled_as_the_server_writes_it(
+            raw in "(s(0|00|[+ -])?[0-9]{1,3}-)?(0|00|[+ -])?[0-9]{1,4}[ \t]?(\\.[A-Za-z0-9_-]{11})?",
+        ) {
+            if let Some(cursor) = WireCursor::parse(&raw) {
+                proptest::prop_assert_eq!(cursor.to_string(), raw);
+            }
+        }
     }
 
     #[test]

@@ -440,6 +440,72 @@ fn the_token_header_mode_keeps_the_seeds_two_header_model() {
     ));
 }
 
+/// `s1-03` is not `s1-3`: a cursor is read only in the spelling the server wrote, under either
+/// identity scheme, and any other spelling is refused exactly as a malformed one is.
+#[test]
+fn a_second_spelling_of_an_issued_id_is_a_malformed_cursor() {
+    for identity in [StreamIdentity::EventId, StreamIdentity::TokenHeader] {
+        let config = LabConfig {
+            identity,
+            ..LabConfig::default()
+        };
+        let issued = Fixture::new(Policy::Fenced, config, 5);
+        let canonical = issued.server.session(issued.session).unwrap().streams()[0].wire_id(3);
+        let key = canonical.split_once('.').map(|(_, k)| format!(".{k}"));
+        let key = key.as_deref().unwrap_or("");
+        for spelling in [
+            "s1-03", "s01-3", "s1-003", "s001-03", "s1-+3", "s+1-3", "s1- 3", "s 1-3", "s1-3 ",
+        ] {
+            let cursor = format!("{spelling}{key}");
+            for with_token in [true, false] {
+                let how = if with_token { "with token" } else { "alone" };
+                let mut f = Fixture::new(Policy::Fenced, config, 5);
+                let before = f.fingerprint();
+                let token = with_token.then(|| f.token.clone());
+                let decision = f.get(token.as_deref(), Some(&cursor));
+                let ResumeDecision::Reject(rejection) = decision else {
+                    panic!("{identity:?} {how} {cursor:?} must be refused: {decision:?}");
+                };
+                assert_eq!(
+                    rejection.reason(),
+                    RejectReason::MalformedCursor,
+                    "{identity:?} {how} {cursor:?}"
+                );
+                let sentence = rejection.to_string();
+                assert!(
+                    sentence.starts_with("Last-Event-ID s")
+                        && sentence.contains("is not an event id this server issues"),
+                    "{sentence}"
+                );
+                assert_eq!(f.fingerprint(), before, "{identity:?} {how} {cursor:?}");
+            }
+        }
+        // The spelling the server wrote resumes.
+        let mut f = Fixture::new(Policy::Fenced, config, 5);
+        match f.with_token(&canonical) {
+            ResumeDecision::Resume(r) => assert_eq!((r.stream, r.after), (StreamId(1), 3)),
+            other => panic!("{identity:?} {canonical}: {other:?}"),
+        }
+        // A token is fixed width lowercase hex: another case is another, unknown token.
+        let mut f = Fixture::new(Policy::Fenced, config, 5);
+        let upper = f.token.to_uppercase();
+        assert_eq!(
+            rejected(f.get(Some(&upper), Some("s1-3"))),
+            RejectReason::UnknownToken,
+            "{identity:?}"
+        );
+    }
+    // The naive policy trusts any cursor and reads one it cannot parse as "from the start":
+    // `03` is such a cursor now, not a second spelling of `3`.
+    let mut f = Fixture::new(Policy::Naive, LabConfig::default(), 10);
+    for (cursor, after) in [("3", 3), ("03", 0), ("+3", 0)] {
+        match f.with_token(cursor) {
+            ResumeDecision::Resume(r) => assert_eq!(r.after, after, "{cursor}"),
+            other => panic!("{cursor}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn an_evicted_cursor_cannot_be_proven_gap_free() {
     let config = LabConfig {

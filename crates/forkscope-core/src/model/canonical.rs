@@ -174,10 +174,7 @@ impl Canon {
         let Some((prefix, _)) = key.split_once(':') else {
             return (GONE, 0);
         };
-        let bits = (prefix.len() == 6)
-            .then(|| u32::from_str_radix(prefix, 16).ok())
-            .flatten();
-        let ordinal = bits
+        let ordinal = SessionId::parse_short(prefix)
             .and_then(|b| self.shorts.iter().position(|s| *s == b))
             .map_or(GONE, |i| u8::try_from(i).unwrap_or(GONE));
         (ordinal, prefix.len() + 1)
