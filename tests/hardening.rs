@@ -134,6 +134,38 @@ fn tool_call(
         .body(body.to_string())
 }
 
+/// The session's standalone GET stream, open.
+async fn standalone_stream(url: &str, session: SessionId) -> reqwest::Response {
+    let response = call(
+        on_session(reqwest::Client::new().get(url), session).header("accept", "text/event-stream"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    response
+}
+
+/// Sends a request that must reach the server.
+async fn call(request: reqwest::RequestBuilder) -> reqwest::Response {
+    request.send().await.unwrap()
+}
+
+/// `count` tool calls with ids 0, 1, …, each admitted with its SSE response open.
+async fn open_calls(
+    url: &str,
+    session: SessionId,
+    count: u64,
+    steps: u64,
+    delay_ms: u64,
+) -> Vec<reqwest::Response> {
+    let mut open = Vec::new();
+    for id in 0..count {
+        let response = call(tool_call(url, session, json!(id), steps, delay_ms)).await;
+        assert_eq!(response.status(), 200);
+        open.push(response);
+    }
+    open
+}
+
 /// Reads an SSE response to its end; fails if the body breaks off without its terminating
 /// chunk (reqwest reports an incomplete body as an error).
 async fn events_to_end(response: reqwest::Response) -> Vec<SseEvent> {
@@ -199,13 +231,7 @@ async fn a_keep_alive_connection_idle_after_its_response_is_closed() {
 async fn an_open_stream_is_never_idle() {
     let server = start(LabConfig::default(), quick(ServeOptions::default())).await;
     let session = initialize(&server.url).await;
-    let response = on_session(reqwest::Client::new().get(&server.url), session)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mut body = response.bytes_stream();
+    let mut body = standalone_stream(&server.url, session).await.bytes_stream();
     // Keep-alive comments arrive once a second; three of them span ten idle timeouts.
     let mut keepalives = 0;
     while keepalives < 3 {
@@ -250,15 +276,7 @@ async fn at_the_cap_the_oldest_idle_connection_makes_room_and_busy_ones_get_503(
     drop(idle);
     // Two connections busy with open streams: nothing can be evicted, so a typed 503.
     let session = initialize(&server.url).await;
-    let mut streams = Vec::new();
-    for id in 0..2 {
-        let response = tool_call(&server.url, session, json!(id), 10, 60_000)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        streams.push(response);
-    }
+    let _streams = open_calls(&server.url, session, 2, 10, 60_000).await;
     let (status, body) = raw_exchange(addr, "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1", "").await;
     assert_eq!(status, 503, "{body}");
     let body: Value = serde_json::from_str(&body).unwrap();
@@ -431,10 +449,7 @@ async fn refused_requests_do_not_keep_a_session_alive() {
             .await
             .unwrap();
         assert_eq!(get.status(), 400);
-        let post = tool_call(&server.url, refused, json!(9), 0, 0)
-            .send()
-            .await
-            .unwrap();
+        let post = call(tool_call(&server.url, refused, json!(9), 0, 0)).await;
         let body: Value = post.json().await.unwrap();
         assert_eq!(body["error"]["code"], json!(-32602), "{body}");
     }
@@ -455,15 +470,9 @@ async fn refused_requests_do_not_keep_a_session_alive() {
 async fn a_second_call_with_an_id_in_flight_is_refused_and_echoes_it() {
     let server = start(LabConfig::default(), ServeOptions::default()).await;
     let session = initialize(&server.url).await;
-    let first = tool_call(&server.url, session, json!(7), 10, 60_000)
-        .send()
-        .await
-        .unwrap();
+    let first = call(tool_call(&server.url, session, json!(7), 10, 60_000)).await;
     assert_eq!(first.status(), 200);
-    let second = tool_call(&server.url, session, json!(7), 10, 60_000)
-        .send()
-        .await
-        .unwrap();
+    let second = call(tool_call(&server.url, session, json!(7), 10, 60_000)).await;
     assert_eq!(second.status(), 409);
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["id"], json!(7), "{body}");
@@ -474,15 +483,9 @@ async fn a_second_call_with_an_id_in_flight_is_refused_and_echoes_it() {
     assert_eq!(server.shared.lock().io.running_tool_calls(), 1);
     // The same id in another session, or as a string, is another request.
     let other = initialize(&server.url).await;
-    let elsewhere = tool_call(&server.url, other, json!(7), 10, 60_000)
-        .send()
-        .await
-        .unwrap();
+    let elsewhere = call(tool_call(&server.url, other, json!(7), 10, 60_000)).await;
     assert_eq!(elsewhere.status(), 200);
-    let as_string = tool_call(&server.url, session, json!("7"), 10, 60_000)
-        .send()
-        .await
-        .unwrap();
+    let as_string = call(tool_call(&server.url, session, json!("7"), 10, 60_000)).await;
     assert_eq!(as_string.status(), 200);
     // Once the first is cancelled, its id is free again.
     let cancel =
@@ -496,10 +499,7 @@ async fn a_second_call_with_an_id_in_flight_is_refused_and_echoes_it() {
         .unwrap();
     assert_eq!(accepted.status(), 202);
     events_to_end(first).await;
-    let again = tool_call(&server.url, session, json!(7), 1, 0)
-        .send()
-        .await
-        .unwrap();
+    let again = call(tool_call(&server.url, session, json!(7), 1, 0)).await;
     assert_eq!(again.status(), 200);
     server.running.stop().await;
 }
@@ -559,25 +559,11 @@ async fn a_slow_reader_that_keeps_reading_is_never_cut() {
 async fn sigterm_ends_every_stream_cleanly_and_tells_running_calls_why() {
     let mut child = serve_binary(&[], &["--emit-every", "50"]).await;
     let session = initialize(&child.url).await;
-    let mut calls = Vec::new();
-    for id in 0..10 {
-        let response = tool_call(&child.url, session, json!(id), 100, 1_000)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        calls.push((id, response));
-    }
+    let calls = open_calls(&child.url, session, 10, 100, 1_000).await;
     let mut streams = Vec::new();
     for _ in 0..10 {
         let other = initialize(&child.url).await;
-        let response = on_session(reqwest::Client::new().get(&child.url), other)
-            .header("accept", "text/event-stream")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        streams.push(response);
+        streams.push(standalone_stream(&child.url, other).await);
     }
     let pid = child.process.id().unwrap().to_string();
     let killed = std::process::Command::new("kill")
@@ -585,7 +571,7 @@ async fn sigterm_ends_every_stream_cleanly_and_tells_running_calls_why() {
         .status()
         .unwrap();
     assert!(killed.success());
-    for (id, response) in calls {
+    for (id, response) in calls.into_iter().enumerate() {
         let events = events_to_end(response).await;
         let last: Value = serde_json::from_str(
             &events

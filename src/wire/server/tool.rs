@@ -166,17 +166,23 @@ pub fn stop_all(core: &mut Core, now: LabTime) -> usize {
             format!("{}:call{}:stopped", session.short(), stream.0),
             body,
         );
-        if let Ok(event) = core
-            .server
-            .emit(now, session, stream, payload, &mut core.history)
-        {
-            super::write_event(core, session, event);
-        }
-        core.server
-            .finish_request_stream(now, session, stream, &mut core.history);
-        core.io.writers.finish_stream(session, stream);
+        end_with(core, now, session, stream, payload);
     }
     calls.len()
+}
+
+/// Writes a call's last message (its result, or why it stopped) and completes its stream, which
+/// stays resumable for its retention window.
+fn end_with(core: &mut Core, now: LabTime, session: SessionId, stream: StreamId, last: Payload) {
+    if let Ok(event) = core
+        .server
+        .emit(now, session, stream, last, &mut core.history)
+    {
+        super::write_event(core, session, event);
+    }
+    core.server
+        .finish_request_stream(now, session, stream, &mut core.history);
+    core.io.writers.finish_stream(session, stream);
 }
 
 /// What one step did.
@@ -234,16 +240,7 @@ fn step(core: &mut Core, index: usize, now: LabTime) -> Step {
             json!({ "content": [{ "type": "text", "text": text }], "isError": false }),
         );
         let payload = Payload::new(format!("{short}:call{}:result", stream.0), body);
-        if let Ok(event) = core
-            .server
-            .emit(now, session, stream, payload, &mut core.history)
-        {
-            super::write_event(core, session, event);
-        }
-        // The response is complete; the stream stays resumable for its retention window.
-        core.server
-            .finish_request_stream(now, session, stream, &mut core.history);
-        core.io.writers.finish_stream(session, stream);
+        end_with(core, now, session, stream, payload);
         // Said once the result is buffered: a client that lost the stream may resume from here.
         tracing::info!(session = %short, %stream, %request, steps, "tool call finished");
         return Step::Over;
