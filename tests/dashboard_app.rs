@@ -560,6 +560,12 @@ async fn restart_keeps_the_policy_in_force() {
     .await;
     app.handle(key('n')).await;
     assert_eq!(app.labs()[0].policy(), Policy::Fenced);
+    app.draw(&mut terminal).unwrap();
+    assert!(
+        screen(&terminal).contains("switch back to fenced"),
+        "n says what it did: {}",
+        screen(&terminal)
+    );
     app.handle(key('R')).await;
     assert_eq!(app.labs()[0].policy(), Policy::Fenced, "R kept fenced");
     until(&mut app, &mut terminal, "the restarted lab applies", |s| {

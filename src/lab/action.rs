@@ -58,6 +58,20 @@ impl Action {
         Action::Restart,
     ];
 
+    /// What it did, pressed under `before`: `n` switches to naive (and reproduces the fork) or
+    /// back to fenced, which the bare key name cannot say.
+    pub fn describe_from(self, before: forkscope_core::Policy) -> &'static str {
+        match (self, before) {
+            (Action::ToggleNaive, forkscope_core::Policy::Fenced) => {
+                "switch to naive mode (reproduces the fork)"
+            }
+            (Action::ToggleNaive, forkscope_core::Policy::Naive) => {
+                "switch back to fenced (the five conditions hold)"
+            }
+            (action, _) => action.describe(),
+        }
+    }
+
     /// What it does, in a few words (help screens, narration).
     pub fn describe(self) -> &'static str {
         match self {

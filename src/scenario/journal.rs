@@ -26,6 +26,8 @@ pub struct Observed {
     pub applied: u64,
     /// The client held a stream with a cursor.
     pub connected: bool,
+    /// The policy in force (before the action): what `n` did depends on it.
+    pub policy: Policy,
 }
 
 #[derive(Clone, Debug)]
@@ -33,6 +35,16 @@ struct Entry {
     action: Action,
     /// One per lab, in the journal's policy order.
     observed: Vec<Observed>,
+}
+
+impl Entry {
+    /// What the key did, in the first lab's terms (compare mode takes no `n`).
+    fn describe(&self) -> &'static str {
+        match self.observed.first() {
+            Some(o) => self.action.describe_from(o.policy),
+            None => self.action.describe(),
+        }
+    }
 }
 
 /// One lab's verdict when the journal is written, as the expectations of its policy.
@@ -81,7 +93,7 @@ impl Journal {
     /// `saved`: what each lab had reached when the journal was written.
     pub fn to_toml(&self, saved: &[Observed], outcomes: &[Outcome], name: &str) -> String {
         let mut out = String::new();
-        let keys: Vec<&str> = self.entries.iter().map(|e| e.action.describe()).collect();
+        let keys: Vec<&str> = self.entries.iter().map(Entry::describe).collect();
         let _ = writeln!(out, "name = {}", quoted(name));
         let _ = writeln!(
             out,
@@ -148,7 +160,7 @@ impl Journal {
             let say = quoted(&format!(
                 "at {:.1} s: {}",
                 now as f64 / 1_000.0,
-                entry.action.describe()
+                entry.describe()
             ));
             match entry.action {
                 Action::Tune(tuning) => {
@@ -273,6 +285,27 @@ mod tests {
     use std::path::Path;
 
     #[test]
+    fn each_n_is_named_by_what_it_did() {
+        let mut j = Journal::new(&LabOptions::default(), &[Policy::Fenced]);
+        let under = |at_ms, policy| {
+            vec![Observed {
+                at_ms,
+                applied: 0,
+                connected: true,
+                policy,
+            }]
+        };
+        j.record(Action::ToggleNaive, under(1_000, Policy::Fenced));
+        j.record(Action::ToggleNaive, under(2_000, Policy::Naive));
+        let text = j.to_toml(&under(3_000, Policy::Fenced), &[], "n twice");
+        assert!(
+            text.contains("switch to naive mode (reproduces the fork); switch back to fenced"),
+            "{text}"
+        );
+        assert!(text.contains("at 2.0 s: switch back to fenced"), "{text}");
+    }
+
+    #[test]
     fn a_journal_writes_a_scenario_the_loader_reads_back() {
         let mut options = LabOptions::default();
         options.config.grace_ms = 3_000;
@@ -283,6 +316,7 @@ mod tests {
                 at_ms,
                 applied,
                 connected,
+                policy: Policy::Fenced,
             }]
         };
         j.record(Action::EmitBackground, at(1_000, 1, true));

@@ -740,6 +740,7 @@ impl App {
                 self.say("compare mode runs naive (left) and fenced (right); m leaves it");
             }
             Command::Lab(action) => {
+                let before = self.labs.first().map(|l| l.policy());
                 if self.playback.is_none() {
                     let observed = self.observe();
                     self.journal.record(action, observed);
@@ -762,7 +763,7 @@ impl App {
                     self.replace_labs(&policies, self.options.clone()).await;
                     self.say("lab restarted");
                 } else {
-                    self.say(action.describe());
+                    self.say(before.map_or(action.describe(), |p| action.describe_from(p)));
                 }
             }
         }
@@ -778,6 +779,7 @@ impl App {
                     at_ms: lab.clock().now().as_millis(),
                     applied: core.client.applied(),
                     connected: core.client.holds_stream(),
+                    policy: core.server.policy(),
                 }
             })
             .collect()
