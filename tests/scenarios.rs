@@ -248,3 +248,26 @@ async fn every_scenario_holds_on_every_run() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A policy the file states no expectation for is played, and says it checked nothing: never
+/// a PASS.
+#[test]
+fn a_run_with_no_expectations_does_not_read_as_a_pass() {
+    let dir = std::env::temp_dir().join(format!("forkscope-noexpect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("naive-only.toml");
+    std::fs::write(
+        &file,
+        "name = \"naive only\"\nteaches = \"y\"\npolicy = \"naive\"\n[[step]]\nadvance_ms = 100\n[expect.naive]\nclean = true\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+        .args(["run", "--policy", "fenced"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("no expectations for fenced"), "{stdout}");
+    assert!(!stdout.contains("PASS"), "{stdout}");
+}

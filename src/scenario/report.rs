@@ -14,13 +14,22 @@ pub fn text(scenario: &Scenario, runs: &[Run]) -> String {
             (None, None) => "no verdict".to_owned(),
         };
         let passed = run.checks.iter().filter(|c| c.ok).count();
-        let mark = if run.ok() { "PASS" } else { "FAIL" };
+        // A run that checked nothing passed nothing: it says so instead of PASS.
+        let (mark, tally) = match (run.ok(), run.checks.len()) {
+            (true, 0) => (
+                "----",
+                format!("no expectations for {} in this file", run.policy.name()),
+            ),
+            (ok, n) => (
+                if ok { "PASS" } else { "FAIL" },
+                format!("{passed}/{n} expectations"),
+            ),
+        };
         let _ = writeln!(
             out,
-            "  {mark}  {:<7} {:<58} {passed}/{} expectations",
+            "  {mark}  {:<7} {:<58} {tally}",
             run.policy.name(),
             verdict,
-            run.checks.len()
         );
         if let Some(error) = &run.error {
             let _ = writeln!(out, "        error: {error}");
@@ -46,6 +55,9 @@ pub fn json(scenario: &Scenario, runs: &[Run]) -> serde_json::Value {
         "runs": runs.iter().map(|run| serde_json::json!({
             "policy": run.policy.name(),
             "ok": run.ok(),
+            // False when the file states no expectation for this policy: `ok` then means
+            // only that it played.
+            "checked": !run.checks.is_empty(),
             "verdict": run.verdict,
             "counters": run.counters,
             "conditions_broken": run.conditions_broken,
