@@ -403,6 +403,17 @@ impl Checker {
             .into_iter()
             .find_map(|kind| self.anomalies.iter().find(|a| a.kind() == kind));
         let headline = match lead {
+            // No client reported what it applied (stock clients of `forkscope serve` do not):
+            // say what the server saw rather than "0 side effects applied".
+            None if self.witnessed.is_empty() => format!(
+                "no anomaly in what the server saw: {} event(s) emitted, one live stream at a time \
+                 ({} resumes accepted, {} rejected, {} late emits refused; no client reported \
+                 what it applied, so duplicates and losses are not judged)",
+                self.counters.emits,
+                self.counters.resumes_accepted,
+                self.counters.rejected_total(),
+                self.counters.late_emits_refused
+            ),
             None => format!(
                 "no anomaly: {} side effects applied, each once, on one stream at a time \
                  ({} resumes accepted, {} rejected, {} late emits refused)",
@@ -511,5 +522,37 @@ impl Checker {
         });
         let witnessed: Vec<_> = self.witnessed.iter().filter(|s| known(c, s)).collect();
         c.unordered(witnessed, |c, session| c.session(*session));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::SplitMix64;
+
+    /// A server whose clients report nothing (stock clients of `forkscope serve`) is not
+    /// credited with "0 side effects applied": the verdict says what it could judge.
+    #[test]
+    fn a_verdict_without_a_witness_says_what_it_judged() {
+        let mut checker = Checker::default();
+        let session = SessionId::generate(&mut SplitMix64::new(7));
+        checker.observe(&Entry {
+            at: LabTime::ZERO,
+            record: Record::SessionOpened { session },
+        });
+        let verdict = checker.verdict();
+        assert!(verdict.clean);
+        assert!(
+            verdict
+                .headline
+                .starts_with("no anomaly in what the server saw: 0 event(s) emitted"),
+            "{}",
+            verdict.headline
+        );
+        assert!(
+            !verdict.headline.contains("side effects applied"),
+            "{}",
+            verdict.headline
+        );
     }
 }
