@@ -122,10 +122,12 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     };
     let evidence = screen.evidence.filter(|_| !screen.hide_verdict);
     let body = match evidence {
-        Some(e) if body.height >= 16 + evidence::HEIGHT => {
-            let [body, pane] =
-                Layout::vertical([Constraint::Fill(1), Constraint::Length(evidence::HEIGHT)])
-                    .areas(body);
+        Some(e) if body.height >= 16 + evidence::height(e, body.width) => {
+            let [body, pane] = Layout::vertical([
+                Constraint::Fill(1),
+                Constraint::Length(evidence::height(e, body.width)),
+            ])
+            .areas(body);
             evidence::render(frame, pane, e, theme);
             body
         }

@@ -28,8 +28,38 @@ pub struct EvidenceView {
     pub paused: bool,
 }
 
-/// Rows the card takes: its border and two lines.
+/// Rows the card takes at least: its border and two lines.
 pub const HEIGHT: u16 = 4;
+/// Rows it may grow to, so a narrow screen wraps the sentence instead of cutting it.
+const MAX_HEIGHT: u16 = 8;
+
+/// Rows the card needs at `width` columns: its border and both lines wrapped at word
+/// boundaries, as the paragraph wraps them.
+pub fn height(evidence: &EvidenceView, width: u16) -> u16 {
+    let inner = usize::from(width.saturating_sub(2)).max(1);
+    let said = format!("{} {}", evidence.title, evidence.said);
+    let rows = wrapped_rows(&said, inner) + wrapped_rows(&evidence.why, inner);
+    (2 + u16::try_from(rows).unwrap_or(u16::MAX)).clamp(HEIGHT, MAX_HEIGHT)
+}
+
+/// Rows `text` takes when wrapped greedily at spaces into `width` columns (a word longer than
+/// the width is broken).
+fn wrapped_rows(text: &str, width: usize) -> usize {
+    let mut rows = 1;
+    let mut used = 0;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        let need = if used == 0 { len } else { used + 1 + len };
+        if need <= width {
+            used = need;
+        } else {
+            rows += usize::from(used > 0);
+            rows += len.saturating_sub(1) / width;
+            used = (len - 1) % width + 1;
+        }
+    }
+    rows
+}
 
 /// The evidence in a lab's snapshot, if any: its first violation, else its first typed
 /// rejection.
@@ -125,4 +155,29 @@ pub fn render(frame: &mut Frame, area: Rect, evidence: &EvidenceView, theme: &Th
             .block(block(&title, theme)),
         area,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_card_grows_to_wrap_its_sentence() {
+        let card = EvidenceView {
+            title: "DUPLICATE".to_owned(),
+            violation: true,
+            at: "naive lab".to_owned(),
+            said:
+                "d1a3eb:bg:1 was applied twice: first as s1#1 at 0.702 s, then as s2#1 at 6.283 s"
+                    .to_owned(),
+            why: why(AnomalyKind::Duplicate).to_owned(),
+            paused: false,
+        };
+        assert_eq!(height(&card, 200), HEIGHT, "both lines fit");
+        assert_eq!(height(&card, 100), 5, "the why wraps onto a second row");
+        assert!(height(&card, 60) > 5);
+        assert_eq!(wrapped_rows("aaaa bbbb", 4), 2);
+        assert_eq!(wrapped_rows("aaaa bbbb", 9), 1);
+        assert_eq!(wrapped_rows("aaaaaaaaa", 4), 3);
+    }
 }
