@@ -587,3 +587,29 @@ async fn restart_keeps_the_policy_in_force() {
         &app.labs().iter().map(|l| l.snapshot()).collect::<Vec<_>>()
     ));
 }
+
+/// Help pauses the lab while the room reads it, and closing it runs the lab again; a lab the
+/// presenter had paused stays paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_pauses_the_lab_and_closing_it_resumes() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    until(&mut app, &mut terminal, "a connected lab", |s| {
+        applied(s) >= 1
+    })
+    .await;
+    assert!(!app.labs()[0].clock().paused());
+    app.handle(key('?')).await;
+    assert!(app.labs()[0].clock().paused(), "help paused the lab");
+    app.handle(key('?')).await;
+    assert!(!app.labs()[0].clock().paused(), "closing help resumed it");
+    // Paused by the presenter first: help leaves it paused.
+    app.handle(key(' ')).await;
+    assert!(app.labs()[0].clock().paused());
+    app.handle(key('?')).await;
+    app.handle(code(KeyCode::Esc)).await;
+    assert!(
+        app.labs()[0].clock().paused(),
+        "still the presenter's pause"
+    );
+}

@@ -109,6 +109,8 @@ pub struct App {
     travel: Option<usize>,
     /// This dashboard paused lab time to travel (and resumes it when back to live).
     travel_paused: bool,
+    /// Opening help paused lab time (closing it resumes it).
+    help_paused: bool,
     /// What was last captured as a moment (see [`App::changes`]).
     captured: Option<u64>,
     /// The selected lane mark: panel, and absolute index among the track's marks.
@@ -150,6 +152,7 @@ impl App {
             timeline: Timeline::default(),
             travel: None,
             travel_paused: false,
+            help_paused: false,
             captured: None,
             selected: None,
             zoom: Zoom::default(),
@@ -503,7 +506,13 @@ impl App {
     }
 
     fn pause_for_travel(&mut self) {
-        self.travel_paused = match &self.playback {
+        self.travel_paused = self.pause_running();
+    }
+
+    /// Pauses lab time (or the script) if it runs; returns whether it did, so the caller
+    /// resumes only what it paused.
+    fn pause_running(&self) -> bool {
+        match &self.playback {
             Some(p) if p.gate.pace() != Pace::Paused => {
                 p.gate.set(Pace::Paused);
                 true
@@ -514,7 +523,15 @@ impl App {
                 running.iter().for_each(|l| l.clock().set_paused(true));
                 !running.is_empty()
             }
-        };
+        }
+    }
+
+    /// Runs what [`Self::pause_running`] paused.
+    fn resume_paused(&self) {
+        match &self.playback {
+            Some(p) => p.gate.set(Pace::Playing),
+            None => self.labs.iter().for_each(|l| l.clock().set_paused(false)),
+        }
     }
 
     /// Back to the present; lab time runs again if time travel paused it.
@@ -523,12 +540,24 @@ impl App {
             return;
         }
         if std::mem::take(&mut self.travel_paused) {
-            match &self.playback {
-                Some(p) => p.gate.set(Pace::Playing),
-                None => self.labs.iter().for_each(|l| l.clock().set_paused(false)),
-            }
+            self.resume_paused();
         }
         self.say("live");
+    }
+
+    /// Help pauses the lab, so nothing happens while the room reads it; closing it runs the
+    /// lab again if help paused it.
+    fn set_help(&mut self, open: bool) {
+        if open == self.help {
+            return;
+        }
+        self.help = open;
+        self.help_scroll = 0;
+        if open {
+            self.help_paused = self.pause_running();
+        } else if std::mem::take(&mut self.help_paused) {
+            self.resume_paused();
+        }
     }
 
     /// The marks the selected panel shows now (or at the moment shown), and its session.
@@ -675,12 +704,9 @@ impl App {
             return;
         };
         match command {
-            Command::Quit if self.help => self.help = false,
+            Command::Quit if self.help => self.set_help(false),
             Command::Quit => self.quit = true,
-            Command::ToggleHelp => {
-                self.help = !self.help;
-                self.help_scroll = 0;
-            }
+            Command::ToggleHelp => self.set_help(!self.help),
             Command::ToggleCompare => self.toggle_compare().await,
             Command::OpenPicker => self.picker = Some(Picker::load(&self.scenario_dir)),
             Command::Prove => self.prove(),
