@@ -19,6 +19,20 @@ use ratatui::widgets::Paragraph;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+/// The lanes' glyphs, most needed first.
+const LEGEND: [&str; 10] = [
+    "◉ orphan emit",
+    "◆ duplicate",
+    "✗ rejected",
+    "● emit",
+    "▲ applied",
+    "○ copied",
+    "↺ resumed",
+    "× refused",
+    "┃ fenced",
+    "╎ orphaned",
+];
+
 /// Lab milliseconds one column covers at most while the lanes follow the present: beyond it
 /// the lanes scroll (or `z` shows the whole run in the width).
 pub const MS_PER_COLUMN: u64 = 100;
@@ -459,19 +473,36 @@ pub fn render(
             (false, Zoom::Follow) => "",
             (false, Zoom::WholeRun) => " (whole run, z)",
         };
-        lines.push(Line::styled(
-            format!(
-                "{:<width$}← {}{scale} · ◉ orphan emit ◆ duplicate ✗ rejected ● emit ▲ applied ○ copied ↺ resumed × refused ┃ fenced ╎ orphaned",
-                "",
-                if in_order {
-                    format!("{} records", columns as u64 * per)
-                } else {
-                    span_words(columns as u64 * per)
-                },
-                width = LABEL
-            ),
-            theme.dim(),
-        ));
+        let mut legend = format!(
+            "{:<width$}← {}{scale} ·",
+            "",
+            if in_order {
+                format!("{} records", columns as u64 * per)
+            } else {
+                span_words(columns as u64 * per)
+            },
+            width = LABEL
+        );
+        // Whole entries only, as many as fit: a glyph without its word explains nothing.
+        let room = usize::from(area.width.saturating_sub(2));
+        const MORE: &str = " … ? help";
+        for (i, entry) in LEGEND.iter().enumerate() {
+            // Room for this entry, and for the pointer to help unless it is the last.
+            let tail = if i + 1 < LEGEND.len() {
+                MORE.chars().count()
+            } else {
+                0
+            };
+            if legend.chars().count() + 1 + entry.chars().count() + tail > room {
+                if legend.chars().count() + MORE.chars().count() <= room {
+                    legend.push_str(MORE);
+                }
+                break;
+            }
+            legend.push(' ');
+            legend.push_str(entry);
+        }
+        lines.push(Line::styled(legend, theme.dim()));
     }
     frame.render_widget(Paragraph::new(lines).block(block("lanes", theme)), area);
     LanesDrawn {
