@@ -10,7 +10,7 @@ use super::block;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
 use forkscope_core::history::{Entry, Record};
-use forkscope_core::{SessionId, StreamId, StreamKind};
+use forkscope_core::{SessionId, StreamId, StreamKind, StreamState};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -430,7 +430,22 @@ pub fn render(
     } else {
         window(first, source.end_ms, columns, source.zoom)
     };
-    let lanes = build(source.placed, session, (start_ms, per, in_order), columns);
+    let mut lanes = build(source.placed, session, (start_ms, per, in_order), columns);
+    // A stream that is live (or orphaned, still taking emits) keeps its lane while it is quiet:
+    // a lane that vanished would read as a stream that ended.
+    let open = snap
+        .view
+        .sessions
+        .iter()
+        .filter(|s| Some(s.id) == session)
+        .flat_map(|s| &s.streams)
+        .filter(|s| matches!(s.state, StreamState::Live | StreamState::Orphaned { .. }));
+    for stream in open {
+        lanes
+            .streams
+            .entry(stream.id)
+            .or_insert_with(|| vec![None; columns]);
+    }
     let inner = (area.height as usize).saturating_sub(2);
     let room = inner.saturating_sub(1).clamp(1, MAX_STREAM_LANES);
     let legend = inner > room.min(lanes.streams.len().max(1)) + 1;
@@ -541,6 +556,25 @@ mod tests {
         sim.advance(200);
         sim.emit_background();
         sim
+    }
+
+    /// A live stream with nothing to say for longer than the lanes' span keeps its lane.
+    #[test]
+    fn a_live_but_quiet_stream_keeps_its_lane() {
+        let mut sim = Sim::new(LabConfig::default(), Policy::Fenced, 1).unwrap();
+        sim.start();
+        sim.deliver_all();
+        sim.advance(120_000);
+        let snap = crate::lab::Snapshot::from_sim(&sim, Vec::new());
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 8)).unwrap();
+        terminal
+            .draw(|frame| {
+                render(frame, frame.area(), &snap, None, &Theme::from_env());
+            })
+            .unwrap();
+        let screen = terminal.backend().to_string();
+        assert!(screen.contains("│s1 "), "{screen}");
     }
 
     #[test]
