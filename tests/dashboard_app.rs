@@ -473,14 +473,25 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     }
     app.draw(&mut terminal).unwrap();
     let bottom = screen(&terminal);
+    // At the end: the five conditions, each with what it means.
+    assert!(bottom.contains("the five conditions"), "{bottom}");
     assert!(
-        bottom.contains("CURSOR BACK the client's cursor moved backwards"),
+        bottom.contains("an orphan is fenced before the client stops retrying: no race"),
         "{bottom}"
     );
-    assert!(bottom.contains("the lab time the lanes span"), "{bottom}");
+    // Back up: the glossary, and every key on the way.
+    let (mut glossary, mut knobs) = (false, false);
+    for _ in 0..40 {
+        app.draw(&mut terminal).unwrap();
+        let shown = screen(&terminal);
+        glossary |= shown.contains("CURSOR BACK the client's cursor moved backwards")
+            && shown.contains("the lab time the lanes span");
+        knobs |= shown.contains(" k        knobs: grace, retry, rates…");
+        app.handle(code(KeyCode::Up)).await;
+    }
     assert!(
-        bottom.contains(" k        knobs: grace, retry, rates…"),
-        "{bottom}"
+        glossary && knobs,
+        "the glossary and every key are reachable"
     );
     app.handle(code(KeyCode::Esc)).await;
     assert!(!app.quitting(), "Esc closes the help first");

@@ -78,6 +78,27 @@ impl Condition {
         }
     }
 
+    /// What it means, in one line: why the fork cannot happen while it holds.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Condition::CoValidated => {
+                "token and cursor must name one stream; the cursor within its high-water"
+            }
+            Condition::OldStreamFenced => {
+                "the abandoned stream is closed first: no late emit can land on it"
+            }
+            Condition::IdsNeverReused => {
+                "each stream numbers its own events; no id is shared across streams"
+            }
+            Condition::ClientReconciles => {
+                "no echo of the resumed stream: the client assumes a new one"
+            }
+            Condition::GraceShorterThanRetryBudget => {
+                "an orphan is fenced before the client stops retrying: no race"
+            }
+        }
+    }
+
     /// Whether a policy's rules enforce this condition. The fenced policy enforces all five
     /// (condition 5 by refusing a configuration that breaks it); the naive policy none.
     pub fn enforced_by(self, policy: Policy) -> bool {

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 13] = [
+pub const GLOSSARY: [(&str, &str); 17] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -46,6 +46,22 @@ pub const GLOSSARY: [(&str, &str); 13] = [
     (
         "unchecked",
         "the client never checks which stream it is on (naive's client)",
+    ),
+    (
+        "counter",
+        "background events the server emitted in the session",
+    ),
+    (
+        "skipped",
+        "replayed events the client knew it had applied: not again",
+    ),
+    (
+        "late emit",
+        "an emit onto a fenced stream: refused and counted (the fence)",
+    ),
+    (
+        "in order",
+        "a scripted run's lanes: one column per record, clock aside",
     ),
 ];
 
@@ -103,6 +119,22 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, theme: &Theme) {
             Span::styled(format!(" {word:<12}"), theme.title()),
             Span::styled(meaning, theme.dim()),
         ]));
+    }
+    // The five conditions, each with what it means: the why behind the invariant panel.
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        " the five conditions (fenced enforces all)",
+        theme.title(),
+    ));
+    for condition in forkscope_core::Condition::ALL {
+        lines.push(Line::styled(
+            format!(" {}. {}", condition.number(), condition.title()),
+            theme.text(),
+        ));
+        lines.push(Line::styled(
+            format!("    {}", condition.meaning()),
+            theme.dim(),
+        ));
     }
     // The introduction goes first when a short terminal has no room for it: keys and the
     // glossary are what the overlay is for.
