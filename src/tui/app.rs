@@ -334,7 +334,13 @@ impl App {
             let track = self.timeline.tracks.get(p)?;
             let (entries, base) = track.entries_until(ends.get(p)?.0);
             let (marks, marks_base) = track.placed_until(ends.get(p)?.1);
-            event_card::describe(entries, base, marks.get(abs.checked_sub(marks_base)?)?)
+            let policy = panels.get(p)?.view.policy;
+            event_card::describe(
+                entries,
+                base,
+                marks.get(abs.checked_sub(marks_base)?)?,
+                policy,
+            )
         });
         let log = self.log.tail(LOG_LINES);
         let narration = self.playback.as_ref().map(|p| {

@@ -5,7 +5,7 @@ use super::block;
 use super::lanes::Placed;
 use crate::tui::theme::Theme;
 use forkscope_core::history::{Entry, Record};
-use forkscope_core::{EventId, IdScheme, SessionId, StreamId};
+use forkscope_core::{EventId, IdScheme, Policy, SessionId, StreamId};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -37,8 +37,9 @@ fn who_emitted(key: &str, copied: bool) -> &'static str {
     }
 }
 
-/// How the id of `event` read on the wire, by its stream's id scheme.
-fn wire_id(entries: &[Entry], session: SessionId, event: EventId) -> String {
+/// How the id of `event` read on the wire, by its stream's id scheme, and what the policy in
+/// force does with it on a resume (a keyed id proves nothing to a naive server).
+fn wire_id(entries: &[Entry], session: SessionId, event: EventId, policy: Policy) -> String {
     let scheme = entries.iter().find_map(|e| match &e.record {
         Record::StreamOpened {
             session: s,
@@ -53,8 +54,12 @@ fn wire_id(entries: &[Entry], session: SessionId, event: EventId) -> String {
             "id `{}` on the wire: a bare counter, the client cannot tell which stream",
             event.seq
         ),
+        Some(IdScheme::Keyed) if policy == Policy::Fenced => format!(
+            "id `{}-{}.<key>` on the wire: names its stream and proves it (fenced checks the key)",
+            event.stream, event.seq
+        ),
         Some(IdScheme::Keyed) => format!(
-            "id `{}-{}.<key>` on the wire: names its stream and proves it",
+            "id `{}-{}.<key>` on the wire: names its stream, but naive checks nothing on a resume",
             event.stream, event.seq
         ),
         _ => format!(
@@ -111,7 +116,13 @@ fn truth(entries: &[Entry], key: &str) -> (String, bool) {
 
 /// The card for the mark `placed`, seen at the instant whose history is `entries` (absolute
 /// index of the first: `base`).
-pub fn describe(entries: &[Entry], base: usize, placed: &Placed) -> Option<EventCard> {
+/// `policy`: the one in force at that instant.
+pub fn describe(
+    entries: &[Entry],
+    base: usize,
+    placed: &Placed,
+    policy: Policy,
+) -> Option<EventCard> {
     let entry = entries.get(placed.entry.checked_sub(base)?)?;
     let bound_elsewhere = placed.mark.glyph == '◉';
     Some(match &entry.record {
@@ -151,7 +162,7 @@ pub fn describe(entries: &[Entry], base: usize, placed: &Placed) -> Option<Event
                         "payload {} · {} · {}",
                         short_key(key),
                         who_emitted(key, *copied),
-                        wire_id(entries, *session, event)
+                        wire_id(entries, *session, event, policy)
                     ),
                     belief,
                     truth,
@@ -190,7 +201,7 @@ pub fn describe(entries: &[Entry], base: usize, placed: &Placed) -> Option<Event
                         "payload {} from {} · {}",
                         short_key(key),
                         stream_words(event.stream),
-                        wire_id(entries, *session, *event)
+                        wire_id(entries, *session, *event, policy)
                     ),
                     belief,
                     truth,
