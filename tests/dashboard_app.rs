@@ -187,21 +187,16 @@ async fn a_selected_event_says_what_the_client_believed_and_what_was_true() {
     assert!(text.contains("payload"), "{text}");
     assert!(text.contains("truth:"), "{text}");
     // …and walking back finds a delivery the client applied twice.
-    let (mut seen_duplicate, mut naive_words, mut fenced_words) = (false, false, false);
+    let mut seen_duplicate = false;
     for _ in 0..40 {
         app.handle(key(',')).await;
         app.draw(&mut terminal).unwrap();
-        let text = screen(&terminal);
-        seen_duplicate |= text.contains("believing it new");
-        // s1 was opened under fenced with keyed ids; the lab is naive now, and says so.
-        naive_words |= text.contains("naive checks nothing on a resume");
-        fenced_words |= text.contains("proves it");
+        if screen(&terminal).contains("believing it new") {
+            seen_duplicate = true;
+            break;
+        }
     }
     assert!(seen_duplicate, "{}", screen(&terminal));
-    assert!(
-        naive_words && !fenced_words,
-        "the card speaks for the policy in force"
-    );
     // Esc clears the selection first; the card goes.
     app.handle(code(KeyCode::Esc)).await;
     app.draw(&mut terminal).unwrap();

@@ -247,3 +247,34 @@ pub fn render(frame: &mut Frame, area: Rect, card: &EventCard, theme: &Theme) {
         area,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forkscope_core::{LabTime, SplitMix64, StreamKind};
+
+    /// A keyed id proves its stream only to a server that checks the key.
+    #[test]
+    fn a_keyed_id_is_described_by_the_policy_in_force() {
+        let session = SessionId::generate(&mut SplitMix64::new(3));
+        let entries = [Entry {
+            at: LabTime::ZERO,
+            record: Record::StreamOpened {
+                session,
+                stream: StreamId(1),
+                stream_kind: StreamKind::Standalone,
+                ids: IdScheme::Keyed,
+                flagged_new: false,
+            },
+        }];
+        let event = EventId {
+            stream: StreamId(1),
+            seq: 4,
+        };
+        let fenced = wire_id(&entries, session, event, Policy::Fenced);
+        let naive = wire_id(&entries, session, event, Policy::Naive);
+        assert!(fenced.contains("proves it"), "{fenced}");
+        assert!(naive.contains("naive checks nothing"), "{naive}");
+        assert!(!naive.contains("proves"), "{naive}");
+    }
+}
