@@ -290,6 +290,18 @@ struct Child {
     url: String,
 }
 
+impl Child {
+    /// SIGTERM, as a supervisor stops a server.
+    fn terminate(&self) {
+        let pid = self.process.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+}
+
 async fn serve_binary(prefix: &[&str], args: &[&str]) -> Child {
     serve_binary_logging(prefix, args, std::process::Stdio::null()).await
 }
@@ -565,12 +577,7 @@ async fn sigterm_ends_every_stream_cleanly_and_tells_running_calls_why() {
         let other = initialize(&child.url).await;
         streams.push(standalone_stream(&child.url, other).await);
     }
-    let pid = child.process.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    child.terminate();
     for (id, response) in calls.into_iter().enumerate() {
         let events = events_to_end(response).await;
         let last: Value = serde_json::from_str(
@@ -600,12 +607,7 @@ async fn a_log_written_to_a_file_carries_no_colour_codes() {
     let file = std::fs::File::create(&log).unwrap();
     let mut child = serve_binary_logging(&[], &["--emit-every", "0"], file.into()).await;
     initialize(&child.url).await;
-    let pid = child.process.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    child.terminate();
     tokio::time::timeout(LIMIT, child.process.wait())
         .await
         .expect("the server exits")
