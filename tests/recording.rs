@@ -106,3 +106,18 @@ fn the_shipped_demos_end_on_their_verdicts() {
         assert!(times_never_go_back(cast));
     }
 }
+
+/// A scenario that presses `n` ends under the other policy, and the recording's verdict line
+/// names both: never the starting policy alone for a fork the other one made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_names_the_policy_a_scenario_switched_to() {
+    let text = "name = \"switch\"\nteaches = \"n\"\npolicy = \"fenced\"\n[[step]]\naction = \"toggle_naive\"\n[[step]]\nadvance_ms = 100\n";
+    let switched = scenario::format::parse(text, Path::new("switch.toml")).unwrap();
+    let path = std::env::temp_dir().join(format!("forkscope-switch-{}.cast", std::process::id()));
+    let verdicts = record_scenario(&switched, &[Policy::Fenced], &path, Format::Cast, 100, 30)
+        .await
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(verdicts.len(), 1);
+    assert!(verdicts[0].starts_with("fenced → naive: "), "{verdicts:?}");
+}

@@ -354,11 +354,14 @@ pub async fn play(
     let verdicts: Vec<String> = labs
         .iter()
         .map(|l| {
-            format!(
-                "{}: {}",
-                l.options().policy,
-                l.snapshot().view.verdict.summary()
-            )
+            // A scenario that pressed `n` ends under the other policy: say both.
+            let (started, now) = (l.options().policy, l.policy());
+            let label = if started == now {
+                started.to_string()
+            } else {
+                format!("{started} → {now}")
+            };
+            format!("{label}: {}", l.snapshot().view.verdict.summary())
         })
         .collect();
     let closing = verdicts.join("   ");
