@@ -9,18 +9,18 @@ use forkscope::{demo, incident, scenario};
 use forkscope_core::{LabConfig, Policy, StreamIdentity};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// jemalloc, with a background thread that returns freed pages to the system within about a
 /// second (settings in `.cargo/config.toml`): glibc's per-thread arenas kept a stalled load's
 /// hundreds of MiB long after its connections had ended.
-/// Records `forkscope serve` keeps for its history ring (its checker sees every one).
-const SERVE_HISTORY: usize = 1_024;
-
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use std::sync::Arc;
-use std::time::Duration;
+
+/// Records `forkscope serve` keeps for its history ring (its checker sees every one).
+const SERVE_HISTORY: usize = 1_024;
 
 /// Watch an MCP Streamable HTTP session fork, and watch a fenced resume prevent it.
 ///

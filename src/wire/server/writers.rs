@@ -300,17 +300,19 @@ impl Writers {
 
     /// Ends every connection (the server is stopping), each with `retry:` and a clean end.
     pub(super) fn close_all(&mut self) {
-        let doomed: Vec<_> = self.open.keys().copied().collect();
-        for connection in doomed {
-            self.close(connection);
-        }
+        self.close_where(|_| true);
     }
 
     pub(super) fn close_session(&mut self, session: SessionId) {
+        self.close_where(|w| w.session == session);
+    }
+
+    /// Ends every connection whose writer matches, each with `retry:`.
+    fn close_where(&mut self, doomed: impl Fn(&Writer) -> bool) {
         let doomed: Vec<_> = self
             .open
             .iter()
-            .filter(|(_, w)| w.session == session)
+            .filter(|(_, w)| doomed(w))
             .map(|(c, _)| *c)
             .collect();
         for connection in doomed {
