@@ -54,6 +54,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 present: false,
                 hide_verdict: false,
                 knobs: None,
+                explained: None,
             };
             terminal
                 .draw(|f| {

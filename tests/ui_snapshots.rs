@@ -50,6 +50,7 @@ fn render_with(
         present: false,
         hide_verdict: false,
         knobs: None,
+        explained: None,
     };
     terminal
         .draw(|frame| {
@@ -141,7 +142,7 @@ fn naive_mid_incident_shows_the_fork() {
     assert!(screen.contains("FORK ×1"), "{screen}");
     assert!(screen.contains("orphaned"), "{screen}");
     assert!(
-        screen.contains('◉'),
+        screen.contains(forkscope::tui::panes::lanes::ORPHAN_EMIT),
         "orphan emits have their own glyph:\n{screen}"
     );
     insta::assert_snapshot!(screen);
@@ -340,6 +341,7 @@ fn the_prove_it_card_shows_the_counterexample() {
             present: false,
             hide_verdict: false,
             knobs: None,
+            explained: None,
         };
         terminal
             .draw(|frame| {
@@ -398,6 +400,7 @@ fn the_evidence_card_pins_the_lesson() {
             present: false,
             hide_verdict: false,
             knobs: None,
+            explained: None,
         };
         terminal
             .draw(|frame| {

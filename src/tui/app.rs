@@ -8,7 +8,7 @@ use super::log::LogRing;
 use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
 use super::panes::header::Travel;
-use super::panes::lanes::{LaneSource, LanesDrawn, Row, Zoom};
+use super::panes::lanes::{self, LaneSource, LanesDrawn, Row, Zoom};
 use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
 use super::panes::proof::{ProofResult, ProofView};
@@ -20,7 +20,7 @@ use crate::record::Recorder;
 use crate::scenario::journal::{self, Journal, Observed};
 use crate::scenario::player::{self, Gate, Pace};
 use crate::scenario::{self, Scenario};
-use forkscope_core::Policy;
+use forkscope_core::{AnomalyKind, Policy};
 use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
@@ -113,6 +113,10 @@ pub struct App {
     help_paused: bool,
     /// What was last captured as a moment (see [`App::changes`]).
     captured: Option<u64>,
+    /// The condition the invariant panel explains (keys 1–5).
+    explained: Option<forkscope_core::Condition>,
+    /// Which of the run's violation stops `v` last travelled to.
+    violation_step: Option<usize>,
     /// The selected lane mark: panel, and absolute index among the track's marks.
     selected: Option<(usize, usize)>,
     zoom: Zoom,
@@ -125,6 +129,47 @@ pub struct App {
     /// What was done since the labs started, for "save what I did" (`w`).
     journal: Journal,
     quit: bool,
+}
+
+/// A moment where a lab's count of one kind of violation grew.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ViolationStop {
+    moment: usize,
+    panel: usize,
+    kind: AnomalyKind,
+}
+
+/// Every moment a violation count grew, the first fork first and the rest in time order:
+/// the fork explains the duplicates, which can reach the checker a moment before it.
+fn violation_stops(timeline: &Timeline) -> Vec<ViolationStop> {
+    let mut stops = Vec::new();
+    let mut before: Vec<std::collections::BTreeMap<AnomalyKind, u64>> = Vec::new();
+    for moment in 0..timeline.len() {
+        let Some(m) = timeline.moment(moment) else {
+            continue;
+        };
+        for (panel, frozen) in m.panels.iter().enumerate() {
+            let counts = &frozen.snapshot.view.verdict.counts;
+            if before.len() <= panel {
+                before.resize(panel + 1, Default::default());
+            }
+            for (kind, n) in counts {
+                if before[panel].get(kind).is_none_or(|was| was < n) {
+                    stops.push(ViolationStop {
+                        moment,
+                        panel,
+                        kind: *kind,
+                    });
+                }
+            }
+            before[panel] = counts.clone();
+        }
+    }
+    if let Some(fork) = stops.iter().position(|s| s.kind == AnomalyKind::Fork) {
+        let fork = stops.remove(fork);
+        stops.insert(0, fork);
+    }
+    stops
 }
 
 impl App {
@@ -154,6 +199,8 @@ impl App {
             travel_paused: false,
             help_paused: false,
             captured: None,
+            violation_step: None,
+            explained: None,
             selected: None,
             zoom: Zoom::default(),
             present: start.present,
@@ -382,6 +429,7 @@ impl App {
             event: event.as_ref(),
             present: self.present,
             hide_verdict: self.hide_verdict,
+            explained: self.explained,
             knobs: self.knobs.as_ref(),
         };
         let frame_lock = super::TERMINAL
@@ -511,6 +559,61 @@ impl App {
         self.travel = Some(to);
     }
 
+    /// `v`: the fork first, then every other violation in the order it happened; each press
+    /// travels to the next and selects its mark in the lanes, so the card explains it.
+    fn step_violation(&mut self) {
+        let stops = violation_stops(&self.timeline);
+        if stops.is_empty() {
+            self.say("no violation in this run");
+            return;
+        }
+        let next = match (self.travel, self.violation_step) {
+            (Some(_), Some(k)) => (k + 1) % stops.len(),
+            _ => 0,
+        };
+        if self.travel.is_none() {
+            self.pause_for_travel();
+        }
+        let stop = stops[next];
+        self.travel = Some(stop.moment);
+        self.violation_step = Some(next);
+        self.selected = self.mark_of(stop);
+        let tail = if next + 1 == stops.len() {
+            "the last; v starts over, End is live"
+        } else {
+            "v: the next"
+        };
+        self.say(format!(
+            "violation {} of {}: {} · {tail}",
+            next + 1,
+            stops.len(),
+            crate::tui::panes::invariant::short(stop.kind)
+        ));
+    }
+
+    /// The lane mark of a violation stop: the orphan emit or duplicate that arrived in its
+    /// moment (other anomalies have no mark of their own).
+    fn mark_of(&self, stop: ViolationStop) -> Option<(usize, usize)> {
+        let glyph = match stop.kind {
+            AnomalyKind::Fork => lanes::ORPHAN_EMIT,
+            AnomalyKind::Duplicate => '◆',
+            _ => return None,
+        };
+        let moment = self.timeline.moment(stop.moment)?;
+        let frozen = moment.panels.get(stop.panel)?;
+        let from = stop
+            .moment
+            .checked_sub(1)
+            .and_then(|m| self.timeline.moment(m))
+            .and_then(|m| m.panels.get(stop.panel))
+            .map_or(0, |f| f.placed);
+        let (marks, base) = self.timeline.tracks[stop.panel].placed_until(frozen.placed);
+        let from = from.saturating_sub(base);
+        (from..marks.len())
+            .find(|i| marks[*i].mark.glyph == glyph)
+            .map(|i| (stop.panel, base + i))
+    }
+
     fn pause_for_travel(&mut self) {
         self.travel_paused = self.pause_running();
     }
@@ -542,6 +645,7 @@ impl App {
 
     /// Back to the present; lab time runs again if time travel paused it.
     fn go_live(&mut self) {
+        self.violation_step = None;
         if self.travel.take().is_none() {
             return;
         }
@@ -640,14 +744,20 @@ impl App {
     /// Pins the first violation (or, until one happens, the first typed rejection) in the
     /// evidence card; with `pause_at_violation`, pauses the labs on a violation.
     fn pin_evidence(&mut self, panels: &[Snapshot]) {
-        if self.evidence_dismissed || self.evidence.as_ref().is_some_and(|e| e.violation) {
+        if self.evidence_dismissed {
             return;
         }
-        let found = panels
-            .iter()
-            .filter_map(evidence::of)
-            .max_by_key(|e| e.violation);
+        // A violation outranks a rejection; among violations the fork leads (it explains
+        // the duplicates that may reach the checker a moment before it).
+        let rank = |e: &EvidenceView| (e.violation, std::cmp::Reverse(e.kind));
+        let found = panels.iter().filter_map(evidence::of).max_by_key(rank);
         let Some(mut found) = found else { return };
+        if let Some(pinned) = &self.evidence
+            && pinned.violation
+            && rank(&found) <= rank(pinned)
+        {
+            return;
+        }
         if found.violation && self.pause_at_violation {
             match &self.playback {
                 Some(p) => p.gate.set(Pace::Paused),
@@ -699,7 +809,7 @@ impl App {
         }
         // Esc closes what is open, one thing at a time, before it quits.
         if key.code == KeyCode::Esc && !self.help {
-            if self.selected.take().is_some() {
+            if self.selected.take().is_some() || self.explained.take().is_some() {
                 return;
             }
             if self.travel.is_some() {
@@ -716,6 +826,13 @@ impl App {
             Command::ToggleCompare => self.toggle_compare().await,
             Command::OpenPicker => self.picker = Some(Picker::load(&self.scenario_dir)),
             Command::Prove => self.prove(),
+            Command::Travel(Jump::FirstViolation) => self.step_violation(),
+            Command::Explain(n) => {
+                let asked = forkscope_core::Condition::ALL
+                    .get(usize::from(n) - 1)
+                    .copied();
+                self.explained = if self.explained == asked { None } else { asked };
+            }
             Command::Travel(jump) => self.travel_to(jump),
             Command::Live => self.go_live(),
             Command::Select(direction) => self.select(direction),
@@ -821,10 +938,38 @@ impl App {
         if self.playback.is_some() {
             return self.say("a scenario sets its own knobs; R returns to a live lab first");
         }
-        let Some(lab) = self.labs.first() else { return };
-        let config = *lab.core().server.config();
-        let latency = lab.proxy().latency_ms();
-        self.knobs = Some(Knobs::new(Settings::of(&self.options, config, latency)));
+        let settings: Vec<(Policy, Settings)> = self
+            .labs
+            .iter()
+            .map(|lab| {
+                let config = *lab.core().server.config();
+                let latency = lab.proxy().latency_ms();
+                (lab.policy(), Settings::of(&self.options, config, latency))
+            })
+            .collect();
+        let Some((_, first)) = settings.first() else {
+            return;
+        };
+        let mut knobs = Knobs::new(*first);
+        // In compare mode one lab may have taken a value the other refused: the card shows
+        // the first lab's, and says where the other differs rather than hide it.
+        let differ: Vec<String> = settings
+            .iter()
+            .skip(1)
+            .flat_map(|(policy, other)| {
+                crate::tui::knobs::Knob::ALL
+                    .into_iter()
+                    .filter(|k| other.shown(*k) != first.shown(*k))
+                    .map(move |k| format!("{policy} runs {} {}", k.label(), other.shown(k)))
+            })
+            .collect();
+        if !differ.is_empty() {
+            knobs.refused = Some(format!(
+                "the labs differ: {} (it refused the other value)",
+                differ.join("; ")
+            ));
+        }
+        self.knobs = Some(knobs);
     }
 
     async fn knobs_key(&mut self, key: KeyEvent) {

@@ -28,11 +28,13 @@ pub enum Command {
     Knobs,
     /// Save what was done since the labs started as a scenario file.
     SaveScenario,
+    /// Explain condition 1–5 on the invariant panel (again: close it).
+    Explain(u8),
     Quit,
 }
 
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 28] = [
+pub const BINDINGS: [(&str, Command, &str); 29] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -98,7 +100,7 @@ pub const BINDINGS: [(&str, Command, &str); 28] = [
     (
         "v",
         Command::Travel(Jump::FirstViolation),
-        "jump to the first violation",
+        "violations, the fork first",
     ),
     (
         "[ ]",
@@ -111,6 +113,7 @@ pub const BINDINGS: [(&str, Command, &str); 28] = [
     ("V", Command::HideVerdict, "predict: hide ⇄ reveal verdict"),
     ("k", Command::Knobs, "knobs: grace, retry, rates…"),
     ("w", Command::SaveScenario, "save what I did as a scenario"),
+    ("1–5", Command::Explain(1), "explain a condition"),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (Esc closes things first)"),
 ];
@@ -151,6 +154,7 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
         KeyCode::Char(']') => Some(Command::Travel(Jump::NextDecision)),
         KeyCode::Char(',') => Some(Command::Select(-1)),
         KeyCode::Char('.') => Some(Command::Select(1)),
+        KeyCode::Char(c @ '1'..='5') => Some(Command::Explain(c as u8 - b'0')),
         _ => None,
     };
     if travel.is_some() {

@@ -13,6 +13,7 @@ use super::panes::{
 };
 use super::theme::Theme;
 use crate::lab::Snapshot;
+use forkscope_core::Condition;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::Line;
@@ -52,6 +53,8 @@ pub struct Screen<'a> {
     pub hide_verdict: bool,
     /// The knobs overlay.
     pub knobs: Option<&'a Knobs>,
+    /// The condition explained on the invariant panel (keys 1–5).
+    pub explained: Option<Condition>,
 }
 
 impl<'a> Screen<'a> {
@@ -74,6 +77,7 @@ impl<'a> Screen<'a> {
             present: false,
             hide_verdict: false,
             knobs: None,
+            explained: None,
         }
     }
 }
@@ -111,18 +115,23 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     let compare = screen.panels.len() > 1;
     header::render(frame, top, first, compare, screen.travel, theme);
     let body = match screen.event {
-        Some(card) if body.height >= 14 + event_card::HEIGHT => {
-            let [body, pane] =
-                Layout::vertical([Constraint::Fill(1), Constraint::Length(event_card::HEIGHT)])
-                    .areas(body);
+        Some(card) if body.height >= 14 + event_card::height(card, body.width) => {
+            let [body, pane] = Layout::vertical([
+                Constraint::Fill(1),
+                Constraint::Length(event_card::height(card, body.width)),
+            ])
+            .areas(body);
             event_card::render(frame, pane, card, theme);
             body
         }
         _ => body,
     };
     let evidence = screen.evidence.filter(|_| !screen.hide_verdict);
+    // The card repeats a verdict the panes already show: it gets room only after them (two
+    // columns need more rows than one).
+    let panes_need = if compare { 22 } else { 16 };
     let body = match evidence {
-        Some(e) if body.height >= 16 + evidence::height(e, body.width) => {
+        Some(e) if body.height >= panes_need + evidence::height(e, body.width) => {
             let [body, pane] = Layout::vertical([
                 Constraint::Fill(1),
                 Constraint::Length(evidence::height(e, body.width)),
@@ -160,7 +169,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
                     theme,
                 )
             } else {
-                draw_column(frame, *column, snap, lanes, screen.hide_verdict, theme)
+                draw_column(frame, *column, snap, lanes, screen, theme)
             });
         }
     } else {
@@ -189,11 +198,18 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
 }
 
 /// The invariant panel, or the card that hides it while a room predicts.
-fn verdict_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
+fn verdict_pane(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    hidden: bool,
+    explained: Option<Condition>,
+    theme: &Theme,
+) {
     if hidden {
         presenter::render_hidden(frame, area, theme);
     } else {
-        invariant::render(frame, area, snap, theme);
+        invariant::render(frame, area, snap, explained, theme);
     }
 }
 
@@ -269,7 +285,12 @@ fn draw_single(
     let log_height = body
         .height
         .saturating_sub(top_height + lanes_height + bottom_height);
-    let log_height = if log_height >= 4 { log_height } else { 0 };
+    // A log too short to read gives its rows to the invariant panel, not to blank space.
+    let (log_height, bottom_height) = if log_height >= 4 {
+        (log_height, bottom_height)
+    } else {
+        (0, bottom_height + log_height)
+    };
     let [top, lanes_area, bottom, log_area] = Layout::vertical([
         Constraint::Length(top_height),
         Constraint::Length(lanes_height),
@@ -286,10 +307,24 @@ fn draw_single(
     if bottom.width >= 100 {
         let [invariant_area, http_area] =
             Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(bottom);
-        verdict_pane(frame, invariant_area, snap, screen.hide_verdict, theme);
+        verdict_pane(
+            frame,
+            invariant_area,
+            snap,
+            screen.hide_verdict,
+            screen.explained,
+            theme,
+        );
         exchanges::render(frame, http_area, snap, theme);
     } else {
-        verdict_pane(frame, bottom, snap, screen.hide_verdict, theme);
+        verdict_pane(
+            frame,
+            bottom,
+            snap,
+            screen.hide_verdict,
+            screen.explained,
+            theme,
+        );
     }
     if log_height > 0 {
         logs::render(frame, log_area, screen.log, screen.travel.is_some(), theme);
@@ -302,26 +337,44 @@ fn draw_column(
     area: Rect,
     snap: &Snapshot,
     lanes: Option<LaneSource>,
-    hidden: bool,
+    screen: &Screen,
     theme: &Theme,
 ) -> LanesDrawn {
-    // Short terminals drop the client pane before the verdict.
-    let client_height = if area.height >= 30 { 6 } else { 0 };
-    let [badge, streams_area, client_area, lanes_area, invariant_area] = Layout::vertical([
+    let hidden = screen.hide_verdict;
+    // The client's side effects and duplicates always show (two rows at least); a tall
+    // terminal gives it its whole pane. The http line is the newest exchange.
+    // At the smallest sizes the streams and the http line give way, so the verdict keeps
+    // three rows.
+    let (streams_height, client_height, http_height) = match area.height {
+        30.. => (5, 7, 1),
+        22.. => (5, 4, 1),
+        _ => (4, 3, 0),
+    };
+    let [
+        badge,
+        streams_area,
+        client_area,
+        lanes_area,
+        invariant_area,
+        http_area,
+    ] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Length(5),
+        Constraint::Length(streams_height),
         Constraint::Length(client_height),
         Constraint::Length(5),
         Constraint::Fill(1),
+        Constraint::Length(http_height),
     ])
     .areas(area);
     let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
     frame.render_widget(line, badge);
     streams::render(frame, streams_area, snap, theme);
-    if client_height > 0 {
-        client::render(frame, client_area, snap, hidden, theme);
-    }
+    client::render(frame, client_area, snap, hidden, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
-    verdict_pane(frame, invariant_area, snap, hidden, theme);
+    verdict_pane(frame, invariant_area, snap, hidden, screen.explained, theme);
+    frame.render_widget(
+        exchanges::summary(snap, usize::from(http_area.width), theme),
+        http_area,
+    );
     drawn
 }

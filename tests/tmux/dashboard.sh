@@ -132,10 +132,10 @@ T send-keys -t fs f
 check "f: the full dashboard again" wait_for "╭ invariant"
 T resize-window -t fs -x 80 -y 24
 check "80×24: both lanes of the fork" wait_for "^│s2 "
-check "80×24: and the orphan's lane" wait_for "^│s1 .*◉"
+check "80×24: and the orphan's lane" wait_for "^│s1 .*╳"
 T resize-window -t fs -x 60 -y 20
 check "60×20: both lanes of the fork" wait_for "^│s2 "
-check "60×20: the orphan's lane with its orphan emits" wait_for "^│s1 .*◉"
+check "60×20: the orphan's lane with its orphan emits" wait_for "^│s1 .*╳"
 check "60×20: the verdict" wait_for "verdict FORK"
 T resize-window -t fs -x 120 -y 40
 T send-keys -t fs k

@@ -40,8 +40,8 @@ pub use ids::{
 };
 pub use policy::{Condition, Policy};
 pub use resume::{
-    ClientAction, NewStream, RejectReason, ResumeDecision, ResumeRejected, ResumeRequest, Resumed,
-    StreamEcho,
+    ClientAction, IdentityProof, NewStream, RejectReason, ResumeDecision, ResumeRejected,
+    ResumeRequest, Resumed, StreamEcho,
 };
 pub use server::{EmitError, OrphanCause, Server, SessionError, StreamKind, StreamState};
 pub use time::LabTime;

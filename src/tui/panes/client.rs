@@ -47,9 +47,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
     // values and drops the words the glossary explains.
     let inner = area.width.saturating_sub(2) as usize;
     let fit = |forms: Vec<Vec<Span<'static>>>| {
-        let mut forms: Vec<Line> = forms.into_iter().map(Line::from).collect();
-        let at = forms.iter().position(|l| l.width() <= inner);
-        forms.swap_remove(at.unwrap_or(forms.len() - 1))
+        super::fit(forms.into_iter().map(Line::from).collect(), inner)
     };
     let bound = match (&client.bound_stream, client.reconciles) {
         (_, false) => Span::styled("unchecked: assumes continuity", theme.warn()),
@@ -147,43 +145,73 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
             .into_iter()
             .map(|token| vec![label("token"), token])
             .collect()),
-        Line::from(vec![
-            label("applied"),
-            // Hidden too while a room predicts: beside the other lab's, the count gives the
-            // duplicates away.
-            Span::raw(if hidden {
-                "?".to_owned()
-            } else {
-                client.applied.to_string()
-            }),
-            Span::styled("  skipped ", theme.dim()),
-            Span::raw(client.replays_skipped.to_string()),
-            Span::styled("  duplicates ", theme.dim()),
-            Span::styled(
-                if hidden {
+        // Whole fields, duplicates before skipped: the count the lesson is about stays.
+        {
+            let applied = vec![
+                label("applied"),
+                // Hidden too while a room predicts: beside the other lab's, the count gives
+                // the duplicates away.
+                Span::raw(if hidden {
                     "?".to_owned()
                 } else {
-                    duplicates.to_string()
-                },
-                if hidden {
-                    theme.dim()
-                } else if duplicates > 0 {
-                    theme.bad()
-                } else {
-                    theme.good()
-                },
-            ),
-        ]),
+                    client.applied.to_string()
+                }),
+            ];
+            let duplicates = |word: &'static str| {
+                vec![
+                    Span::styled(word, theme.dim()),
+                    Span::styled(
+                        if hidden {
+                            "?".to_owned()
+                        } else {
+                            duplicates.to_string()
+                        },
+                        if hidden {
+                            theme.dim()
+                        } else if duplicates > 0 {
+                            theme.bad()
+                        } else {
+                            theme.good()
+                        },
+                    ),
+                ]
+            };
+            let skipped = vec![
+                Span::styled("  skipped ", theme.dim()),
+                Span::raw(client.replays_skipped.to_string()),
+            ];
+            let forms = [
+                vec![applied.clone(), skipped, duplicates("  duplicates ")],
+                vec![applied.clone(), duplicates("  duplicates ")],
+                vec![applied, duplicates("  dup ")],
+            ];
+            let at = forms
+                .iter()
+                .position(|f| f.iter().flatten().map(Span::width).sum::<usize>() <= inner)
+                .unwrap_or(forms.len() - 1);
+            super::fields(forms[at].clone(), inner)
+        },
         tool_call(client.request.as_ref(), theme),
     ];
+    // A short pane (compare mode) keeps what the lesson needs: side effects and duplicates,
+    // then the cursor, the phase, the token, the tool call; in their usual order.
+    let rows = usize::from(area.height.saturating_sub(2));
+    let mut keep: Vec<usize> = [3, 1, 0, 2, 4].into_iter().take(rows).collect();
+    keep.sort_unstable();
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, l)| super::clip(l, inner))
+        .collect();
     frame.render_widget(Paragraph::new(lines).block(block("client", theme)), area);
 }
 
 /// The latest tool call: how far it got, whether its stream was resumed, and its result.
-fn tool_call<'a>(
+fn tool_call(
     request: Option<&forkscope_core::client::RequestStream>,
     theme: &Theme,
-) -> Line<'a> {
+) -> Line<'static> {
     let label = Span::styled(format!("{:<8}", "call"), theme.dim());
     let Some(r) = request else {
         return Line::from(vec![

@@ -8,8 +8,8 @@ use forkscope_core::history::{Entry, Record};
 use forkscope_core::{EventId, IdScheme, Policy, SessionId, StreamId};
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::text::Line;
+use ratatui::widgets::{Clear, Paragraph};
 
 /// Rows the card takes: border, title and three lines.
 pub const HEIGHT: u16 = 6;
@@ -124,7 +124,7 @@ pub fn describe(
     policy: Policy,
 ) -> Option<EventCard> {
     let entry = entries.get(placed.entry.checked_sub(base)?)?;
-    let bound_elsewhere = placed.mark.glyph == '◉';
+    let bound_elsewhere = placed.mark.glyph == '╳';
     Some(match &entry.record {
         Record::Emitted {
             session,
@@ -233,17 +233,53 @@ fn kind_words(record: &Record) -> &'static str {
     }
 }
 
+/// Rows the card may grow to, so its sentences wrap instead of being cut.
+const MAX_HEIGHT: u16 = 10;
+
+/// Rows the card needs at `width` columns: its border and every line wrapped between words.
+pub fn height(card: &EventCard, width: u16) -> u16 {
+    let rows = wrapped(card, width).len();
+    (2 + u16::try_from(rows).unwrap_or(u16::MAX)).clamp(HEIGHT, MAX_HEIGHT)
+}
+
+fn wrapped(card: &EventCard, width: u16) -> Vec<(String, bool)> {
+    let inner = usize::from(width.saturating_sub(2));
+    std::iter::once((card.title.as_str(), true))
+        .chain(card.lines.iter().map(|l| (l.as_str(), false)))
+        .flat_map(|(text, title)| {
+            super::wrap_words(text, inner)
+                .into_iter()
+                .map(move |row| (row, title))
+        })
+        .collect()
+}
+
 pub fn render(frame: &mut Frame, area: Rect, card: &EventCard, theme: &Theme) {
-    let mut lines = vec![Line::from(Span::styled(
-        card.title.clone(),
-        if card.bad { theme.bad() } else { theme.title() },
-    ))];
-    lines.extend(card.lines.iter().map(|l| Line::raw(l.clone())));
+    let rows = usize::from(area.height.saturating_sub(2));
+    let mut wrapped = wrapped(card, area.width);
+    if wrapped.len() > rows {
+        // Whatever is left over says so rather than ending mid-sentence without a sign.
+        wrapped.truncate(rows);
+        if let Some((last, _)) = wrapped.last_mut() {
+            let inner = usize::from(area.width.saturating_sub(2));
+            while last.chars().count() + 2 > inner && !last.is_empty() {
+                let cut = last.rfind(' ').unwrap_or(0);
+                last.truncate(cut);
+            }
+            last.push_str(" …");
+        }
+    }
+    let lines: Vec<Line> = wrapped
+        .into_iter()
+        .map(|(row, title)| match (title, card.bad) {
+            (true, true) => Line::styled(row, theme.bad()),
+            (true, false) => Line::styled(row, theme.title()),
+            (false, _) => Line::raw(row),
+        })
+        .collect();
     frame.render_widget(Clear, area);
     frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
-            .block(block("selected event · , . move · Esc clears", theme)),
+        Paragraph::new(lines).block(block("selected event · , . move · Esc clears", theme)),
         area,
     );
 }

@@ -26,6 +26,9 @@ pub struct EvidenceView {
     pub why: String,
     /// The labs were paused on it (presenters' `--pause-at-violation`).
     pub paused: bool,
+    /// The anomaly it shows: a card pinned on a duplicate gives way to the fork that explains
+    /// it, when the checker sees the fork a moment later.
+    pub kind: Option<AnomalyKind>,
 }
 
 /// Rows the card takes at least: its border and two lines.
@@ -74,6 +77,7 @@ pub fn of(snap: &Snapshot) -> Option<EvidenceView> {
             said: first.to_string(),
             why: why(kind).to_owned(),
             paused: false,
+            kind: Some(kind),
         });
     }
     snap.recent.iter().find_map(|entry| match &entry.record {
@@ -97,6 +101,7 @@ pub fn of(snap: &Snapshot) -> Option<EvidenceView> {
             }
             .to_owned(),
             paused: false,
+            kind: None,
         }),
         _ => None,
     })
@@ -172,6 +177,7 @@ mod tests {
                     .to_owned(),
             why: why(AnomalyKind::Duplicate).to_owned(),
             paused: false,
+            kind: None,
         };
         assert_eq!(height(&card, 200), HEIGHT, "both lines fit");
         assert_eq!(height(&card, 100), 5, "the why wraps onto a second row");

@@ -13,6 +13,7 @@ const DETAILED: usize = 2;
 
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let room = area.height.saturating_sub(2) as usize;
+    let inner = usize::from(area.width.saturating_sub(2));
     let lines_of = |exchange: &crate::lab::Exchange, detailed: bool| {
         let status_style = match exchange.status {
             200..=299 => theme.good(),
@@ -28,10 +29,18 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
         let mut block_lines = vec![Line::from(header)];
         if detailed {
             for (name, value) in &exchange.headers {
+                // A token or cursor is an opaque id: shortened, it says so with `…`.
+                let room = inner.saturating_sub(10 + name.chars().count() + 2);
+                let value = if value.chars().count() > room {
+                    let kept: String = value.chars().take(room.saturating_sub(1)).collect();
+                    format!("{kept}…")
+                } else {
+                    value.clone()
+                };
                 block_lines.push(Line::from(vec![
                     Span::raw("          "),
                     Span::styled(format!("{name}: "), theme.dim()),
-                    Span::raw(value.clone()),
+                    Span::raw(value),
                 ]));
             }
         }
@@ -70,5 +79,35 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     if lines.is_empty() {
         lines.push(Line::styled("no exchanges yet", theme.dim()));
     }
+    let lines: Vec<Line> = lines.into_iter().map(|l| super::clip(l, inner)).collect();
     frame.render_widget(Paragraph::new(lines).block(block("http", theme)), area);
+}
+
+/// One line for a narrow column (compare mode): the newest exchange, and how many of the
+/// run's exchanges were refused.
+pub fn summary(snap: &Snapshot, width: usize, theme: &Theme) -> Line<'static> {
+    let mut fields = vec![vec![Span::styled("http ", theme.title())]];
+    match snap.exchanges.last() {
+        None => fields.push(vec![Span::styled("no exchanges yet", theme.dim())]),
+        Some(e) => {
+            let style = match e.status {
+                200..=299 => theme.good(),
+                409 => theme.warn(),
+                _ => theme.bad(),
+            };
+            fields.push(vec![
+                Span::styled(format!("{} ", e.method), theme.key()),
+                Span::styled(e.status.to_string(), style),
+            ]);
+            fields.push(vec![Span::raw(format!(" {}", e.what))]);
+        }
+    }
+    let refused = snap.exchanges.iter().filter(|e| e.status >= 400).count();
+    if refused > 0 {
+        fields.insert(
+            1,
+            vec![Span::styled(format!("{refused} refused · "), theme.warn())],
+        );
+    }
+    super::fields(fields, width)
 }

@@ -27,7 +27,7 @@ pub const GLOSSARY: [(&str, &str); 17] = [
     ),
     (
         "lanes",
-        "● emit ◉ orphan emit ○ copied ▲ applied ◆ dup ↺ resumed",
+        "● emit ╳ orphan emit ○ copied ▲ applied ◆ dup ↺ resumed",
     ),
     ("", "✗ rejected × refused ┃ fenced ╎ orphaned"),
     (
@@ -72,7 +72,7 @@ fn intro(theme: &Theme) -> Vec<Line<'static>> {
             theme.title(),
         ),
         Line::styled(
-            "The seed incident: n, a few events, t, d: the orphan keeps receiving (◉), the client \
+            "The seed incident: n, a few events, t, d: the orphan keeps receiving (╳), the client \
              applies duplicates (◆). R, t, d under fenced: the id carries the stream's key, so it \
              resumes cleanly (--identity token-header: a typed 428). m shows both. k turns knobs.",
             theme.dim(),

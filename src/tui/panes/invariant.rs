@@ -1,10 +1,11 @@
 //! The invariant panel: the five conditions of the seed, green or red, and the checker's
 //! verdict with its one-sentence explanation.
 
-use super::block;
+use super::{block, wrap_words};
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
-use forkscope_core::AnomalyKind;
+use forkscope_core::view::ConditionStatus;
+use forkscope_core::{AnomalyKind, Condition};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -13,13 +14,21 @@ use ratatui::widgets::{Paragraph, Wrap};
 /// Rows below which the five conditions share one line, so the verdict and its sentence stay.
 const COMPACT_BELOW: u16 = 11;
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+/// `explained`: the condition a person asked about (keys 1–5): its meaning and why it holds
+/// or not here lead the panel, at any size.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    explained: Option<Condition>,
+    theme: &Theme,
+) {
     // Conditions stay one line each (truncated to fit); only the verdict sentence wraps. A
     // short panel gives them one line together.
     let width = area.width.saturating_sub(2) as usize;
     let rows = area.height.saturating_sub(2) as usize;
     let mut verdict = Vec::new();
-    push_verdict(&mut verdict, snap, theme);
+    push_verdict(&mut verdict, snap, width, theme);
     // Counted as the paragraph will wrap them: by words.
     let verdict_rows: usize = verdict
         .iter()
@@ -29,30 +38,69 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
         })
         .sum();
     let conditions = snap.view.conditions.len();
-    let mut lines: Vec<Line> = if area.height < COMPACT_BELOW || conditions + verdict_rows > rows {
-        let mut spans = vec![Span::styled("conditions ", theme.title())];
+    let explained = explained.and_then(|e| snap.view.conditions.iter().find(|c| c.condition == e));
+    let mut lines: Vec<Line> = if let Some(c) = explained {
+        explain(c, width, theme)
+    } else if area.height < COMPACT_BELOW || conditions + verdict_rows > rows {
+        let mut fields = vec![vec![Span::styled("conditions ", theme.title())]];
         for c in &snap.view.conditions {
             let (mark, style) = if c.holds {
                 ("✔", theme.good())
             } else {
                 ("✘", theme.bad())
             };
-            spans.push(Span::styled(
+            fields[0].push(Span::styled(
                 format!("{mark}{} ", c.condition.number()),
                 style,
             ));
         }
-        vec![Line::from(spans)]
+        fields.push(vec![Span::styled(" 1–5 explain", theme.dim())]);
+        vec![super::fields(fields, width)]
     } else {
         full_conditions(snap, theme, width, rows.saturating_sub(verdict_rows))
     };
-    push_verdict(&mut lines, snap, theme);
+    push_verdict(&mut lines, snap, width, theme);
+    let compact = lines
+        .first()
+        .is_some_and(|l| l.to_string().contains("1–5 explain"));
+    if explained.is_none() && !compact && lines.len() < rows {
+        lines.push(Line::styled("1–5 explain a condition", theme.dim()));
+    }
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: true })
             .block(block("invariant", theme)),
         area,
     );
+}
+
+/// One condition, explained: its title, what it means, and why it holds or not in this run.
+fn explain(c: &ConditionStatus, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let (mark, style) = if c.holds {
+        ("✔ holds", theme.good())
+    } else {
+        ("✘ broken", theme.bad())
+    };
+    let mut lines = vec![Line::styled(
+        format!("{mark} · {} {}", c.condition.number(), c.condition.title()),
+        style,
+    )];
+    let mut said = |label: &str, text: &str| {
+        for (i, row) in wrap_words(&format!("{label}{text}"), width)
+            .into_iter()
+            .enumerate()
+        {
+            lines.push(Line::styled(
+                row,
+                if i == 0 { theme.text() } else { theme.dim() },
+            ));
+        }
+    };
+    said("means: ", c.condition.meaning());
+    if !c.note.is_empty() {
+        said("here: ", &c.note);
+    }
+    lines
 }
 
 /// The conditions in `budget` rows: each with its mark, number and title, and why it holds or
@@ -115,60 +163,42 @@ fn full_conditions<'a>(
     }
 }
 
-/// `text` in lines of at most `width` characters, broken between words.
-fn wrap_words(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(8);
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
-}
-
 /// The verdict, the typed rejections, and the leading anomaly's sentence.
-/// The verdict in a word or a count per anomaly: `CLEAN`, `FORK ×1 · DUPLICATE ×3`.
-pub(crate) fn summary(snap: &Snapshot) -> String {
+fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme: &Theme) {
     let verdict = &snap.view.verdict;
+    // A count never wraps away from its kind: the line breaks between `KIND ×n` fields.
+    let mut fields = vec![vec![Span::styled("verdict ", theme.title())]];
     if verdict.clean {
-        "CLEAN".to_owned()
+        fields[0].push(Span::styled("CLEAN", theme.verdict(true)));
     } else {
-        verdict
-            .counts
-            .iter()
-            .map(|(kind, n)| format!("{} ×{n}", short(*kind)))
-            .collect::<Vec<_>>()
-            .join(" · ")
+        for (i, (kind, n)) in verdict.counts.iter().enumerate() {
+            let text = format!("{}{} ×{n}", if i == 0 { "" } else { " · " }, short(*kind));
+            let field = vec![Span::styled(text, theme.verdict(false))];
+            if i == 0 {
+                fields[0].extend(field);
+            } else {
+                fields.push(field);
+            }
+        }
     }
-}
-
-fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, theme: &Theme) {
-    let verdict = &snap.view.verdict;
-    let summary = summary(snap);
-    lines.push(Line::from(vec![
-        Span::styled("verdict ", theme.title()),
-        Span::styled(summary, theme.verdict(verdict.clean)),
-    ]));
+    lines.extend(super::wrap_fields(fields, width));
     // The typed rejections are the fenced story's evidence: name them before the sentence.
     let rejected = &snap.view.counters.resumes_rejected;
     if !rejected.is_empty() {
-        let list: Vec<String> = rejected
-            .iter()
-            .map(|(reason, n)| format!("{} {reason} ×{n}", reason.http_status()))
-            .collect();
-        lines.push(Line::from(vec![
-            Span::styled("typed rejections ", theme.title()),
-            Span::styled(list.join(" · "), theme.warn()),
-        ]));
+        let mut fields = vec![vec![Span::styled("typed rejections ", theme.title())]];
+        for (i, (reason, n)) in rejected.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " · " };
+            let field = Span::styled(
+                format!("{sep}{} {reason} ×{n}", reason.http_status()),
+                theme.warn(),
+            );
+            if i == 0 {
+                fields[0].push(field);
+            } else {
+                fields.push(vec![field]);
+            }
+        }
+        lines.extend(super::wrap_fields(fields, width));
     }
     lines.push(Line::styled(
         verdict.headline.clone(),

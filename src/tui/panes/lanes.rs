@@ -19,9 +19,13 @@ use ratatui::widgets::Paragraph;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+/// An emit onto an orphaned stream: the fork. A cross, not a dot, so it differs from `●` by
+/// shape where colour is lost (a projector, `NO_COLOR`).
+pub const ORPHAN_EMIT: char = '╳';
+
 /// The lanes' glyphs, most needed first.
 const LEGEND: [&str; 10] = [
-    "◉ orphan emit",
+    "╳ orphan emit",
     "◆ duplicate",
     "✗ rejected",
     "● emit",
@@ -165,7 +169,7 @@ impl Classifier {
                     && !copied
                     && !self.requests.contains(&(*session, *stream));
                 let mark = match (orphan, copied) {
-                    (true, _) => Mark::new('◉', Severity::Violation, Some(*stream)),
+                    (true, _) => Mark::new(ORPHAN_EMIT, Severity::Violation, Some(*stream)),
                     (_, true) => Mark::new('○', Severity::Warn, Some(*stream)),
                     _ => Mark::new('●', Severity::Event, Some(*stream)),
                 };
@@ -367,7 +371,7 @@ fn styled(cell: Option<(Mark, usize)>, source: &LaneSource, theme: &Theme) -> Sp
         None => Span::styled("·", theme.border()),
         Some((m, index)) => {
             let (glyph, severity) = match (source.hide_verdict, m.severity, m.glyph) {
-                (true, Severity::Violation, '◉') => ('●', Severity::Event),
+                (true, Severity::Violation, ORPHAN_EMIT) => ('●', Severity::Event),
                 (true, Severity::Violation, _) => ('▲', Severity::Event),
                 _ => (m.glyph, m.severity),
             };
@@ -382,6 +386,53 @@ fn styled(cell: Option<(Mark, usize)>, source: &LaneSource, theme: &Theme) -> Sp
             }
             Span::styled(glyph.to_string(), style)
         }
+    }
+}
+
+/// The session's first orphan emit, when it lies before the window.
+#[derive(Clone, Copy, Debug)]
+struct ForkOffScreen {
+    stream: StreamId,
+    at_ms: u64,
+}
+
+fn first_fork_before(
+    placed: &[Placed],
+    session: Option<SessionId>,
+    start: u64,
+    in_order: bool,
+) -> Option<ForkOffScreen> {
+    let fork = placed
+        .iter()
+        .take_while(|p| p.coordinate(in_order) < start)
+        .find(|p| p.mark.glyph == ORPHAN_EMIT && p.shown_for(session))?;
+    match fork.row {
+        Row::Stream(stream) => Some(ForkOffScreen {
+            stream,
+            at_ms: fork.at_ms,
+        }),
+        Row::Client => None,
+    }
+}
+
+/// Writes `◂╳ fork 4.2 s` over the start of the fork's lane, where it is empty (else just
+/// `◂╳`): the fork scrolled off the left edge, and this says so and when.
+fn point_back(
+    cells: &mut [Span<'static>],
+    marks: &[Option<(Mark, usize)>],
+    fork: ForkOffScreen,
+    theme: &Theme,
+) {
+    let long = format!("◂{ORPHAN_EMIT} fork at {} ", span_words(fork.at_ms));
+    let short = format!("◂{ORPHAN_EMIT}");
+    let empty = marks.iter().take_while(|m| m.is_none()).count();
+    let text = if long.chars().count() <= empty {
+        long
+    } else {
+        short
+    };
+    for (cell, glyph) in cells.iter_mut().zip(text.chars()) {
+        *cell = Span::styled(glyph.to_string(), theme.bad());
     }
 }
 
@@ -446,6 +497,15 @@ pub fn render(
             .entry(stream.id)
             .or_insert_with(|| vec![None; columns]);
     }
+    // The fork stays in view: once its first orphan emit has scrolled off the left edge, its
+    // lane is kept and says where it went.
+    let fork = first_fork_before(source.placed, session, start_ms, in_order);
+    if let Some(f) = fork {
+        lanes
+            .streams
+            .entry(f.stream)
+            .or_insert_with(|| vec![None; columns]);
+    }
     let inner = (area.height as usize).saturating_sub(2);
     let room = inner.saturating_sub(1).clamp(1, MAX_STREAM_LANES);
     let legend = inner > room.min(lanes.streams.len().max(1)) + 1;
@@ -453,30 +513,58 @@ pub fn render(
     let mut rows = Vec::new();
     // Lanes with a violation first, then the newest; shown in stream order.
     let mut shown: Vec<_> = lanes.streams.iter().collect();
-    let violates = |marks: &Vec<Option<(Mark, usize)>>| {
-        marks
-            .iter()
-            .flatten()
-            .any(|(m, _)| m.severity == Severity::Violation)
+    let violates = |id: &StreamId, marks: &Vec<Option<(Mark, usize)>>| {
+        fork.is_some_and(|f| f.stream == *id)
+            || marks
+                .iter()
+                .flatten()
+                .any(|(m, _)| m.severity == Severity::Violation)
     };
-    shown.sort_by_key(|(id, marks)| (std::cmp::Reverse(violates(marks)), std::cmp::Reverse(**id)));
+    shown.sort_by_key(|(id, marks)| {
+        (
+            std::cmp::Reverse(violates(id, marks)),
+            std::cmp::Reverse(**id),
+        )
+    });
     shown.truncate(room);
     shown.sort_by_key(|(id, _)| **id);
     let top = area.y + 1;
+    // The selected mark's lane is pointed at from its label, and its column from the border
+    // below: visible without colour, unlike the highlight alone.
+    let holds_selected = |marks: &[Option<(Mark, usize)>]| {
+        source
+            .selected
+            .and_then(|sel| marks.iter().position(|c| c.is_some_and(|(_, i)| i == sel)))
+    };
+    let mut selected_column = None;
+    let label = |name: String, pointed: bool| {
+        let pointer = if pointed { "›" } else { " " };
+        format!("{name:<width$}{pointer}", width = LABEL - 1)
+    };
     for (stream, marks) in shown {
+        let pointed = holds_selected(marks);
+        selected_column = selected_column.or(pointed);
         let mut spans = vec![Span::styled(
-            format!("{:<width$}", stream.to_string(), width = LABEL),
+            label(stream.to_string(), pointed.is_some()),
             theme.stream(stream.0),
         )];
-        spans.extend(marks.iter().map(|m| styled(*m, &source, theme)));
+        let mut cells: Vec<Span> = marks.iter().map(|m| styled(*m, &source, theme)).collect();
+        // Only while no orphan emit of its lane is in view: then the fork is on screen.
+        let in_view = marks.iter().flatten().any(|(m, _)| m.glyph == ORPHAN_EMIT);
+        if let Some(f) = fork.filter(|f| f.stream == *stream && !in_view) {
+            point_back(&mut cells, marks, f, theme);
+        }
+        spans.extend(cells);
         rows.push((top + lines.len() as u16, Row::Stream(*stream)));
         lines.push(Line::from(spans));
     }
     if lanes.streams.is_empty() {
         lines.push(Line::styled("no events yet", theme.dim()));
     }
+    let pointed = holds_selected(&lanes.client);
+    selected_column = selected_column.or(pointed);
     let mut client = vec![Span::styled(
-        format!("{:<width$}", "client", width = LABEL),
+        label("client".to_owned(), pointed.is_some()),
         theme.title(),
     )];
     client.extend(lanes.client.iter().map(|m| styled(*m, &source, theme)));
@@ -520,6 +608,15 @@ pub fn render(
         lines.push(Line::styled(legend, theme.dim()));
     }
     frame.render_widget(Paragraph::new(lines).block(block("lanes", theme)), area);
+    if let Some(column) = selected_column {
+        let x = area.x + 1 + LABEL as u16 + column as u16;
+        let y = area.bottom().saturating_sub(1);
+        if x < area.right().saturating_sub(1) && area.height >= 2 {
+            frame.buffer_mut()[(x, y)]
+                .set_symbol("▲")
+                .set_style(theme.accent());
+        }
+    }
     LanesDrawn {
         area,
         rows,

@@ -72,3 +72,172 @@ pub fn bar(ratio: f64, width: usize) -> String {
         "▁".repeat(width - filled.min(width))
     )
 }
+
+/// A line at most `width` cells wide that never cuts a value: whole spans go from its end,
+/// and `…` says something went. Panes build a line a field per span (or see [`fields`]), so a
+/// number is shown whole or not at all (a cut `duplicates 1` for 18 would be a lie on screen).
+pub fn clip(line: Line<'static>, width: usize) -> Line<'static> {
+    if line.width() <= width {
+        return line;
+    }
+    let Line {
+        spans,
+        style,
+        alignment,
+    } = line;
+    let mut clipped = fields(spans.into_iter().map(|s| vec![s]).collect(), width);
+    clipped.style = style;
+    clipped.alignment = alignment;
+    clipped
+}
+
+/// As many whole fields (a label and its value, each a few spans) as fit `width`, and `…`
+/// when some went.
+pub fn fields(fields: Vec<Vec<Span<'static>>>, width: usize) -> Line<'static> {
+    let wide = |f: &Vec<Span>| f.iter().map(Span::width).sum::<usize>();
+    let total: usize = fields.iter().map(wide).sum();
+    let mut spans = Vec::new();
+    if total <= width {
+        spans.extend(fields.into_iter().flatten());
+        return Line::from(spans);
+    }
+    let mut used = 0;
+    let mut style = Default::default();
+    for field in fields {
+        if used + wide(&field) + 1 > width {
+            break;
+        }
+        used += wide(&field);
+        style = field.last().map_or(style, |s: &Span| s.style);
+        spans.extend(field);
+    }
+    // Trailing blanks of the last kept field would sit between the value and the sign.
+    if let Some(last) = spans.last_mut() {
+        let trimmed = last.content.trim_end().to_owned();
+        last.content = trimmed.into();
+    }
+    if width > 0 {
+        spans.push(Span::styled("…", style));
+    }
+    Line::from(spans)
+}
+
+/// The first of `forms` (longest first) that fits `width`, else the last one clipped.
+pub fn fit(forms: Vec<Line<'static>>, width: usize) -> Line<'static> {
+    let mut forms = forms;
+    match forms.iter().position(|l| l.width() <= width) {
+        Some(at) => forms.swap_remove(at),
+        None => clip(forms.pop().unwrap_or_default(), width),
+    }
+}
+
+/// Whole fields in lines of at most `width` cells: a line breaks between fields, never inside
+/// one (`DUPLICATE ×10` stays together). Leading blanks of a field that starts a line go.
+pub fn wrap_fields(fields: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let mut line: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for mut field in fields {
+        let wide: usize = field.iter().map(Span::width).sum();
+        if !line.is_empty() && used + wide > width {
+            lines.push(Line::from(std::mem::take(&mut line)));
+            used = 0;
+        }
+        if line.is_empty()
+            && let Some(first) = field.first_mut()
+        {
+            let trimmed = first.content.trim_start().to_owned();
+            first.content = trimmed.into();
+        }
+        used += field.iter().map(Span::width).sum::<usize>();
+        line.extend(field);
+    }
+    if !line.is_empty() {
+        lines.push(Line::from(line));
+    }
+    lines
+}
+
+/// `text` in lines of at most `width` characters, broken between words.
+pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(8);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `text` wrapped between words into at most `rows` lines; when it needs more, the last line
+/// drops whole words and ends in `…`, so no word (or number) is cut.
+pub fn wrap_cut(text: &str, width: usize, rows: usize) -> Vec<String> {
+    let mut lines = wrap_words(text, width);
+    if lines.len() > rows {
+        lines.truncate(rows);
+        if let Some(last) = lines.last_mut() {
+            while last.chars().count() + 1 > width.max(8) {
+                match last.rfind(' ') {
+                    Some(at) => last.truncate(at),
+                    None => last.clear(),
+                }
+            }
+            last.push('…');
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_drops_whole_fields_and_says_so() {
+        let line = Line::from(vec![
+            Span::raw("applied 29"),
+            Span::raw("  skipped 0"),
+            Span::raw("  duplicates 18"),
+        ]);
+        assert_eq!(clip(line.clone(), 40).to_string(), line.to_string());
+        assert_eq!(clip(line.clone(), 30).to_string(), "applied 29  skipped 0…");
+        assert_eq!(clip(line.clone(), 12).to_string(), "applied 29…");
+        assert_eq!(clip(line, 5).to_string(), "…");
+    }
+
+    #[test]
+    fn wrap_cut_ends_a_long_text_whole_words_and_a_sign() {
+        let text = "fork: stream s1 received event 6 at 4.201 s while the client was bound";
+        assert_eq!(
+            wrap_cut(text, 30, 2),
+            [
+                "fork: stream s1 received event",
+                "6 at 4.201 s while the client…"
+            ]
+        );
+        assert_eq!(wrap_cut(text, 80, 2), [text]);
+    }
+
+    #[test]
+    fn fit_takes_the_first_form_that_fits() {
+        let forms = vec![
+            Line::raw("budget 15.0 s of 15.0 s"),
+            Line::raw("budget 15.0 s"),
+        ];
+        assert_eq!(
+            fit(forms.clone(), 30).to_string(),
+            "budget 15.0 s of 15.0 s"
+        );
+        assert_eq!(fit(forms.clone(), 14).to_string(), "budget 15.0 s");
+        assert_eq!(fit(forms, 10).to_string(), "…");
+    }
+}

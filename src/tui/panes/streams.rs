@@ -25,8 +25,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             lines.push(Line::from(vec![
                 Span::styled("session ", theme.dim()),
                 Span::raw(session.short.clone()),
-                Span::styled("  counter ", theme.dim()),
-                Span::raw(session.counter.to_string()),
+                Span::raw(format!("  counter {}", session.counter)),
             ]));
             let live = session
                 .streams
@@ -72,13 +71,13 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                     Span::raw(format!("hw {:>4} ", stream.high_water)),
                 ];
                 if let Some(grace) = stream.grace {
+                    // Seconds first: a narrow pane drops the bar, not the number.
                     spans.push(Span::styled(
-                        // Seconds first: a narrow pane cuts the bar, not the number.
-                        format!(
-                            "grace {} {}",
-                            seconds(grace.remaining_ms),
-                            bar(grace.ratio(), 8)
-                        ),
+                        format!("grace {}", seconds(grace.remaining_ms)),
+                        theme.warn(),
+                    ));
+                    spans.push(Span::styled(
+                        format!(" {}", bar(grace.ratio(), 8)),
                         theme.warn(),
                     ));
                 } else if let Some(last) = stream.last_emit {
@@ -120,6 +119,8 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             theme.dim(),
         ));
     }
+    let inner = usize::from(area.width.saturating_sub(2));
+    let lines: Vec<Line> = lines.into_iter().map(|l| super::clip(l, inner)).collect();
     frame.render_widget(
         Paragraph::new(lines).block(block("server · streams", theme)),
         area,

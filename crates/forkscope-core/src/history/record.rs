@@ -1,7 +1,7 @@
 //! What really happened, as the server and client report it: the checker's evidence.
 
 use crate::ids::{ConnectionId, EventId, IdScheme, SessionId, StreamId};
-use crate::resume::RejectReason;
+use crate::resume::{IdentityProof, RejectReason};
 use crate::server::{OrphanCause, StreamKind};
 use crate::time::LabTime;
 use serde::Serialize;
@@ -78,6 +78,8 @@ pub enum Record {
         stream: StreamId,
         after: u64,
         replay_len: usize,
+        /// How the server knew which stream it was.
+        proof: IdentityProof,
     },
     ResumeRejected {
         session: SessionId,
@@ -180,8 +182,12 @@ impl Record {
                 stream,
                 after,
                 replay_len,
+                proof,
                 ..
-            } => format!("server resumes {stream} after #{after}, replaying {replay_len}"),
+            } => format!(
+                "server resumes {stream} after #{after}, replaying {replay_len}; {}",
+                proof.describe()
+            ),
             Record::ResumeRejected { reason, .. } => {
                 format!("server refuses with {} {reason}", reason.http_status())
             }

@@ -8,7 +8,7 @@
 //! [`IdScheme::Scoped`]). Stream identity comes from the token header, or from the token a
 //! keyed `Last-Event-ID` carries ([`StreamIdentity`]); when both are present they must agree.
 
-use super::{Plan, ResumeRejected, TokenLookup, shown};
+use super::{IdentityProof, Plan, ResumeRejected, TokenLookup, shown};
 use crate::config::{LabConfig, StreamIdentity};
 use crate::ids::{IdScheme, StreamId, WireCursor};
 use crate::server::{Session, StreamKind, StreamState};
@@ -43,7 +43,7 @@ pub(crate) fn decide(
             TokenLookup::Found(_) => Plan::reject(ResumeRejected::MissingLastEventId),
         };
     };
-    let identified = match (header, cursor_key) {
+    let (identified, proof) = match (header, cursor_key) {
         // The seed's incident: an id that names no token proves nothing about identity.
         (TokenLookup::Absent, TokenLookup::Absent) => {
             return Plan::reject(match WireCursor::parse(raw_cursor) {
@@ -70,14 +70,19 @@ pub(crate) fn decide(
                 stream: by_header,
             });
         }
-        (TokenLookup::Found(stream), _) | (_, TokenLookup::Found(stream)) => stream,
+        (TokenLookup::Found(stream), TokenLookup::Found(_)) => {
+            (stream, IdentityProof::HeaderAndEventIdKey)
+        }
+        (TokenLookup::Found(stream), _) => (stream, IdentityProof::TokenHeader),
+        (_, TokenLookup::Found(stream)) => (stream, IdentityProof::EventIdKey),
     };
-    resume_identified(session, identified, raw_cursor, now, config)
+    resume_identified(session, identified, proof, raw_cursor, now, config)
 }
 
 fn resume_identified(
     session: &Session,
     id: StreamId,
+    proof: IdentityProof,
     raw_cursor: &str,
     now: LabTime,
     config: &LabConfig,
@@ -130,6 +135,7 @@ fn resume_identified(
             stream: id,
             after: seq,
             fence: Vec::new(),
+            proof,
         };
     }
     match fence_orphaned_streams(session, Some(id), now, config) {
@@ -137,6 +143,7 @@ fn resume_identified(
             stream: id,
             after: seq,
             fence,
+            proof,
         },
         Err(plan) => plan,
     }

@@ -6,7 +6,7 @@
 //! background emitter keeps writing to it. Nothing in the response says "new". A token is
 //! honoured without checking the cursor against anything.
 
-use super::{Plan, TokenLookup};
+use super::{IdentityProof, Plan, TokenLookup};
 use crate::ids::{IdScheme, WireCursor};
 use crate::server::{Session, StreamKind, StreamState};
 
@@ -28,6 +28,7 @@ pub(crate) fn decide(session: &Session, token: TokenLookup, last_event_id: Optio
             stream: id,
             after,
             fence: Vec::new(),
+            proof: IdentityProof::Unchecked,
         };
     }
     let previous = session

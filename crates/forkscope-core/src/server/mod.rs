@@ -331,6 +331,7 @@ impl Server {
                 stream,
                 after,
                 fence,
+                proof,
             } => {
                 for id in &fence {
                     self.fence(now, session_id, *id, history);
@@ -371,6 +372,7 @@ impl Server {
                         stream,
                         after,
                         replay_len,
+                        proof,
                     },
                 );
                 let fenced = policy == Policy::Fenced;

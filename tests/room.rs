@@ -1,0 +1,385 @@
+//! The room test: the real dashboard (`App`, real sockets) driven by the seed incident's keys on
+//! a paused lab clock, so every run reaches the same state; then read at the sizes a room uses.
+//! Numbers on screen must equal the lab's, never cut; the fork stays in view; `v` steps through
+//! the violations fork first; a selected event is marked without colour; 1–5 explain a
+//! condition; compare mode shows the client and the http line. Every wait is for observed state.
+
+use forkscope::lab::{LabOptions, Snapshot};
+use forkscope::tui::Start;
+use forkscope::tui::app::App;
+use forkscope::tui::log::LogRing;
+use forkscope::tui::panes::lanes::ORPHAN_EMIT;
+use forkscope_core::client::Phase;
+use forkscope_core::{AnomalyKind, Policy};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers,
+};
+use std::time::Duration;
+
+fn key(c: char) -> Event {
+    code(KeyCode::Char(c))
+}
+
+fn code(code: KeyCode) -> Event {
+    Event::Key(KeyEvent {
+        code,
+        modifiers: KeyModifiers::NONE,
+        kind: KeyEventKind::Press,
+        state: KeyEventState::NONE,
+    })
+}
+
+const SIZES: [(u16, u16); 3] = [(60, 20), (80, 24), (100, 30)];
+
+async fn until(
+    app: &mut App,
+    terminal: &mut Terminal<TestBackend>,
+    what: &str,
+    ready: impl Fn(&Snapshot) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        app.draw(terminal).unwrap();
+        if app.labs().iter().all(|l| ready(&l.snapshot())) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not reached: {what}\n{}",
+            terminal.backend()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn applied(s: &Snapshot) -> u64 {
+    s.view.client.as_ref().map_or(0, |c| c.applied)
+}
+
+fn decisions(s: &Snapshot) -> u64 {
+    let c = &s.view.counters;
+    c.resumes_accepted + c.rejected_total() + c.new_streams_flagged + c.new_streams_silent
+}
+
+/// The seed incident by keys on a paused clock: three events (a step of lab time after each),
+/// `t` strips the token, `d` drops the connection, `c` reconnects without waiting for the
+/// backoff, and lab time runs on to the background emitter's first event. Naive forks;
+/// fenced resumes by the key in the event id.
+async fn seed(policy: Policy, present: bool, compare: bool) -> (App, Terminal<TestBackend>) {
+    let start = Start {
+        options: LabOptions {
+            policy,
+            start_paused: true,
+            ..LabOptions::default()
+        },
+        present,
+        ..Start::default()
+    };
+    let mut app = App::new(start, LogRing::default())
+        .await
+        .expect("the lab starts");
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    if compare {
+        app.handle(key('m')).await;
+    }
+    until(&mut app, &mut terminal, "connected", |s| {
+        s.view
+            .client
+            .as_ref()
+            .is_some_and(|c| c.phase == Phase::Connected)
+    })
+    .await;
+    for n in 1..=3 {
+        app.handle(key('e')).await;
+        until(&mut app, &mut terminal, "applied", |s| applied(s) >= n).await;
+        app.handle(key('s')).await;
+    }
+    app.handle(key('t')).await;
+    app.handle(key('d')).await;
+    until(&mut app, &mut terminal, "reconnecting", |s| {
+        s.view
+            .client
+            .as_ref()
+            .is_some_and(|c| matches!(c.phase, Phase::Reconnecting { .. }))
+    })
+    .await;
+    // The stream opened at the start was a decision too: wait for the one after it.
+    let before = decisions(&app.labs()[0].snapshot());
+    app.handle(key('c')).await;
+    // The decision, and the client's record of the exchange (stamped when it lands).
+    until(&mut app, &mut terminal, "the server's decision", |s| {
+        decisions(s) > before && s.exchanges.iter().filter(|e| e.method == "GET").count() >= 2
+    })
+    .await;
+    // Lab time to 0.7 s, where the background emitter writes to the stream it was given: the
+    // orphan under naive (the fork), the resumed stream under fenced.
+    for _ in 0..4 {
+        app.handle(key('s')).await;
+    }
+    until(
+        &mut app,
+        &mut terminal,
+        "the background emit judged",
+        |s| match s.view.policy {
+            Policy::Naive => {
+                s.view.verdict.count(AnomalyKind::Fork) >= 1
+                    && s.view.verdict.count(AnomalyKind::Duplicate) >= 3
+            }
+            Policy::Fenced => applied(s) >= 4 && s.view.counters.resumes_accepted >= 1,
+        },
+    )
+    .await;
+    (app, terminal)
+}
+
+fn draw(app: &mut App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    app.draw(&mut terminal).unwrap();
+    terminal.backend().to_string()
+}
+
+/// Every `label N` on screen whose value the lab knows, with the lab's value: a cut number
+/// (`duplicates 1` for 15) reads as a different number and fails.
+fn numbers_match(screen: &str, snap: &Snapshot) -> Vec<String> {
+    let client = snap.view.client.as_ref().expect("a client");
+    let session = snap
+        .view
+        .sessions
+        .iter()
+        .find(|s| Some(s.id) == client.session)
+        .expect("the client's session");
+    let mut expected: Vec<(String, String)> = vec![
+        ("applied".into(), client.applied.to_string()),
+        ("skipped".into(), client.replays_skipped.to_string()),
+        (
+            "duplicates".into(),
+            snap.view.verdict.count(AnomalyKind::Duplicate).to_string(),
+        ),
+        (
+            "dup".into(),
+            snap.view.verdict.count(AnomalyKind::Duplicate).to_string(),
+        ),
+        ("counter".into(), session.counter.to_string()),
+    ];
+    for (kind, n) in &snap.view.verdict.counts {
+        let short = match kind {
+            AnomalyKind::Fork => "FORK",
+            AnomalyKind::Duplicate => "DUPLICATE",
+            AnomalyKind::Gap => "GAP",
+            AnomalyKind::NonMonotonicCursor => "BACK",
+            AnomalyKind::Lost => "LOST",
+            AnomalyKind::CursorDrift => "DRIFT",
+        };
+        expected.push((format!("{short} ×"), n.to_string()));
+    }
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for line in screen.lines() {
+        for (label, value) in &expected {
+            let spaced = if label.ends_with('×') {
+                label.clone()
+            } else {
+                format!("{label} ")
+            };
+            for (at, _) in line.match_indices(spaced.as_str()) {
+                // A word that merely ends in the label (`undup`) is not it.
+                if at > 0 && line[..at].chars().last().is_some_and(char::is_alphanumeric) {
+                    continue;
+                }
+                let rest = &line[at + spaced.len()..];
+                let shown: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                if shown.is_empty() {
+                    continue;
+                }
+                seen += 1;
+                if &shown != value {
+                    wrong.push(format!("{label}: screen {shown}, lab {value}: {line}"));
+                }
+            }
+        }
+        // Each stream's high-water mark, by its id on the same line.
+        for stream in &session.streams {
+            let id = format!(" {:<4}", stream.id.to_string());
+            if let Some(at) = line.find(&id)
+                && let Some(hw) = line[at..].find("hw ")
+            {
+                let rest = line[at + hw + 3..].trim_start();
+                let shown: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                seen += 1;
+                if shown != stream.high_water.to_string() {
+                    wrong.push(format!(
+                        "hw of {}: screen {shown}, lab {}: {line}",
+                        stream.id, stream.high_water
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        seen >= 2,
+        "the screen shows too few numbers to judge:\n{screen}"
+    );
+    wrong
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_number_on_screen_equals_the_labs_at_the_sizes_a_room_uses() {
+    for (policy, present) in [
+        (Policy::Naive, false),
+        (Policy::Fenced, false),
+        (Policy::Naive, true),
+    ] {
+        let (mut app, _) = seed(policy, present, false).await;
+        for (w, h) in SIZES {
+            // The screen and the lab at one instant: a delivery still landing would change the
+            // lab between the two reads, so read until nothing changed across a draw.
+            let (screen, snap) = loop {
+                let before = app.labs()[0].snapshot();
+                let screen = draw(&mut app, w, h);
+                let after = app.labs()[0].snapshot();
+                if before.view.counters == after.view.counters
+                    && before.view.client.as_ref().map(|c| c.applied)
+                        == after.view.client.as_ref().map(|c| c.applied)
+                {
+                    break (screen, after);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            let wrong = numbers_match(&screen, &snap);
+            assert!(
+                wrong.is_empty(),
+                "{policy} {w}×{h} present={present}: {wrong:#?}\n{screen}"
+            );
+            // No number is cut at a pane's edge: a word of digits never touches a right border
+            // (an opaque id that happens to end in a digit may).
+            for line in screen.lines() {
+                for (at, _) in line.match_indices('│').skip(1) {
+                    let word: String = line[..at]
+                        .chars()
+                        .rev()
+                        .take_while(|c| !c.is_whitespace() && *c != '│')
+                        .collect();
+                    assert!(
+                        word.is_empty() || !word.chars().all(|c| c.is_ascii_digit() || c == '.'),
+                        "{policy} {w}×{h}: a number runs into a border: {line}\n{screen}"
+                    );
+                }
+            }
+        }
+        app.stop().await;
+    }
+}
+
+/// Session ids, tokens and ports differ from run to run (filtered); the rest is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_the_real_app_after_the_seed_keys() {
+    for (name, policy, present) in [
+        ("naive", Policy::Naive, false),
+        ("fenced", Policy::Fenced, false),
+        ("present", Policy::Naive, true),
+    ] {
+        let (mut app, _) = seed(policy, present, false).await;
+        for (w, h) in SIZES {
+            let screen = draw(&mut app, w, h);
+            let mut settings = insta::Settings::clone_current();
+            settings.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT");
+            settings.add_filter(r"\b[0-9a-f]{6}\b", "SESSID");
+            settings.add_filter(r"\b[0-9a-f]{8,}…?", "TOKEN…");
+            settings.add_filter(r"(s\d+-\d+)\.[A-Za-z0-9_-]+…?", "$1.KEY…");
+            // The log pane's order follows the tasks that wrote it.
+            settings.add_filter(r"(?m)^(│(INFO|WARN|DEBUG|ERROR) ).*$", "$1…");
+            settings.bind(|| {
+                insta::assert_snapshot!(format!("room_{name}_{w}x{h}"), screen);
+            });
+        }
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v_steps_through_the_violations_fork_first_and_marks_it_without_colour() {
+    let (mut app, _) = seed(Policy::Naive, false, false).await;
+    app.handle(code(KeyCode::Enter)).await; // the evidence card down: the event card has room
+    app.handle(key('v')).await;
+    let screen = draw(&mut app, 100, 30);
+    assert!(app.travelling().is_some(), "{screen}");
+    assert!(screen.contains("violation 1 of"), "{screen}");
+    assert!(screen.contains(": FORK"), "the fork comes first:\n{screen}");
+    // The fork's mark is selected, its lane pointed at and its column marked on the border.
+    let lane = screen
+        .lines()
+        .find(|l| l.contains("│s1     ›"))
+        .unwrap_or_else(|| panic!("the fork's lane is pointed at:\n{screen}"));
+    assert!(lane.contains(ORPHAN_EMIT), "{lane}");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with("\"╰") && l.contains('▲')),
+        "the selected column is marked on the lanes' border:\n{screen}"
+    );
+    assert!(
+        screen.contains("event s1#"),
+        "the card explains it:\n{screen}"
+    );
+    app.handle(key('v')).await;
+    let next = draw(&mut app, 100, 30);
+    assert!(next.contains("violation 2 of"), "{next}");
+    assert!(!next.contains(": FORK ·"), "then the others:\n{next}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_one_to_five_explain_a_condition_at_80x24() {
+    let (mut app, _) = seed(Policy::Naive, false, false).await;
+    app.handle(code(KeyCode::Enter)).await;
+    let before = draw(&mut app, 80, 24);
+    assert!(before.contains("1–5 explain"), "{before}");
+    app.handle(key('1')).await;
+    let explained = draw(&mut app, 80, 24);
+    assert!(explained.contains("✘ broken · 1 token"), "{explained}");
+    assert!(
+        explained.contains("means: token and cursor must name one stream"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("verdict FORK"),
+        "the verdict stays: {explained}"
+    );
+    app.handle(key('1')).await;
+    assert!(!draw(&mut app, 80, 24).contains("means:"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_resume_says_how_identity_was_proven() {
+    let (mut app, _) = seed(Policy::Fenced, false, false).await;
+    // Select back from the newest mark to the client lane's ↺.
+    let mut found = None;
+    for _ in 0..12 {
+        app.handle(key(',')).await;
+        let screen = draw(&mut app, 100, 40);
+        if screen.contains("server resumes s1") {
+            found = Some(screen);
+            break;
+        }
+    }
+    let screen = found.expect("a resume is selectable in the lanes");
+    assert!(
+        screen.contains("identity proven by the key inside Last-Event-ID"),
+        "{screen}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_mode_shows_each_labs_client_and_http_at_80x24() {
+    let (mut app, _) = seed(Policy::Fenced, false, true).await;
+    let screen = draw(&mut app, 80, 24);
+    let both = |needle: &str| screen.lines().any(|l| l.matches(needle).count() == 2);
+    assert!(both("applied "), "{screen}");
+    assert!(both("http GET"), "{screen}");
+    assert!(both("verdict "), "{screen}");
+    app.stop().await;
+}
