@@ -215,6 +215,16 @@ impl App {
         self.travel.map(|i| (i, self.timeline.len()))
     }
 
+    /// What time travel keeps of the run, in estimated bytes (see [`super::weight`]).
+    pub fn kept_bytes(&self) -> usize {
+        self.timeline.weight()
+    }
+
+    /// The moments time travel can go to.
+    pub fn kept_moments(&self) -> usize {
+        self.timeline.len()
+    }
+
     /// One terminal event: a key press, a click on the lanes; the rest is ignored.
     pub async fn handle(&mut self, event: Event) {
         match event {

@@ -4,8 +4,10 @@
 //! run's marks up to it, so they scroll back over the whole run.
 
 use super::panes::lanes::{Classifier, Placed};
+use super::weight::Weigh;
 use crate::lab::Snapshot;
 use forkscope_core::history::{Entry, History};
+use std::mem::size_of;
 
 /// Entries kept per lab; past it the oldest quarter goes (a run of hours at the default rate
 /// stays whole).
@@ -25,6 +27,8 @@ pub struct Track {
     /// Absolute indices of the entries that are decisions.
     decisions: Vec<usize>,
     classifier: Classifier,
+    /// The heap bytes of the kept entries (their keys), kept as entries come and go.
+    entries_heap: usize,
     /// How many of the core's entries were copied (or missed).
     seen: u64,
     /// Entries that left the core's ring before the dashboard copied them.
@@ -58,16 +62,28 @@ impl Track {
         }
         self.placed.extend(self.classifier.place(index, &entry));
         self.placed.extend(Classifier::resumed(index, &entry));
+        self.entries_heap += entry.heap();
         self.entries.push(entry);
     }
 
     fn forget(&mut self, count: usize) {
+        self.entries_heap -= self.entries[..count].iter().map(Weigh::heap).sum::<usize>();
         self.entries.drain(..count);
         self.entry_base += count;
         let marks = self.placed.partition_point(|p| p.entry < self.entry_base);
         self.placed.drain(..marks);
         self.placed_base += marks;
         self.decisions.retain(|d| *d >= self.entry_base);
+    }
+
+    /// What the track holds, in bytes (see [`super::weight`]): its vectors as allocated, the
+    /// entries' keys, and what the classifier remembers.
+    pub fn weight(&self) -> usize {
+        self.entries.capacity() * size_of::<Entry>()
+            + self.entries_heap
+            + self.placed.capacity() * size_of::<Placed>()
+            + self.decisions.capacity() * size_of::<usize>()
+            + self.classifier.heap()
     }
 
     /// Absolute counts now: (entries, marks).
@@ -116,6 +132,12 @@ pub struct Frozen {
     pub placed: usize,
 }
 
+impl Weigh for Frozen {
+    fn heap(&self) -> usize {
+        self.snapshot.heap()
+    }
+}
+
 /// What every lab showed at one instant when something had happened.
 #[derive(Clone, Debug)]
 pub struct Moment {
@@ -124,6 +146,8 @@ pub struct Moment {
     pub violation: bool,
     /// A decision (a server's or the client's new session) arrived since the previous moment.
     pub decision: bool,
+    /// What the moment holds on the heap, in bytes, weighed once when captured.
+    heap: usize,
 }
 
 /// Where time travel can go from a moment.
@@ -141,6 +165,8 @@ pub enum Jump {
 pub struct Timeline {
     pub tracks: Vec<Track>,
     moments: Vec<Moment>,
+    /// The sum of the kept moments' `heap`.
+    moments_heap: usize,
 }
 
 impl Timeline {
@@ -148,7 +174,15 @@ impl Timeline {
         Timeline {
             tracks: (0..labs).map(|_| Track::default()).collect(),
             moments: Vec::new(),
+            moments_heap: 0,
         }
+    }
+
+    /// What the kept run holds, in bytes (see [`super::weight`]): every track and moment.
+    pub fn weight(&self) -> usize {
+        self.tracks.iter().map(Track::weight).sum::<usize>()
+            + self.moments.capacity() * size_of::<Moment>()
+            + self.moments_heap
     }
 
     pub fn len(&self) -> usize {
@@ -185,12 +219,15 @@ impl Timeline {
                     placed,
                 }
             })
-            .collect();
+            .collect::<Vec<Frozen>>();
         let violation = snapshots.iter().any(|s| !s.view.verdict.clean);
+        let heap = panels.heap();
+        self.moments_heap += heap;
         self.moments.push(Moment {
             panels,
             violation,
             decision,
+            heap,
         });
         if self.moments.len() > MAX_MOMENTS {
             self.thin();
@@ -213,6 +250,7 @@ impl Timeline {
             let excess = self.moments.len() - MAX_MOMENTS;
             self.moments.drain(..excess);
         }
+        self.moments_heap = self.moments.iter().map(|m| m.heap).sum();
     }
 
     /// The moment a jump from `from` lands on (the same one if there is nowhere to go).
