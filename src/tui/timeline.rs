@@ -1,23 +1,38 @@
-//! The dashboard's memory of a run, for time travel: every history entry of each lab (the
-//! core keeps only a ring) with its lane mark, and a [`Moment`] — what every pane showed —
+//! The dashboard's memory of a run, for time travel: the history entries of each lab (the
+//! core keeps only a ring) with their lane marks, and a [`Moment`] — what every pane showed —
 //! each time something happened. Scrubbing redraws a moment; the lanes of a moment are the
-//! run's marks up to it, so they scroll back over the whole run.
+//! run's marks up to it, so they scroll back over the run.
+//!
+//! A lab left running all day must not take the machine with it, so the kept run is bounded in
+//! bytes ([`RUN_BUDGET`], weighed as [`super::weight`] estimates): older ordinary moments are
+//! thinned, coarser the older they are, while every decision and the first violation stay; a
+//! track lets its oldest entries go when they alone outgrow their share. [`Timeline::reach`]
+//! says how far back travel still goes.
 
+use super::panes::header::Reach;
 use super::panes::lanes::{Classifier, Placed};
 use super::weight::Weigh;
 use crate::lab::Snapshot;
+use forkscope_core::LabTime;
 use forkscope_core::history::{Entry, History};
 use std::mem::size_of;
 
-/// Entries kept per lab; past it the oldest quarter goes (a run of hours at the default rate
-/// stays whole).
-const MAX_ENTRIES: usize = 1_000_000;
-/// Moments kept; past it every other ordinary moment of the older part goes, so the whole run
-/// stays reachable, coarser the older it is. Decisions and violations are never thinned.
-const MAX_MOMENTS: usize = 4_000;
+/// What the kept run may weigh. At issue 23's pace (lab ×10, a tool call and a drop every lab
+/// minute: about ten moments and forty entries a second) this keeps the last minutes change by
+/// change and hours more thinned; with the ~10 MiB the dashboard needs anyway, a lab left
+/// running at a booth all day stays within a few tens of MiB.
+pub const RUN_BUDGET: usize = 32 << 20;
 
-/// One lab's whole run.
-#[derive(Debug, Default)]
+/// The share of the budget all tracks together may hold: the lanes and the event card read
+/// them, and a moment is worth little without them. Moments get what the tracks leave.
+const TRACKS_SHARE: f64 = 0.5;
+
+/// Past the budget, moments are thinned down to this part of it, so thinning (a pass over
+/// every moment) happens now and then, not at every capture.
+const THIN_TO: f64 = 0.75;
+
+/// One lab's run: every entry since the oldest kept.
+#[derive(Debug)]
 pub struct Track {
     entries: Vec<Entry>,
     placed: Vec<Placed>,
@@ -29,6 +44,8 @@ pub struct Track {
     classifier: Classifier,
     /// The heap bytes of the kept entries (their keys), kept as entries come and go.
     entries_heap: usize,
+    /// The bytes this track may hold before its oldest entries go.
+    share: usize,
     /// How many of the core's entries were copied (or missed).
     seen: u64,
     /// Entries that left the core's ring before the dashboard copied them.
@@ -36,6 +53,21 @@ pub struct Track {
 }
 
 impl Track {
+    pub fn with_share(share: usize) -> Track {
+        Track {
+            entries: Vec::new(),
+            placed: Vec::new(),
+            entry_base: 0,
+            placed_base: 0,
+            decisions: Vec::new(),
+            classifier: Classifier::default(),
+            entries_heap: 0,
+            share,
+            seen: 0,
+            missed: 0,
+        }
+    }
+
     /// Copies the entries `history` recorded since the last call.
     pub fn sync(&mut self, history: &History) {
         let total = history.total();
@@ -50,12 +82,10 @@ impl Track {
         for entry in recent.iter().skip(recent.len() - kept) {
             self.push(entry.clone());
         }
-        if self.entries.len() > MAX_ENTRIES {
-            self.forget(MAX_ENTRIES / 4);
-        }
     }
 
     pub fn push(&mut self, entry: Entry) {
+        self.make_room();
         let index = self.entry_base + self.entries.len();
         if entry.record.is_decision() {
             self.decisions.push(index);
@@ -66,8 +96,33 @@ impl Track {
         self.entries.push(entry);
     }
 
+    /// Lets the oldest quarter of the entries go while one more could take the track past its
+    /// share. A full vector doubles when it grows, so that growth counts before it happens: the
+    /// vectors never outgrow the share, and forgetting leaves room in the same allocation.
+    fn make_room(&mut self) {
+        fn growth<T>(v: &Vec<T>) -> usize {
+            if v.len() == v.capacity() {
+                v.capacity().max(4) * size_of::<T>()
+            } else {
+                0
+            }
+        }
+        while !self.entries.is_empty()
+            && self.weight()
+                + growth(&self.entries)
+                + growth(&self.placed)
+                + growth(&self.decisions)
+                > self.share
+        {
+            self.forget(self.entries.len().div_ceil(4));
+        }
+    }
+
     fn forget(&mut self, count: usize) {
-        self.entries_heap -= self.entries[..count].iter().map(Weigh::heap).sum::<usize>();
+        for entry in &self.entries[..count] {
+            self.entries_heap -= entry.heap();
+            self.classifier.forget(entry);
+        }
         self.entries.drain(..count);
         self.entry_base += count;
         let marks = self.placed.partition_point(|p| p.entry < self.entry_base);
@@ -84,6 +139,13 @@ impl Track {
             + self.placed.capacity() * size_of::<Placed>()
             + self.decisions.capacity() * size_of::<usize>()
             + self.classifier.heap()
+    }
+
+    /// Lab time of the oldest entry kept, once older ones were let go.
+    pub fn forgotten_before(&self) -> Option<LabTime> {
+        (self.entry_base > 0)
+            .then(|| self.entries.first().map(|e| e.at))
+            .flatten()
     }
 
     /// Absolute counts now: (entries, marks).
@@ -150,6 +212,15 @@ pub struct Moment {
     heap: usize,
 }
 
+impl Moment {
+    /// Lab time when the moment was captured (the first lab's clock).
+    pub fn at(&self) -> LabTime {
+        self.panels
+            .first()
+            .map_or(LabTime::ZERO, |f| f.snapshot.view.at)
+    }
+}
+
 /// Where time travel can go from a moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jump {
@@ -161,20 +232,42 @@ pub enum Jump {
     NextDecision,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Timeline {
     pub tracks: Vec<Track>,
     moments: Vec<Moment>,
     /// The sum of the kept moments' `heap`.
     moments_heap: usize,
+    /// The bytes the whole kept run may hold.
+    budget: usize,
+    /// Lab time of the newest moment thinning let go: every change after it is kept.
+    thinned_until: Option<LabTime>,
+    /// Lab time of the newest moment let go from the start of the run (when the decisions
+    /// alone outgrew the budget).
+    forgotten_until: Option<LabTime>,
+}
+
+impl Default for Timeline {
+    fn default() -> Timeline {
+        Timeline::new(0)
+    }
 }
 
 impl Timeline {
     pub fn new(labs: usize) -> Timeline {
+        Timeline::with_budget(labs, RUN_BUDGET)
+    }
+
+    /// A timeline that keeps at most `budget` bytes of the run (tests use a small one).
+    pub fn with_budget(labs: usize, budget: usize) -> Timeline {
+        let share = (budget as f64 * TRACKS_SHARE) as usize / labs.max(1);
         Timeline {
-            tracks: (0..labs).map(|_| Track::default()).collect(),
+            tracks: (0..labs).map(|_| Track::with_share(share)).collect(),
             moments: Vec::new(),
             moments_heap: 0,
+            budget,
+            thinned_until: None,
+            forgotten_until: None,
         }
     }
 
@@ -183,6 +276,10 @@ impl Timeline {
         self.tracks.iter().map(Track::weight).sum::<usize>()
             + self.moments.capacity() * size_of::<Moment>()
             + self.moments_heap
+    }
+
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     pub fn len(&self) -> usize {
@@ -195,6 +292,22 @@ impl Timeline {
 
     pub fn moment(&self, index: usize) -> Option<&Moment> {
         self.moments.get(index)
+    }
+
+    /// How far back travel goes, and what of the run was thinned or let go on the way.
+    pub fn reach(&self) -> Option<Reach> {
+        let oldest = self.moments.first()?.at();
+        Some(Reach {
+            oldest_ms: oldest.as_millis(),
+            forgotten: self.forgotten_until.is_some(),
+            every_change_since_ms: self.thinned_until.map(LabTime::as_millis),
+            lanes_since_ms: self
+                .tracks
+                .iter()
+                .filter_map(Track::forgotten_before)
+                .max()
+                .map(LabTime::as_millis),
+        })
     }
 
     /// Records what the labs show now (their tracks already synced).
@@ -229,27 +342,89 @@ impl Timeline {
             decision,
             heap,
         });
-        if self.moments.len() > MAX_MOMENTS {
-            self.thin();
+        if self.weight() > self.budget {
+            self.fit();
         }
     }
 
-    /// Lets every other ordinary moment of the older three quarters go.
-    fn thin(&mut self) {
-        let older = self.moments.len() * 3 / 4;
+    /// Thins the moments until the run weighs [`THIN_TO`] of the budget; when only decisions
+    /// and the first violation are left to thin, lets the oldest moments go.
+    fn fit(&mut self) {
+        let target = (self.budget as f64 * THIN_TO) as usize;
+        while self.weight() > target {
+            if !self.thin() && !self.let_go_oldest() {
+                break;
+            }
+        }
+    }
+
+    /// Lets every other ordinary moment go, except the newest quarter of them; returns whether
+    /// any went. Repeated, the older part gets coarser each time, so the whole run stays
+    /// reachable, coarser the older it is. Decisions and the first violation (what `v`, `[`
+    /// and `]` go to) are never thinned.
+    fn thin(&mut self) -> bool {
         let first_violation = self.moments.iter().position(|m| m.violation);
+        let pinned = |i: usize, m: &Moment| m.decision || Some(i) == first_violation;
+        let ordinary = self
+            .moments
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| !pinned(*i, m))
+            .count();
+        let thinned = ordinary * 3 / 4;
         let mut index = 0;
+        let mut seen = 0;
+        let mut newest_gone = None;
         self.moments.retain(|m| {
-            let keep =
-                index >= older || index % 2 == 0 || m.decision || Some(index) == first_violation;
+            let keep = pinned(index, m) || {
+                seen += 1;
+                // The 1st, 3rd, … stay: the run's first moment is always kept.
+                seen > thinned || seen % 2 == 1
+            };
+            if !keep {
+                newest_gone = Some(m.at());
+            }
             index += 1;
             keep
         });
-        if self.moments.len() > MAX_MOMENTS {
-            // All decisions: keep the newest.
-            let excess = self.moments.len() - MAX_MOMENTS;
-            self.moments.drain(..excess);
+        self.recount();
+        match newest_gone {
+            Some(at) => {
+                self.thinned_until = self.thinned_until.max(Some(at));
+                true
+            }
+            None => false,
         }
+    }
+
+    /// Lets the oldest quarter of the moments go, all but the first violation; returns whether
+    /// any went.
+    fn let_go_oldest(&mut self) -> bool {
+        let first_violation = self.moments.iter().position(|m| m.violation);
+        // Never the newest: the present is always a moment to travel to.
+        let count = self
+            .moments
+            .len()
+            .div_ceil(4)
+            .min(self.moments.len().saturating_sub(1));
+        let mut index = 0;
+        let mut newest_gone = None;
+        self.moments.retain(|m| {
+            let keep = index >= count || Some(index) == first_violation;
+            if !keep {
+                newest_gone = Some(m.at());
+            }
+            index += 1;
+            keep
+        });
+        self.recount();
+        if newest_gone.is_some() {
+            self.forgotten_until = self.forgotten_until.max(newest_gone);
+        }
+        newest_gone.is_some()
+    }
+
+    fn recount(&mut self) {
         self.moments_heap = self.moments.iter().map(|m| m.heap).sum();
     }
 
@@ -285,7 +460,7 @@ mod tests {
     use super::*;
     use crate::lab::Snapshot;
     use forkscope_core::sim::Sim;
-    use forkscope_core::{LabConfig, Policy};
+    use forkscope_core::{LabConfig, LabTime, Policy};
 
     /// Plays the seed incident under naive in the core's own simulation, capturing a moment
     /// after every step, as the dashboard does after every change.
@@ -356,23 +531,168 @@ mod tests {
         assert_eq!(timeline.jump(0, Jump::Forward(500)), last);
     }
 
+    /// A budget a few hundred moments fill: thinning and forgetting within seconds of test.
+    const SMALL: usize = 512 << 10;
+
+    fn capture(sim: &Sim, timeline: &mut Timeline) {
+        timeline.tracks[0].sync(sim.history());
+        timeline.capture(&[Snapshot::from_sim(sim, Vec::new())]);
+    }
+
+    /// The moments' lab times and entry counts never go backwards, and each moment's marks are
+    /// those of its entries.
+    fn assert_ordered(timeline: &Timeline) {
+        let track = &timeline.tracks[0];
+        let mut previous = (LabTime::ZERO, 0);
+        for i in 0..timeline.len() {
+            let moment = timeline.moment(i).unwrap();
+            let now = (moment.at(), moment.panels[0].entries);
+            assert!(now >= previous, "moment {i}: {now:?} after {previous:?}");
+            previous = now;
+            let (marks, _) = track.placed_until(moment.panels[0].placed);
+            assert!(
+                marks.iter().all(|m| m.entry < moment.panels[0].entries),
+                "moment {i}'s lanes end at its entries"
+            );
+            let (entries, entry_base) = track.entries_until(moment.panels[0].entries);
+            assert!(marks.first().is_none_or(|m| m.entry >= entry_base));
+            assert_eq!(
+                entry_base + entries.len(),
+                moment.panels[0].entries.max(entry_base)
+            );
+        }
+    }
+
     #[test]
-    fn thinning_keeps_the_whole_run_reachable() {
+    fn a_long_run_stays_within_its_budget_and_reachable_from_its_start() {
         let mut sim = Sim::new(LabConfig::default(), Policy::Fenced, 3).unwrap();
         sim.start();
-        let mut timeline = Timeline::new(1);
-        for _ in 0..(MAX_MOMENTS + 500) {
+        let mut timeline = Timeline::with_budget(1, SMALL);
+        let mut most = 0;
+        for _ in 0..20_000 {
             sim.emit_background();
             sim.deliver_all();
             sim.advance(10);
-            timeline.tracks[0].sync(sim.history());
-            timeline.capture(&[Snapshot::from_sim(&sim, Vec::new())]);
+            capture(&sim, &mut timeline);
+            assert!(
+                timeline.weight() <= SMALL,
+                "{} bytes kept of {SMALL}",
+                timeline.weight()
+            );
+            most = most.max(timeline.len());
         }
-        assert!(timeline.len() <= MAX_MOMENTS);
-        let first = timeline.moment(0).unwrap().panels[0].snapshot.view.at;
+        assert!(most < 20_000, "moments were thinned");
+        let first = timeline.moment(0).unwrap().at();
         assert!(
             first.as_millis() <= 10,
             "the start of the run is still there"
         );
+        assert_eq!(timeline.jump(timeline.len() - 1, Jump::Start), 0);
+        assert_ordered(&timeline);
+        let reach = timeline.reach().unwrap();
+        assert_eq!(reach.oldest_ms, first.as_millis());
+        assert!(!reach.forgotten, "ordinary moments thin, none is let go");
+        let since = reach.every_change_since_ms.expect("the run was thinned");
+        // Every change after the thinned part is there: one moment per 10 ms step.
+        let last = timeline
+            .moment(timeline.len() - 1)
+            .unwrap()
+            .at()
+            .as_millis();
+        let after = (0..timeline.len())
+            .filter(|i| timeline.moment(*i).unwrap().at().as_millis() > since)
+            .count() as u64;
+        assert_eq!(after, (last - since) / 10, "every change since {since} ms");
+        // The track outgrew its share too: its oldest entries went, the lanes say from when.
+        let track = &timeline.tracks[0];
+        assert_eq!(
+            track.ends().0 as u64,
+            sim.history().total(),
+            "counts stay absolute"
+        );
+        assert!(track.entry(0).is_none() && track.entry(track.ends().0 - 1).is_some());
+        assert!(reach.lanes_since_ms.is_some());
+        assert!(track.weight() <= SMALL / 2, "{}", track.weight());
+    }
+
+    #[test]
+    fn thinning_keeps_every_decision_and_the_first_violation() {
+        // The seed fork early, then a long quiet run with a drop and a resume now and then.
+        let (mut sim, _) = recorded();
+        let mut timeline = Timeline::with_budget(1, SMALL);
+        let mut decisions = Vec::new();
+        let mut first_violation = None;
+        for step in 0..6_000 {
+            if step % 200 == 100 {
+                sim.drop_connection();
+            } else if step % 200 == 110 {
+                sim.reconnect(true);
+            } else {
+                sim.emit_background();
+            }
+            sim.deliver_all();
+            sim.advance(10);
+            capture(&sim, &mut timeline);
+            let newest = timeline.moment(timeline.len() - 1).unwrap();
+            if newest.decision {
+                decisions.push(newest.panels[0].entries);
+            }
+            if newest.violation && first_violation.is_none() {
+                first_violation = Some(newest.panels[0].entries);
+            }
+        }
+        assert!(decisions.len() > 20, "{decisions:?}");
+        assert!(timeline.reach().unwrap().every_change_since_ms.is_some());
+        let kept: Vec<usize> = (0..timeline.len())
+            .map(|i| timeline.moment(i).unwrap())
+            .filter(|m| m.decision)
+            .map(|m| m.panels[0].entries)
+            .collect();
+        assert_eq!(kept, decisions, "every decision survives, in order");
+        let v = timeline.jump(timeline.len() - 1, Jump::FirstViolation);
+        assert_eq!(
+            Some(timeline.moment(v).unwrap().panels[0].entries),
+            first_violation
+        );
+        assert_ordered(&timeline);
+        // `]` from the start visits the decisions in order.
+        let mut at = 0;
+        let mut visited = Vec::new();
+        loop {
+            let next = timeline.jump(at, Jump::NextDecision);
+            if next == at {
+                break;
+            }
+            visited.push(timeline.moment(next).unwrap().panels[0].entries);
+            at = next;
+        }
+        let skipped_first = usize::from(timeline.moment(0).unwrap().decision);
+        assert_eq!(visited, decisions[skipped_first..]);
+    }
+
+    #[test]
+    fn when_decisions_alone_outgrow_the_budget_the_oldest_go() {
+        let (mut sim, _) = recorded();
+        let mut timeline = Timeline::with_budget(1, SMALL);
+        for _ in 0..4_000 {
+            // Every step a decision: a drop, then a resume.
+            sim.drop_connection();
+            sim.reconnect(true);
+            sim.deliver_all();
+            sim.advance(10);
+            capture(&sim, &mut timeline);
+            assert!(timeline.weight() <= SMALL);
+        }
+        let reach = timeline.reach().unwrap();
+        assert!(reach.forgotten, "older moments were let go");
+        assert_ordered(&timeline);
+        // The first violation stays, oldest of all: Home and v both go to it.
+        let first = timeline.moment(0).unwrap();
+        assert!(first.violation);
+        assert_eq!(timeline.jump(timeline.len() - 1, Jump::FirstViolation), 0);
+        assert_eq!(reach.oldest_ms, first.at().as_millis());
+        // The present is always kept.
+        let last = timeline.moment(timeline.len() - 1).unwrap();
+        assert_eq!(last.panels[0].entries, timeline.tracks[0].ends().0);
     }
 }

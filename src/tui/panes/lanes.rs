@@ -217,6 +217,20 @@ impl Classifier {
         }
     }
 
+    /// Forgets what an entry the track let go taught it: the side effect it applied. A replay
+    /// of an event applied before the kept run began then draws as applied, not ◆ (the verdict,
+    /// which keeps every key, still counts it); without this the set would grow all day.
+    pub fn forget(&mut self, entry: &Entry) {
+        if let Record::Delivered {
+            key, applied: true, ..
+        } = &entry.record
+        {
+            if self.applied.remove(key) {
+                self.applied_keys -= key.heap();
+            }
+        }
+    }
+
     /// The client lane's ↺ for an accepted resume (a second mark for the same entry).
     pub fn resumed(index: usize, entry: &Entry) -> Option<Placed> {
         match &entry.record {
