@@ -13,7 +13,7 @@ use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
 use super::panes::proof::{ProofResult, ProofView};
 use super::theme::Theme;
-use super::timeline::{Jump, RUN_BUDGET, Timeline};
+use super::timeline::{Frozen, Jump, RUN_BUDGET, Timeline};
 use super::ui::{self, Screen};
 use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
 use crate::record::Recorder;
@@ -298,11 +298,7 @@ impl App {
         }
         let (panels, ends) = match self.travel.and_then(|i| self.timeline.moment(i)) {
             Some(moment) => (
-                moment
-                    .panels
-                    .iter()
-                    .map(|f| f.snapshot.clone())
-                    .collect::<Vec<_>>(),
+                moment.panels.iter().map(Frozen::shown).collect::<Vec<_>>(),
                 moment
                     .panels
                     .iter()

@@ -12,10 +12,11 @@
 use super::panes::header::Reach;
 use super::panes::lanes::{Classifier, Placed};
 use super::weight::Weigh;
-use crate::lab::Snapshot;
+use crate::lab::{Exchange, Snapshot};
 use forkscope_core::LabTime;
 use forkscope_core::history::{Entry, History};
 use std::mem::size_of;
+use std::sync::Arc;
 
 /// What the kept run may weigh. At issue 23's pace (lab ×10, a tool call and a drop every lab
 /// minute: about ten moments and forty entries a second) this keeps the last minutes change by
@@ -187,16 +188,24 @@ impl Track {
 /// One lab as a moment showed it.
 #[derive(Clone, Debug)]
 pub struct Frozen {
-    /// Without `recent`: the lanes come from the track.
+    /// Without `recent` (the lanes come from the track) and without `exchanges`.
     pub snapshot: Snapshot,
+    /// The HTTP exchanges listed, shared with the moments before and after that listed the
+    /// same: the list changes with a request, not with every event, and it is most of what a
+    /// moment weighs (64 exchanges with their headers, ~25 KiB).
+    pub exchanges: Arc<[Exchange]>,
     /// Absolute counts of the track's entries and marks at the moment.
     pub entries: usize,
     pub placed: usize,
 }
 
-impl Weigh for Frozen {
-    fn heap(&self) -> usize {
-        self.snapshot.heap()
+impl Frozen {
+    /// What the panes showed (without `recent`).
+    pub fn shown(&self) -> Snapshot {
+        Snapshot {
+            exchanges: self.exchanges.to_vec(),
+            ..self.snapshot.clone()
+        }
     }
 }
 
@@ -208,7 +217,8 @@ pub struct Moment {
     pub violation: bool,
     /// A decision (a server's or the client's new session) arrived since the previous moment.
     pub decision: bool,
-    /// What the moment holds on the heap, in bytes, weighed once when captured.
+    /// What the moment holds on the heap, in bytes, weighed once when captured; without the
+    /// exchanges, which it may share (see [`Timeline::recount`]).
     heap: usize,
 }
 
@@ -236,7 +246,7 @@ pub enum Jump {
 pub struct Timeline {
     pub tracks: Vec<Track>,
     moments: Vec<Moment>,
-    /// The sum of the kept moments' `heap`.
+    /// What the kept moments hold on the heap: their `heap`, and each list of exchanges once.
     moments_heap: usize,
     /// The bytes the whole kept run may hold.
     budget: usize,
@@ -314,28 +324,38 @@ impl Timeline {
     pub fn capture(&mut self, snapshots: &[Snapshot]) {
         let previous = self.moments.last();
         let mut decision = false;
+        let mut fresh_exchanges = 0;
         let panels = snapshots
             .iter()
             .zip(&self.tracks)
             .enumerate()
             .map(|(i, (snap, track))| {
                 let (entries, placed) = track.ends();
-                let before = previous
-                    .and_then(|m| m.panels.get(i))
-                    .map_or(0, |f| f.entries);
-                decision |= track.decided_between(before, entries);
+                let before = previous.and_then(|m| m.panels.get(i));
+                decision |= track.decided_between(before.map_or(0, |f| f.entries), entries);
                 let mut snapshot = snap.clone();
                 snapshot.recent = Vec::new();
+                let listed = std::mem::take(&mut snapshot.exchanges);
+                let exchanges = match before.filter(|f| *f.exchanges == *listed) {
+                    Some(f) => f.exchanges.clone(),
+                    None => {
+                        let fresh: Arc<[Exchange]> = listed.into();
+                        fresh_exchanges += fresh.heap();
+                        fresh
+                    }
+                };
                 Frozen {
                     snapshot,
+                    exchanges,
                     entries,
                     placed,
                 }
             })
             .collect::<Vec<Frozen>>();
         let violation = snapshots.iter().any(|s| !s.view.verdict.clean);
-        let heap = panels.heap();
-        self.moments_heap += heap;
+        let heap = panels.iter().map(|f| f.snapshot.heap()).sum::<usize>()
+            + panels.capacity() * size_of::<Frozen>();
+        self.moments_heap += heap + fresh_exchanges;
         self.moments.push(Moment {
             panels,
             violation,
@@ -424,8 +444,25 @@ impl Timeline {
         newest_gone.is_some()
     }
 
+    /// Sums what the kept moments hold: a list of exchanges counts once for the run of
+    /// moments that share it (they are always neighbours: a moment shares only its
+    /// predecessor's list, and letting moments go keeps the order).
     fn recount(&mut self) {
-        self.moments_heap = self.moments.iter().map(|m| m.heap).sum();
+        let mut heap = 0;
+        let mut previous: Option<&Moment> = None;
+        for moment in &self.moments {
+            heap += moment.heap;
+            for (i, frozen) in moment.panels.iter().enumerate() {
+                let shared = previous
+                    .and_then(|p| p.panels.get(i))
+                    .is_some_and(|p| Arc::ptr_eq(&p.exchanges, &frozen.exchanges));
+                if !shared {
+                    heap += frozen.exchanges.heap();
+                }
+            }
+            previous = Some(moment);
+        }
+        self.moments_heap = heap;
     }
 
     /// The moment a jump from `from` lands on (the same one if there is nowhere to go).
@@ -459,6 +496,7 @@ impl Timeline {
 mod tests {
     use super::*;
     use crate::lab::Snapshot;
+    use crate::tui::weight::weight;
     use forkscope_core::sim::Sim;
     use forkscope_core::{LabConfig, LabTime, Policy};
 
@@ -694,5 +732,61 @@ mod tests {
         // The present is always kept.
         let last = timeline.moment(timeline.len() - 1).unwrap();
         assert_eq!(last.panels[0].entries, timeline.tracks[0].ends().0);
+    }
+
+    #[test]
+    fn moments_share_an_unchanged_list_of_exchanges_and_count_it_once() {
+        let exchange = |i: u64| Exchange {
+            at: LabTime::from_millis(i),
+            method: "GET",
+            what: format!("standalone stream {i}"),
+            status: 200,
+            headers: vec![("← mcp-session-id".to_owned(), format!("{i:032x}"))],
+        };
+        let mut sim = Sim::new(LabConfig::default(), Policy::Fenced, 3).unwrap();
+        sim.start();
+        let mut timeline = Timeline::with_budget(1, SMALL);
+        let mut listed: Vec<Exchange> = (0..64).map(exchange).collect();
+        for step in 0..3_000 {
+            if step % 500 == 0 {
+                // A request: the list moves on by one.
+                listed.remove(0);
+                listed.push(exchange(64 + step));
+            }
+            sim.emit_background();
+            sim.deliver_all();
+            sim.advance(10);
+            timeline.tracks[0].sync(sim.history());
+            timeline.capture(&[Snapshot::from_sim(&sim, listed.clone())]);
+            let counted = timeline.moments_heap;
+            timeline.recount();
+            assert_eq!(counted, timeline.moments_heap, "step {step}");
+        }
+        let last = timeline.len() - 1;
+        let (newest, before) = (
+            timeline.moment(last).unwrap(),
+            timeline.moment(last - 1).unwrap(),
+        );
+        assert!(Arc::ptr_eq(
+            &newest.panels[0].exchanges,
+            &before.panels[0].exchanges
+        ));
+        assert_eq!(
+            newest.panels[0].shown().exchanges,
+            listed,
+            "shown as listed"
+        );
+        assert!(
+            newest.panels[0].snapshot.exchanges.is_empty(),
+            "kept once, shared"
+        );
+        // Shared, the kept moments weigh a fraction of one list each.
+        let one_list = weight(&listed);
+        assert!(
+            timeline.moments_heap * 4 < timeline.len() * one_list,
+            "{} moments of a {one_list}-byte list weigh {}",
+            timeline.len(),
+            timeline.moments_heap
+        );
     }
 }

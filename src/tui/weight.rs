@@ -56,6 +56,12 @@ impl<T: Weigh> Weigh for Vec<T> {
     }
 }
 
+impl<T: Weigh> Weigh for Arc<[T]> {
+    fn heap(&self) -> usize {
+        ARC_HEADER + self.len() * size_of::<T>() + self.iter().map(T::heap).sum::<usize>()
+    }
+}
+
 impl<A: Weigh, B: Weigh> Weigh for (A, B) {
     fn heap(&self) -> usize {
         self.0.heap() + self.1.heap()
