@@ -407,6 +407,7 @@ fn main() -> ExitCode {
                 pause_at_violation: cli.pause_at_violation,
                 present: cli.present,
                 predict: cli.predict,
+                run_budget: None,
             };
             let recorded = cli.record.clone();
             match forkscope::tui::run(start, cli.record) {

@@ -13,7 +13,7 @@ use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
 use super::panes::proof::{ProofResult, ProofView};
 use super::theme::Theme;
-use super::timeline::{Jump, Timeline};
+use super::timeline::{Frozen, Jump, RUN_BUDGET, Timeline};
 use super::ui::{self, Screen};
 use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
 use crate::record::Recorder;
@@ -55,6 +55,9 @@ pub struct Start {
     pub present: bool,
     /// Start with the verdict hidden (predict, then reveal).
     pub predict: bool,
+    /// Bytes time travel may keep of the run (`None`: [`RUN_BUDGET`]); tests set a small one
+    /// to see thinning without hours of data.
+    pub run_budget: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -105,6 +108,8 @@ pub struct App {
     single_policy: Policy,
     /// Every lab's run, and a moment each time something happened: for time travel.
     timeline: Timeline,
+    /// The bytes `timeline` may hold.
+    run_budget: usize,
     /// Time travel: the moment shown, or `None` for the present.
     travel: Option<usize>,
     /// This dashboard paused lab time to travel (and resumes it when back to live).
@@ -175,6 +180,7 @@ fn violation_stops(timeline: &Timeline) -> Vec<ViolationStop> {
 impl App {
     /// A dashboard ready to draw: its labs started (or the scenario's, playing).
     pub async fn new(start: Start, log: LogRing) -> Result<App, DashboardError> {
+        let run_budget = start.run_budget.unwrap_or(RUN_BUDGET);
         let mut app = App {
             options: start.options.clone(),
             labs: Vec::new(),
@@ -194,7 +200,8 @@ impl App {
             theme: Theme::from_env(),
             recorder: start.recorder.map(|r| (r, Instant::now())),
             single_policy: start.options.policy,
-            timeline: Timeline::default(),
+            timeline: Timeline::with_budget(0, run_budget),
+            run_budget,
             travel: None,
             travel_paused: false,
             help_paused: false,
@@ -215,7 +222,7 @@ impl App {
             None => {
                 let lab = Lab::start(start.options).await?;
                 app.labs.push(Arc::new(lab));
-                app.timeline = Timeline::new(1);
+                app.timeline = Timeline::with_budget(1, app.run_budget);
             }
         }
         Ok(app)
@@ -260,6 +267,16 @@ impl App {
     /// Time travel's position: the moment shown and how many there are; `None` when live.
     pub fn travelling(&self) -> Option<(usize, usize)> {
         self.travel.map(|i| (i, self.timeline.len()))
+    }
+
+    /// What time travel keeps of the run, in estimated bytes (see [`super::weight`]).
+    pub fn kept_bytes(&self) -> usize {
+        self.timeline.weight()
+    }
+
+    /// The moments time travel can go to.
+    pub fn kept_moments(&self) -> usize {
+        self.timeline.len()
     }
 
     /// One terminal event: a key press, a click on the lanes; the rest is ignored.
@@ -328,11 +345,7 @@ impl App {
         }
         let (panels, ends) = match self.travel.and_then(|i| self.timeline.moment(i)) {
             Some(moment) => (
-                moment
-                    .panels
-                    .iter()
-                    .map(|f| f.snapshot.clone())
-                    .collect::<Vec<_>>(),
+                moment.panels.iter().map(Frozen::shown).collect::<Vec<_>>(),
                 moment
                     .panels
                     .iter()
@@ -341,7 +354,7 @@ impl App {
             ),
             None => {
                 if self.timeline.tracks.len() != self.labs.len() {
-                    self.timeline = Timeline::new(self.labs.len());
+                    self.timeline = Timeline::with_budget(self.labs.len(), self.run_budget);
                 }
                 for (track, lab) in self.timeline.tracks.iter_mut().zip(&self.labs) {
                     track.sync(&lab.core().history);
@@ -1273,7 +1286,7 @@ impl App {
         // New labs, new evidence, a new run to travel through.
         self.evidence = None;
         self.evidence_dismissed = false;
-        self.timeline = Timeline::default();
+        self.timeline = Timeline::with_budget(0, self.run_budget);
         self.travel = None;
         self.travel_paused = false;
         self.captured = None;

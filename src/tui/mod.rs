@@ -12,6 +12,7 @@ pub mod probe_watch;
 pub mod theme;
 pub mod timeline;
 pub mod ui;
+pub mod weight;
 
 use crate::record::{Recorder, Tee};
 use std::io::IsTerminal;

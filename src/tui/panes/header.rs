@@ -20,6 +20,20 @@ pub struct Travel {
     pub moments: usize,
 }
 
+/// How far back time travel goes, and what of the run was thinned or let go on the way to stay
+/// within its memory budget (lab milliseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reach {
+    /// The oldest moment kept: where Home goes.
+    pub oldest_ms: u64,
+    /// Older moments were let go.
+    pub forgotten: bool,
+    /// Before this only some changes are kept; from it on, every change.
+    pub every_change_since_ms: Option<u64>,
+    /// The lanes' oldest event kept: older ones were let go.
+    pub lanes_since_ms: Option<u64>,
+}
+
 pub fn render(
     frame: &mut Frame,
     area: Rect,

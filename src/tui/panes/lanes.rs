@@ -9,6 +9,7 @@
 use super::block;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
+use crate::tui::weight::{self, Weigh};
 use forkscope_core::history::{Entry, Record};
 use forkscope_core::{SessionId, StreamId, StreamKind, StreamState};
 use ratatui::Frame;
@@ -107,6 +108,18 @@ pub struct Classifier {
     bound: HashMap<SessionId, StreamId>,
     requests: HashSet<(SessionId, StreamId)>,
     applied: HashSet<Arc<str>>,
+    /// The heap bytes of the keys in `applied`, kept as they are added (summing them would
+    /// walk the whole run).
+    applied_keys: usize,
+}
+
+impl Weigh for Classifier {
+    fn heap(&self) -> usize {
+        weight::table::<(SessionId, StreamId)>(self.bound.capacity())
+            + weight::table::<(SessionId, StreamId)>(self.requests.capacity())
+            + weight::table::<Arc<str>>(self.applied.capacity())
+            + self.applied_keys
+    }
 }
 
 impl Classifier {
@@ -191,6 +204,9 @@ impl Classifier {
                 ..
             } => {
                 let duplicate = *applied && !self.applied.insert(key.clone());
+                if *applied && !duplicate {
+                    self.applied_keys += key.heap();
+                }
                 let mark = match (applied, duplicate) {
                     (_, true) => Mark::new('◆', Severity::Violation, None),
                     (true, false) => Mark::new('▲', Severity::Event, Some(event.stream)),
@@ -202,6 +218,20 @@ impl Classifier {
                 Some(client(None, Mark::new('✗', Severity::Warn, None)))
             }
             _ => None,
+        }
+    }
+
+    /// Forgets what an entry the track let go taught it: the side effect it applied. A replay
+    /// of an event applied before the kept run began then draws as applied, not ◆ (the verdict,
+    /// which keeps every key, still counts it); without this the set would grow all day.
+    pub fn forget(&mut self, entry: &Entry) {
+        if let Record::Delivered {
+            key, applied: true, ..
+        } = &entry.record
+        {
+            if self.applied.remove(key) {
+                self.applied_keys -= key.heap();
+            }
         }
     }
 
