@@ -24,7 +24,16 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             Span::styled(format!("{:>7} ", exchange.at.to_string()), theme.dim()),
             Span::styled(format!("{:<7}", exchange.method), theme.key()),
             Span::styled(format!("{} ", exchange.status), status_style),
-            Span::raw(exchange.what.clone()),
+            // Words, not a value: shortened with `…` rather than left out.
+            Span::raw({
+                let room = inner.saturating_sub(7 + 1 + 7 + 4);
+                if exchange.what.chars().count() > room {
+                    let kept: String = exchange.what.chars().take(room.saturating_sub(1)).collect();
+                    format!("{}…", kept.trim_end())
+                } else {
+                    exchange.what.clone()
+                }
+            }),
         ];
         let mut block_lines = vec![Line::from(header)];
         if detailed {

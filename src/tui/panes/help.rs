@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 17] = [
+pub const GLOSSARY: [(&str, &str); 21] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -62,6 +62,19 @@ pub const GLOSSARY: [(&str, &str); 17] = [
     (
         "in order",
         "a scripted run's lanes: one column per record, clock aside",
+    ),
+    (
+        "◂╳ fork at",
+        "the fork's first orphan emit, scrolled off the left edge",
+    ),
+    ("› ▲", "the selected event: its lane (›) and its column (▲)"),
+    (
+        "…",
+        "more than fits: a whole field left out, never a cut number",
+    ),
+    (
+        "identity",
+        "how a resume (↺) knew its stream: token header or id key",
     ),
 ];
 

@@ -113,37 +113,46 @@ fn full_conditions<'a>(
     width: usize,
     budget: usize,
 ) -> Vec<Line<'a>> {
-    let layouts = [true, false].map(|all_notes| {
-        let mut lines = Vec::new();
-        for c in &snap.view.conditions {
-            let (mark, style) = if c.holds {
-                ("✔", theme.good())
-            } else {
-                ("✘", theme.bad())
-            };
-            let head = format!("{mark} {} {}", c.condition.number(), c.condition.title());
-            let note = (all_notes || !c.holds) && !c.note.is_empty();
-            if !note {
-                lines.push(Line::styled(head, style));
-            } else if head.chars().count() + 3 + c.note.chars().count() <= width {
-                lines.push(Line::from(vec![
-                    Span::styled(head, style),
-                    Span::styled(format!(" · {}", c.note), theme.dim()),
-                ]));
-            } else {
-                lines.push(Line::styled(head, style));
-                for part in wrap_words(&c.note, width.saturating_sub(4)) {
-                    lines.push(Line::styled(format!("    {part}"), theme.dim()));
+    // Most said first: every note and each broken condition's meaning; then less, until the
+    // layout fits.
+    let layouts = [(true, true), (true, false), (false, true), (false, false)].map(
+        |(all_notes, meanings)| {
+            let mut lines = Vec::new();
+            for c in &snap.view.conditions {
+                let (mark, style) = if c.holds {
+                    ("✔", theme.good())
+                } else {
+                    ("✘", theme.bad())
+                };
+                let head = format!("{mark} {} {}", c.condition.number(), c.condition.title());
+                let note = (all_notes || !c.holds) && !c.note.is_empty();
+                if !note {
+                    lines.push(Line::styled(head, style));
+                } else if head.chars().count() + 3 + c.note.chars().count() <= width {
+                    lines.push(Line::from(vec![
+                        Span::styled(head, style),
+                        Span::styled(format!(" · {}", c.note), theme.dim()),
+                    ]));
+                } else {
+                    lines.push(Line::styled(head, style));
+                    for part in wrap_words(&c.note, width.saturating_sub(4)) {
+                        lines.push(Line::styled(format!("    {part}"), theme.dim()));
+                    }
+                }
+                if meanings && !c.holds {
+                    for part in wrap_words(
+                        &format!("means: {}", c.condition.meaning()),
+                        width.saturating_sub(4),
+                    ) {
+                        lines.push(Line::styled(format!("    {part}"), theme.dim()));
+                    }
                 }
             }
-        }
-        lines
-    });
-    let [all, broken] = layouts;
-    if all.len() <= budget {
-        all
-    } else if broken.len() <= budget {
-        broken
+            lines
+        },
+    );
+    if let Some(fits) = layouts.into_iter().find(|l| l.len() <= budget) {
+        fits
     } else {
         snap.view
             .conditions
