@@ -18,10 +18,10 @@ use forkscope_core::history::{Entry, History};
 use std::mem::size_of;
 use std::sync::Arc;
 
-/// What the kept run may weigh. At issue 23's pace (lab ×10, a tool call and a drop every lab
-/// minute: about ten moments and forty entries a second) this keeps the last minutes change by
-/// change and hours more thinned; with the ~10 MiB the dashboard needs anyway, a lab left
-/// running at a booth all day stays within a few tens of MiB.
+/// What the kept run may weigh: small on any laptop (the count caps it replaces let the moments
+/// alone reach ~110 MiB), yet at issue 23's pace (lab ×10, a tool call and a drop every lab
+/// minute: about ten moments and forty entries a second) some ten to fifteen minutes fit change
+/// by change before the older run thins (`benches/travel.rs`, BENCHMARKS.md).
 pub const RUN_BUDGET: usize = 32 << 20;
 
 /// The share of the budget all tracks together may hold: the lanes and the event card read
