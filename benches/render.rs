@@ -50,6 +50,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
                 evidence: None,
                 lanes: &[],
                 travel: None,
+                reach: None,
                 event: None,
                 present: false,
                 hide_verdict: false,

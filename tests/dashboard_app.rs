@@ -624,3 +624,116 @@ async fn help_pauses_the_lab_and_closing_it_resumes() {
         "still the presenter's pause"
     );
 }
+
+/// The number after `prefix` in `text` up to its unit, whole (`None` if `prefix` is absent).
+fn seconds_after(text: &str, prefix: &str) -> Option<String> {
+    let at = text.find(prefix)? + prefix.len();
+    let rest = &text[at..];
+    let end = rest.find(" s")?;
+    let number = &rest[..end];
+    assert!(
+        number.parse::<f64>().is_ok(),
+        "'{prefix}' is followed by a whole number: {text}"
+    );
+    Some(number.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_says_how_far_back_travel_reaches_at_every_size() {
+    // A budget a few dozen moments fill, so the run thins in seconds, not hours.
+    let start = Start {
+        options: LabOptions {
+            policy: Policy::Fenced,
+            background: None,
+            ..LabOptions::default()
+        },
+        run_budget: Some(96 << 10),
+        ..Start::default()
+    };
+    let mut app = App::new(start, LogRing::default()).await.unwrap();
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    until(&mut app, &mut terminal, "the client's stream", |s| {
+        s[0].view
+            .client
+            .as_ref()
+            .is_some_and(|c| c.bound_stream.is_some())
+    })
+    .await;
+    let header = |terminal: &Terminal<TestBackend>| {
+        screen(terminal)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for _ in 0..3 {
+        app.handle(key('+')).await;
+    }
+    // An event at a time, each a moment a lab second or so apart, until the live header says
+    // how far back travel goes: the run was thinned to stay within its budget.
+    let mut presses = 0;
+    while !header(&terminal).contains("back to") {
+        let before = app.labs()[0].snapshot();
+        let (applied_before, at) = (applied(std::slice::from_ref(&before)), before.view.at);
+        app.handle(key('e')).await;
+        until(
+            &mut app,
+            &mut terminal,
+            "the event applied, a lab second on",
+            |s| applied(s) > applied_before && s[0].view.at.as_millis() > at.as_millis() + 1_000,
+        )
+        .await;
+        presses += 1;
+        assert!(presses < 2_000, "never thinned: {}", header(&terminal));
+    }
+    assert!(app.kept_bytes() <= 96 << 10, "{}", app.kept_bytes());
+
+    // Home goes to the oldest moment kept, and the line says that is where travel reaches.
+    app.handle(code(KeyCode::Home)).await;
+    assert_eq!(app.travelling().map(|(at, _)| at), Some(0));
+    for (width, height) in [(60, 20), (80, 24), (100, 30)] {
+        terminal.backend_mut().resize(width, height);
+        app.draw(&mut terminal).unwrap();
+        let line = header(&terminal);
+        assert!(line.contains("⏪"), "{width}×{height}: {line}");
+        let back = seconds_after(&line, "back to ").expect("the reach is shown");
+        let shown = seconds_after(&line, "lab ")
+            .or_else(|| seconds_after(&line, "TIME TRAVEL "))
+            .or_else(|| seconds_after(&line, "⏪ "))
+            .expect("the moment's lab time is shown");
+        assert_eq!(
+            back, shown,
+            "{width}×{height}: Home is where travel reaches: {line}"
+        );
+        let (_, moments) = app.travelling().unwrap();
+        assert!(
+            line.contains(&format!("1 of {moments}")) || line.contains(&format!("1/{moments}")),
+            "{width}×{height}: {line}"
+        );
+        // Nothing was forgotten: the first moment is the run's start, and the key line says
+        // from when every change is kept, in full.
+        let keys = screen(&terminal)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        let since = seconds_after(&keys, "run's start; every change since lab ")
+            .unwrap_or_else(|| panic!("{width}×{height}: {keys}"));
+        assert!(since.parse::<f64>().unwrap() > back.parse::<f64>().unwrap());
+        if let Some(shown) = seconds_after(&line, "since ") {
+            assert_eq!(shown, since, "{width}×{height}: {line}");
+        }
+    }
+    // Live again: the header still says how far back travel reaches.
+    app.handle(code(KeyCode::End)).await;
+    for (width, height) in [(60, 20), (80, 24), (100, 30)] {
+        terminal.backend_mut().resize(width, height);
+        app.draw(&mut terminal).unwrap();
+        let line = header(&terminal);
+        assert!(
+            seconds_after(&line, "back to ").is_some(),
+            "{width}×{height}: {line}"
+        );
+    }
+    app.stop().await;
+}

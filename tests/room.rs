@@ -131,6 +131,8 @@ async fn seed(policy: Policy, present: bool, compare: bool) -> (App, Terminal<Te
         },
     )
     .await;
+    // A frame of the final state: time travel keeps what the screen showed.
+    app.draw(&mut terminal).unwrap();
     (app, terminal)
 }
 

@@ -5,6 +5,7 @@ use super::DashboardError;
 use super::keys::{self, Command};
 use super::knobs::{Apply, Knobs, Settings};
 use super::log::LogRing;
+use super::panes;
 use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
 use super::panes::header::Travel;
@@ -439,6 +440,7 @@ impl App {
                 moment,
                 moments: self.timeline.len(),
             }),
+            reach: self.timeline.reach(),
             event: event.as_ref(),
             present: self.present,
             hide_verdict: self.hide_verdict,
@@ -559,7 +561,25 @@ impl App {
         };
         let to = self.timeline.jump(from, jump);
         let violation = self.timeline.moment(to).is_some_and(|m| m.violation);
+        let reach = self.timeline.reach();
         match jump {
+            // The oldest moment kept: say when that is not the run's whole start (short: the
+            // key line has 50 columns for it at the smallest size).
+            Jump::Start => match reach {
+                Some(r) if r.forgotten => self.say(format!(
+                    "oldest kept: lab {}; older ones forgotten",
+                    panes::seconds(r.oldest_ms)
+                )),
+                Some(r) => {
+                    if let Some(since) = r.every_change_since_ms {
+                        self.say(format!(
+                            "run's start; every change since lab {}",
+                            panes::seconds(since)
+                        ));
+                    }
+                }
+                None => {}
+            },
             Jump::FirstViolation if !violation => self.say("no violation in this run"),
             Jump::PreviousDecision | Jump::NextDecision if to == from => {
                 self.say("no decision that way")

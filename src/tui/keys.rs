@@ -95,7 +95,7 @@ pub const BINDINGS: [(&str, Command, &str); 29] = [
     (
         "Home End",
         Command::Travel(Jump::Start),
-        "run's start / live (also l)",
+        "oldest kept / live (also l)",
     ),
     (
         "v",

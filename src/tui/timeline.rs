@@ -18,10 +18,10 @@ use forkscope_core::history::{Entry, History};
 use std::mem::size_of;
 use std::sync::Arc;
 
-/// What the kept run may weigh. At issue 23's pace (lab ×10, a tool call and a drop every lab
-/// minute: about ten moments and forty entries a second) this keeps the last minutes change by
-/// change and hours more thinned; with the ~10 MiB the dashboard needs anyway, a lab left
-/// running at a booth all day stays within a few tens of MiB.
+/// What the kept run may weigh: small on any laptop (the count caps it replaces let the moments
+/// alone reach ~110 MiB), yet at issue 23's pace (lab ×10, a tool call and a drop every lab
+/// minute: about ten moments and forty entries a second) some ten to fifteen minutes fit change
+/// by change before the older run thins (`benches/travel.rs`, BENCHMARKS.md).
 pub const RUN_BUDGET: usize = 32 << 20;
 
 /// The share of the budget all tracks together may hold: the lanes and the event card read
@@ -367,8 +367,26 @@ impl Timeline {
         }
     }
 
+    /// The first moment with a violation, and the first with a fork (where `v` goes first):
+    /// neither is ever thinned.
+    fn first_violations(&self) -> [Option<usize>; 2] {
+        let forked = |m: &Moment| {
+            m.panels.iter().any(|f| {
+                f.snapshot
+                    .view
+                    .verdict
+                    .count(forkscope_core::AnomalyKind::Fork)
+                    > 0
+            })
+        };
+        [
+            self.moments.iter().position(|m| m.violation),
+            self.moments.iter().position(forked),
+        ]
+    }
+
     /// Thins the moments until the run weighs [`THIN_TO`] of the budget; when only decisions
-    /// and the first violation are left to thin, lets the oldest moments go.
+    /// and the first violation and fork are left to thin, lets the oldest moments go.
     fn fit(&mut self) {
         let target = (self.budget as f64 * THIN_TO) as usize;
         while self.weight() > target {
@@ -380,11 +398,13 @@ impl Timeline {
 
     /// Lets every other ordinary moment go, except the newest quarter of them; returns whether
     /// any went. Repeated, the older part gets coarser each time, so the whole run stays
-    /// reachable, coarser the older it is. Decisions and the first violation (what `v`, `[`
+    /// reachable, coarser the older it is. Decisions, the first violation and the first fork (what `v`, `[`
     /// and `]` go to) are never thinned.
     fn thin(&mut self) -> bool {
-        let first_violation = self.moments.iter().position(|m| m.violation);
-        let pinned = |i: usize, m: &Moment| m.decision || Some(i) == first_violation;
+        let [first_violation, first_fork] = self.first_violations();
+        let pinned = |i: usize, m: &Moment| {
+            m.decision || Some(i) == first_violation || Some(i) == first_fork
+        };
         let ordinary = self
             .moments
             .iter()
@@ -417,10 +437,10 @@ impl Timeline {
         }
     }
 
-    /// Lets the oldest quarter of the moments go, all but the first violation; returns whether
+    /// Lets the oldest quarter of the moments go, all but the first violation and fork; returns whether
     /// any went.
     fn let_go_oldest(&mut self) -> bool {
-        let first_violation = self.moments.iter().position(|m| m.violation);
+        let [first_violation, first_fork] = self.first_violations();
         // Never the newest: the present is always a moment to travel to.
         let count = self
             .moments
@@ -430,7 +450,8 @@ impl Timeline {
         let mut index = 0;
         let mut newest_gone = None;
         self.moments.retain(|m| {
-            let keep = index >= count || Some(index) == first_violation;
+            let keep =
+                index >= count || Some(index) == first_violation || Some(index) == first_fork;
             if !keep {
                 newest_gone = Some(m.at());
             }

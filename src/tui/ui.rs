@@ -45,6 +45,8 @@ pub struct Screen<'a> {
     pub lanes: &'a [LaneSource<'a>],
     /// Time travel: the moment shown, of how many.
     pub travel: Option<header::Travel>,
+    /// How far back time travel reaches (`None`: nothing to travel to yet).
+    pub reach: Option<header::Reach>,
     /// The selected event, explained.
     pub event: Option<&'a EventCard>,
     /// Presenter mode: fewer panes, wider lanes, a bigger verdict.
@@ -73,6 +75,7 @@ impl<'a> Screen<'a> {
             evidence: None,
             lanes: &[],
             travel: None,
+            reach: None,
             event: None,
             present: false,
             hide_verdict: false,
@@ -113,7 +116,15 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     ])
     .areas(area);
     let compare = screen.panels.len() > 1;
-    header::render(frame, top, first, compare, screen.travel, theme);
+    header::render(
+        frame,
+        top,
+        first,
+        compare,
+        screen.travel,
+        screen.reach,
+        theme,
+    );
     let body = match screen.event {
         Some(card) if body.height >= 14 + event_card::height(card, body.width) => {
             let [body, pane] = Layout::vertical([
