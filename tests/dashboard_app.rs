@@ -468,7 +468,7 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
         top.contains("│ d        drop the connection (NAT drop)       "),
         "{top}"
     );
-    for _ in 0..40 {
+    for _ in 0..100 {
         app.handle(code(KeyCode::Down)).await;
     }
     app.draw(&mut terminal).unwrap();
@@ -481,7 +481,7 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     );
     // Back up: the glossary, and every key on the way.
     let (mut glossary, mut knobs) = (false, false);
-    for _ in 0..40 {
+    for _ in 0..100 {
         app.draw(&mut terminal).unwrap();
         let shown = screen(&terminal);
         glossary |= shown.contains("CURSOR BACK the client's cursor moved backwards")

@@ -823,7 +823,7 @@ impl App {
                 _ => None,
             };
             if let Some(by) = scroll {
-                self.help_scroll = self.help_scroll.saturating_add_signed(by).min(40);
+                self.help_scroll = self.help_scroll.saturating_add_signed(by).min(100);
                 return;
             }
         }
