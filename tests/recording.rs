@@ -121,3 +121,14 @@ async fn a_recording_names_the_policy_a_scenario_switched_to() {
     assert_eq!(verdicts.len(), 1);
     assert!(verdicts[0].starts_with("fenced → naive: "), "{verdicts:?}");
 }
+
+/// `run` labels a scenario that pressed `n` by both policies, as `record` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_names_the_policy_a_scenario_switched_to() {
+    let text = "name = \"switch\"\nteaches = \"n\"\npolicy = \"fenced\"\n[[step]]\naction = \"toggle_naive\"\n[[step]]\nadvance_ms = 100\n";
+    let switched = scenario::format::parse(text, Path::new("switch.toml")).unwrap();
+    let run = forkscope::scenario::player::play(&switched, Policy::Fenced).await;
+    assert_eq!(run.ended_under, Some(Policy::Naive));
+    let report = forkscope::scenario::report::text(&switched, std::slice::from_ref(&run));
+    assert!(report.contains("fenced → naive"), "{report}");
+}

@@ -329,6 +329,10 @@ async fn v_steps_through_the_violations_fork_first_and_marks_it_without_colour()
     let next = draw(&mut app, 100, 30);
     assert!(next.contains("violation 2 of"), "{next}");
     assert!(!next.contains(": FORK ·"), "then the others:\n{next}");
+    // Enter dismisses the card on top: the selected event's.
+    assert!(next.contains("selected event"), "{next}");
+    app.handle(code(KeyCode::Enter)).await;
+    assert!(!draw(&mut app, 100, 30).contains("selected event"));
     app.stop().await;
 }
 

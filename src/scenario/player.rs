@@ -58,6 +58,9 @@ pub struct Check {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Run {
     pub policy: Policy,
+    /// The policy in force at the end, when a step pressed `n` (toggle_naive) and it differs:
+    /// a fork it made is labelled `fenced → naive`, never `fenced` alone.
+    pub ended_under: Option<Policy>,
     pub verdict: Option<Verdict>,
     pub counters: Option<Counters>,
     pub conditions_broken: Vec<u8>,
@@ -73,6 +76,14 @@ pub struct Run {
 }
 
 impl Run {
+    /// `fenced`, or `fenced → naive` when the scenario switched policy on the way.
+    pub fn label(&self) -> String {
+        match self.ended_under {
+            Some(now) => format!("{} → {}", self.policy.name(), now.name()),
+            None => self.policy.name().to_owned(),
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.error.is_none() && self.checks.iter().all(|c| c.ok)
     }
@@ -106,6 +117,7 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
     }
     let [mut run] = runs;
     settle(&lab).await;
+    run.ended_under = Some(lab.policy()).filter(|now| *now != policy);
     {
         let core = lab.core();
         run.verdict = Some(core.history.verdict());
@@ -296,6 +308,7 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
 pub fn new_run(policy: Policy) -> Run {
     Run {
         policy,
+        ended_under: None,
         verdict: None,
         counters: None,
         tool_results: 0,

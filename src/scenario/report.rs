@@ -25,12 +25,7 @@ pub fn text(scenario: &Scenario, runs: &[Run]) -> String {
                 format!("{passed}/{n} expectations"),
             ),
         };
-        let _ = writeln!(
-            out,
-            "  {mark}  {:<7} {:<58} {tally}",
-            run.policy.name(),
-            verdict,
-        );
+        let _ = writeln!(out, "  {mark}  {:<7} {:<58} {tally}", run.label(), verdict,);
         if let Some(error) = &run.error {
             let _ = writeln!(out, "        error: {error}");
         }
@@ -54,6 +49,7 @@ pub fn json(scenario: &Scenario, runs: &[Run]) -> serde_json::Value {
         "ok": runs.iter().all(Run::ok),
         "runs": runs.iter().map(|run| serde_json::json!({
             "policy": run.policy.name(),
+            "ended_under": run.ended_under.map(|p| p.name()),
             "ok": run.ok(),
             // False when the file states no expectation for this policy: `ok` then means
             // only that it played.

@@ -836,6 +836,10 @@ impl App {
         if self.knobs.is_some() {
             return self.knobs_key(key).await;
         }
+        // Enter dismisses the card on top: the selected event's, else the evidence.
+        if key.code == KeyCode::Enter && self.selected.take().is_some() {
+            return;
+        }
         if key.code == KeyCode::Enter && self.evidence.is_some() && !self.evidence_dismissed {
             self.evidence_dismissed = true;
             return;
@@ -865,6 +869,10 @@ impl App {
                     .get(usize::from(n) - 1)
                     .copied();
                 self.explained = if self.explained == asked { None } else { asked };
+                // Presenter mode has no invariant panel: say what the key did, and where.
+                if let (true, Some(c)) = (self.present, self.explained) {
+                    self.say(format!("{}. {}: {}", c.number(), c.title(), c.meaning()));
+                }
             }
             Command::Travel(jump) => self.travel_to(jump),
             Command::Live => self.go_live(),

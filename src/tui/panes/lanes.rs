@@ -51,6 +51,8 @@ const MAX_STREAM_LANES: usize = 4;
 pub enum Severity {
     Info,
     Event,
+    /// A resume: drawn over the events that share its column, so the `↺` is never hidden.
+    Notable,
     Warn,
     Violation,
 }
@@ -156,7 +158,7 @@ impl Classifier {
             } => Some(on(
                 *session,
                 *stream,
-                Mark::new('↺', Severity::Info, Some(*stream)),
+                Mark::new('↺', Severity::Notable, Some(*stream)),
             )),
             Record::Attached {
                 session, stream, ..
@@ -243,7 +245,7 @@ impl Classifier {
                 entry: index,
                 session: Some(*session),
                 row: Row::Client,
-                mark: Mark::new('↺', Severity::Info, None),
+                mark: Mark::new('↺', Severity::Notable, None),
             }),
             _ => None,
         }
@@ -409,6 +411,7 @@ fn styled(cell: Option<(Mark, usize)>, source: &LaneSource, theme: &Theme) -> Sp
                 Severity::Violation => theme.bad(),
                 Severity::Warn => theme.warn(),
                 Severity::Info => theme.dim(),
+                Severity::Notable => theme.accent(),
                 Severity::Event => m.stream.map_or(theme.good(), |s| theme.stream(s.0)),
             };
             if source.selected == Some(index) {
