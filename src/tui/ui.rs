@@ -235,9 +235,15 @@ fn draw_present(
     theme: &Theme,
 ) -> LanesDrawn {
     let client_height = if area.height >= 22 { 7 } else { 0 };
+    // The lanes keep room for a fork (two stream lanes and the client's): a short area gives
+    // up the big letters first, then verdict rows.
+    let verdict_height = area
+        .height
+        .saturating_sub(6 + client_height + u16::from(badge))
+        .clamp(3, presenter::HEIGHT);
     let [badge_area, verdict_area, lanes_area, client_area] = Layout::vertical([
         Constraint::Length(u16::from(badge)),
-        Constraint::Length(presenter::HEIGHT),
+        Constraint::Length(verdict_height),
         Constraint::Fill(1),
         Constraint::Length(client_height),
     ])
