@@ -1,6 +1,9 @@
 //! The real dashboard driven by keys and clicks: key → Action → lab (real sockets) → screen,
 //! drawn into a `TestBackend`. Every wait is for observed state, never a sleep-and-hope.
 
+mod common;
+
+use common::{code, key};
 use forkscope::lab::{LabOptions, Snapshot};
 use forkscope::tui::Start;
 use forkscope::tui::app::App;
@@ -9,23 +12,9 @@ use forkscope_core::Policy;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{
-    Event, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers, MouseButton, MouseEvent,
-    MouseEventKind,
+    Event, KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 use std::time::Duration;
-
-fn key(c: char) -> Event {
-    code(KeyCode::Char(c))
-}
-
-fn code(code: KeyCode) -> Event {
-    Event::Key(KeyEvent {
-        code,
-        modifiers: KeyModifiers::NONE,
-        kind: KeyEventKind::Press,
-        state: KeyEventState::NONE,
-    })
-}
 
 async fn dashboard(policy: Policy) -> App {
     let start = Start {

@@ -4,6 +4,9 @@
 //! the violations fork first; a selected event is marked without colour; 1–5 explain a
 //! condition; compare mode shows the client and the http line. Every wait is for observed state.
 
+mod common;
+
+use common::{code, key};
 use forkscope::lab::{LabOptions, Snapshot};
 use forkscope::tui::Start;
 use forkscope::tui::app::App;
@@ -13,23 +16,8 @@ use forkscope_core::client::Phase;
 use forkscope_core::{AnomalyKind, Policy};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::crossterm::event::{
-    Event, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers,
-};
+use ratatui::crossterm::event::KeyCode;
 use std::time::Duration;
-
-fn key(c: char) -> Event {
-    code(KeyCode::Char(c))
-}
-
-fn code(code: KeyCode) -> Event {
-    Event::Key(KeyEvent {
-        code,
-        modifiers: KeyModifiers::NONE,
-        kind: KeyEventKind::Press,
-        state: KeyEventState::NONE,
-    })
-}
 
 const SIZES: [(u16, u16); 3] = [(60, 20), (80, 24), (100, 30)];
 
