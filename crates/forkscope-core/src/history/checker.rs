@@ -406,21 +406,20 @@ impl Checker {
             // No client reported what it applied (stock clients of `forkscope serve` do not):
             // say what the server saw rather than "0 side effects applied".
             None if self.witnessed.is_empty() => format!(
-                "no anomaly in what the server saw: {} event(s) emitted, one live stream at a time \
-                 ({} resumes accepted, {} rejected, {} late emits refused; no client reported \
-                 what it applied, so duplicates and losses are not judged)",
-                self.counters.emits,
-                self.counters.resumes_accepted,
+                "no anomaly in what the server saw: {}, one live stream at a time \
+                 ({}, {} rejected, {}; no client reported what it applied, so duplicates and \
+                 losses are not judged)",
+                counted(self.counters.emits, "event", "emitted"),
+                counted(self.counters.resumes_accepted, "resume", "accepted"),
                 self.counters.rejected_total(),
-                self.counters.late_emits_refused
+                counted(self.counters.late_emits_refused, "late emit", "refused"),
             ),
             None => format!(
-                "no anomaly: {} side effects applied, each once, on one stream at a time \
-                 ({} resumes accepted, {} rejected, {} late emits refused)",
-                self.counters.applied,
-                self.counters.resumes_accepted,
+                "no anomaly: {} applied, each once, on one stream at a time ({}, {} rejected, {})",
+                counted(self.counters.applied, "side effect", ""),
+                counted(self.counters.resumes_accepted, "resume", "accepted"),
                 self.counters.rejected_total(),
-                self.counters.late_emits_refused
+                counted(self.counters.late_emits_refused, "late emit", "refused"),
             ),
             Some(lead) => lead.to_string(),
         };
@@ -431,6 +430,12 @@ impl Checker {
             first: lead.cloned(),
         }
     }
+}
+
+/// `1 resume accepted`, `2 resumes accepted`: a count and its noun as a person writes them.
+fn counted(n: u64, noun: &str, participle: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {noun}{s} {participle}").trim_end().to_owned()
 }
 
 /// The checker's judgement at one instant.
@@ -545,7 +550,7 @@ mod tests {
         assert!(
             verdict
                 .headline
-                .starts_with("no anomaly in what the server saw: 0 event(s) emitted"),
+                .starts_with("no anomaly in what the server saw: 0 events emitted"),
             "{}",
             verdict.headline
         );
@@ -554,5 +559,12 @@ mod tests {
             "{}",
             verdict.headline
         );
+    }
+
+    #[test]
+    fn counts_read_as_a_person_writes_them() {
+        assert_eq!(counted(1, "resume", "accepted"), "1 resume accepted");
+        assert_eq!(counted(0, "resume", "accepted"), "0 resumes accepted");
+        assert_eq!(counted(44, "side effect", ""), "44 side effects");
     }
 }
