@@ -89,7 +89,7 @@ macro_rules! plain {
         }
     )*};
 }
-plain!(StreamView, super::panes::lanes::Placed, usize);
+plain!(StreamView, usize);
 
 impl Weigh for Record {
     fn heap(&self) -> usize {

@@ -115,6 +115,13 @@ pub struct Classifier {
     applied_keys: usize,
 }
 
+/// A mark owns nothing on the heap (its place in a `Vec` is counted by the `Vec`).
+impl Weigh for Placed {
+    fn heap(&self) -> usize {
+        0
+    }
+}
+
 impl Weigh for Classifier {
     fn heap(&self) -> usize {
         weight::table::<(SessionId, StreamId)>(self.bound.capacity())
