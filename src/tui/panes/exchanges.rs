@@ -25,27 +25,17 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
             Span::styled(format!("{:<7}", exchange.method), theme.key()),
             Span::styled(format!("{} ", exchange.status), status_style),
             // Words, not a value: shortened with `…` rather than left out.
-            Span::raw({
-                let room = inner.saturating_sub(7 + 1 + 7 + 4);
-                if exchange.what.chars().count() > room {
-                    let kept: String = exchange.what.chars().take(room.saturating_sub(1)).collect();
-                    format!("{}…", kept.trim_end())
-                } else {
-                    exchange.what.clone()
-                }
-            }),
+            Span::raw(super::shorten(
+                &exchange.what,
+                inner.saturating_sub(7 + 1 + 7 + 4),
+            )),
         ];
         let mut block_lines = vec![Line::from(header)];
         if detailed {
             for (name, value) in &exchange.headers {
                 // A token or cursor is an opaque id: shortened, it says so with `…`.
                 let room = inner.saturating_sub(10 + name.chars().count() + 2);
-                let value = if value.chars().count() > room {
-                    let kept: String = value.chars().take(room.saturating_sub(1)).collect();
-                    format!("{kept}…")
-                } else {
-                    value.clone()
-                };
+                let value = super::shorten(value, room);
                 block_lines.push(Line::from(vec![
                     Span::raw("          "),
                     Span::styled(format!("{name}: "), theme.dim()),

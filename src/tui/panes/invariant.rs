@@ -39,9 +39,11 @@ pub fn render(
         .sum();
     let conditions = snap.view.conditions.len();
     let explained = explained.and_then(|e| snap.view.conditions.iter().find(|c| c.condition == e));
+    // Compact: the conditions share one line, which carries the `1–5` hint itself.
+    let compact = area.height < COMPACT_BELOW || conditions + verdict_rows > rows;
     let mut lines: Vec<Line> = if let Some(c) = explained {
         explain(c, width, theme)
-    } else if area.height < COMPACT_BELOW || conditions + verdict_rows > rows {
+    } else if compact {
         let mut fields = vec![vec![Span::styled("conditions ", theme.title())]];
         for c in &snap.view.conditions {
             let (mark, style) = if c.holds {
@@ -60,9 +62,6 @@ pub fn render(
         full_conditions(snap, theme, width, rows.saturating_sub(verdict_rows))
     };
     push_verdict(&mut lines, snap, width, theme);
-    let compact = lines
-        .first()
-        .is_some_and(|l| l.to_string().contains("1–5 explain"));
     if explained.is_none() && !compact && lines.len() < rows {
         lines.push(Line::styled("1–5 explain a condition", theme.dim()));
     }

@@ -158,6 +158,16 @@ pub fn wrap_fields(fields: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Line<'s
     lines
 }
 
+/// Words or an opaque id (a token, a cursor) in at most `room` characters, ending in `…` when
+/// shortened. Not for a number: a pane leaves a number out whole ([`fields`]).
+pub fn shorten(text: &str, room: usize) -> String {
+    if text.chars().count() <= room {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(room.saturating_sub(1)).collect();
+    format!("{}…", kept.trim_end())
+}
+
 /// `text` in lines of at most `width` characters, broken between words.
 pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
     let width = width.max(8);
