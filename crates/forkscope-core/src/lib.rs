@@ -16,6 +16,7 @@
 //! No async runtime, no I/O, no clock: time ([`LabTime`]) and randomness ([`Entropy`]) come
 //! in from the caller, so every run is reproducible.
 
+mod canon;
 pub mod client;
 pub mod config;
 pub mod event;

@@ -9,7 +9,7 @@ use crate::config::{ConfigError, LabConfig};
 use crate::event::Payload;
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
-use crate::model::Canon;
+use crate::canon::Canon;
 use crate::policy::Policy;
 use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
@@ -741,7 +741,7 @@ impl Sim {
             .and_then(|r| r.poll_timeout())
     }
 
-    /// The state's fingerprint up to renaming ([`crate::model::canonical`]).
+    /// The state's fingerprint up to renaming ([`crate::canon`]).
     pub fn fingerprint(&self) -> u128 {
         let order = self.server.canonical_order(self.session);
         // The client's connections (its stream's, its calls'), then the half-open ones in the

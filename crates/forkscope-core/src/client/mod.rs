@@ -621,9 +621,9 @@ impl Client {
 }
 
 impl Client {
-    /// Canonical form: see [`crate::model::canonical`]. Counters and the renewal note are
+    /// Canonical form: see [`crate::canon`]. Counters and the renewal note are
     /// left out: only views read them.
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
         c.flag(self.reconciles);
         match self.session {
             None => c.tag(0),
@@ -654,7 +654,7 @@ impl Client {
     }
 }
 
-fn canonical_phase(c: &mut crate::model::Canon, phase: Phase) {
+fn canonical_phase(c: &mut crate::canon::Canon, phase: Phase) {
     match phase {
         Phase::Idle => c.tag(0),
         Phase::Connected => c.tag(1),

@@ -172,8 +172,8 @@ impl RequestStream {
 }
 
 impl RequestStream {
-    /// Canonical form: see [`crate::model::canonical`].
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+    /// Canonical form: see [`crate::canon`].
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
         c.number(self.request_id);
         c.cursor(self.bound_stream.as_deref());
         c.cursor(self.cursor.as_deref());

@@ -467,11 +467,11 @@ impl Verdict {
 }
 
 impl Checker {
-    /// Canonical form ([`crate::model::canonical`]): what later judgements read. The counters
+    /// Canonical form ([`crate::canon`]): what later judgements read. The counters
     /// and anomalies are left out (an explored state has none), and so is what it knows about
     /// sessions the server no longer holds: none of their events can reach the client again.
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
-        let known = |c: &crate::model::Canon, s: &SessionId| c.known(*s);
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
+        let known = |c: &crate::canon::Canon, s: &SessionId| c.known(*s);
         let streams: Vec<_> = self
             .streams
             .iter()

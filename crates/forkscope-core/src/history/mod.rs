@@ -73,7 +73,7 @@ impl History {
 
 impl History {
     /// Canonical form: the checker's state; the log itself is for views.
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
         self.checker.canonical(c);
     }
 }

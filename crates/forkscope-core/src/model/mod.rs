@@ -3,18 +3,16 @@
 //! lab uses — not a re-model), breadth-first, so the first anomaly found has a shortest
 //! schedule.
 //!
-//! States are deduplicated by a canonical form ([`canonical`]) that forgets the names chance
+//! States are deduplicated by a canonical form ([`crate::canon`]) that forgets the names chance
 //! gave them, so states alike up to renaming are explored once. A small breadth-first search of
 //! our own rather than a checker crate: the core's state is plain data that clones, the
 //! alphabet is a dozen steps, and what the search must report (a shortest schedule, replayable
 //! over sockets and narrated in the checker's words) needs the core's own types throughout.
 
-pub(crate) mod canonical;
 pub mod memory;
 mod step;
 mod trace;
 
-pub(crate) use canonical::Canon;
 pub use memory::{ByteSize, ByteSizeError, DEFAULT_MEMORY_BUDGET};
 pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
 pub use trace::{TraceStep, said_of, trace};

@@ -754,7 +754,7 @@ impl Server {
         history.record(now, Record::Fenced { session, stream });
     }
 
-    /// Sessions in canonical order ([`crate::model::canonical`]): `first` (the client's), then
+    /// Sessions in canonical order ([`crate::canon`]): `first` (the client's), then
     /// the rest by age.
     pub(crate) fn canonical_order(&self, first: Option<SessionId>) -> Vec<SessionId> {
         let mut rest: Vec<&Session> = self
@@ -779,8 +779,8 @@ impl Server {
             .map(|(token, (session, stream))| (*token, *session, *stream))
     }
 
-    /// Canonical form: see [`crate::model::canonical`].
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon, order: &[SessionId]) {
+    /// Canonical form: see [`crate::canon`].
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon, order: &[SessionId]) {
         c.tag(self.policy as u8);
         c.number(self.budget.used() as u64);
         c.number(order.len() as u64);

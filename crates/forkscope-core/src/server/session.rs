@@ -121,15 +121,15 @@ impl Session {
         self.next_stream - 1
     }
 
-    /// Canonical form: see [`crate::model::canonical`].
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+    /// Canonical form: see [`crate::canon`].
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
         c.session(self.id);
         c.number(self.streams.len() as u64);
         for stream in &self.streams {
             stream.canonical(c);
         }
         c.number(u64::from(self.next_stream));
-        let optional = |c: &mut crate::model::Canon, s: Option<StreamId>| match s {
+        let optional = |c: &mut crate::canon::Canon, s: Option<StreamId>| match s {
             None => c.tag(0),
             Some(s) => {
                 c.tag(1);

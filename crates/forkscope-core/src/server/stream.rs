@@ -194,8 +194,8 @@ impl Stream {
 }
 
 impl Stream {
-    /// Canonical form: see [`crate::model::canonical`].
-    pub(crate) fn canonical(&self, c: &mut crate::model::Canon) {
+    /// Canonical form: see [`crate::canon`].
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
         c.stream(self.id);
         c.tag(self.kind as u8);
         c.tag(self.ids as u8);

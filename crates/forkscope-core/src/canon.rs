@@ -6,6 +6,9 @@
 //! tokens and keyed ids by the stream they name, connections by whether the client holds them,
 //! and every deadline becomes "so many ms from now". What only a view reads (when something
 //! happened, counters, the anomaly list) is left out; what any later decision reads is kept.
+//!
+//! A leaf of the core: it reads only the id and time vocabulary, so the server, client and
+//! history can each write their own part without depending on the explorer that reads it.
 
 use crate::ids::{ConnectionId, ResumptionToken, SessionId, StreamId, WireCursor};
 use crate::time::LabTime;
