@@ -11,10 +11,11 @@ use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
 use crate::model::Canon;
 use crate::policy::Policy;
-use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
+use crate::resume::{ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
 use crate::time::LabTime;
 use crate::view::View;
+use crate::vocabulary::{ClientAction, OrphanCause};
 use std::collections::VecDeque;
 
 /// An event in flight on the simulated connection.
@@ -686,7 +687,7 @@ impl Sim {
                 session,
                 stream,
                 connection,
-                crate::server::OrphanCause::ConnectionClosed,
+                OrphanCause::ConnectionClosed,
                 &mut self.history,
             );
         }

@@ -14,8 +14,8 @@ use crate::config::RetryConfig;
 use crate::history::{History, Record};
 use crate::ids::{EventId, SessionId, WireCursor};
 use crate::policy::Policy;
-use crate::resume::{ClientAction, RejectReason};
 use crate::time::LabTime;
+use crate::vocabulary::{ClientAction, RejectReason};
 use serde::Serialize;
 use std::sync::Arc;
 

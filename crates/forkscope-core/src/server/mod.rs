@@ -10,9 +10,10 @@ mod replay_buffer;
 mod session;
 mod stream;
 
+pub use crate::vocabulary::{OrphanCause, StreamKind};
 pub use opening::{Opening, Outgoing, ReplayEvents};
 pub use session::Session;
-pub use stream::{OrphanCause, Stream, StreamKind, StreamState};
+pub use stream::{Stream, StreamState};
 
 use crate::config::{ConfigError, LabConfig, Tuning};
 use crate::event::{Event, Payload};
