@@ -9,6 +9,7 @@
 //!   [`resume::naive`] reproduces the incident.
 //! - [`server`]: sessions, streams, replay buffers, emits, grace timers.
 //! - [`client`]: the cursor, the reconciliation rule, dedupe, backoff.
+//! - [`work`]: the tool call and the background emitter, driven by the Sim and the wire alike.
 //! - [`history`]: what happened, and the checker that names each anomaly.
 //! - [`vocabulary`]: the words the others share (stream kinds, orphan causes, reject reasons,
 //!   payload keys); it imports none of them.
@@ -32,6 +33,7 @@ pub mod sim;
 pub mod time;
 pub mod view;
 pub mod vocabulary;
+pub mod work;
 
 pub use client::{Client, Continuity, Delivery, EventTruth, ReconnectPlan, StreamHeaders};
 pub use config::{ConfigError, LabConfig, RetryConfig, StreamIdentity, Tuning};
@@ -50,3 +52,4 @@ pub use server::{EmitError, Server, SessionError, StreamState};
 pub use time::LabTime;
 pub use view::View;
 pub use vocabulary::{Effect, OrphanCause, PayloadKey, StreamKind};
+pub use work::{BackgroundEmitter, EmitRate, ToolCall, ToolSpec};

@@ -6,7 +6,6 @@
 
 use crate::client::{Client, Continuity, Delivery, EventTruth, RequestPhase, StreamHeaders};
 use crate::config::{ConfigError, LabConfig};
-use crate::event::Payload;
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
 use crate::model::Canon;
@@ -15,8 +14,15 @@ use crate::resume::{ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
 use crate::time::LabTime;
 use crate::view::View;
-use crate::vocabulary::{ClientAction, OrphanCause};
+use crate::vocabulary::{ClientAction, Effect, OrphanCause, PayloadKey};
+pub use crate::work::ToolSpec;
+use crate::work::{BackgroundEmitter, ToolCall, ToolOutcome, ToolStep};
 use std::collections::VecDeque;
+
+// The Sim's stand-ins for the bodies the wire spells as JSON-RPC: only keys are judged.
+const PROGRESS_BODY: &str = r#"{"method":"notifications/progress"}"#;
+const RESULT_BODY: &str = r#"{"result":{}}"#;
+const BACKGROUND_BODY: &str = "{}";
 
 /// An event in flight on the simulated connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,34 +51,12 @@ struct Connection {
     pending: VecDeque<InFlight>,
 }
 
-/// What `progress_task` does when called: `steps` progress notifications, one every
-/// `delay_ms` of lab time, then its result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ToolSpec {
-    pub steps: u64,
-    pub delay_ms: u64,
-}
-
-impl Default for ToolSpec {
-    fn default() -> Self {
-        ToolSpec {
-            steps: 3,
-            delay_ms: 400,
-        }
-    }
-}
-
 /// One tool call: the server's tool working through its steps, and the connection the client
 /// follows the call's response on (the POST's own, or a resume's).
 #[derive(Clone, Debug)]
 struct Call {
     request_id: u64,
-    session: SessionId,
-    /// The call's request stream.
-    stream: StreamId,
-    steps_done: u64,
-    /// When the tool takes its next step; `None` once it sent its result (or its stream ended).
-    next_at: Option<LabTime>,
+    tool: ToolCall,
     connection: Option<Connection>,
     /// The connection ends once what is in flight is delivered: the stream finished.
     ends: bool,
@@ -94,7 +78,8 @@ pub struct Sim {
     tool: ToolSpec,
     next_request: u64,
     next_connection: u64,
-    background_emitted: u64,
+    /// The session's background task; a new session starts its own.
+    background: Option<BackgroundEmitter>,
     decisions: Vec<ResumeDecision>,
 }
 
@@ -113,7 +98,7 @@ impl Sim {
             tool: ToolSpec::default(),
             next_request: 1,
             next_connection: 1,
-            background_emitted: 0,
+            background: None,
             decisions: Vec::new(),
         })
     }
@@ -164,6 +149,7 @@ impl Sim {
             return;
         };
         self.session = Some(session);
+        self.background = Some(BackgroundEmitter::on_demand(session));
         self.client
             .begin_session(self.now, session, &mut self.history);
         self.get(None, None);
@@ -359,10 +345,8 @@ impl Sim {
             .unwrap_or_default();
         self.calls.push(Call {
             request_id,
-            session,
-            stream,
-            steps_done: 0,
-            next_at: Some(self.now.plus(self.tool.delay_ms)),
+            // The client always asks for progress.
+            tool: ToolCall::new(session, stream, self.tool, true, self.now),
             connection: Some(Connection {
                 id: connection,
                 session,
@@ -388,60 +372,38 @@ impl Sim {
     /// last, the result, after which the call's stream finishes (resumable for retention).
     fn run_tools(&mut self) {
         for index in 0..self.calls.len() {
-            while self.calls[index].next_at.is_some_and(|t| t <= self.now) {
-                self.tool_step(index);
+            while let Some(step) = self.calls[index].tool.poll_step(self.now) {
+                let body = match step {
+                    ToolStep::Progress { .. } => PROGRESS_BODY,
+                    ToolStep::Result { .. } => RESULT_BODY,
+                };
+                let call = &mut self.calls[index];
+                let outcome = call
+                    .tool
+                    .take(self.now, body, &mut self.server, &mut self.history);
+                let (session, stream) = (call.tool.session(), call.tool.stream());
+                match outcome {
+                    Some(ToolOutcome::Progressed(event)) => self.write(session, event),
+                    Some(ToolOutcome::Finished(result)) => {
+                        if let Some(event) = result {
+                            self.write(session, event);
+                        }
+                        // The connection ends after the result only if it follows this very
+                        // stream (a naive resume may have put the client on another).
+                        let attached = self
+                            .server
+                            .session(session)
+                            .and_then(|s| s.stream(stream))
+                            .and_then(|s| s.connection());
+                        let call = &mut self.calls[index];
+                        call.ends = call
+                            .connection
+                            .as_ref()
+                            .is_some_and(|c| Some(c.id) == attached);
+                    }
+                    Some(ToolOutcome::Lost) | None => {}
+                }
             }
-        }
-    }
-
-    fn tool_step(&mut self, index: usize) {
-        let (session, stream, done) = {
-            let call = &self.calls[index];
-            (call.session, call.stream, call.steps_done)
-        };
-        let short = session.short();
-        if done == self.tool.steps {
-            let payload = Payload::new(
-                format!("{short}:call{}:result", stream.0),
-                r#"{"result":{}}"#,
-            );
-            if let Ok(event) =
-                self.server
-                    .emit(self.now, session, stream, payload, &mut self.history)
-            {
-                self.write(session, event);
-            }
-            self.server
-                .finish_request_stream(self.now, session, stream, &mut self.history);
-            // The connection ends after the result only if it follows this very stream (a
-            // naive resume may have put the client on another).
-            let attached = self
-                .server
-                .session(session)
-                .and_then(|s| s.stream(stream))
-                .and_then(|s| s.connection());
-            let call = &mut self.calls[index];
-            call.next_at = None;
-            call.ends = call
-                .connection
-                .as_ref()
-                .is_some_and(|c| Some(c.id) == attached);
-            return;
-        }
-        let payload = Payload::new(
-            format!("{short}:call{}:progress{}", stream.0, done + 1),
-            r#"{"method":"notifications/progress"}"#,
-        );
-        let emitted = self
-            .server
-            .emit(self.now, session, stream, payload, &mut self.history);
-        let call = &mut self.calls[index];
-        call.steps_done += 1;
-        call.next_at = call.next_at.map(|t| t.plus(self.tool.delay_ms));
-        match emitted {
-            Ok(event) => self.write(session, event),
-            // Its stream was fenced or ended under it: the call is over.
-            Err(_) => self.calls[index].next_at = None,
         }
     }
 
@@ -463,11 +425,10 @@ impl Sim {
         else {
             return false;
         };
-        let is_result = event
-            .truth
-            .key
-            .as_deref()
-            .is_some_and(|k| k.ends_with(":result"));
+        let is_result = event.truth.key.as_deref().is_some_and(|k| {
+            k.parse::<PayloadKey>()
+                .is_ok_and(|k| matches!(k.effect(), Effect::Result { .. }))
+        });
         let delivery = self.client.on_request_event(
             self.now,
             request_id,
@@ -503,7 +464,10 @@ impl Sim {
 
     /// The client resumes a tool call's broken stream, if a resume is due.
     fn resume_call(&mut self, index: usize) {
-        let (request_id, session) = (self.calls[index].request_id, self.calls[index].session);
+        let (request_id, session) = (
+            self.calls[index].request_id,
+            self.calls[index].tool.session(),
+        );
         let Some(plan) = self.client.request_resume_plan(self.now, request_id) else {
             return;
         };
@@ -572,14 +536,15 @@ impl Sim {
 
     /// The session's background task emits its next event.
     pub fn emit_background(&mut self) {
-        let Some(session) = self.session else { return };
-        self.background_emitted += 1;
-        let key = format!("{}:bg:{}", session.short(), self.background_emitted);
-        let payload = Payload::new(key.as_str(), "{}");
-        if let Ok(emitted) =
-            self.server
-                .emit_background(self.now, session, payload, &mut self.history)
-        {
+        let (Some(session), Some(background)) = (self.session, self.background.as_mut()) else {
+            return;
+        };
+        if let Ok(emitted) = background.emit(
+            self.now,
+            BACKGROUND_BODY,
+            &mut self.server,
+            &mut self.history,
+        ) {
             self.write(session, emitted.event);
         }
     }
@@ -729,7 +694,7 @@ impl Sim {
     pub fn next_deadline(&self) -> Option<LabTime> {
         [self.server.poll_timeout(), self.client.poll_timeout()]
             .into_iter()
-            .chain(self.calls.iter().map(|c| c.next_at))
+            .chain(self.calls.iter().map(|c| c.tool.poll_timeout()))
             .chain(self.calls.iter().map(|c| self.request_due(c.request_id)))
             .flatten()
             .min()
@@ -762,14 +727,18 @@ impl Sim {
         c.number(self.calls.len() as u64);
         for call in &self.calls {
             c.number(call.request_id);
-            c.session(call.session);
-            c.stream(call.stream);
-            c.number(call.steps_done);
-            c.opt_time(call.next_at);
+            c.session(call.tool.session());
+            c.stream(call.tool.stream());
+            c.number(call.tool.done());
+            c.opt_time(call.tool.poll_timeout());
             c.flag(call.ends);
             canonical_connection(&mut c, call.connection.as_ref());
         }
-        c.number(self.background_emitted);
+        c.number(
+            self.background
+                .as_ref()
+                .map_or(0, BackgroundEmitter::emitted),
+        );
         c.fingerprint()
     }
 
