@@ -547,8 +547,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         }
     }
     if let Some(tool) = raw.tool {
-        let max = crate::wire::server::tool::MAX_STEPS;
-        let max_delay = crate::wire::server::tool::MAX_DELAY_MS;
+        let max = forkscope_core::work::MAX_STEPS;
+        let max_delay = forkscope_core::work::MAX_DELAY_MS;
         if !(1..=max).contains(&tool.steps) || tool.delay_ms > max_delay {
             return Err(invalid(
                 1,

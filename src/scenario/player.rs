@@ -296,7 +296,7 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
         config: scenario.config,
         background: scenario
             .background_every_ms
-            .map(crate::wire::server::EmitRate::every_ms),
+            .map(forkscope_core::EmitRate::every_ms),
         start_paused: true,
         tool_steps: scenario.tool.map_or(defaults.tool_steps, |t| t.steps),
         tool_delay_ms: scenario.tool.map_or(defaults.tool_delay_ms, |t| t.delay_ms),

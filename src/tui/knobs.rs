@@ -6,7 +6,7 @@
 //! the labs with the new options.
 
 use crate::lab::{Action, LabOptions};
-use crate::wire::server::EmitRate;
+use forkscope_core::EmitRate;
 use forkscope_core::{LabConfig, Policy, StreamIdentity, Tuning};
 
 /// One knob: what it is called, the values the arrows step through, and whether it applies

@@ -81,10 +81,20 @@ impl From<SessionId> for String {
     }
 }
 
+/// An id read back from text (a saved file, a header) that is not in its one spelling.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("{0:?} is not a session id (32 hex digits)")]
+    NotASession(String),
+    /// The text is not echoed: it was meant to be a credential.
+    #[error("not a resumption token (32 hex digits)")]
+    NotAToken,
+}
+
 impl TryFrom<String> for SessionId {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        SessionId::parse(&s).ok_or_else(|| format!("{s:?} is not a session id (32 hex digits)"))
+    type Error = IdError;
+    fn try_from(s: String) -> Result<Self, IdError> {
+        SessionId::parse(&s).ok_or(IdError::NotASession(s))
     }
 }
 
@@ -312,10 +322,9 @@ impl From<ResumptionToken> for String {
 }
 
 impl TryFrom<String> for ResumptionToken {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        ResumptionToken::parse(&s)
-            .ok_or_else(|| "not a resumption token (32 hex digits)".to_owned())
+    type Error = IdError;
+    fn try_from(s: String) -> Result<Self, IdError> {
+        ResumptionToken::parse(&s).ok_or(IdError::NotAToken)
     }
 }
 

@@ -9,7 +9,10 @@
 //!   [`resume::naive`] reproduces the incident.
 //! - [`server`]: sessions, streams, replay buffers, emits, grace timers.
 //! - [`client`]: the cursor, the reconciliation rule, dedupe, backoff.
+//! - [`work`]: the tool call and the background emitter, driven by the Sim and the wire alike.
 //! - [`history`]: what happened, and the checker that names each anomaly.
+//! - [`vocabulary`]: the words the others share (stream kinds, orphan causes, reject reasons,
+//!   payload keys); it imports none of them.
 //! - [`view`]: a snapshot for the dashboard.
 //! - [`model`]: the exhaustive explorer that proves the fence up to a bound.
 //!
@@ -30,6 +33,8 @@ pub mod server;
 pub mod sim;
 pub mod time;
 pub mod view;
+pub mod vocabulary;
+pub mod work;
 
 pub use client::{Client, Continuity, Delivery, EventTruth, ReconnectPlan, StreamHeaders};
 pub use config::{ConfigError, LabConfig, RetryConfig, StreamIdentity, Tuning};
@@ -44,6 +49,8 @@ pub use resume::{
     ClientAction, IdentityProof, NewStream, RejectReason, ResumeDecision, ResumeRejected,
     ResumeRequest, Resumed, StreamEcho,
 };
-pub use server::{EmitError, OrphanCause, Server, SessionError, StreamKind, StreamState};
+pub use server::{EmitError, Server, SessionError, StreamState};
 pub use time::LabTime;
 pub use view::View;
+pub use vocabulary::{Effect, OrphanCause, PayloadKey, StreamKind};
+pub use work::{BackgroundEmitter, EmitRate, ToolCall, ToolSpec};

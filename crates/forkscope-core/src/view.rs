@@ -6,8 +6,9 @@ use crate::config::LabConfig;
 use crate::history::{Counters, History, Verdict};
 use crate::ids::{SessionId, StreamId};
 use crate::policy::{Condition, Policy};
-use crate::server::{OrphanCause, Server, StreamKind, StreamState};
+use crate::server::{Server, StreamState};
 use crate::time::LabTime;
+use crate::vocabulary::{OrphanCause, StreamKind};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]

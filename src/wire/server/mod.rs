@@ -88,7 +88,7 @@ pub struct ServerIo {
     /// See [`ServeOptions::truth_comments`].
     truth_comments: bool,
     background: background::Background,
-    tool_calls: Vec<tool::ToolCall>,
+    tool_calls: Vec<tool::RunningCall>,
 }
 
 impl ServerIo {
@@ -116,7 +116,7 @@ impl ServerIo {
         let gone: Vec<SessionId> = self
             .tool_calls
             .iter()
-            .map(|c| c.session)
+            .map(tool::RunningCall::session)
             .filter(|s| server.session(*s).is_none())
             .collect();
         for session in gone {
@@ -127,7 +127,7 @@ impl ServerIo {
 
     fn forget_session(&mut self, session: SessionId) {
         self.background.forget(session);
-        self.tool_calls.retain(|c| c.session != session);
+        self.tool_calls.retain(|c| c.session() != session);
         self.writers.close_session(session);
     }
 }

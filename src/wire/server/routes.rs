@@ -7,7 +7,7 @@ use super::App;
 use super::liveness::Handle;
 use super::refusal::{Refusal, accepts, json_response, session_error, session_request};
 use super::stream_body::{Announcement, sse_response};
-use super::tool::{self, Arguments, ToolCall};
+use super::tool::{self, RunningCall};
 use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
 use crate::wire::jsonrpc;
 use axum::body::Bytes;
@@ -236,7 +236,7 @@ fn call_tool(
         Some(args @ Value::Object(_)) => args.clone(),
         Some(_) => return invalid("arguments must be an object".to_owned()),
     };
-    let args = match Arguments::parse(&args) {
+    let args = match tool::parse_arguments(&args) {
         Ok(args) => args,
         Err(e) => return invalid(e.to_string()),
     };
@@ -258,7 +258,7 @@ fn call_tool(
             .io
             .tool_calls
             .iter()
-            .any(|c| c.session == session && c.request_id == id)
+            .any(|c| c.session() == session && c.request_id == id)
         {
             return json_response(
                 StatusCode::CONFLICT,
@@ -308,7 +308,7 @@ fn call_tool(
         };
         let queue = app.register(core, connection, session, stream, tcp.clone(), now);
         let opening = core.server.opening_of_request_stream(session, stream);
-        core.io.tool_calls.push(ToolCall::new(
+        core.io.tool_calls.push(RunningCall::new(
             session,
             stream,
             id,

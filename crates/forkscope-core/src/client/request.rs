@@ -6,10 +6,14 @@
 //! any stream (a GET with `Last-Event-ID`, and the token), and must apply each progress step
 //! and the result exactly once.
 
-use super::{Continuity, ReconnectPlan, StreamHeaders, retry};
+use super::{
+    Client, Continuity, Delivery, EventTruth, REQUESTS_KEPT, ReconnectPlan, StreamHeaders, retry,
+};
 use crate::config::RetryConfig;
+use crate::history::History;
 use crate::ids::WireCursor;
 use crate::time::LabTime;
+use crate::vocabulary::{ClientAction, RejectReason};
 use serde::Serialize;
 
 /// Where a followed request stream is.
@@ -193,5 +197,126 @@ impl RequestStream {
             RequestPhase::Done => c.tag(2),
             RequestPhase::Failed => c.tag(3),
         }
+    }
+}
+
+/// The Client's side of its tool calls: each call's response stream is followed by its own
+/// [`RequestStream`].
+impl Client {
+    /// A tool call was sent: the client follows its response stream from now on. `steps`: the
+    /// progress steps it asked for, if known (shown, never judged).
+    pub fn begin_request(&mut self, request_id: u64, steps: Option<u64>) {
+        let finished =
+            |r: &RequestStream| matches!(r.phase, RequestPhase::Done | RequestPhase::Failed);
+        if self.requests.iter().filter(|r| finished(r)).count() >= REQUESTS_KEPT
+            && let Some(oldest) = self.requests.iter().position(finished)
+        {
+            self.requests.remove(oldest);
+        }
+        self.requests.push(RequestStream::new(request_id, steps));
+    }
+
+    pub(super) fn request_mut(&mut self, request_id: u64) -> Option<&mut RequestStream> {
+        self.requests
+            .iter_mut()
+            .find(|r| r.request_id == request_id)
+    }
+
+    /// A tool call's response stream opened: the POST's own, or a resume's.
+    pub fn on_request_stream_opened(
+        &mut self,
+        request_id: u64,
+        headers: StreamHeaders<'_>,
+    ) -> Continuity {
+        let reconciles = self.reconciles;
+        let continuity = match self.request_mut(request_id) {
+            Some(request) => request.on_opened(headers, reconciles),
+            None => Continuity::NewStream,
+        };
+        self.end_outage_if_over();
+        continuity
+    }
+
+    /// An event on a tool call's response stream (progress or result): applied once, unless
+    /// it replays something at or before the call's cursor. The standalone cursor is left
+    /// alone.
+    pub fn on_request_event(
+        &mut self,
+        now: LabTime,
+        request_id: u64,
+        wire_id: Option<&str>,
+        priming: bool,
+        truth: Option<EventTruth>,
+        history: &mut History,
+    ) -> Delivery {
+        let reconciles = self.reconciles;
+        let Some(request) = self.request_mut(request_id) else {
+            return Delivery::SkippedReplay;
+        };
+        if priming {
+            if let Some(id) = wire_id {
+                request.moved_to(id);
+            }
+            return Delivery::Primed;
+        }
+        if reconciles && request.is_replay(wire_id) {
+            request.replays_skipped += 1;
+            return self.skip(now, truth.as_ref(), history);
+        }
+        request.applied += 1;
+        if let Some(id) = wire_id {
+            request.moved_to(id);
+        }
+        self.apply(now, truth.as_ref(), history);
+        Delivery::Applied
+    }
+
+    /// The tool call's result was applied: nothing more to follow.
+    pub fn on_request_done(&mut self, request_id: u64) {
+        if let Some(request) = self.request_mut(request_id) {
+            request.phase = RequestPhase::Done;
+        }
+    }
+
+    /// The tool call's stream broke before its result: a resume is scheduled.
+    pub fn on_request_lost(&mut self, now: LabTime, request_id: u64) {
+        let (retry, hint) = (self.retry, self.retry_hint_ms);
+        if let Some(request) = self.request_mut(request_id) {
+            request.on_lost(now, &retry, hint);
+        }
+    }
+
+    /// The resume of a tool call's stream to make now, if one is due.
+    pub fn request_resume_plan(&mut self, now: LabTime, request_id: u64) -> Option<ReconnectPlan> {
+        let strip = self.strip_next;
+        self.request_mut(request_id)?.resume_plan(now, strip)
+    }
+
+    /// A resume of a tool call's stream failed (no answer, or a rejection). A rejection that
+    /// says "start a new session" ends the call: its result is lost, and the client says so.
+    pub fn on_request_attempt_failed(
+        &mut self,
+        now: LabTime,
+        request_id: u64,
+        rejected: Option<RejectReason>,
+    ) -> RequestPhase {
+        let (retry, hint) = (self.retry, self.retry_hint_ms);
+        let Some(request) = self.request_mut(request_id) else {
+            return RequestPhase::Failed;
+        };
+        if rejected.is_some_and(|r| r.client_action() == ClientAction::StartNewSession) {
+            request.phase = RequestPhase::Failed;
+            return request.phase;
+        }
+        request.on_attempt_failed(now, &retry, hint)
+    }
+
+    /// The tool calls the client follows, oldest first.
+    pub fn requests(&self) -> &[RequestStream] {
+        &self.requests
+    }
+
+    pub fn request(&self, request_id: u64) -> Option<&RequestStream> {
+        self.requests.iter().find(|r| r.request_id == request_id)
     }
 }

@@ -5,9 +5,8 @@
 use super::anomaly::{Anomaly, AnomalyKind, AppliedAt, Drift};
 use super::record::{Entry, Record};
 use crate::ids::{EventId, IdScheme, SessionId, StreamId};
-use crate::resume::RejectReason;
-use crate::server::StreamKind;
 use crate::time::LabTime;
+use crate::vocabulary::{RejectReason, StreamKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

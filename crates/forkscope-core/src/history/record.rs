@@ -1,9 +1,8 @@
 //! What really happened, as the server and client report it: the checker's evidence.
 
 use crate::ids::{ConnectionId, EventId, IdScheme, SessionId, StreamId};
-use crate::resume::{IdentityProof, RejectReason};
-use crate::server::{OrphanCause, StreamKind};
 use crate::time::LabTime;
+use crate::vocabulary::{IdentityProof, OrphanCause, RejectReason, StreamKind};
 use serde::Serialize;
 use std::sync::Arc;
 

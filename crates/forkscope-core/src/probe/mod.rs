@@ -7,6 +7,7 @@
 //! ([`Verdict`]): a clean continuation, a typed rejection, or one of the ways a resume breaks the
 //! invariant — two live streams, a duplicate, a gap, events of another stream or session.
 
+mod continuity;
 pub mod judge;
 pub mod observed;
 pub mod verdict;

@@ -8,11 +8,12 @@
 //! [`IdScheme::Scoped`]). Stream identity comes from the token header, or from the token a
 //! keyed `Last-Event-ID` carries ([`StreamIdentity`]); when both are present they must agree.
 
-use super::{IdentityProof, Plan, ResumeRejected, TokenLookup, shown};
+use super::{Plan, ResumeRejected, TokenLookup, shown};
 use crate::config::{LabConfig, StreamIdentity};
 use crate::ids::{IdScheme, StreamId, WireCursor};
-use crate::server::{Session, StreamKind, StreamState};
+use crate::server::{Session, StreamState};
 use crate::time::LabTime;
+use crate::vocabulary::{IdentityProof, StreamKind};
 
 /// The ids this policy issues on a new stream: scoped (condition 3), and keyed when identity
 /// travels in the event id.

@@ -9,45 +9,11 @@ pub mod fenced;
 pub mod naive;
 mod rejected;
 
+pub use crate::vocabulary::{ClientAction, IdentityProof, RejectReason};
+pub use rejected::ResumeRejected;
 pub(crate) use rejected::shown;
-pub use rejected::{ClientAction, RejectReason, ResumeRejected};
 
 use crate::ids::{ConnectionId, IdScheme, ResumptionToken, SessionId, StreamId};
-
-/// How a resumed stream's identity was established: what a `↺` in the lanes and its card say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdentityProof {
-    /// The token header named the stream, and the cursor lay on it.
-    TokenHeader,
-    /// The token a keyed `Last-Event-ID` carries named the stream: no header needed, so a
-    /// stripped header costs nothing.
-    EventIdKey,
-    /// The header and the id's key both named the stream, and agreed.
-    HeaderAndEventIdKey,
-    /// Naive: the token picked the stream; the cursor was trusted without a check.
-    Unchecked,
-}
-
-impl IdentityProof {
-    /// One clause for a card: how the server knew which stream this was.
-    pub fn describe(self) -> &'static str {
-        match self {
-            IdentityProof::TokenHeader => {
-                "identity proven by the token header, the cursor checked against its stream"
-            }
-            IdentityProof::EventIdKey => {
-                "identity proven by the key inside Last-Event-ID: the token header was not needed"
-            }
-            IdentityProof::HeaderAndEventIdKey => {
-                "identity proven twice: the token header and the key inside Last-Event-ID agree"
-            }
-            IdentityProof::Unchecked => {
-                "identity not proven: naive took the token's stream and trusted the cursor"
-            }
-        }
-    }
-}
 
 /// A GET on `/mcp` as the adapter parsed it: the reconnect the core rules on.
 #[derive(Clone, Copy, Debug)]

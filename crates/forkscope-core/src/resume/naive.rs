@@ -6,9 +6,10 @@
 //! background emitter keeps writing to it. Nothing in the response says "new". A token is
 //! honoured without checking the cursor against anything.
 
-use super::{IdentityProof, Plan, TokenLookup};
+use super::{Plan, TokenLookup};
 use crate::ids::{IdScheme, WireCursor};
-use crate::server::{Session, StreamKind, StreamState};
+use crate::server::{Session, StreamState};
+use crate::vocabulary::{IdentityProof, StreamKind};
 
 pub(crate) fn decide(session: &Session, token: TokenLookup, last_event_id: Option<&str>) -> Plan {
     if let TokenLookup::Found(id) = token

@@ -6,8 +6,7 @@
 
 use crate::ids::StreamId;
 use crate::time::LabTime;
-use serde::{Deserialize, Serialize};
-use std::fmt;
+use crate::vocabulary::{ClientAction, RejectReason};
 use thiserror::Error;
 
 /// A typed resume rejection: decision (b) of the seed.
@@ -69,121 +68,6 @@ pub enum ResumeRejected {
     TooManyStreams { max: usize },
 }
 
-/// The reason alone, for counting and for the wire's `data.reason`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RejectReason {
-    MissingToken,
-    MissingLastEventId,
-    MalformedCursor,
-    UnknownToken,
-    TokenOfAnotherSession,
-    CursorNotOnStream,
-    StreamFenced,
-    StreamClosed,
-    CursorAhead,
-    CursorEvicted,
-    OrphanStillLive,
-    TooManyStreams,
-}
-
-impl RejectReason {
-    pub const ALL: [RejectReason; 12] = [
-        RejectReason::MissingToken,
-        RejectReason::MissingLastEventId,
-        RejectReason::MalformedCursor,
-        RejectReason::UnknownToken,
-        RejectReason::TokenOfAnotherSession,
-        RejectReason::CursorNotOnStream,
-        RejectReason::StreamFenced,
-        RejectReason::StreamClosed,
-        RejectReason::CursorAhead,
-        RejectReason::CursorEvicted,
-        RejectReason::OrphanStillLive,
-        RejectReason::TooManyStreams,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RejectReason::MissingToken => "missing_token",
-            RejectReason::MissingLastEventId => "missing_last_event_id",
-            RejectReason::MalformedCursor => "malformed_cursor",
-            RejectReason::UnknownToken => "unknown_token",
-            RejectReason::TokenOfAnotherSession => "token_of_another_session",
-            RejectReason::CursorNotOnStream => "cursor_not_on_stream",
-            RejectReason::StreamFenced => "stream_fenced",
-            RejectReason::StreamClosed => "stream_closed",
-            RejectReason::CursorAhead => "cursor_ahead",
-            RejectReason::CursorEvicted => "cursor_evicted",
-            RejectReason::OrphanStillLive => "orphan_still_live",
-            RejectReason::TooManyStreams => "too_many_streams",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
-    /// The HTTP status the wire answers with.
-    ///
-    /// | status | reasons | why |
-    /// |---|---|---|
-    /// | 400 | malformed_cursor, cursor_not_on_stream | the request itself is wrong |
-    /// | 403 | token_of_another_session | a credential used outside its session |
-    /// | 409 | orphan_still_live, too_many_streams | the session's state conflicts; retry later |
-    /// | 410 | unknown_token, stream_fenced, stream_closed, cursor_evicted | what it names is gone |
-    /// | 416 | cursor_ahead | the position was never served |
-    /// | 428 | missing_token, missing_last_event_id | a resume must carry both |
-    pub fn http_status(self) -> u16 {
-        match self {
-            RejectReason::MalformedCursor | RejectReason::CursorNotOnStream => 400,
-            RejectReason::TokenOfAnotherSession => 403,
-            RejectReason::OrphanStillLive | RejectReason::TooManyStreams => 409,
-            RejectReason::UnknownToken
-            | RejectReason::StreamFenced
-            | RejectReason::StreamClosed
-            | RejectReason::CursorEvicted => 410,
-            RejectReason::CursorAhead => 416,
-            RejectReason::MissingToken | RejectReason::MissingLastEventId => 428,
-        }
-    }
-
-    /// What a client that respects the rejection does next.
-    pub fn client_action(self) -> ClientAction {
-        match self {
-            RejectReason::OrphanStillLive | RejectReason::TooManyStreams => {
-                ClientAction::RetryLater
-            }
-            _ => ClientAction::StartNewSession,
-        }
-    }
-}
-
-impl fmt::Display for RejectReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a rejection asks of the client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClientAction {
-    /// The conflict clears by itself (a grace window ends): back off and try again.
-    RetryLater,
-    /// Continuity cannot be proven: abandon the session and initialize a new one.
-    StartNewSession,
-}
-
-impl ClientAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClientAction::RetryLater => "retry_later",
-            ClientAction::StartNewSession => "start_new_session",
-        }
-    }
-}
-
 impl ResumeRejected {
     pub fn reason(&self) -> RejectReason {
         match self {
@@ -242,19 +126,6 @@ pub(crate) fn shown(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reasons_roundtrip_and_never_use_404() {
-        for reason in RejectReason::ALL {
-            assert_eq!(RejectReason::parse(reason.as_str()), Some(reason));
-            assert_ne!(
-                reason.http_status(),
-                404,
-                "{reason}: 404 makes stock clients re-initialize"
-            );
-            assert!((400..500).contains(&reason.http_status()));
-        }
-    }
 
     #[test]
     fn shown_escapes_and_truncates() {

@@ -1,8 +1,9 @@
 //! A session: the logical conversation and the streams it has minted.
 
-use super::stream::{Stream, StreamKind, StreamState};
+use super::stream::{Stream, StreamState};
 use crate::ids::{SessionId, StreamId};
 use crate::time::LabTime;
+use crate::vocabulary::StreamKind;
 
 #[derive(Clone, Debug)]
 pub struct Session {

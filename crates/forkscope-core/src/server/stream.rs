@@ -6,40 +6,8 @@ use super::replay_buffer::ReplayBuffer;
 use crate::event::{Event, Payload};
 use crate::ids::{ConnectionId, EventId, IdScheme, ResumptionToken, StreamId};
 use crate::time::LabTime;
+use crate::vocabulary::{OrphanCause, StreamKind};
 use serde::{Deserialize, Serialize};
-
-/// Which lineage a stream belongs to. The single-live-stream invariant is about the session's
-/// server-initiated (standalone GET) stream; a request stream carries one POST's response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StreamKind {
-    Standalone,
-    Request,
-}
-
-/// Why the server decided a stream's client is gone, starting its grace window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OrphanCause {
-    /// Its connection ended: the server saw EOF or a reset.
-    ConnectionClosed,
-    /// Its connection stopped taking bytes: nothing written to it (keep-alives included) was
-    /// acknowledged for the write deadline. How a NAT drop or a hung client is noticed.
-    WritesStalled,
-    /// Naive policy: a new stream took its place while it was live.
-    Replaced,
-}
-
-impl OrphanCause {
-    /// Why, in a few words, for the views.
-    pub fn describe(self) -> &'static str {
-        match self {
-            OrphanCause::ConnectionClosed => "closed",
-            OrphanCause::WritesStalled => "stalled",
-            OrphanCause::Replaced => "replaced",
-        }
-    }
-}
 
 /// Where a stream is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,19 +3,28 @@
 //!
 //! It plays the part the real HTTP adapters play, with no sockets and no clock, so the core's
 //! tests, property tests and the headless demonstration run the seed incident deterministically.
+//! Tool calls, each with a connection of its own, are in [`calls`].
 
-use crate::client::{Client, Continuity, Delivery, EventTruth, RequestPhase, StreamHeaders};
+mod calls;
+
+use crate::client::{Client, Continuity, EventTruth, StreamHeaders};
 use crate::config::{ConfigError, LabConfig};
-use crate::event::Payload;
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
 use crate::canon::Canon;
 use crate::policy::Policy;
-use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
+use crate::resume::{ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
 use crate::time::LabTime;
 use crate::view::View;
+use crate::vocabulary::{ClientAction, OrphanCause};
+use crate::work::BackgroundEmitter;
+pub use crate::work::ToolSpec;
+use calls::Call;
 use std::collections::VecDeque;
+
+// The Sim's stand-in for the body the wire spells as JSON-RPC: only keys are judged.
+const BACKGROUND_BODY: &str = "{}";
 
 /// An event in flight on the simulated connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,39 +53,6 @@ struct Connection {
     pending: VecDeque<InFlight>,
 }
 
-/// What `progress_task` does when called: `steps` progress notifications, one every
-/// `delay_ms` of lab time, then its result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ToolSpec {
-    pub steps: u64,
-    pub delay_ms: u64,
-}
-
-impl Default for ToolSpec {
-    fn default() -> Self {
-        ToolSpec {
-            steps: 3,
-            delay_ms: 400,
-        }
-    }
-}
-
-/// One tool call: the server's tool working through its steps, and the connection the client
-/// follows the call's response on (the POST's own, or a resume's).
-#[derive(Clone, Debug)]
-struct Call {
-    request_id: u64,
-    session: SessionId,
-    /// The call's request stream.
-    stream: StreamId,
-    steps_done: u64,
-    /// When the tool takes its next step; `None` once it sent its result (or its stream ended).
-    next_at: Option<LabTime>,
-    connection: Option<Connection>,
-    /// The connection ends once what is in flight is delivered: the stream finished.
-    ends: bool,
-}
-
 #[derive(Clone, Debug)]
 pub struct Sim {
     now: LabTime,
@@ -93,7 +69,8 @@ pub struct Sim {
     tool: ToolSpec,
     next_request: u64,
     next_connection: u64,
-    background_emitted: u64,
+    /// The session's background task; a new session starts its own.
+    background: Option<BackgroundEmitter>,
     decisions: Vec<ResumeDecision>,
 }
 
@@ -112,7 +89,7 @@ impl Sim {
             tool: ToolSpec::default(),
             next_request: 1,
             next_connection: 1,
-            background_emitted: 0,
+            background: None,
             decisions: Vec::new(),
         })
     }
@@ -163,6 +140,7 @@ impl Sim {
             return;
         };
         self.session = Some(session);
+        self.background = Some(BackgroundEmitter::on_demand(session));
         self.client
             .begin_session(self.now, session, &mut self.history);
         self.get(None, None);
@@ -301,284 +279,17 @@ impl Sim {
         self.decisions = Vec::new();
     }
 
-    /// What `progress_task` does from now on.
-    pub fn set_tool(&mut self, tool: ToolSpec) {
-        self.tool = tool;
-    }
-
-    pub fn tool(&self) -> ToolSpec {
-        self.tool
-    }
-
-    /// Whether a tool call is under way: the client still follows it.
-    pub fn call_in_progress(&self) -> bool {
-        self.calls.iter().any(|c| {
-            self.client.request(c.request_id).is_some_and(|r| {
-                matches!(
-                    r.phase,
-                    RequestPhase::Streaming | RequestPhase::Resuming { .. }
-                )
-            })
-        })
-    }
-
-    /// Events in flight on tool calls' connections.
-    pub fn call_in_flight(&self) -> usize {
-        self.calls
-            .iter()
-            .filter_map(|c| c.connection.as_ref())
-            .map(|c| c.pending.len())
-            .sum()
-    }
-
-    /// The client calls `progress_task`: a POST whose response is the call's request stream,
-    /// on a connection of its own. Returns the request id.
-    pub fn call_tool(&mut self) -> Option<u64> {
-        let session = self.session?;
-        let request_id = self.next_request;
-        self.next_request += 1;
-        self.client.begin_request(request_id, None);
-        let connection = ConnectionId(self.next_connection);
-        self.next_connection += 1;
-        let Ok((stream, token)) = self.server.open_request_stream(
-            self.now,
-            session,
-            connection,
-            &mut self.rng,
-            &mut self.history,
-        ) else {
-            // Refused (limits, budget): the call fails at once.
-            self.client.on_request_done(request_id);
-            return Some(request_id);
-        };
-        let pending = self
-            .server
-            .opening_of_request_stream(session, stream)
-            .map(|o| o.events().map(|e| InFlight::new(session, e)).collect())
-            .unwrap_or_default();
-        self.calls.push(Call {
-            request_id,
-            session,
-            stream,
-            steps_done: 0,
-            next_at: Some(self.now.plus(self.tool.delay_ms)),
-            connection: Some(Connection {
-                id: connection,
-                session,
-                pending,
-            }),
-            ends: false,
-        });
-        // The fenced server names the stream and says it is new; the naive one says nothing.
-        let echo = (self.server.policy() == Policy::Fenced).then(|| stream.to_string());
-        let token = token.to_string();
-        self.client.on_request_stream_opened(
-            request_id,
-            StreamHeaders {
-                stream: echo.as_deref(),
-                resumed: echo.as_ref().map(|_| false),
-                token: Some(&token),
-            },
-        );
-        Some(request_id)
-    }
-
-    /// Every tool whose next step is due takes it: a progress notification, or, after the
-    /// last, the result, after which the call's stream finishes (resumable for retention).
-    fn run_tools(&mut self) {
-        for index in 0..self.calls.len() {
-            while self.calls[index].next_at.is_some_and(|t| t <= self.now) {
-                self.tool_step(index);
-            }
-        }
-    }
-
-    fn tool_step(&mut self, index: usize) {
-        let (session, stream, done) = {
-            let call = &self.calls[index];
-            (call.session, call.stream, call.steps_done)
-        };
-        let short = session.short();
-        if done == self.tool.steps {
-            let payload = Payload::new(
-                format!("{short}:call{}:result", stream.0),
-                r#"{"result":{}}"#,
-            );
-            if let Ok(event) =
-                self.server
-                    .emit(self.now, session, stream, payload, &mut self.history)
-            {
-                self.write(session, event);
-            }
-            self.server
-                .finish_request_stream(self.now, session, stream, &mut self.history);
-            // The connection ends after the result only if it follows this very stream (a
-            // naive resume may have put the client on another).
-            let attached = self
-                .server
-                .session(session)
-                .and_then(|s| s.stream(stream))
-                .and_then(|s| s.connection());
-            let call = &mut self.calls[index];
-            call.next_at = None;
-            call.ends = call
-                .connection
-                .as_ref()
-                .is_some_and(|c| Some(c.id) == attached);
-            return;
-        }
-        let payload = Payload::new(
-            format!("{short}:call{}:progress{}", stream.0, done + 1),
-            r#"{"method":"notifications/progress"}"#,
-        );
-        let emitted = self
-            .server
-            .emit(self.now, session, stream, payload, &mut self.history);
-        let call = &mut self.calls[index];
-        call.steps_done += 1;
-        call.next_at = call.next_at.map(|t| t.plus(self.tool.delay_ms));
-        match emitted {
-            Ok(event) => self.write(session, event),
-            // Its stream was fenced or ended under it: the call is over.
-            Err(_) => self.calls[index].next_at = None,
-        }
-    }
-
-    /// Delivers the next event in flight on a tool call's connection; returns whether one
-    /// arrived.
-    pub fn deliver_call(&mut self) -> bool {
-        let Some(index) = self
-            .calls
-            .iter()
-            .position(|c| c.connection.as_ref().is_some_and(|k| !k.pending.is_empty()))
-        else {
-            return false;
-        };
-        let request_id = self.calls[index].request_id;
-        let Some(event) = self.calls[index]
-            .connection
-            .as_mut()
-            .and_then(|c| c.pending.pop_front())
-        else {
-            return false;
-        };
-        let is_result = event
-            .truth
-            .key
-            .as_deref()
-            .is_some_and(|k| k.ends_with(":result"));
-        let delivery = self.client.on_request_event(
-            self.now,
-            request_id,
-            Some(&event.wire_id),
-            event.truth.key.is_none(),
-            Some(event.truth),
-            &mut self.history,
-        );
-        if is_result && delivery == Delivery::Applied {
-            // The POST's answer arrived: the client stops following the call.
-            self.client.on_request_done(request_id);
-            self.end_call_connection(index);
-        } else if self.calls[index].ends
-            && self.calls[index]
-                .connection
-                .as_ref()
-                .is_some_and(|c| c.pending.is_empty())
-        {
-            // A finished stream's connection ends after its last event.
-            self.end_call_connection(index);
-            self.client.on_request_lost(self.now, request_id);
-        }
-        true
-    }
-
-    /// The call's connection closes cleanly: both sides see it.
-    fn end_call_connection(&mut self, index: usize) {
-        if let Some(connection) = self.calls[index].connection.take() {
-            self.close_server_side(connection.session, connection.id);
-        }
-        self.calls[index].ends = false;
-    }
-
-    /// The client resumes a tool call's broken stream, if a resume is due.
-    fn resume_call(&mut self, index: usize) {
-        let (request_id, session) = (self.calls[index].request_id, self.calls[index].session);
-        let Some(plan) = self.client.request_resume_plan(self.now, request_id) else {
-            return;
-        };
-        let connection = ConnectionId(self.next_connection);
-        self.next_connection += 1;
-        let request = ResumeRequest {
-            session,
-            token: plan.token.as_deref(),
-            last_event_id: plan.last_event_id.as_deref(),
-            connection,
-        };
-        let decision = self
-            .server
-            .handle_get(self.now, &request, &mut self.rng, &mut self.history);
-        let (echo, token) = match &decision {
-            Ok(ResumeDecision::Resume(r)) => (r.echo, None),
-            Ok(ResumeDecision::NewStream(n)) => (n.echo, Some(n.token.to_string())),
-            Ok(ResumeDecision::Reject(rejected)) => {
-                let reason = rejected.reason();
-                self.client
-                    .on_request_attempt_failed(self.now, request_id, Some(reason));
-                return;
-            }
-            Err(_) => {
-                self.client
-                    .on_request_attempt_failed(self.now, request_id, None);
-                return;
-            }
-        };
-        let Ok(decision) = decision else { return };
-        self.decisions.push(decision.clone());
-        let Some(opening) = self.server.opening_for(session, &decision) else {
-            return;
-        };
-        let ends = opening.ends;
-        let pending: VecDeque<InFlight> = opening
-            .events()
-            .map(|o| InFlight::new(session, o))
-            .collect();
-        let call = &mut self.calls[index];
-        call.ends = ends;
-        call.connection = Some(Connection {
-            id: connection,
-            session,
-            pending,
-        });
-        let stream = echo.map(|e| e.stream.to_string());
-        self.client.on_request_stream_opened(
-            request_id,
-            StreamHeaders {
-                stream: stream.as_deref(),
-                resumed: echo.map(|e| e.resumed),
-                token: token.as_deref(),
-            },
-        );
-        if ends
-            && self.calls[index]
-                .connection
-                .as_ref()
-                .is_some_and(|c| c.pending.is_empty())
-        {
-            self.end_call_connection(index);
-            self.client.on_request_lost(self.now, request_id);
-        }
-    }
-
     /// The session's background task emits its next event.
     pub fn emit_background(&mut self) {
-        let Some(session) = self.session else { return };
-        self.background_emitted += 1;
-        let key = format!("{}:bg:{}", session.short(), self.background_emitted);
-        let payload = Payload::new(key.as_str(), "{}");
-        if let Ok(emitted) =
-            self.server
-                .emit_background(self.now, session, payload, &mut self.history)
-        {
+        let (Some(session), Some(background)) = (self.session, self.background.as_mut()) else {
+            return;
+        };
+        if let Ok(emitted) = background.emit(
+            self.now,
+            BACKGROUND_BODY,
+            &mut self.server,
+            &mut self.history,
+        ) {
             self.write(session, emitted.event);
         }
     }
@@ -686,7 +397,7 @@ impl Sim {
                 session,
                 stream,
                 connection,
-                crate::server::OrphanCause::ConnectionClosed,
+                OrphanCause::ConnectionClosed,
                 &mut self.history,
             );
         }
@@ -728,7 +439,7 @@ impl Sim {
     pub fn next_deadline(&self) -> Option<LabTime> {
         [self.server.poll_timeout(), self.client.poll_timeout()]
             .into_iter()
-            .chain(self.calls.iter().map(|c| c.next_at))
+            .chain(self.calls.iter().map(|c| c.tool.poll_timeout()))
             .chain(self.calls.iter().map(|c| self.request_due(c.request_id)))
             .flatten()
             .min()
@@ -761,14 +472,18 @@ impl Sim {
         c.number(self.calls.len() as u64);
         for call in &self.calls {
             c.number(call.request_id);
-            c.session(call.session);
-            c.stream(call.stream);
-            c.number(call.steps_done);
-            c.opt_time(call.next_at);
+            c.session(call.tool.session());
+            c.stream(call.tool.stream());
+            c.number(call.tool.done());
+            c.opt_time(call.tool.poll_timeout());
             c.flag(call.ends);
             canonical_connection(&mut c, call.connection.as_ref());
         }
-        c.number(self.background_emitted);
+        c.number(
+            self.background
+                .as_ref()
+                .map_or(0, BackgroundEmitter::emitted),
+        );
         c.fingerprint()
     }
 

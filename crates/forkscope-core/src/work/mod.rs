@@ -1,0 +1,19 @@
+//! The server's work: the `progress_task` tool call and the background emitter, as sans-IO
+//! state machines. Time comes in, [`ToolCall::poll_timeout`] and
+//! [`BackgroundEmitter::poll_timeout`] say when they next have something to do, and each step
+//! emits through the [`crate::server::Server`] the caller passes in.
+//!
+//! The Sim, the wire server and so the exhaustive check all drive these same machines: a proof
+//! about a tool call is about the code `serve` runs. Only the bodies differ (the wire spells a
+//! JSON-RPC message; the Sim a stand-in), and they are the adapter's to spell.
+
+mod background;
+mod tool_call;
+
+pub use background::{BackgroundEmitter, EmitRate, RateError};
+pub use tool_call::{
+    MAX_CALL_MS, MAX_DELAY_MS, MAX_STEPS, ToolCall, ToolOutcome, ToolSpec, ToolSpecError, ToolStep,
+};
+
+#[cfg(test)]
+mod tests;
