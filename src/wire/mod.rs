@@ -1,10 +1,12 @@
 //! Thin adapters between HTTP and the core: the axum server, the reqwest client, SSE framing and
 //! the fault proxy. They parse, ask the core, and write what it decided; the protocol rules
-//! themselves live in `forkscope-core`.
+//! themselves live in `forkscope-core`. Every MCP request a client here sends is built by
+//! [`mcp`].
 
 pub mod client;
 pub mod headers;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod proxy;
 pub mod server;
 pub mod sse;
