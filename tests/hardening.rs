@@ -133,10 +133,9 @@ fn tool_call(
 
 /// The session's standalone GET stream, open.
 async fn standalone_stream(url: &str, session: SessionId) -> reqwest::Response {
-    let response = call(
-        on_session(reqwest::Client::new().get(url), session).header("accept", "text/event-stream"),
-    )
-    .await;
+    let id = session.to_string();
+    let endpoint = mcp::Endpoint::new(reqwest::Client::new(), url);
+    let response = call(endpoint.get_stream(mcp::Headers::session(&id, MODELLED_REVISION))).await;
     assert_eq!(response.status(), 200);
     response
 }

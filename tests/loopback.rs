@@ -719,10 +719,10 @@ async fn delete_ends_the_session() {
     let raw = raw(Policy::Fenced).await;
     let session = raw.initialize().await;
     let (_token, _stream) = raw.stream_with(session, 1).await;
+    let id = session.to_string();
     let delete = raw
-        .http
-        .delete(&raw.url)
-        .header("mcp-session-id", session.to_string())
+        .endpoint()
+        .delete(mcp::Headers::session(&id, MODELLED_REVISION))
         .send()
         .await
         .unwrap();
@@ -1422,13 +1422,10 @@ async fn a_nat_dropped_stream_is_orphaned_by_its_stalled_writes() {
     .await;
     let proxy = Proxy::start(raw.running.addr).await.unwrap();
     let session = raw.initialize().await;
-    let url = format!("http://{}/mcp", proxy.addr);
-    let response = raw
-        .http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", session.to_string())
-        .header("mcp-protocol-version", "2025-11-25")
+    let through_proxy = mcp::Endpoint::new(raw.http.clone(), format!("http://{}/mcp", proxy.addr));
+    let id = session.to_string();
+    let response = through_proxy
+        .get_stream(mcp::Headers::session(&id, MODELLED_REVISION))
         .send()
         .await
         .unwrap();
