@@ -5,11 +5,13 @@
 
 pub mod client;
 pub mod headers;
-pub mod jsonrpc;
 pub mod mcp;
 pub mod proxy;
 pub mod server;
 pub mod sse;
+
+/// The server's JSON-RPC writers live with the rest of the JSON-RPC shapes, in [`mcp`].
+pub use mcp::jsonrpc;
 
 use forkscope_core::{Client, Entropy, History, Server};
 use rand::{RngCore, SeedableRng, rngs::StdRng};

@@ -1,11 +1,13 @@
-//! The client's half of MCP over Streamable HTTP, written once: the JSON-RPC messages a client
-//! sends ([`message`]), the transport's headers every request carries ([`Headers`], applied by
+//! MCP's JSON-RPC over Streamable HTTP, written once. A client's half: the messages it sends
+//! ([`message`]), the transport's headers every request carries ([`Headers`], applied by
 //! [`Endpoint`]), and how an answer is read ([`response`]). The lab's client, the lab's raw
 //! probes, `forkscope probe`, the benchmarks and the tests all build their requests here, so a
 //! request is spelled in one place and a header is never forgotten on one path. What each
 //! client does with the answers — follow a stream through the core, judge a server, time it —
-//! stays with that client.
+//! stays with that client. The server's half — results, errors and their codes, notifications
+//! as it writes them — is [`jsonrpc`].
 
+pub mod jsonrpc;
 pub mod message;
 pub mod response;
 pub mod session;
