@@ -15,6 +15,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use forkscope::clock::LabClock;
 use forkscope::lab::{Action, Lab, LabOptions};
+use forkscope::wire::headers::MODELLED_REVISION;
+use forkscope::wire::mcp;
 use forkscope::wire::server::{self, ServeOptions};
 use forkscope::wire::sse::{self, Parser};
 use forkscope::wire::{Core, Shared};
@@ -206,11 +208,8 @@ async fn resume_lab(events: u64, buffer: usize) -> ResumeLab {
     .await
     .unwrap();
     let url = format!("http://{}/mcp", running.addr);
-    let http = reqwest::Client::new();
-    let (session, token, stream) =
-        forkscope::wire::client::open_session_stream(&http, &url, "bench")
-            .await
-            .unwrap();
+    let endpoint = mcp::Endpoint::new(reqwest::Client::new(), url.clone());
+    let (session, token, stream) = mcp::open_session_stream(&endpoint, "bench").await.unwrap();
     {
         // Fill the stream's buffer directly; the open connection is detached by the first resume.
         let clock = LabClock::new();
@@ -232,16 +231,13 @@ async fn resume_lab(events: u64, buffer: usize) -> ResumeLab {
 
 async fn resume_once(http: &reqwest::Client, lab: &ResumeLab, back: u64) -> (Duration, Duration) {
     let cursor = format!("s1-{}", lab.high_water - back);
+    let endpoint = mcp::Endpoint::new(http.clone(), lab.url.clone());
+    let session = lab.session.to_string();
+    let headers = mcp::Headers::session(&session, MODELLED_REVISION)
+        .cursor(Some(&cursor))
+        .token(Some(&lab.token));
     let start = Instant::now();
-    let response = http
-        .get(&lab.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", lab.session.to_string())
-        .header("mcp-resumption-token", &lab.token)
-        .header("last-event-id", cursor)
-        .send()
-        .await
-        .unwrap();
+    let response = endpoint.get_stream(headers).send().await.unwrap();
     assert_eq!(response.status(), 200);
     read_events(response, back as usize, start).await
 }

@@ -10,6 +10,8 @@
 //! `cargo bench --bench memory`; under `cargo test --benches` it runs one small repetition as
 //! a smoke test.
 
+use forkscope::wire::headers::MODELLED_REVISION;
+use forkscope::wire::mcp;
 use serde_json::json;
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -108,27 +110,6 @@ fn settle(pid: u32, quiet: Duration) -> (f64, f64) {
     (last, peak)
 }
 
-async fn initialize(http: &reqwest::Client, url: &str) -> Option<String> {
-    let body = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"memory-bench","version":"0"}}});
-    let response = http
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .ok()?;
-    if response.status() != 200 {
-        return None;
-    }
-    Some(
-        response.headers()["mcp-session-id"]
-            .to_str()
-            .ok()?
-            .to_owned(),
-    )
-}
-
 /// One repetition: every call opened and left unread; returns (admitted, refused) and the
 /// responses, held open until the caller drops them.
 async fn stall(
@@ -142,20 +123,22 @@ async fn stall(
     let mut refused = 0;
     for _ in 0..sessions {
         // A client of its own per session: its connections are its own.
-        let http = reqwest::Client::new();
-        let Some(session) = initialize(&http, url).await else {
+        let endpoint = mcp::Endpoint::new(reqwest::Client::new(), url);
+        // Past the replay budget, `initialize` is refused too.
+        let Ok(session) = mcp::open_session(&endpoint, "memory-bench").await else {
             refused += calls;
             continue;
         };
+        let session = session.to_string();
         for id in 0..calls {
-            let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":0},"_meta":{"progressToken":token}}});
-            let response = http
-                .post(url)
-                .header("accept", "application/json, text/event-stream")
-                .header("content-type", "application/json")
-                .header("mcp-session-id", &session)
-                .header("mcp-protocol-version", "2025-11-25")
-                .body(body.to_string())
+            let call = mcp::ToolCall::with_progress(
+                "progress_task",
+                json!({ "steps": steps, "delay_ms": 0 }),
+                mcp::ProgressToken::Text(token.clone()),
+            );
+            let body = mcp::Request::new(mcp::RequestId(id as u64), mcp::Call::ToolsCall(call));
+            let response = endpoint
+                .post(mcp::Headers::session(&session, MODELLED_REVISION), &body)
                 .send()
                 .await
                 .unwrap();
@@ -186,8 +169,10 @@ fn main() {
     let pid = server.child.id();
     // Warm up what the first request allocates for good (the runtime, the router).
     runtime.block_on(async {
-        let http = reqwest::Client::new();
-        initialize(&http, &server.url).await.expect("a session");
+        let endpoint = mcp::Endpoint::new(reqwest::Client::new(), server.url.as_str());
+        mcp::open_session(&endpoint, "memory-bench")
+            .await
+            .expect("a session");
     });
     let (before, _) = settle(pid, Duration::from_secs(1));
     println!(

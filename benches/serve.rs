@@ -39,7 +39,9 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::serve::ListenerExt;
+use forkscope::wire::headers::MODELLED_REVISION;
 use forkscope::wire::sse::{self, Parser};
+use forkscope::wire::{jsonrpc, mcp};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, VecDeque};
@@ -54,7 +56,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
-const PROTOCOL: &str = "2025-11-25";
 /// Every request's send (headers back) must finish within this.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `forkscope serve` may take to announce its port.
@@ -197,17 +198,17 @@ fn message_json(n: u64) -> String {
     .to_string()
 }
 
-fn tool_call(id: u64, steps: u64) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": {
-            "name": "progress_task",
-            "arguments": { "steps": steps, "delay_ms": 0 },
-            "_meta": { "progressToken": 1 }
-        }
-    })
+fn tool_call(id: u64, steps: u64) -> mcp::Request {
+    tool_call_with(id, steps, mcp::ProgressToken::Number(1))
+}
+
+fn tool_call_with(id: u64, steps: u64, token: mcp::ProgressToken) -> mcp::Request {
+    let call = mcp::ToolCall::with_progress(
+        "progress_task",
+        json!({ "steps": steps, "delay_ms": 0 }),
+        token,
+    );
+    mcp::Request::new(mcp::RequestId(id), mcp::Call::ToolsCall(call))
 }
 
 /// The request ids of the tool calls a server has finished (sent their result, or stopped
@@ -618,13 +619,23 @@ fn http_client() -> reqwest::Client {
         .expect("a reqwest client")
 }
 
-fn post_request(http: &reqwest::Client, target: &Target, body: &Value) -> reqwest::RequestBuilder {
-    http.post(&target.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &target.session)
-        .header("mcp-protocol-version", PROTOCOL)
-        .body(body.to_string())
+impl Target {
+    /// The endpoint, reached through `http` (one client per connection where that matters).
+    fn endpoint(&self, http: &reqwest::Client) -> mcp::Endpoint {
+        mcp::Endpoint::new(http.clone(), self.url.clone())
+    }
+
+    fn headers(&self) -> mcp::Headers<'_> {
+        mcp::Headers::session(&self.session, MODELLED_REVISION)
+    }
+}
+
+fn post_request(
+    http: &reqwest::Client,
+    target: &Target,
+    body: &mcp::Request,
+) -> reqwest::RequestBuilder {
+    target.endpoint(http).post(target.headers(), body)
 }
 
 fn get_request(
@@ -632,15 +643,8 @@ fn get_request(
     target: &Target,
     last_event_id: Option<&str>,
 ) -> reqwest::RequestBuilder {
-    let request = http
-        .get(&target.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &target.session)
-        .header("mcp-protocol-version", PROTOCOL);
-    match last_event_id {
-        Some(id) => request.header("last-event-id", id),
-        None => request,
-    }
+    let headers = target.headers().cursor(last_event_id);
+    target.endpoint(http).get_stream(headers)
 }
 
 async fn send(request: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, String> {
@@ -677,61 +681,22 @@ async fn expect_stream(
 
 /// `initialize` then `notifications/initialized`; returns the session as a target.
 async fn open_session(http: &reqwest::Client, url: &str) -> Result<Target, String> {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": { "name": "forkscope-bench", "version": env!("CARGO_PKG_VERSION") }
-        }
-    });
-    let request = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_string());
-    let response = send(request, "initialize").await?;
-    let status = response.status();
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let text = within(SEND_TIMEOUT, "initialize body", response.text())
-        .await?
-        .unwrap_or_default();
-    let Some(session) = session.filter(|_| status == 200) else {
-        return Err(format!(
-            "initialize: {status} without Mcp-Session-Id: {}",
-            clip(&text, 300)
-        ));
-    };
-    let target = Target {
-        url: url.to_owned(),
-        session,
-    };
-    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-    let response = send(
-        post_request(http, &target, &initialized),
-        "notifications/initialized",
+    let endpoint = mcp::Endpoint::new(http.clone(), url);
+    let opened = within(
+        2 * SEND_TIMEOUT,
+        "initialize",
+        mcp::open_session(&endpoint, "forkscope-bench"),
     )
     .await?;
-    if response.status() != 202 {
-        return Err(format!(
-            "notifications/initialized: expected 202, got {}",
-            response.status()
-        ));
-    }
-    Ok(target)
+    let session = opened.map_err(|e| e.to_string())?;
+    Ok(Target {
+        url: url.to_owned(),
+        session: session.to_string(),
+    })
 }
 
 async fn close_session(http: &reqwest::Client, target: &Target) {
-    let request = http
-        .delete(&target.url)
-        .header("mcp-session-id", &target.session)
-        .header("mcp-protocol-version", PROTOCOL);
+    let request = target.endpoint(http).delete(target.headers());
     let _ = send(request, "DELETE /mcp").await;
 }
 
@@ -1154,21 +1119,21 @@ async fn memory(http: &reqwest::Client, sizes: Sizes) -> Result<Memory, String> 
         let start_mib = rss_mib(pid)?;
         let huge = "x".repeat(60_000);
         for id in 0..16 {
-            let mut call = tool_call(10_000 + id, 1_100);
-            call["params"]["_meta"]["progressToken"] = json!(huge);
+            let call = tool_call_with(10_000 + id, 1_100, mcp::ProgressToken::Text(huge.clone()));
             let r = send(post_request(http, &target, &call), "hostile tools/call").await?;
-            let body: Value = r.json().await.map_err(|e| e.to_string())?;
-            if body.pointer("/error/code").and_then(Value::as_i64) != Some(-32602) {
+            let body = r.bytes().await.map_err(|e| e.to_string())?;
+            let code = mcp::RpcError::of_body(&body).and_then(|e| e.code());
+            if code != Some(jsonrpc::INVALID_PARAMS) {
                 return Err(format!(
-                    "a 60,000-byte progress token was not refused: {body}"
+                    "a 60,000-byte progress token was not refused: {}",
+                    String::from_utf8_lossy(&body)
                 ));
             }
         }
         let token = "t".repeat(256);
         let mut unread = Vec::new();
         for id in 0..16 {
-            let mut call = tool_call(20_000 + id, 1_100);
-            call["params"]["_meta"]["progressToken"] = json!(token);
+            let call = tool_call_with(20_000 + id, 1_100, mcp::ProgressToken::Text(token.clone()));
             unread.push(send(post_request(http, &target, &call), "unread tools/call").await?);
         }
         // Let the calls run into their full queues; RSS is read once it stops rising.
@@ -1247,8 +1212,11 @@ async fn memory_fanout() -> Result<Fanout, String> {
             };
             for call in 0..15 {
                 let http = http_client();
-                let mut body = tool_call(session * 100 + call, 1_100);
-                body["params"]["_meta"]["progressToken"] = json!(token);
+                let body = tool_call_with(
+                    session * 100 + call,
+                    1_100,
+                    mcp::ProgressToken::Text(token.clone()),
+                );
                 let response =
                     send(post_request(&http, &target, &body), "fan-out tools/call").await?;
                 match response.status().as_u16() {

@@ -6,6 +6,7 @@
 
 use forkscope::clock::LabClock;
 use forkscope::scenario::format;
+use forkscope::wire::mcp;
 use forkscope::wire::server::{self, ServeOptions};
 use forkscope::wire::sse::{MAX_LINE, Parser};
 use forkscope::wire::{Core, Shared};
@@ -143,16 +144,11 @@ fn the_server_answers_any_body_and_headers() {
         .await
         .unwrap();
         let url = format!("http://{}/mcp", running.addr);
-        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}}"#;
-        let response = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(init)
-            .send()
+        let endpoint = mcp::Endpoint::new(reqwest::Client::new(), url.clone());
+        let session = mcp::open_session(&endpoint, "fuzz")
             .await
-            .unwrap();
-        let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+            .unwrap()
+            .to_string();
         (url, session, running)
     });
     let http = reqwest::Client::builder()

@@ -4,6 +4,8 @@
 //! graceful stop. Every wait is bounded by [`LIMIT`] and ends on observed state.
 
 use forkscope::clock::LabClock;
+use forkscope::wire::headers::MODELLED_REVISION;
+use forkscope::wire::mcp::{self, Body as _};
 use forkscope::wire::server::{self, EmitRate, RunningServer, ServeOptions};
 use forkscope::wire::sse::{Parser, SseEvent};
 use forkscope::wire::{Core, Shared};
@@ -19,7 +21,11 @@ use tokio::net::TcpStream;
 /// How long any one wait may take before the test fails: a bound, never a measurement.
 const LIMIT: Duration = Duration::from_secs(20);
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+/// An `initialize` body, for the requests written byte by byte (their heads are the test).
+fn initialize_body() -> String {
+    let init = mcp::Initialize::new(MODELLED_REVISION, "t", "0");
+    mcp::Request::new(mcp::RequestId(1), mcp::Call::Initialize(init)).body()
+}
 
 struct Server {
     shared: Shared,
@@ -102,22 +108,13 @@ fn post_head(host: &str, extra: &str) -> String {
 }
 
 async fn initialize(url: &str) -> SessionId {
-    let response = reqwest::Client::new()
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(INITIALIZE)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    SessionId::parse(response.headers()["mcp-session-id"].to_str().unwrap()).unwrap()
+    let endpoint = mcp::Endpoint::new(reqwest::Client::new(), url);
+    mcp::open_session(&endpoint, "t").await.unwrap()
 }
 
 fn on_session(request: reqwest::RequestBuilder, session: SessionId) -> reqwest::RequestBuilder {
-    request
-        .header("mcp-session-id", session.to_string())
-        .header("mcp-protocol-version", "2025-11-25")
+    let id = session.to_string();
+    mcp::Headers::session(&id, MODELLED_REVISION).apply(request)
 }
 
 fn tool_call(
@@ -136,10 +133,9 @@ fn tool_call(
 
 /// The session's standalone GET stream, open.
 async fn standalone_stream(url: &str, session: SessionId) -> reqwest::Response {
-    let response = call(
-        on_session(reqwest::Client::new().get(url), session).header("accept", "text/event-stream"),
-    )
-    .await;
+    let id = session.to_string();
+    let endpoint = mcp::Endpoint::new(reqwest::Client::new(), url);
+    let response = call(endpoint.get_stream(mcp::Headers::session(&id, MODELLED_REVISION))).await;
     assert_eq!(response.status(), 200);
     response
 }
@@ -394,7 +390,7 @@ async fn dns_rebinding_is_refused_by_host_and_by_doubled_origins() {
         format!("evil.com:{port}"),
         format!("127.0.0.1.evil.com:{port}"),
     ] {
-        let (status, body) = raw_exchange(addr, &post_head(&host, ""), INITIALIZE).await;
+        let (status, body) = raw_exchange(addr, &post_head(&host, ""), &initialize_body()).await;
         assert_eq!(status, 403, "{host}: {body}");
         assert!(body.contains("Host not allowed"), "{body}");
         assert!(body.ends_with("}\n"), "a JSON body ends its line: {body:?}");
@@ -418,7 +414,7 @@ async fn dns_rebinding_is_refused_by_host_and_by_doubled_origins() {
         format!("[::1]:{port}"),
         "lab.test".to_owned(),
     ] {
-        let (status, body) = raw_exchange(addr, &post_head(&host, ""), INITIALIZE).await;
+        let (status, body) = raw_exchange(addr, &post_head(&host, ""), &initialize_body()).await;
         assert_eq!(status, 200, "{host}: {body}");
     }
     // Two Host headers, or two Origins in either order: neither can be believed.
@@ -428,7 +424,7 @@ async fn dns_rebinding_is_refused_by_host_and_by_doubled_origins() {
         "\r\nOrigin: http://evil.com\r\nOrigin: http://127.0.0.1",
         "\r\nHost: evil.com",
     ] {
-        let (status, body) = raw_exchange(addr, &post_head(&host, extra), INITIALIZE).await;
+        let (status, body) = raw_exchange(addr, &post_head(&host, extra), &initialize_body()).await;
         assert_eq!(status, 400, "{extra:?}: {body}");
         assert!(body.contains("more than one"), "{body}");
     }

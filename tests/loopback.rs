@@ -4,6 +4,8 @@
 use forkscope::clock::LabClock;
 use forkscope::incident;
 use forkscope::lab::{Action, Lab, LabOptions};
+use forkscope::wire::headers::MODELLED_REVISION;
+use forkscope::wire::mcp::{self, Body as _};
 use forkscope::wire::proxy::{Fault, Proxy};
 use forkscope::wire::server::liveness::{KEEPALIVE_FRAME, Liveness};
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
@@ -276,31 +278,37 @@ impl Stream {
     }
 }
 
+/// `initialize` with request id `id`, as the lab's clients send it.
+fn initialize_request(id: u64) -> mcp::Request {
+    let init = mcp::Initialize::new(MODELLED_REVISION, "t", "0");
+    mcp::Request::new(mcp::RequestId(id), mcp::Call::Initialize(init))
+}
+
 impl Raw {
-    async fn initialize(&self) -> SessionId {
-        let body = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
-        let response = self.post(None, body.to_string()).send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        let session = response.headers()["mcp-session-id"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        SessionId::parse(&session).unwrap()
+    fn endpoint(&self) -> mcp::Endpoint {
+        mcp::Endpoint::new(self.http.clone(), self.url.clone())
     }
 
+    async fn initialize(&self) -> SessionId {
+        let response = self
+            .endpoint()
+            .post(mcp::Headers::default(), &initialize_request(1))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let session = mcp::response::session_id(response.headers()).unwrap();
+        SessionId::parse(session).unwrap()
+    }
+
+    /// A `POST` of `body` as given (in `session`, if any): well-formed or not, as a test needs.
     fn post(&self, session: Option<SessionId>, body: String) -> reqwest::RequestBuilder {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(s) = session {
-            request = request
-                .header("mcp-session-id", s.to_string())
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        request
+        let id = session.map(|s| s.to_string());
+        let headers = match &id {
+            Some(id) => mcp::Headers::session(id, MODELLED_REVISION),
+            None => mcp::Headers::default(),
+        };
+        self.endpoint().post_raw(headers, body)
     }
 
     fn get(
@@ -309,19 +317,11 @@ impl Raw {
         token: Option<&str>,
         cursor: Option<&str>,
     ) -> reqwest::RequestBuilder {
-        let mut request = self
-            .http
-            .get(&self.url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", session.to_string())
-            .header("mcp-protocol-version", "2025-11-25");
-        if let Some(t) = token {
-            request = request.header("mcp-resumption-token", t);
-        }
-        if let Some(c) = cursor {
-            request = request.header("last-event-id", c);
-        }
-        request
+        let id = session.to_string();
+        let headers = mcp::Headers::session(&id, MODELLED_REVISION)
+            .cursor(cursor)
+            .token(token);
+        self.endpoint().get_stream(headers)
     }
 
     /// Opens the standalone stream, emits `n` events onto it and reads them; returns the token
@@ -719,10 +719,10 @@ async fn delete_ends_the_session() {
     let raw = raw(Policy::Fenced).await;
     let session = raw.initialize().await;
     let (_token, _stream) = raw.stream_with(session, 1).await;
+    let id = session.to_string();
     let delete = raw
-        .http
-        .delete(&raw.url)
-        .header("mcp-session-id", session.to_string())
+        .endpoint()
+        .delete(mcp::Headers::session(&id, MODELLED_REVISION))
         .send()
         .await
         .unwrap();
@@ -755,12 +755,13 @@ impl Raw {
         // Each call its own id: two in flight under one id are refused.
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":delay_ms},"_meta":{"progressToken":"p"}}});
-        let response = self
-            .post(Some(session), body.to_string())
-            .send()
-            .await
-            .unwrap();
+        let call = mcp::ToolCall::with_progress(
+            "progress_task",
+            json!({ "steps": steps, "delay_ms": delay_ms }),
+            mcp::ProgressToken::Text("p".into()),
+        );
+        let body = mcp::Request::new(mcp::RequestId(id), mcp::Call::ToolsCall(call));
+        let response = self.post(Some(session), body.body()).send().await.unwrap();
         assert_eq!(response.status(), 200);
         response
     }
@@ -1187,8 +1188,11 @@ async fn idle_sessions_are_reclaimed_and_a_full_server_says_when() {
     let raw = raw_with(Policy::Fenced, config, clock.clone()).await;
     raw.initialize().await;
     raw.initialize().await;
-    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
-    let full = raw.post(None, init.to_string()).send().await.unwrap();
+    let full = raw
+        .post(None, initialize_request(1).body())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(full.status(), 503);
     assert_eq!(full.headers()["retry-after"], "1");
     // The driver is woken by the clock and ends both idle sessions.
@@ -1349,19 +1353,19 @@ async fn the_replay_budget_refuses_new_work_with_a_typed_error_until_memory_is_f
     let events = read_to_end(raw.call(session, 300, 0).await).await;
     assert_eq!(events.last().unwrap().1, "result");
     assert!(raw.shared.lock().server.replay_bytes() > 8 * 1024);
-    let call = json!({"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":1}}});
-    let refused = raw
-        .post(Some(session), call.to_string())
-        .send()
-        .await
-        .unwrap();
+    let call = mcp::ToolCall::plain("progress_task", json!({ "steps": 1 }));
+    let call = mcp::Request::new(mcp::RequestId(77), mcp::Call::ToolsCall(call));
+    let refused = raw.post(Some(session), call.body()).send().await.unwrap();
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "3");
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["id"], 77, "{body}");
     assert_eq!(body["error"]["data"]["reason"], "over_budget", "{body}");
-    let init = json!({"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
-    let refused = raw.post(None, init.to_string()).send().await.unwrap();
+    let refused = raw
+        .post(None, initialize_request(5).body())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "3");
     let body: Value = refused.json().await.unwrap();
@@ -1418,13 +1422,10 @@ async fn a_nat_dropped_stream_is_orphaned_by_its_stalled_writes() {
     .await;
     let proxy = Proxy::start(raw.running.addr).await.unwrap();
     let session = raw.initialize().await;
-    let url = format!("http://{}/mcp", proxy.addr);
-    let response = raw
-        .http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", session.to_string())
-        .header("mcp-protocol-version", "2025-11-25")
+    let through_proxy = mcp::Endpoint::new(raw.http.clone(), format!("http://{}/mcp", proxy.addr));
+    let id = session.to_string();
+    let response = through_proxy
+        .get_stream(mcp::Headers::session(&id, MODELLED_REVISION))
         .send()
         .await
         .unwrap();

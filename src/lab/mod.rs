@@ -9,6 +9,8 @@ pub use exchanges::{Exchange, Exchanges};
 
 use crate::clock::LabClock;
 use crate::wire::client::LabClient;
+use crate::wire::headers::MODELLED_REVISION;
+use crate::wire::mcp;
 use crate::wire::proxy::{Fault, Proxy};
 use crate::wire::server::{self, RunningServer, ServeOptions};
 use crate::wire::{Core, Shared};
@@ -392,21 +394,11 @@ impl Lab {
             Some("current") => self.shared.lock().client.cursor().map(str::to_owned),
             other => other.map(str::to_owned),
         };
-        let url = format!("http://{}/mcp", self.server_addr());
-        let mut get = reqwest::Client::new()
-            .get(&url)
-            .header("accept", "text/event-stream")
-            .header(crate::wire::headers::SESSION_ID, session.to_string())
-            .header(
-                crate::wire::headers::PROTOCOL_VERSION,
-                crate::wire::headers::MODELLED_REVISION,
-            );
-        if let Some(token) = &token {
-            get = get.header(crate::wire::headers::RESUMPTION_TOKEN, token.as_str());
-        }
-        if let Some(cursor) = &cursor {
-            get = get.header(crate::wire::headers::LAST_EVENT_ID, cursor.as_str());
-        }
+        let id = session.to_string();
+        let headers = mcp::Headers::session(&id, MODELLED_REVISION)
+            .cursor(cursor.as_deref())
+            .token(token.as_deref());
+        let get = self.endpoint().get_stream(headers);
         let Ok(response) = get.timeout(Duration::from_secs(5)).send().await else {
             return ProbeResult {
                 status: 0,
@@ -416,11 +408,9 @@ impl Lab {
         };
         let status = response.status().as_u16();
         if status != 200 {
-            let body: serde_json::Value = response.json().await.unwrap_or_default();
-            let reason = body
-                .pointer("/error/data/reason")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned);
+            let body = response.bytes().await.unwrap_or_default();
+            let error = mcp::RpcError::of_body(&body);
+            let reason = error.as_ref().and_then(|e| e.reason()).map(str::to_owned);
             return ProbeResult {
                 status,
                 reason,
@@ -453,10 +443,14 @@ impl Lab {
     /// Initializes a second session over raw HTTP and opens its stream: its token belongs to
     /// another session.
     async fn token_of_another_session(&self) -> Option<String> {
+        let opened = mcp::open_session_stream(&self.endpoint(), "probe").await;
+        opened.ok().map(|(_, token, _)| token)
+    }
+
+    /// The lab's server, reached directly (not through the proxy), by a client of its own.
+    fn endpoint(&self) -> mcp::Endpoint {
         let url = format!("http://{}/mcp", self.server_addr());
-        let http = reqwest::Client::new();
-        let (_, token, _) = crate::wire::client::open_session_stream(&http, &url, "probe").await?;
-        Some(token)
+        mcp::Endpoint::new(reqwest::Client::new(), url)
     }
 
     pub fn snapshot(&self) -> Snapshot {

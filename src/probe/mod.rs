@@ -8,6 +8,7 @@ pub mod expect;
 pub mod http;
 pub mod items;
 
+use crate::wire::mcp::Call;
 use cases::{CASES, CallTool, Ctx, Emitter, NotRun};
 use forkscope_core::probe::{Connection, Item};
 use http::{Bounds, HttpError, Target};
@@ -208,12 +209,7 @@ pub async fn probe_with(
         .await
         .map_err(ProbeError::Unreachable)?;
     let tools = target
-        .request(
-            "tools/list",
-            &discovery,
-            "tools/list",
-            serde_json::json!({}),
-        )
+        .request("tools/list", &discovery, Call::ToolsList {})
         .await;
     target.end_session(&discovery).await;
     let tools = match (tools, &opts.tool) {

@@ -1,13 +1,17 @@
 //! Thin adapters between HTTP and the core: the axum server, the reqwest client, SSE framing and
 //! the fault proxy. They parse, ask the core, and write what it decided; the protocol rules
-//! themselves live in `forkscope-core`.
+//! themselves live in `forkscope-core`. Every MCP request a client here sends is built by
+//! [`mcp`].
 
 pub mod client;
 pub mod headers;
-pub mod jsonrpc;
+pub mod mcp;
 pub mod proxy;
 pub mod server;
 pub mod sse;
+
+/// The server's JSON-RPC writers live with the rest of the JSON-RPC shapes, in [`mcp`].
+pub use mcp::jsonrpc;
 
 use forkscope_core::{Client, Entropy, History, Server};
 use rand::{RngCore, SeedableRng, rngs::StdRng};

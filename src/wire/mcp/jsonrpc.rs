@@ -1,4 +1,5 @@
-//! The few JSON-RPC shapes the server and client exchange.
+//! The JSON-RPC shapes the server writes: results, errors with their codes, notifications.
+//! What a client sends is typed in [`super::message`].
 
 use serde_json::{Value, json};
 

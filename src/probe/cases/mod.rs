@@ -1,0 +1,488 @@
+//! The battery: each case opens its own session, does to the server what a network and a
+//! stock client do to it (break a stream, reconnect with a cursor, reconnect twice, send a cursor
+//! that is wrong), and hands what it saw to the core's judge.
+
+mod cursors;
+mod resumes;
+mod volume;
+
+use super::http::{Case, Conn, Extra, Session, Target, count};
+use crate::wire::mcp::{Call, ToolCall};
+use forkscope_core::probe::{self, Connection, End, Finding, Item, Known, StreamOf, judge_resume};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::{Instant, sleep};
+
+/// Every case, in the order the probe runs them: (name, what it does).
+pub const CASES: &[(&str, &str)] = &[
+    (
+        "standalone-resume",
+        "break the standalone GET stream and resume it with Last-Event-ID",
+    ),
+    (
+        "call-resume",
+        "break a tool call's stream mid-call and resume it with Last-Event-ID",
+    ),
+    (
+        "call-resume-after-result",
+        "break a tool call's stream and resume it after the call finished",
+    ),
+    (
+        "resume-while-old-open",
+        "resume while the old connection is still open (half-open, as the server sees it)",
+    ),
+    (
+        "plain-get-while-live",
+        "open a second, plain GET while the standalone stream is live",
+    ),
+    (
+        "two-resumes-at-once",
+        "resume twice at once from the same cursor",
+    ),
+    (
+        "resume-races-emission",
+        "resume at once while events are being emitted fast (repeated)",
+    ),
+    (
+        "cursor-of-another-stream",
+        "resume a call's stream while the standalone stream is live",
+    ),
+    (
+        "cursor-of-another-session",
+        "resume in one session with a cursor from another session",
+    ),
+    (
+        "bogus-cursor",
+        "resume with a Last-Event-ID the server never issued",
+    ),
+    (
+        "malformed-cursor",
+        "resume with a Last-Event-ID of bytes no server issues",
+    ),
+    (
+        "cursor-ahead",
+        "resume with a cursor past the last event sent",
+    ),
+    ("huge-cursor", "resume with a 64 KiB Last-Event-ID"),
+    (
+        "burst-order",
+        "a 500-step call on one connection: order, duplicates, gaps",
+    ),
+    (
+        "past-replay-capacity",
+        "break a call's stream at its first event, let it run 1000 more steps, resume",
+    ),
+    (
+        "unknown-session",
+        "GET with a session id the server never issued",
+    ),
+    (
+        "unsupported-version",
+        "GET with MCP-Protocol-Version 1999-01-01",
+    ),
+    (
+        "foreign-origin",
+        "GET with Origin: http://forkscope-probe.invalid",
+    ),
+];
+
+/// The tool that gives a call a stream of progress notifications.
+#[derive(Debug, Clone)]
+pub struct CallTool {
+    pub name: String,
+    /// `--args`, or `{}` filled with `steps` and `delay_ms` where the schema has them.
+    pub args: Value,
+    pub takes_steps: bool,
+    pub takes_delay: bool,
+    pub found: &'static str,
+}
+
+impl CallTool {
+    /// Arguments for a call of `steps` steps, and the steps the call will send if known.
+    fn args(&self, steps: u64, delay_ms: u64) -> (Value, Option<u64>) {
+        let mut args = self.args.clone();
+        if let Value::Object(map) = &mut args {
+            if self.takes_steps {
+                map.insert("steps".into(), json!(steps));
+            }
+            if self.takes_delay {
+                map.insert("delay_ms".into(), json!(delay_ms));
+            }
+        }
+        let steps = args.get("steps").and_then(Value::as_u64);
+        (args, steps)
+    }
+}
+
+/// Where standalone-stream events come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Emitter {
+    /// A tool (`emit_standalone {count, delay_ms, label}`) the probe asks for numbered events.
+    Tool(String),
+    /// Whatever the server sends on its own, if anything.
+    OnItsOwn,
+}
+
+/// What every case shares.
+#[derive(Debug)]
+pub struct Ctx {
+    pub target: Target,
+    pub call_tool: Option<CallTool>,
+    pub emitter: Emitter,
+    pub repeat: u32,
+    /// How long a case waits for what it expects before judging what it has.
+    pub window: Duration,
+    sessions: AtomicU64,
+    run: String,
+}
+
+/// A case that could not be run, and why.
+#[derive(Debug)]
+pub struct NotRun(pub String);
+
+pub type Outcome = Result<(Finding, Vec<Connection>), NotRun>;
+
+/// A stock client's pause before reconnecting (the SDKs wait a second or the server's `retry`;
+/// a tenth is enough for the server to notice the break, and keeps the battery quick).
+const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
+impl Ctx {
+    pub fn new(
+        target: Target,
+        call_tool: Option<CallTool>,
+        emitter: Emitter,
+        repeat: u32,
+        window: Duration,
+        run: String,
+    ) -> Ctx {
+        Ctx {
+            target,
+            call_tool,
+            emitter,
+            repeat,
+            window,
+            sessions: AtomicU64::new(0),
+            run,
+        }
+    }
+
+    pub async fn session(&self) -> Result<Session, NotRun> {
+        let n = self.sessions.fetch_add(1, Ordering::Relaxed);
+        self.target
+            .open_session(format!("{}s{n}", self.run))
+            .await
+            .map_err(|e| NotRun(format!("could not open a session: {e}")))
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.window
+    }
+
+    /// Opens the standalone stream and gets numbered events flowing on it: `count` of them, one
+    /// every `delay_ms`, if the server has a tool for it.
+    async fn standalone(
+        &self,
+        case: &Case,
+        s: &Session,
+        count: u64,
+        delay_ms: u64,
+    ) -> Result<(Conn, StreamOf), NotRun> {
+        let a = case.get(s, Extra::default()).await;
+        let conn = case.connection(a);
+        if conn.answer.opened().is_none() {
+            return Err(NotRun(format!(
+                "the server offers no standalone stream: GET answered {}",
+                answer_words(&conn)
+            )));
+        }
+        let label = match &self.emitter {
+            Emitter::Tool(name) => {
+                let args = json!({ "count": count, "delay_ms": delay_ms, "label": s.label });
+                self.target
+                    .request("emit_standalone", s, emit(name, args))
+                    .await
+                    .map_err(|e| NotRun(format!("{name} failed: {e}")))?;
+                Some(s.label.clone())
+            }
+            Emitter::OnItsOwn => None,
+        };
+        let numbered = |c: &Connection| {
+            c.events.iter().find_map(|r| match &r.item {
+                Item::Numbered { channel, .. }
+                    if label
+                        .as_ref()
+                        .is_none_or(|l| channel.contains(&format!(":{l}:"))) =>
+                {
+                    Some(channel.clone())
+                }
+                _ => None,
+            })
+        };
+        let wait = self.window.min(Duration::from_secs(3));
+        let within = Instant::now() + wait;
+        case.wait_until(within, |cs| numbered(&cs[a]).is_some())
+            .await;
+        let Some(channel) = numbered(&case.connection(a)) else {
+            return Err(NotRun(match &self.emitter {
+                Emitter::Tool(name) => format!(
+                    "{name} was called, but no numbered event reached the standalone stream within {} ms",
+                    wait.as_millis()
+                ),
+                Emitter::OnItsOwn => format!(
+                    "the server sent nothing numbered on the standalone stream within {} ms, and has no `emit_standalone` tool to ask for some",
+                    wait.as_millis()
+                ),
+            }));
+        };
+        let last = label.map(|_| count);
+        Ok((a, StreamOf::Channel { channel, last }))
+    }
+
+    /// Starts a tool call with a progress token: its stream, and how to recognise it.
+    async fn call(
+        &self,
+        case: &Case,
+        s: &Session,
+        steps: u64,
+        delay_ms: u64,
+    ) -> Result<(Conn, StreamOf), NotRun> {
+        let Some(tool) = &self.call_tool else {
+            return Err(NotRun("no tool to call: tools/list offers none that takes `steps` (name one with --tool and --args)".into()));
+        };
+        let request = s.request_id();
+        let token = format!("{}-{}", s.label, request);
+        let (args, steps) = tool.args(steps, delay_ms);
+        let c = case.call(s, request, &tool.name, &args, &token).await;
+        let conn = case.connection(c);
+        match &conn.answer {
+            probe::Answer::Stream { .. } => {}
+            probe::Answer::Json { .. } => {
+                return Err(NotRun(format!(
+                    "the server answered tools/call {} with JSON, not a stream: there is nothing to resume",
+                    tool.name
+                )));
+            }
+            _ => {
+                return Err(NotRun(format!(
+                    "tools/call {} answered {}",
+                    tool.name,
+                    answer_words(&conn)
+                )));
+            }
+        }
+        Ok((
+            c,
+            StreamOf::Call {
+                token: Value::String(token).to_string(),
+                request: request.to_string(),
+                steps,
+            },
+        ))
+    }
+}
+
+fn answer_words(c: &Connection) -> String {
+    match &c.answer {
+        probe::Answer::Stream { status, .. } => format!("{status} with a stream"),
+        probe::Answer::Json { status, .. } => format!("{status} with JSON"),
+        probe::Answer::Rejected { status, reason } => match reason {
+            Some(r) => format!("{status} ({r})"),
+            None => status.to_string(),
+        },
+        probe::Answer::NoAnswer { why } => why.clone(),
+    }
+}
+
+fn known(mine: &StreamOf) -> Known<'_> {
+    Known {
+        mine,
+        same_session: &[],
+        other_sessions: &[],
+    }
+}
+
+fn mine_count(c: &Connection, mine: &StreamOf) -> usize {
+    count(c, |i| mine.owns(i))
+}
+
+/// The stream has reached its end, or the connection is over.
+fn finished(c: &Connection, mine: &StreamOf) -> bool {
+    c.end != End::Open || mine.ended_in(c)
+}
+
+/// Reconnects a stock client makes when a resumed stream is closed before its end (a server
+/// may close streams on purpose, to have clients poll); the case's window bounds them too.
+const MAX_RECONNECTS: usize = 50;
+
+/// Resumes from `cursor` as a stock client does: when the server closes the resumed stream
+/// before the stream's end, it reconnects with the latest id it holds, while the window lasts.
+async fn resume(
+    ctx: &Ctx,
+    case: &Case,
+    s: &Session,
+    mine: &StreamOf,
+    mut cursor: Option<String>,
+) -> Vec<Conn> {
+    let deadline = ctx.deadline();
+    let mut chain = Vec::new();
+    for attempt in 0..MAX_RECONNECTS {
+        if attempt > 0 {
+            sleep(RECONNECT_DELAY).await;
+        }
+        let b = case.get(s, cursor_header(cursor.clone())).await;
+        chain.push(b);
+        case.wait_until(deadline, |cs| far_enough(&cs[b], mine, 0))
+            .await;
+        let c = case.connection(b);
+        let over = c.answer.opened().is_none() || c.end != End::ClosedByServer || mine.ended_in(&c);
+        if over || Instant::now() >= deadline {
+            break;
+        }
+        if let Some(id) = case.cursor(b) {
+            cursor = Some(id);
+        }
+    }
+    chain
+}
+
+/// Whether the stream was over when the case judged it — it reached its end, or the server
+/// closed its last connection — so what is missing is missing, not merely late.
+fn over(seen: &[Connection], last: Conn, mine: &StreamOf) -> bool {
+    complete(mine) && (mine.ended_in(&seen[last]) || seen[last].end != End::Open)
+}
+
+/// Waits until `n` events of `mine` reached connection `conn`, or it ended.
+async fn receive(ctx: &Ctx, case: &Case, conn: Conn, mine: &StreamOf, n: usize) {
+    case.wait_until(ctx.deadline(), |cs| {
+        mine_count(&cs[conn], mine) >= n || cs[conn].end != End::Open
+    })
+    .await;
+}
+
+/// What the case saw, and the judge's ruling on the resume from `first` through `resumes`.
+fn judged_resume(
+    case: &Case,
+    known: &Known<'_>,
+    first: Conn,
+    resumes: &[Conn],
+    may_refuse: bool,
+) -> (Finding, Vec<Connection>) {
+    let seen = case.snapshot();
+    let over = resumes.last().is_some_and(|&l| over(&seen, l, known.mine));
+    let finding = judge_resume(known, &links(&seen, first, resumes), may_refuse, over);
+    (finding, seen)
+}
+
+/// The connections of a resume, the broken one first, as the judge reads them.
+fn links<'a>(seen: &'a [Connection], first: Conn, resumes: &[Conn]) -> Vec<&'a Connection> {
+    std::iter::once(first)
+        .chain(resumes.iter().copied())
+        .map(|i| &seen[i])
+        .collect()
+}
+
+/// How far a stream must get before the case judges it: its end, or for a source with no known
+/// end, a few more events.
+fn far_enough(c: &Connection, mine: &StreamOf, before: usize) -> bool {
+    match mine {
+        StreamOf::Channel { last: None, .. } => {
+            c.end != End::Open || mine_count(c, mine) >= before + 5
+        }
+        _ => finished(c, mine),
+    }
+}
+
+fn complete(mine: &StreamOf) -> bool {
+    !matches!(mine, StreamOf::Channel { last: None, .. })
+}
+
+/// `tools/call` of the tool that puts numbered events on the standalone stream.
+fn emit(name: &str, args: Value) -> Call {
+    Call::ToolsCall(ToolCall::plain(name, args))
+}
+
+fn cursor_header(cursor: Option<String>) -> Extra {
+    Extra {
+        last_event_id: cursor.map(String::into_bytes),
+        ..Extra::default()
+    }
+}
+
+/// Runs one case by name.
+pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
+    let s = ctx.session().await?;
+    let case = Case::new(&ctx.target);
+    let outcome = match name {
+        "standalone-resume" => resumes::standalone_resume(ctx, &case, &s).await,
+        "call-resume" => resumes::call_resume(ctx, &case, &s, 20, 20, Duration::ZERO).await,
+        "call-resume-after-result" => {
+            resumes::call_resume(ctx, &case, &s, 10, 10, Duration::from_millis(600)).await
+        }
+        "resume-while-old-open" => resumes::resume_while_old_open(ctx, &case, &s).await,
+        "plain-get-while-live" => resumes::plain_get_while_live(ctx, &case, &s).await,
+        "two-resumes-at-once" => resumes::two_resumes_at_once(ctx, &case, &s).await,
+        "resume-races-emission" => resumes::resume_races_emission(ctx).await,
+        "cursor-of-another-stream" => resumes::cursor_of_another_stream(ctx, &case, &s).await,
+        "cursor-of-another-session" => cursors::cursor_of_another_session(ctx, &case, &s).await,
+        "bogus-cursor" => {
+            cursors::bad_cursor(
+                ctx,
+                &case,
+                &s,
+                format!("forkscope-probe-{}-never-issued", s.label).into_bytes(),
+            )
+            .await
+        }
+        "malformed-cursor" => {
+            cursors::bad_cursor(
+                ctx,
+                &case,
+                &s,
+                b"\xff\xfe../../%00 \"not an event id\"".to_vec(),
+            )
+            .await
+        }
+        "cursor-ahead" => cursors::cursor_ahead(ctx, &case, &s).await,
+        "huge-cursor" => cursors::bad_cursor(ctx, &case, &s, vec![b'9'; 64 * 1024]).await,
+        "burst-order" => volume::burst_order(ctx, &case, &s).await,
+        "past-replay-capacity" => volume::past_replay_capacity(ctx, &case, &s).await,
+        "unknown-session" => {
+            let extra = Extra {
+                session_id: Some(format!("forkscope-probe-{}-no-such-session", s.label)),
+                ..Extra::default()
+            };
+            basics(&case, &s, extra, probe::judge::judge_unknown_session).await
+        }
+        "unsupported-version" => {
+            let extra = Extra {
+                protocol_version: Some("1999-01-01".into()),
+                ..Extra::default()
+            };
+            basics(&case, &s, extra, probe::judge::judge_unsupported_version).await
+        }
+        "foreign-origin" => {
+            let extra = Extra {
+                origin: Some("http://forkscope-probe.invalid".into()),
+                ..Extra::default()
+            };
+            basics(&case, &s, extra, probe::judge::judge_foreign_origin).await
+        }
+        other => Err(NotRun(format!("no case named {other}"))),
+    };
+    drop(case);
+    ctx.target.end_session(&s).await;
+    outcome
+}
+
+async fn basics(
+    case: &Case,
+    s: &Session,
+    extra: Extra,
+    judge: fn(&probe::Answer) -> Finding,
+) -> Outcome {
+    let b = case.get(s, extra).await;
+    case.drop_connection(b);
+    let seen = case.snapshot();
+    Ok((judge(&seen[b].answer), seen))
+}

@@ -1,0 +1,50 @@
+//! The volume cases: many events on one connection (order, duplicates, gaps), and a resume
+//! after more events than a replay buffer may hold.
+
+use super::{
+    Case, Ctx, NotRun, Outcome, Session, finished, judged_resume, known, over, receive, resume,
+};
+use forkscope_core::probe::{self, End, judge_burst};
+use std::time::Duration;
+use tokio::time::sleep;
+
+pub(super) async fn burst_order(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
+    if ctx.call_tool.as_ref().is_some_and(|t| !t.takes_steps) {
+        return Err(NotRun(
+            "the call tool takes no `steps`: the probe cannot ask for a burst".into(),
+        ));
+    }
+    let (a, mine) = ctx.call(case, s, 500, 0).await?;
+    case.wait_until(ctx.deadline(), |cs| finished(&cs[a], &mine))
+        .await;
+    let first = case.connection(a);
+    if first.end == End::ClosedByServer && !mine.ended_in(&first) {
+        // The server closed the stream before the end, as it may (to have clients poll): follow
+        // it as a stock client does, and judge the whole as one resume.
+        let resumes = resume(ctx, case, s, &mine, case.cursor(a)).await;
+        return Ok(judged_resume(case, &known(&mine), a, &resumes, false));
+    }
+    let seen = case.snapshot();
+    let over = over(&seen, a, &mine);
+    Ok((judge_burst(&known(&mine), &seen[a], over), seen))
+}
+
+pub(super) async fn past_replay_capacity(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
+    if ctx.call_tool.as_ref().is_some_and(|t| !t.takes_steps) {
+        return Err(NotRun(
+            "the call tool takes no `steps`: the probe cannot outrun a replay buffer".into(),
+        ));
+    }
+    let (a, mine) = ctx.call(case, s, 1000, 1).await?;
+    receive(ctx, case, a, &mine, 1).await;
+    let cursor = case.cursor(a);
+    case.drop_connection(a);
+    if cursor.is_none() {
+        let seen = case.snapshot();
+        return Ok((probe::judge::judge_unresumable_call(&mine, &seen[a]), seen));
+    }
+    // The call runs on unread; a thousand steps a millisecond apart are done well within this.
+    sleep(Duration::from_millis(2500)).await;
+    let resumes = resume(ctx, case, s, &mine, cursor).await;
+    Ok(judged_resume(case, &known(&mine), a, &resumes, true))
+}

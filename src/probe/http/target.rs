@@ -1,0 +1,286 @@
+//! The server under probe and the sessions the probe opens on it: requests whose answer the
+//! probe needs before it goes on (`initialize`, `tools/list`, a quick tool), each bounded.
+
+use super::{error_chain, read_bounded, reason_of};
+use crate::wire::headers::MODELLED_REVISION;
+use crate::wire::mcp::{
+    self, Call, Endpoint, Headers, Initialize, Initialized, Notification, Request, RequestId,
+    Response,
+};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::{Instant, timeout, timeout_at};
+
+/// Bounds on everything the probe reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// How long a request may take to be answered (status and headers).
+    pub answer: Duration,
+    /// Bytes one connection's body may carry before the probe cuts it.
+    pub body_bytes: usize,
+    /// Bytes of a JSON or error body the probe reads.
+    pub json_bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            answer: Duration::from_secs(5),
+            body_bytes: 8 << 20,
+            json_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{what}: no answer within {ms} ms")]
+    Timeout { what: &'static str, ms: u128 },
+    /// The whole chain of causes is said: reqwest's own message ("error sending request")
+    /// names no reason; the connection refusal beneath it does.
+    #[error("{what}: {}", error_chain(source))]
+    Transport {
+        what: &'static str,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{what}: answered {status}{}", reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    Status {
+        what: &'static str,
+        status: u16,
+        reason: Option<String>,
+    },
+    #[error("{what}: {why}")]
+    Protocol { what: &'static str, why: String },
+}
+
+/// A server under probe.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub(super) endpoint: Endpoint,
+    pub bounds: Bounds,
+}
+
+/// A session the probe opened.
+#[derive(Debug)]
+pub struct Session {
+    pub id: String,
+    pub version: String,
+    /// A label unique to this session, put into the events the probe asks for.
+    pub label: String,
+    /// `serverInfo` from the initialize result, as `name version`.
+    pub server: String,
+    next_request: AtomicU64,
+}
+
+impl Session {
+    pub fn request_id(&self) -> RequestId {
+        RequestId(self.next_request.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The headers of every request in this session.
+    pub fn headers(&self) -> Headers<'_> {
+        Headers::session(&self.id, &self.version)
+    }
+}
+
+impl Target {
+    pub fn new(url: reqwest::Url, bounds: Bounds) -> Result<Target, HttpError> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(bounds.answer)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|source| HttpError::Transport {
+                what: "building the HTTP client",
+                source,
+            })?;
+        Ok(Target {
+            endpoint: Endpoint::new(http, url),
+            bounds,
+        })
+    }
+
+    async fn send(
+        &self,
+        what: &'static str,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, HttpError> {
+        match timeout(self.bounds.answer, req.send()).await {
+            Err(_) => Err(HttpError::Timeout {
+                what,
+                ms: self.bounds.answer.as_millis(),
+            }),
+            Ok(Err(source)) => Err(HttpError::Transport { what, source }),
+            Ok(Ok(resp)) => Ok(resp),
+        }
+    }
+
+    /// Reads a JSON-RPC answer to request `id`, whether it came as JSON or as an SSE stream.
+    async fn answer_of(
+        &self,
+        what: &'static str,
+        resp: reqwest::Response,
+        id: RequestId,
+    ) -> Result<Value, HttpError> {
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let body = read_bounded(resp, self.bounds.json_bytes, self.bounds.answer).await;
+            return Err(HttpError::Status {
+                what,
+                status,
+                reason: reason_of(&body),
+            });
+        }
+        let message = if mcp::response::is_event_stream(resp.headers()) {
+            self.answer_on_stream(what, resp, id).await?
+        } else {
+            let body = read_bounded(resp, self.bounds.json_bytes, self.bounds.answer).await;
+            Response::read(&body).map_err(|e| HttpError::Protocol {
+                what,
+                why: format!("not JSON: {e}"),
+            })?
+        };
+        match message.outcome() {
+            Some(Ok(result)) => Ok(result),
+            Some(Err(error)) => Err(HttpError::Protocol {
+                what,
+                why: format!("JSON-RPC error {error}"),
+            }),
+            None => Err(HttpError::Protocol {
+                what,
+                why: "a response without a result".into(),
+            }),
+        }
+    }
+
+    /// The answer to `id` on an SSE stream, read within the bounds.
+    async fn answer_on_stream(
+        &self,
+        what: &'static str,
+        resp: reqwest::Response,
+        id: RequestId,
+    ) -> Result<Response, HttpError> {
+        let deadline = Instant::now() + self.bounds.answer;
+        let mut parser = crate::wire::sse::Parser::new();
+        let mut body = resp.bytes_stream();
+        let mut seen = 0usize;
+        loop {
+            let chunk = match timeout_at(deadline, body.next()).await {
+                Err(_) => {
+                    return Err(HttpError::Timeout {
+                        what,
+                        ms: self.bounds.answer.as_millis(),
+                    });
+                }
+                Ok(None) => {
+                    return Err(HttpError::Protocol {
+                        what,
+                        why: "the stream ended without the response".into(),
+                    });
+                }
+                Ok(Some(Err(source))) => return Err(HttpError::Transport { what, source }),
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            seen += chunk.len();
+            if seen > self.bounds.json_bytes {
+                return Err(HttpError::Protocol {
+                    what,
+                    why: format!("over {} bytes before the response", self.bounds.json_bytes),
+                });
+            }
+            let events = parser.feed(&chunk).map_err(|e| HttpError::Protocol {
+                what,
+                why: e.to_string(),
+            })?;
+            let found = events.iter().find_map(|e| {
+                Response::parse(e.data.as_bytes()).filter(|message| message.answers(id))
+            });
+            if let Some(message) = found {
+                return Ok(message);
+            }
+        }
+    }
+
+    /// `initialize` and `notifications/initialized`: a new session, as a stock client opens it.
+    pub async fn open_session(&self, label: String) -> Result<Session, HttpError> {
+        let what = "initialize";
+        let id = RequestId(0);
+        let init = Initialize::new(
+            MODELLED_REVISION,
+            "forkscope-probe",
+            env!("CARGO_PKG_VERSION"),
+        );
+        let init = Request::new(id, Call::Initialize(init));
+        let resp = self
+            .send(what, self.endpoint.post(Headers::default(), &init))
+            .await?;
+        let session_id = mcp::response::session_id(resp.headers()).map(str::to_owned);
+        let result = self.answer_of(what, resp, id).await?;
+        let Some(session_id) = session_id else {
+            return Err(HttpError::Protocol {
+                what,
+                why: "no Mcp-Session-Id: the server is stateless, and a stateless server has no streams to resume".into(),
+            });
+        };
+        let result = Initialized::of(&result);
+        let info = |field: Option<String>| {
+            field
+                .as_deref()
+                .unwrap_or("?")
+                .chars()
+                .take(60)
+                .collect::<String>()
+        };
+        let session = Session {
+            id: session_id,
+            version: result
+                .protocol_version
+                .unwrap_or_else(|| MODELLED_REVISION.to_owned()),
+            label,
+            server: format!(
+                "{} {}",
+                info(result.server_name),
+                info(result.server_version)
+            ),
+            next_request: AtomicU64::new(1),
+        };
+        let what = "notifications/initialized";
+        let note = self
+            .endpoint
+            .post(session.headers(), &Notification::Initialized);
+        let resp = self.send(what, note).await?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(HttpError::Status {
+                what,
+                status,
+                reason: None,
+            });
+        }
+        Ok(session)
+    }
+
+    /// A request whose answer the probe needs before going on (`tools/list`, a quick tool).
+    pub async fn request(
+        &self,
+        what: &'static str,
+        session: &Session,
+        call: Call,
+    ) -> Result<Value, HttpError> {
+        let id = session.request_id();
+        let body = Request::new(id, call);
+        let resp = self
+            .send(what, self.endpoint.post(session.headers(), &body))
+            .await?;
+        self.answer_of(what, resp, id).await
+    }
+
+    /// Ends a session (best effort: the case is over either way).
+    pub async fn end_session(&self, session: &Session) {
+        let req = self.endpoint.delete(session.headers());
+        let _ = timeout(self.bounds.answer, req.send()).await;
+    }
+}
