@@ -11,6 +11,7 @@
 pub mod background;
 mod connections;
 pub mod driver;
+mod handles;
 pub mod liveness;
 pub mod rebinding;
 mod refusal;
@@ -20,7 +21,8 @@ pub mod tool;
 pub mod writers;
 
 pub use background::{EmitRate, emit_background};
-pub use driver::{Next, Wake, run_due, run_until_idle};
+pub use driver::{Next, run_due, run_until_idle};
+pub use handles::Wake;
 pub use writers::{RETRY_HINT_MS, WRITER_QUEUE, Writers};
 
 use crate::clock::LabClock;
@@ -164,7 +166,7 @@ impl App {
         connection: ConnectionId,
         session: SessionId,
         stream: forkscope_core::StreamId,
-        tcp: Option<liveness::Handle>,
+        tcp: Option<handles::Handle>,
         now: forkscope_core::LabTime,
     ) -> writers::Queue {
         core.io
