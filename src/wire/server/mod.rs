@@ -4,8 +4,11 @@
 //! - [`stream_body`]: an SSE response — its opening (priming, replay), then the live tail.
 //! - [`writers`]: the open SSE connections and their bounded queues.
 //! - [`driver`]: the event-driven task that turns lab time into deadlines and work.
-//! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`.
+//! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`, each
+//!   the core's machine ([`forkscope_core::work`]) with its JSON-RPC bodies spelled here.
 //! - [`liveness`]: keep-alive comments and the write deadline — how a dead connection is noticed.
+//! - `handles`: what the parts above pass each other (the driver's wake, a TCP connection's
+//!   handle); it imports none of them.
 //! - [`rebinding`] and [`refusal`]: what is refused before the core is asked.
 
 pub mod background;
