@@ -13,7 +13,8 @@ use forkscope::wire::sse::{Parser, SseEvent};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::client::Phase;
 use forkscope_core::{
-    AnomalyKind, LabConfig, OrphanCause, Policy, Record, SessionId, StreamId, StreamIdentity,
+    AnomalyKind, Effect, LabConfig, OrphanCause, PayloadKey, Policy, Record, SessionId, StreamId,
+    StreamIdentity,
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -70,7 +71,12 @@ fn applied_call_keys(core: &Core) -> Vec<String> {
         .filter_map(|e| match &e.record {
             Record::Delivered {
                 key, applied: true, ..
-            } if key.contains(":call") => Some(key.to_string()),
+            } if key
+                .parse::<PayloadKey>()
+                .is_ok_and(|k| !matches!(k.effect(), Effect::Background { .. })) =>
+            {
+                Some(key.to_string())
+            }
             _ => None,
         })
         .collect()
@@ -172,7 +178,8 @@ async fn the_tool_call_streams_progress_then_its_result() {
             6,
             "five progress notifications and the result: {keys:?}"
         );
-        assert!(keys.last().unwrap().ends_with(":result"));
+        let last: PayloadKey = keys.last().unwrap().parse().unwrap();
+        assert!(matches!(last.effect(), Effect::Result { .. }));
         assert!(core.history.verdict().clean);
     }
     lab.stop().await;

@@ -12,7 +12,8 @@
 //! Nagle is off. Every connection task belongs to the accept loop, so stopping the server ends
 //! them all.
 
-use super::liveness::{self, ConnectionHandle, Handle, Watched};
+use super::handles::{ConnectionHandle, Handle, InFlight};
+use super::liveness::{self, Watched};
 use super::refusal::json_response;
 use crate::wire::jsonrpc;
 use axum::extract::{Request, State};
@@ -338,10 +339,10 @@ pub(super) async fn track_in_flight(request: Request, next: Next) -> Response {
     })
 }
 
-/// A response body that holds its request's [`liveness::InFlight`] until it ends.
+/// A response body that holds its request's [`InFlight`] until it ends.
 struct Tracked {
     body: axum::body::Body,
-    _in_flight: liveness::InFlight,
+    _in_flight: InFlight,
 }
 
 impl http_body::Body for Tracked {

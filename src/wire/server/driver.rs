@@ -7,31 +7,16 @@
 //! room, the lab clock changing speed or being stepped. An idle server sleeps; a tool call with
 //! `delay_ms: 0` runs turn after turn, as fast as its socket drains.
 
+use super::handles::Wake;
 use super::{ServeOptions, background, liveness, tool};
 use crate::clock::LabClock;
 use crate::wire::{Core, Shared};
 use forkscope_core::LabTime;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 
 /// Events one turn emits at most, so the core's lock is never held for long.
 const EMITS_PER_TURN: usize = 512;
-
-/// Wakes the driver. Cheap and never lost: a wake while the driver is busy is kept for its
-/// next wait.
-#[derive(Clone, Debug, Default)]
-pub struct Wake(Arc<Notify>);
-
-impl Wake {
-    pub fn wake(&self) {
-        self.0.notify_one();
-    }
-
-    async fn woken(&self) {
-        self.0.notified().await;
-    }
-}
 
 /// When the driver should run next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

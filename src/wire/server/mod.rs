@@ -4,13 +4,17 @@
 //! - [`stream_body`]: an SSE response — its opening (priming, replay), then the live tail.
 //! - [`writers`]: the open SSE connections and their bounded queues.
 //! - [`driver`]: the event-driven task that turns lab time into deadlines and work.
-//! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`.
+//! - [`background`] and [`tool`]: the work — the background emitter and `progress_task`, each
+//!   the core's machine ([`forkscope_core::work`]) with its JSON-RPC bodies spelled here.
 //! - [`liveness`]: keep-alive comments and the write deadline — how a dead connection is noticed.
+//! - `handles`: what the parts above pass each other (the driver's wake, a TCP connection's
+//!   handle); it imports none of them.
 //! - [`rebinding`] and [`refusal`]: what is refused before the core is asked.
 
 pub mod background;
 mod connections;
 pub mod driver;
+mod handles;
 pub mod liveness;
 pub mod rebinding;
 mod refusal;
@@ -20,7 +24,8 @@ pub mod tool;
 pub mod writers;
 
 pub use background::{EmitRate, emit_background};
-pub use driver::{Next, Wake, run_due, run_until_idle};
+pub use driver::{Next, run_due, run_until_idle};
+pub use handles::Wake;
 pub use writers::{RETRY_HINT_MS, WRITER_QUEUE, Writers};
 
 use crate::clock::LabClock;
@@ -164,7 +169,7 @@ impl App {
         connection: ConnectionId,
         session: SessionId,
         stream: forkscope_core::StreamId,
-        tcp: Option<liveness::Handle>,
+        tcp: Option<handles::Handle>,
         now: forkscope_core::LabTime,
     ) -> writers::Queue {
         core.io

@@ -13,7 +13,7 @@
 
 use super::refusal::Refusal;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
@@ -93,10 +93,7 @@ fn judge(
     let mut hosts = headers.get_all(header::HOST).iter();
     let host = match (hosts.next(), hosts.next()) {
         (Some(_), Some(_)) => {
-            return Err(Refusal(
-                StatusCode::BAD_REQUEST,
-                "more than one Host header: send exactly one".to_owned(),
-            ));
+            return Err(Refusal::RepeatedHeader("Host"));
         }
         (Some(host), None) => host.to_str().ok().map(str::to_owned),
         // HTTP/2 carries the name in `:authority`, which hyper puts in the URI.
@@ -104,27 +101,20 @@ fn judge(
     };
     match host {
         None => {
-            return Err(Refusal(
-                StatusCode::BAD_REQUEST,
-                "no Host header: say which server you dialled".to_owned(),
-            ));
+            return Err(Refusal::NoHost);
         }
         Some(host) if !allowed.admits(&host) => {
             tracing::warn!(host, "request for another host refused (DNS rebinding?)");
-            return Err(Refusal(StatusCode::FORBIDDEN, "Host not allowed: forkscope answers to loopback names (add others with --allow-host)".to_owned()));
+            return Err(Refusal::HostNotAllowed);
         }
         Some(_) => {}
     }
     let mut origins = headers.get_all(header::ORIGIN).iter();
     match (origins.next(), origins.next()) {
-        (Some(_), Some(_)) => Err(Refusal(
-            StatusCode::BAD_REQUEST,
-            "more than one Origin header: send exactly one".to_owned(),
-        )),
-        (Some(origin), None) if !origin.to_str().is_ok_and(origin_is_local) => Err(Refusal(
-            StatusCode::FORBIDDEN,
-            "Origin not allowed: forkscope serves loopback pages only".to_owned(),
-        )),
+        (Some(_), Some(_)) => Err(Refusal::RepeatedHeader("Origin")),
+        (Some(origin), None) if !origin.to_str().is_ok_and(origin_is_local) => {
+            Err(Refusal::OriginNotAllowed)
+        }
         _ => Ok(()),
     }
 }

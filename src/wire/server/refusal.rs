@@ -1,13 +1,14 @@
-//! Requests refused before they reach the core: a status and a JSON-RPC error body, and the
-//! checks every request on an existing session passes first.
+//! Requests refused before they reach the core: each cause a [`Refusal`] variant whose status
+//! and sentence are chosen here, once; the 503 a full server answers with; and the checks every
+//! request on an existing session passes first.
 
 use super::App;
 use crate::wire::headers::{self, SUPPORTED_REVISIONS};
 use crate::wire::{Core, jsonrpc};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forkscope_core::{SessionError, SessionId};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A JSON body ends with a newline, so `curl` leaves the shell prompt on a line of its own.
 pub(super) fn json_response(status: StatusCode, mut body: String) -> Response {
@@ -22,13 +23,85 @@ pub(super) fn session_error(status: StatusCode, message: &str) -> Response {
     )
 }
 
-/// A request refused before it reaches the core, answered with a JSON-RPC error body.
-pub(super) struct Refusal(pub StatusCode, pub String);
+/// A request refused before it reaches the core, answered with its status and a JSON-RPC error
+/// body that carries its sentence.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refusal {
+    #[error("more than one {0} header: send exactly one")]
+    RepeatedHeader(&'static str),
+    #[error("unsupported MCP-Protocol-Version; this server speaks {}", SUPPORTED_REVISIONS.join(", "))]
+    UnsupportedVersion,
+    #[error("missing Mcp-Session-Id: initialize first")]
+    MissingSession,
+    /// The session is unknown or ended: 404, which tells a client to initialize again.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("no Host header: say which server you dialled")]
+    NoHost,
+    #[error("Host not allowed: forkscope answers to loopback names (add others with --allow-host)")]
+    HostNotAllowed,
+    #[error("Origin not allowed: forkscope serves loopback pages only")]
+    OriginNotAllowed,
+}
+
+impl Refusal {
+    pub(super) fn status(&self) -> StatusCode {
+        match self {
+            Refusal::RepeatedHeader(_)
+            | Refusal::UnsupportedVersion
+            | Refusal::MissingSession
+            | Refusal::NoHost => StatusCode::BAD_REQUEST,
+            Refusal::Session(_) => StatusCode::NOT_FOUND,
+            Refusal::HostNotAllowed | Refusal::OriginNotAllowed => StatusCode::FORBIDDEN,
+        }
+    }
+}
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        session_error(self.0, &self.1)
+        session_error(self.status(), &self.to_string())
     }
+}
+
+/// Why a full server refuses new work for now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unavailable {
+    /// The session limit is reached.
+    TooManySessions,
+    /// The replay memory budget is used up.
+    OverBudget,
+}
+
+impl Unavailable {
+    fn reason(self) -> &'static str {
+        match self {
+            Unavailable::TooManySessions => "too_many_sessions",
+            Unavailable::OverBudget => "over_budget",
+        }
+    }
+}
+
+/// 503 for request `id`: the core's sentence, why in a word, and when to retry (in the body's
+/// `retryAfterSecs` and in `Retry-After`).
+pub(super) fn unavailable(
+    id: &Value,
+    why: Unavailable,
+    message: &str,
+    retry_after_secs: u64,
+) -> Response {
+    let mut response = json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        jsonrpc::error(
+            id,
+            jsonrpc::SESSION_ERROR,
+            message,
+            Some(json!({ "reason": why.reason(), "retryAfterSecs": retry_after_secs })),
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    response
 }
 
 /// `MCP-Protocol-Version`, when present, must be one this server speaks — every copy of it.
@@ -40,35 +113,23 @@ fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
     if supported {
         return Ok(());
     }
-    Err(Refusal(
-        StatusCode::BAD_REQUEST,
-        format!(
-            "unsupported MCP-Protocol-Version; this server speaks {}",
-            SUPPORTED_REVISIONS.join(", ")
-        ),
-    ))
+    Err(Refusal::UnsupportedVersion)
 }
 
 /// The session a request names: 400 without the header, 404 when unknown or ended.
 fn session_of(headers: &HeaderMap, core: &Core) -> Result<SessionId, Refusal> {
     let mut copies = headers.get_all(headers::SESSION_ID).iter();
     let Some(raw) = copies.next() else {
-        return Err(Refusal(
-            StatusCode::BAD_REQUEST,
-            "missing Mcp-Session-Id: initialize first".to_owned(),
-        ));
+        return Err(Refusal::MissingSession);
     };
     if copies.next().is_some() {
-        return Err(Refusal(
-            StatusCode::BAD_REQUEST,
-            "more than one Mcp-Session-Id header: send exactly one".to_owned(),
-        ));
+        return Err(Refusal::RepeatedHeader("Mcp-Session-Id"));
     }
     raw.to_str()
         .ok()
         .and_then(SessionId::parse)
         .filter(|id| core.server.session(*id).is_some())
-        .ok_or_else(|| Refusal(StatusCode::NOT_FOUND, SessionError::Unknown.to_string()))
+        .ok_or(Refusal::Session(SessionError::Unknown))
 }
 
 /// The checks every request on an existing session passes first: a protocol version this server

@@ -4,8 +4,10 @@
 //! the driver.
 
 use super::App;
-use super::liveness::Handle;
-use super::refusal::{Refusal, accepts, json_response, session_error, session_request};
+use super::handles::Handle;
+use super::refusal::{
+    Refusal, Unavailable, accepts, json_response, session_error, session_request, unavailable,
+};
 use super::stream_body::{Announcement, sse_response};
 use super::tool::{self, RunningCall};
 use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
@@ -169,30 +171,19 @@ fn initialize(app: &App, id: &Value, message: &Value) -> Response {
             Err(e) => {
                 // At capacity: say when an idle session will have freed a slot, or when
                 // finished tool calls will have freed replay memory.
-                let (retry_after, reason) = match &e {
+                let (retry_after, why) = match &e {
                     SessionError::Limit {
                         free_at: Some(at), ..
-                    } => (at.since(now).div_ceil(1_000).max(1), "too_many_sessions"),
-                    SessionError::OverBudget { .. } => {
-                        (retention_secs(&core.server), "over_budget")
-                    }
-                    _ => (60, "too_many_sessions"),
-                };
-                let mut response = json_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    jsonrpc::error(
-                        id,
-                        jsonrpc::SESSION_ERROR,
-                        &e.to_string(),
-                        Some(json!({ "reason": reason, "retryAfterSecs": retry_after })),
+                    } => (
+                        at.since(now).div_ceil(1_000).max(1),
+                        Unavailable::TooManySessions,
                     ),
-                );
-                insert(
-                    response.headers_mut(),
-                    "retry-after",
-                    &retry_after.to_string(),
-                );
-                return response;
+                    SessionError::OverBudget { .. } => {
+                        (retention_secs(&core.server), Unavailable::OverBudget)
+                    }
+                    _ => (60, Unavailable::TooManySessions),
+                };
+                return unavailable(id, why, &e.to_string(), retry_after);
             }
         }
     };
@@ -283,21 +274,7 @@ fn call_tool(
             // The refusal answers this request: it carries its id.
             Err(e @ EmitError::OverBudget { .. }) => {
                 let retry_after = retention_secs(&core.server);
-                let mut response = json_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    jsonrpc::error(
-                        &id,
-                        jsonrpc::SESSION_ERROR,
-                        &e.to_string(),
-                        Some(json!({ "reason": "over_budget", "retryAfterSecs": retry_after })),
-                    ),
-                );
-                insert(
-                    response.headers_mut(),
-                    "retry-after",
-                    &retry_after.to_string(),
-                );
-                return response;
+                return unavailable(&id, Unavailable::OverBudget, &e.to_string(), retry_after);
             }
             Err(e) => {
                 return json_response(
@@ -381,7 +358,7 @@ pub(super) async fn get_mcp(
             .handle_get(now, &request, &mut core.rng, &mut core.history)
         {
             Ok(d) => d,
-            Err(e) => return Refusal(StatusCode::NOT_FOUND, e.to_string()).into_response(),
+            Err(e) => return Refusal::Session(e).into_response(),
         };
         // Logged once the first write is out, so that the line's cost does not delay it.
         let (stream, fenced, announce): (_, _, Option<Announcement>) = match &decision {
@@ -462,16 +439,16 @@ pub(super) async fn get_mcp(
 /// A header that names a stream or a position: at most one copy (two copies that disagree
 /// cannot both be believed, whatever their order), and one that is not visible ASCII is
 /// present but malformed — never absent, which would turn a garbled resume into a new stream.
-fn identity_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Refusal> {
+fn identity_header<'a>(
+    headers: &'a HeaderMap,
+    name: &'static str,
+) -> Result<Option<&'a str>, Refusal> {
     let mut copies = headers.get_all(name).iter();
     let Some(value) = copies.next() else {
         return Ok(None);
     };
     if copies.next().is_some() {
-        return Err(Refusal(
-            StatusCode::BAD_REQUEST,
-            format!("more than one {name} header: send exactly one"),
-        ));
+        return Err(Refusal::RepeatedHeader(name));
     }
     Ok(Some(value.to_str().unwrap_or(UNREADABLE)))
 }

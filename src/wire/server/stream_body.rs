@@ -2,8 +2,7 @@
 //! worth at a time, then the live tail from its writer queue, coalesced into large writes.
 
 use super::App;
-use super::driver::Wake;
-use super::liveness::Handle;
+use super::handles::{Handle, Wake};
 use super::writers::{Queue, RETRY_HINT_MS};
 use crate::clock::LabClock;
 use crate::wire::Shared;

@@ -7,8 +7,7 @@
 //! that stopped) cuts the connection off; the client resumes from its cursor. What the body
 //! takes is counted, so [`super::liveness`] can tell a connection that stopped taking bytes.
 
-use super::driver::Wake;
-use super::liveness::{Handle, KEEPALIVE_FRAME};
+use super::handles::{Handle, KEEPALIVE_FRAME, Wake};
 use crate::wire::sse;
 use bytes::Bytes;
 use forkscope_core::{ConnectionId, LabTime, SessionId, StreamId};
