@@ -174,7 +174,7 @@ fn clip(text: &str, max: usize) -> String {
 fn progress_json(token: &Value, n: u64, total: u64) -> String {
     json!({
         "jsonrpc": "2.0",
-        "method": "notifications/progress",
+        "method": mcp::method::PROGRESS,
         "params": { "progressToken": token, "progress": n, "total": total, "message": format!("step {n} of {total}") }
     })
     .to_string()
@@ -711,7 +711,7 @@ enum Kind {
 /// A cheap look at an event's data, without parsing it (the client must not be the bottleneck).
 fn classify(data: &str) -> Kind {
     if data.contains("\"method\"") {
-        if data.contains("notifications/progress") {
+        if data.contains(mcp::method::PROGRESS) {
             Kind::Progress
         } else {
             Kind::Other
@@ -914,7 +914,7 @@ fn check_replay(kept: &[String], missed: u64) -> Result<(), String> {
     for data in kept {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| format!("replayed event is not JSON ({e}): {}", clip(data, 200)))?;
-        if v.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+        if v.get("method").and_then(Value::as_str) == Some(mcp::method::PROGRESS) {
             let p = v
                 .pointer("/params/progress")
                 .and_then(Value::as_u64)

@@ -8,7 +8,7 @@ pub mod expect;
 pub mod http;
 pub mod items;
 
-use crate::wire::mcp::Call;
+use crate::wire::mcp::{Call, method};
 use cases::{CASES, CallTool, Ctx, Emitter, NotRun};
 use forkscope_core::probe::{Connection, Item};
 use http::{Bounds, HttpError, Target};
@@ -209,7 +209,7 @@ pub async fn probe_with(
         .await
         .map_err(ProbeError::Unreachable)?;
     let tools = target
-        .request("tools/list", &discovery, Call::ToolsList {})
+        .request(method::TOOLS_LIST, &discovery, Call::ToolsList {})
         .await;
     target.end_session(&discovery).await;
     let tools = match (tools, &opts.tool) {

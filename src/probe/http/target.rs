@@ -5,7 +5,7 @@ use super::{error_chain, read_bounded, reason_of};
 use crate::wire::headers::MODELLED_REVISION;
 use crate::wire::mcp::{
     self, Call, Endpoint, Headers, Initialize, Initialized, Notification, Request, RequestId,
-    Response,
+    Response, method,
 };
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -206,7 +206,7 @@ impl Target {
 
     /// `initialize` and `notifications/initialized`: a new session, as a stock client opens it.
     pub async fn open_session(&self, label: String) -> Result<Session, HttpError> {
-        let what = "initialize";
+        let what = method::INITIALIZE;
         let id = RequestId(0);
         let init = Initialize::new(
             MODELLED_REVISION,
@@ -247,7 +247,7 @@ impl Target {
             ),
             next_request: AtomicU64::new(1),
         };
-        let what = "notifications/initialized";
+        let what = method::INITIALIZED;
         let note = self
             .endpoint
             .post(session.headers(), &Notification::Initialized);

@@ -10,7 +10,9 @@ mod stream;
 
 use super::Shared;
 use super::headers::MODELLED_REVISION;
-use super::mcp::{self, Call, Endpoint, Headers, Initialize, Notification, Request, RequestId};
+use super::mcp::{
+    self, Call, Endpoint, Headers, Initialize, Notification, Request, RequestId, method,
+};
 use crate::clock::LabClock;
 use forkscope_core::SessionId;
 use forkscope_core::client::Phase;
@@ -143,7 +145,13 @@ impl LabClient {
             .send()
             .await?;
         let status = response.status().as_u16();
-        self.record("POST", "initialize".into(), status, &[], response.headers());
+        self.record(
+            "POST",
+            method::INITIALIZE.into(),
+            status,
+            &[],
+            response.headers(),
+        );
         let session = mcp::response::session_id(response.headers()).and_then(SessionId::parse);
         if status != 200 {
             let message = response.text().await.unwrap_or_default();
@@ -162,7 +170,7 @@ impl LabClient {
             .await?;
         self.record(
             "POST",
-            "notifications/initialized".into(),
+            method::INITIALIZED.into(),
             ack.status().as_u16(),
             &[],
             ack.headers(),

@@ -273,6 +273,24 @@ mod tests {
     }
 
     #[test]
+    fn each_message_is_sent_under_its_method_name() {
+        let name = |body: String| parsed(body)["method"].as_str().unwrap().to_owned();
+        let request = |call| name(Request::new(RequestId(1), call).body());
+        let init = Initialize::new("2025-11-25", "t", "0");
+        assert_eq!(request(Call::Initialize(init)), method::INITIALIZE);
+        assert_eq!(request(Call::ToolsList {}), method::TOOLS_LIST);
+        let call = ToolCall::plain("x", json!({}));
+        assert_eq!(request(Call::ToolsCall(call)), method::TOOLS_CALL);
+        assert_eq!(request(Call::Ping {}), method::PING);
+        assert_eq!(name(Notification::Initialized.body()), method::INITIALIZED);
+        let cancel = Notification::Cancelled {
+            request_id: RequestId(1),
+            reason: String::new(),
+        };
+        assert_eq!(name(cancel.body()), method::CANCELLED);
+    }
+
+    #[test]
     fn an_answer_matches_only_its_own_number() {
         assert!(RequestId(4).matches(&json!(4)));
         assert!(!RequestId(4).matches(&json!("4")));

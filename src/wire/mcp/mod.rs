@@ -13,7 +13,7 @@ pub mod response;
 pub mod session;
 
 pub use message::{
-    Body, Call, Initialize, Notification, ProgressToken, Request, RequestId, ToolCall,
+    Body, Call, Initialize, Notification, ProgressToken, Request, RequestId, ToolCall, method,
 };
 pub use response::{Initialized, Response, RpcError, StreamIdentity};
 pub use session::{OpenError, open_session, open_session_stream};

@@ -2,7 +2,7 @@
 //! with nothing of the lab's client. For the lab's raw probes, the benchmarks and tests that
 //! need a session the lab's client does not own.
 
-use super::message::{Call, Initialize, Notification, Request, RequestId};
+use super::message::{Call, Initialize, Notification, Request, RequestId, method};
 use super::response::{StreamIdentity, session_id};
 use super::{Endpoint, Headers};
 use crate::wire::headers::MODELLED_REVISION;
@@ -35,20 +35,17 @@ pub async fn open_session(endpoint: &Endpoint, name: &str) -> Result<SessionId, 
         RequestId(0),
         Call::Initialize(Initialize::new(MODELLED_REVISION, name, "0")),
     );
-    let response = send("initialize", endpoint.post(Headers::default(), &init)).await?;
+    let what = method::INITIALIZE;
+    let response = send(what, endpoint.post(Headers::default(), &init)).await?;
     let status = response.status().as_u16();
     let id = session_id(response.headers()).and_then(SessionId::parse);
     if status != 200 {
         let body = response.text().await.unwrap_or_default();
-        return Err(OpenError::Status {
-            what: "initialize",
-            status,
-            body,
-        });
+        return Err(OpenError::Status { what, status, body });
     }
     let id = id.ok_or(OpenError::NoSession)?;
     let session = id.to_string();
-    let what = "notifications/initialized";
+    let what = method::INITIALIZED;
     let headers = Headers::session(&session, MODELLED_REVISION);
     let ack = send(what, endpoint.post(headers, &Notification::Initialized)).await?;
     let status = ack.status().as_u16();
