@@ -4,12 +4,12 @@
 //! It plays the part the real HTTP adapters play, with no sockets and no clock, so the core's
 //! tests, property tests and the headless demonstration run the seed incident deterministically.
 
+use crate::canon::Canon;
 use crate::client::{Client, Continuity, Delivery, EventTruth, RequestPhase, StreamHeaders};
 use crate::config::{ConfigError, LabConfig};
 use crate::event::Payload;
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
-use crate::canon::Canon;
 use crate::policy::Policy;
 use crate::resume::{ClientAction, ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
