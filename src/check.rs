@@ -7,6 +7,7 @@ use forkscope_core::model::{
 };
 use forkscope_core::{Anomaly, ConfigError, LabConfig, Policy, StreamIdentity};
 use std::fmt::Write as _;
+use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 /// One policy's search and how long it took.
@@ -40,7 +41,9 @@ pub fn check(
     on_level: impl FnMut(&Level),
 ) -> Result<Checked, ConfigError> {
     let started = Instant::now();
-    let exploration = model::explore(config, policy, bounds, on_level)?;
+    // Every core the machine gives this process: the search is the same on any number.
+    let workers = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
+    let exploration = model::explore_on(workers, config, policy, bounds, on_level)?;
     let elapsed = started.elapsed();
     let trace = match &exploration.counterexample {
         Some(c) => model::trace(config, policy, &c.steps, c.delivery)?,
@@ -162,6 +165,7 @@ pub fn json(checked: &[Checked]) -> serde_json::Value {
                     "proven_depth": e.proven_depth,
                     "stopped": e.stopped,
                     "estimated_peak_bytes": e.estimated_peak,
+                    "workers": e.workers,
                     "elapsed_ms": c.elapsed.as_millis() as u64,
                     "states_per_second": c.states_per_second().round() as u64,
                     "levels": e.levels,

@@ -12,7 +12,6 @@
 
 use crate::ids::{ConnectionId, ResumptionToken, SessionId, StreamId, WireCursor};
 use crate::time::LabTime;
-use std::hash::{Hash, Hasher};
 
 /// Writes a state's canonical bytes. Each part of the core writes its own fields
 /// (`canonical` methods beside the structs), through these helpers.
@@ -225,11 +224,11 @@ impl Canon {
     }
 
     /// 128 bits of the canonical bytes: what the explorer keeps per visited state. Two
-    /// unrelated hashes, so a collision (two states taken for one) needs both to collide.
+    /// lanes with unrelated keys, so a collision (two states taken for one) needs both to
+    /// collide: among ten million states, less than one chance in 10²⁴.
     pub(crate) fn fingerprint(&self) -> u128 {
-        let mut sip = std::collections::hash_map::DefaultHasher::new();
-        self.bytes.hash(&mut sip);
-        (u128::from(sip.finish()) << 64) | u128::from(mix64(&self.bytes))
+        let (a, b) = hash128(&self.bytes);
+        (u128::from(a) << 64) | u128::from(b)
     }
 }
 
@@ -245,17 +244,39 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A 64-bit multiply-rotate hash over 8-byte words (the second half of a fingerprint).
-fn mix64(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h: u64 = (bytes.len() as u64).wrapping_mul(K);
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
-        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+/// The keys of the fingerprint's two lanes: bits spread, unrelated (digits of π and e).
+const KEYS: [u64; 4] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7345,
+    0xb7e1_5162_8aed_2a6b,
+    0x9e37_79b9_7f4a_7c15,
+];
+
+/// A 64×64→128 multiply, folded: every bit of either factor reaches the whole result (the
+/// mixing step of wyhash and foldhash).
+fn fold(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// Two 64-bit hashes of `bytes`, 16 bytes a multiply in each lane. The lanes take the words
+/// in opposite roles and under different keys, and run side by side: the canonical bytes of
+/// a state run to a kilobyte or two, and hashing them was the largest single cost of a step.
+/// Not keyed against an adversary — the states are the lab's own — only against chance.
+fn hash128(bytes: &[u8]) -> (u64, u64) {
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+    let len = bytes.len() as u64;
+    let (mut a, mut b) = (KEYS[0] ^ len, KEYS[2] ^ len.rotate_left(32));
+    let mut blocks = bytes.chunks_exact(16);
+    for block in &mut blocks {
+        let (w0, w1) = (word(&block[..8]), word(&block[8..]));
+        a = fold(a ^ w0, KEYS[1] ^ w1);
+        b = fold(b ^ w1, KEYS[3] ^ w0);
     }
-    let mut last = [0u8; 8];
-    last[..words.remainder().len()].copy_from_slice(words.remainder());
-    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(K);
-    h ^ (h >> 32)
+    let mut last = [0u8; 16];
+    last[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
+    let (w0, w1) = (word(&last[..8]), word(&last[8..]));
+    a = fold(a ^ w0, KEYS[1] ^ w1);
+    b = fold(b ^ w1, KEYS[3] ^ w0);
+    (fold(a, KEYS[0] ^ KEYS[3]), fold(b, KEYS[2] ^ KEYS[1]))
 }

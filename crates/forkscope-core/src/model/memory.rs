@@ -1,7 +1,7 @@
 //! What the search may hold in memory, and what it does hold, in bytes. The explorer keeps a
-//! whole [`Sim`](crate::sim::Sim) for each state of the frontier, so a bound on states alone
-//! is no bound on memory: `--depth 30` grew past 3.5 GB and the allocator aborted the process.
-//! With a budget the search stops cleanly at the last depth it explored in full instead.
+//! fingerprint and a link for every state it found, so memory grows with the states found:
+//! `--depth 30` would grow past any machine, and the allocator would abort the process. With
+//! a budget the search stops cleanly at the last depth it explored in full instead.
 //!
 //! Estimated, not measured: the core reads no clock and no `/proc`, and an estimate keeps a
 //! run reproducible (the same bounds stop at the same state on every machine).
@@ -102,35 +102,34 @@ impl FromStr for ByteSize {
 }
 
 /// The budget when none is given: a small share of a development machine that others use
-/// too, and still enough for every schedule to depth 13 under fenced (foreign GETs included,
+/// too, and still enough for every schedule to depth 18 under fenced (foreign GETs included,
 /// deliveries interleaved), past what CI checks (12).
 pub const DEFAULT_MEMORY_BUDGET: ByteSize = ByteSize::gib(1);
 
-/// Bytes one state waiting in the frontier holds: the boxed [`Sim`](crate::sim::Sim) (1,296
-/// bytes inline) and what it owns on the heap (sessions, streams and their replay buffers,
-/// the client, the checker), plus the allocator's overhead and the frontier's slot.
+/// Bytes one whole lab state holds while it is rebuilt and expanded: the
+/// [`Sim`](crate::sim::Sim) (1,296 bytes inline) and what it owns on the heap (sessions,
+/// streams and their replay buffers, the client, the checker), plus the allocator's overhead.
 ///
 /// Measured on fenced's breadth-first frontiers with a counting allocator (2026-12-04): a
 /// clone requested 5,118 bytes in 22 allocations at depth 8, 5,594 at depth 11 and 6,038 in
 /// 26 at depth 14 (about 150 bytes more a level); random schedules 40 steps deep averaged
 /// 5,549, so the growth flattens. With glibc's ~16 bytes per allocation that is 6.5 KB at
-/// depth 14; 7 KiB leaves room for a few more levels. The same runs' RSS grew by less
-/// (3.8–4.8 KB a clone) because freed states are reused: the estimate errs high.
+/// depth 14; 7 KiB leaves room for a few more levels.
 pub const FRONTIER_STATE_BYTES: u64 = 7 * 1024;
 
 /// Bytes each distinct state costs for the rest of the search: its 16-byte fingerprint in
-/// the visited set (one control byte more, at most 7/8 full) and its 16-byte parent link,
-/// taken at the worst moment, when a table doubles and the old and the new both live
-/// (3 × 8/7 × 17 + 3 × 16 = 106).
-pub const VISITED_STATE_BYTES: u64 = 112;
+/// the visited set (one control byte more, at most 7/8 full) and its 5-byte link in the tree,
+/// taken at the worst moment, when a table or a level doubles and the old and the new both
+/// live (3 × 8/7 × 17 + 3 × 5 = 73).
+pub const VISITED_STATE_BYTES: u64 = 80;
 
-/// The search's estimated memory with `frontier` states held (waiting to be expanded, or
-/// found for the next level) after `visited` distinct states.
-pub fn estimate(frontier: u64, visited: u64) -> ByteSize {
+/// The search's estimated memory after `visited` distinct states, with `working` bytes for
+/// the states being expanded.
+pub fn estimate(visited: u64, working: u64) -> ByteSize {
     ByteSize(
-        frontier
-            .saturating_mul(FRONTIER_STATE_BYTES)
-            .saturating_add(visited.saturating_mul(VISITED_STATE_BYTES)),
+        visited
+            .saturating_mul(VISITED_STATE_BYTES)
+            .saturating_add(working),
     )
 }
 

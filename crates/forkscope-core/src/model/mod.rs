@@ -8,10 +8,17 @@
 //! our own rather than a checker crate: the core's state is plain data that clones, the
 //! alphabet is a dozen steps, and what the search must report (a shortest schedule, replayable
 //! over sockets and narrated in the checker's words) needs the core's own types throughout.
+//!
+//! A state found costs the search a fingerprint and a link, never a whole lab: a level is
+//! rebuilt by replaying schedules when it is expanded ([`tree`]), on as many threads as it is
+//! given, with the result the same on any number ([`search`]).
 
 pub mod memory;
+mod reached;
+mod search;
 mod step;
 mod trace;
+mod tree;
 
 pub use memory::{ByteSize, ByteSizeError, DEFAULT_MEMORY_BUDGET};
 pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
@@ -22,8 +29,8 @@ use crate::history::{Anomaly, AnomalyKind};
 use crate::policy::Policy;
 use crate::sim::{Sim, ToolSpec};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 
 /// How far the search goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -145,6 +152,8 @@ pub struct Stopped {
 pub struct Exploration {
     pub policy: Policy,
     pub bounds: Bounds,
+    /// Threads the search ran on.
+    pub workers: usize,
     /// Steps taken: each enabled step from each distinct state.
     pub transitions: u64,
     /// Distinct states (up to renaming), the initial one included.
@@ -267,218 +276,26 @@ fn streams_minted(sim: &Sim) -> u32 {
         .unwrap_or(0)
 }
 
-/// Explores every schedule up to `bounds`, breadth-first; stops at the first anomaly.
-/// `on_level` is told as each depth completes (for progress output).
+/// Explores every schedule up to `bounds`, breadth-first, on the calling thread; stops at the
+/// first anomaly. `on_level` is told as each depth completes (for progress output).
 pub fn explore(
     config: LabConfig,
     policy: Policy,
     bounds: Bounds,
     mut on_level: impl FnMut(&Level),
 ) -> Result<Exploration, ConfigError> {
-    let mut root = initial(config, policy)?;
-    root.compact();
-    let mut seen: HashSet<u128, BuildHasherDefault<Prehashed>> = HashSet::default();
-    seen.insert(root.fingerprint());
-    // The search tree, as parent links: enough to spell out a schedule at the end.
-    let mut tree: Vec<(usize, Step)> = vec![(0, Step::Advance)];
-    // Boxed, so the frontier's vector holds pointers: doubling it copies 8 bytes a state, not
-    // a whole `Sim`, and each state's memory is freed as soon as it has been expanded.
-    let mut frontier: Vec<(Box<Sim>, usize)> = vec![(Box::new(root), 0)];
-    let mut out = Exploration {
-        policy,
-        bounds,
-        transitions: 0,
-        distinct: 1,
-        pruned: 0,
-        depth_reached: 0,
-        proven_depth: 0,
-        complete: true,
-        exhausted: false,
-        stopped: None,
-        estimated_peak: memory::estimate(1, 1),
-        levels: Vec::new(),
-        reached: BTreeMap::new(),
-        counterexample: None,
-    };
-    'levels: for depth in 1..=bounds.depth {
-        let mut next: Vec<(Box<Sim>, usize)> = Vec::new();
-        let parents = frontier.len();
-        'expand: for (expanded, (parent, node)) in
-            std::mem::take(&mut frontier).into_iter().enumerate()
-        {
-            let sim: &Sim = &parent;
-            // This parent and the ones after it are still held.
-            let waiting = (parents - expanded) as u64;
-            for step in Step::ALL {
-                if !in_alphabet(step, &bounds) || !step.enabled(sim) {
-                    continue;
-                }
-                let mut child = Box::new(sim.clone());
-                take(step, &mut child, bounds.delivery);
-                out.transitions += 1;
-                note_reached(sim, &child, &mut out.reached);
-                let anomalies = child.history().checker().anomalies();
-                let hit = match bounds.target {
-                    None => anomalies.first(),
-                    Some(kind) => anomalies.iter().find(|a| a.kind() == kind),
-                };
-                if let Some(anomaly) = hit {
-                    tree.push((node, step));
-                    out.counterexample = Some(Counterexample {
-                        steps: schedule(&tree, tree.len() - 1),
-                        delivery: bounds.delivery,
-                        anomaly: anomaly.clone(),
-                    });
-                    out.depth_reached = depth;
-                    break 'levels;
-                }
-                if streams_minted(&child) > bounds.streams {
-                    out.pruned += 1;
-                    continue;
-                }
-                if !seen.insert(child.fingerprint()) {
-                    continue;
-                }
-                // Checked before the state is kept, so neither limit is ever passed.
-                let held = memory::estimate(waiting + next.len() as u64 + 1, out.distinct + 1);
-                let limit = match bounds.max_states {
-                    Some(max_states) if out.distinct >= max_states => {
-                        Some(Limit::StateLimit { max_states })
-                    }
-                    _ if held > bounds.memory_budget => Some(Limit::MemoryBudget {
-                        budget: bounds.memory_budget,
-                    }),
-                    _ => None,
-                };
-                if let Some(limit) = limit {
-                    out.stopped = Some(Stopped {
-                        limit,
-                        at_depth: depth,
-                    });
-                    out.complete = false;
-                    break 'expand;
-                }
-                out.estimated_peak = out.estimated_peak.max(held);
-                tree.push((node, step));
-                next.push((child, tree.len() - 1));
-                out.distinct += 1;
-            }
-        }
-        out.depth_reached = depth;
-        if out.complete {
-            out.proven_depth = depth;
-        }
-        let level = Level {
-            depth,
-            new_states: next.len() as u64,
-            distinct: out.distinct,
-            transitions: out.transitions,
-            complete: out.complete,
-        };
-        on_level(&level);
-        out.levels.push(level);
-        if !out.complete {
-            break;
-        }
-        if next.is_empty() {
-            out.exhausted = true;
-            break;
-        }
-        frontier = next;
-    }
-    Ok(out)
+    search::explore(config, policy, bounds, NonZeroUsize::MIN, &mut on_level)
 }
 
-/// Adds what the step from `before` to `after` made happen to the tally.
-fn note_reached(before: &Sim, after: &Sim, reached: &mut BTreeMap<String, u64>) {
-    let (b, a) = (
-        before.history().checker().counters(),
-        after.history().checker().counters(),
-    );
-    let mut note = |what: &str, happened: bool| {
-        if happened {
-            *reached.entry(what.to_owned()).or_default() += 1;
-        }
-    };
-    note("resume accepted", a.resumes_accepted > b.resumes_accepted);
-    note(
-        "new stream, flagged as new",
-        a.new_streams_flagged > b.new_streams_flagged,
-    );
-    note(
-        "new stream, not flagged",
-        a.new_streams_silent > b.new_streams_silent,
-    );
-    note("grace window started", a.orphaned > b.orphaned);
-    note("stream fenced", a.fences > b.fences);
-    note(
-        "late emit refused",
-        a.late_emits_refused > b.late_emits_refused,
-    );
-    note(
-        "replay skipped by the client",
-        a.replays_skipped > b.replays_skipped,
-    );
-    note("side effect applied", a.applied > b.applied);
-    note(
-        "client started a new session",
-        after.client().renewed() != before.client().renewed(),
-    );
-    let ended = |sim: &Sim, phase: crate::client::RequestPhase| {
-        sim.client()
-            .requests()
-            .iter()
-            .filter(|r| r.phase == phase)
-            .count()
-    };
-    note(
-        "tool call result applied",
-        ended(after, crate::client::RequestPhase::Done)
-            > ended(before, crate::client::RequestPhase::Done),
-    );
-    note(
-        "tool call given up (the client was told)",
-        ended(after, crate::client::RequestPhase::Failed)
-            > ended(before, crate::client::RequestPhase::Failed),
-    );
-    for (reason, n) in &a.resumes_rejected {
-        let was = b.resumes_rejected.get(reason).copied().unwrap_or(0);
-        note(&format!("rejected: {reason}"), *n > was);
-    }
-}
-
-/// The hasher of the visited set: its keys are fingerprints, already hashes, so their low
-/// bits are used as they are.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only u128 keys are hashed; any other input is folded in plainly.
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
-        }
-    }
-    fn write_u128(&mut self, n: u128) {
-        self.0 = n as u64;
-    }
-}
-
-/// The steps from the root to `node`.
-fn schedule(tree: &[(usize, Step)], mut node: usize) -> Vec<Step> {
-    let mut steps = Vec::new();
-    while node != 0 {
-        let (parent, step) = tree[node];
-        steps.push(step);
-        node = parent;
-    }
-    steps.reverse();
-    steps
+/// [`explore`] on `workers` threads: the same states, counts and counterexample, sooner.
+pub fn explore_on(
+    workers: NonZeroUsize,
+    config: LabConfig,
+    policy: Policy,
+    bounds: Bounds,
+    mut on_level: impl FnMut(&Level),
+) -> Result<Exploration, ConfigError> {
+    search::explore(config, policy, bounds, workers, &mut on_level)
 }
 
 #[cfg(test)]

@@ -192,7 +192,8 @@ fn a_state_limit_stops_the_search_the_same_way() {
 #[test]
 fn a_budget_too_small_for_one_level_proves_nothing_and_says_so() {
     let tiny = Bounds {
-        memory_budget: ByteSize(memory::FRONTIER_STATE_BYTES * 4),
+        // Room for three states: level 1 alone finds seven.
+        memory_budget: memory::estimate(3, 0),
         ..bounds(8)
     };
     let found = explore(config(), Policy::Fenced, tiny, |_| {}).unwrap();
@@ -202,4 +203,85 @@ fn a_budget_too_small_for_one_level_proves_nothing_and_says_so() {
         "{}",
         found.verdict()
     );
+}
+
+fn on(workers: usize, policy: Policy, bounds: Bounds) -> Exploration {
+    let workers = NonZeroUsize::new(workers).unwrap();
+    explore_on(workers, config(), policy, bounds, |_| {}).unwrap()
+}
+
+/// The counts a search that kept every state whole found (the explorer before states were
+/// rebuilt by replay): the same states, steps and evidence, on one thread or several.
+#[test]
+fn the_search_finds_the_states_a_search_keeping_every_state_found() {
+    let interleaved = bounds(7);
+    let eager = Bounds {
+        delivery: Delivery::Eager,
+        ..bounds(7)
+    };
+    for workers in [1, 2, 3] {
+        let fenced = on(workers, Policy::Fenced, interleaved);
+        let by_depth: Vec<u64> = fenced.levels.iter().map(|l| l.distinct).collect();
+        assert_eq!(
+            by_depth,
+            [7, 25, 77, 219, 578, 1430, 3353],
+            "{workers} workers"
+        );
+        assert_eq!((fenced.transitions, fenced.pruned), (13_222, 0));
+        let reached: Vec<(&str, u64)> = fenced
+            .reached
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(
+            reached,
+            [
+                ("client started a new session", 23),
+                ("grace window started", 1_310),
+                ("new stream, flagged as new", 23),
+                ("rejected: cursor_evicted", 73),
+                ("rejected: missing_last_event_id", 176),
+                ("rejected: orphan_still_live", 1_498),
+                ("rejected: unknown_token", 1_430),
+                ("resume accepted", 4_256),
+                ("side effect applied", 248),
+                ("tool call given up (the client was told)", 175),
+            ]
+        );
+        let fenced = on(workers, Policy::Fenced, eager);
+        let by_depth: Vec<u64> = fenced.levels.iter().map(|l| l.distinct).collect();
+        assert_eq!(
+            by_depth,
+            [7, 26, 78, 212, 515, 1110, 2190],
+            "{workers} workers"
+        );
+        assert_eq!(fenced.transitions, 9_763);
+        // Naive forks at the second step, in the same two steps, after the same work.
+        for (bounds, distinct, transitions) in [(interleaved, 32, 66), (eager, 33, 64)] {
+            let naive = on(workers, Policy::Naive, bounds);
+            let c = naive.counterexample.expect("naive forks");
+            assert_eq!(c.anomaly.kind(), AnomalyKind::Fork);
+            assert_eq!(
+                c.steps,
+                [Step::Probe(ProbeGet::CursorOnly), Step::EmitBackground]
+            );
+            assert_eq!((naive.distinct, naive.transitions), (distinct, transitions));
+        }
+    }
+}
+
+/// Deeper, one thread and two agree on everything, limits included.
+#[test]
+fn threads_change_nothing_but_the_time() {
+    let capped = Bounds {
+        max_states: Some(20_000),
+        ..bounds(10)
+    };
+    let one = on(1, Policy::Fenced, capped);
+    let two = on(2, Policy::Fenced, capped);
+    assert_eq!(one.levels, two.levels);
+    assert_eq!(one.stopped, two.stopped);
+    assert_eq!(one.reached, two.reached);
+    assert_eq!((one.distinct, one.pruned), (two.distinct, two.pruned));
+    assert_eq!(one.distinct, 20_000);
 }

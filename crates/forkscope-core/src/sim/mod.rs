@@ -11,7 +11,6 @@ use crate::client::{Client, Continuity, EventTruth, StreamHeaders};
 use crate::config::{ConfigError, LabConfig};
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};
-use crate::canon::Canon;
 use crate::policy::Policy;
 use crate::resume::{ResumeDecision, ResumeRequest};
 use crate::server::{Opening, Outgoing, Server};
