@@ -6,10 +6,28 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
 
+/// What kind of anomaly, declared most telling first: a verdict leads with the first kind it
+/// found (a fork explains the duplicates and drift after it). The snake_case names are the
+/// ones users read and type (`--anomaly cursor_drift`, scenario expectations).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::VariantNames,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AnomalyKind {
     Fork,
     Duplicate,
@@ -20,34 +38,9 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 6] = [
-        AnomalyKind::Fork,
-        AnomalyKind::Duplicate,
-        AnomalyKind::Gap,
-        AnomalyKind::NonMonotonicCursor,
-        AnomalyKind::Lost,
-        AnomalyKind::CursorDrift,
-    ];
-
+    /// The kind's name, as users read and type it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            AnomalyKind::Fork => "fork",
-            AnomalyKind::Duplicate => "duplicate",
-            AnomalyKind::Gap => "gap",
-            AnomalyKind::NonMonotonicCursor => "non_monotonic_cursor",
-            AnomalyKind::Lost => "lost",
-            AnomalyKind::CursorDrift => "cursor_drift",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-impl fmt::Display for AnomalyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

@@ -399,8 +399,7 @@ impl Checker {
     pub fn verdict(&self) -> Verdict {
         let counts: BTreeMap<AnomalyKind, u64> = self.counts.clone();
         // The most telling anomaly leads: a fork explains the duplicates and drift after it.
-        let lead = AnomalyKind::ALL
-            .into_iter()
+        let lead = <AnomalyKind as strum::IntoEnumIterator>::iter()
             .find_map(|kind| self.anomalies.iter().find(|a| a.kind() == kind));
         let headline = match lead {
             // No client reported what it applied (stock clients of `forkscope serve` do not):
