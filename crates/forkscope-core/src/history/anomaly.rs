@@ -44,6 +44,44 @@ impl AnomalyKind {
     }
 }
 
+/// A set of anomaly kinds, one bit each: what one lane mark stands for, small enough to copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AnomalyKinds(u8);
+
+impl AnomalyKinds {
+    pub const NONE: AnomalyKinds = AnomalyKinds(0);
+
+    pub fn with(self, kind: AnomalyKind) -> AnomalyKinds {
+        AnomalyKinds(self.0 | 1 << kind as u8)
+    }
+
+    pub fn contains(self, kind: AnomalyKind) -> bool {
+        self.0 & 1 << kind as u8 != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The kinds in the set, most telling first.
+    pub fn iter(self) -> impl Iterator<Item = AnomalyKind> {
+        <AnomalyKind as strum::IntoEnumIterator>::iter().filter(move |k| self.contains(*k))
+    }
+
+    /// The most telling kind in the set: the one a mark is drawn as.
+    pub fn lead(self) -> Option<AnomalyKind> {
+        self.iter().next()
+    }
+}
+
+impl FromIterator<AnomalyKind> for AnomalyKinds {
+    fn from_iter<I: IntoIterator<Item = AnomalyKind>>(kinds: I) -> Self {
+        kinds
+            .into_iter()
+            .fold(AnomalyKinds::NONE, AnomalyKinds::with)
+    }
+}
+
 /// Where and when a side effect was applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct AppliedAt {
