@@ -119,16 +119,13 @@ enum DeliveryArg {
 }
 
 fn parse_anomaly(s: &str) -> Result<forkscope_core::AnomalyKind, String> {
-    forkscope_core::AnomalyKind::ALL
-        .into_iter()
-        .find(|k| k.as_str() == s.replace('-', "_"))
-        .ok_or_else(|| {
-            let names: Vec<&str> = forkscope_core::AnomalyKind::ALL
-                .iter()
-                .map(|k| k.as_str())
-                .collect();
-            format!("{s:?} is not an anomaly; one of: {}", names.join(", "))
-        })
+    use strum::VariantNames;
+    s.replace('-', "_").parse().map_err(|_| {
+        format!(
+            "{s:?} is not an anomaly; one of: {}",
+            forkscope_core::AnomalyKind::VARIANTS.join(", ")
+        )
+    })
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

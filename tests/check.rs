@@ -127,7 +127,7 @@ fn a_state_limit_is_reported_as_incomplete_with_exit_3() {
 fn every_naive_counterexample_round_trips_over_real_sockets() {
     let dir = scratch("roundtrip");
     let mut files = Vec::new();
-    for kind in forkscope_core::AnomalyKind::ALL {
+    for kind in <forkscope_core::AnomalyKind as strum::IntoEnumIterator>::iter() {
         for client_only in [false, true] {
             let file = dir.join(format!(
                 "{}{}.toml",

@@ -17,6 +17,7 @@ use forkscope_core::probe::Verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use strum::VariantNames;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExpectError {
@@ -116,12 +117,12 @@ pub fn load(path: &Path) -> Result<Expectations, ExpectError> {
             let status_ok = status.is_empty()
                 || (verdict == "typed_rejection"
                     && status.parse::<u16>().is_ok_and(|s| (400..500).contains(&s)));
-            if !status_ok || (verdict != "not_run" && !Verdict::WORDS.contains(&verdict)) {
+            if !status_ok || (verdict != "not_run" && !Verdict::VARIANTS.contains(&verdict)) {
                 return Err(ExpectError::UnknownVerdict {
                     path: path.to_owned(),
                     case,
                     word: word.clone(),
-                    words: Verdict::WORDS.join(", "),
+                    words: Verdict::VARIANTS.join(", "),
                 });
             }
         }

@@ -9,7 +9,7 @@ use super::panes;
 use super::panes::event_card::{self, EventCard};
 use super::panes::evidence::{self, EvidenceView};
 use super::panes::header::Travel;
-use super::panes::lanes::{self, LaneSource, LanesDrawn, Row, Zoom};
+use super::panes::lanes::{LaneSource, LanesDrawn, Row, Zoom};
 use super::panes::narration::Narration;
 use super::panes::picker::PickerView;
 use super::panes::proof::{ProofResult, ProofView};
@@ -624,14 +624,9 @@ impl App {
         ));
     }
 
-    /// The lane mark of a violation stop: the orphan emit or duplicate that arrived in its
-    /// moment (other anomalies have no mark of their own).
+    /// The lane mark of a violation stop: the one that arrived in its moment standing for an
+    /// anomaly of its kind.
     fn mark_of(&self, stop: ViolationStop) -> Option<(usize, usize)> {
-        let glyph = match stop.kind {
-            AnomalyKind::Fork => lanes::ORPHAN_EMIT,
-            AnomalyKind::Duplicate => '◆',
-            _ => return None,
-        };
         let moment = self.timeline.moment(stop.moment)?;
         let frozen = moment.panels.get(stop.panel)?;
         let from = stop
@@ -643,7 +638,7 @@ impl App {
         let (marks, base) = self.timeline.tracks[stop.panel].placed_until(frozen.placed);
         let from = from.saturating_sub(base);
         (from..marks.len())
-            .find(|i| marks[*i].mark.glyph == glyph)
+            .find(|i| marks[*i].mark.stands_for(stop.kind))
             .map(|i| (stop.panel, base + i))
     }
 

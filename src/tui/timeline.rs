@@ -10,7 +10,7 @@
 //! says how far back travel still goes.
 
 use super::panes::header::Reach;
-use super::panes::lanes::{Classifier, Placed};
+use super::panes::lanes::{self, Placed};
 use super::weight::Weigh;
 use crate::lab::{Exchange, Snapshot};
 use forkscope_core::LabTime;
@@ -42,7 +42,6 @@ pub struct Track {
     placed_base: usize,
     /// Absolute indices of the entries that are decisions.
     decisions: Vec<usize>,
-    classifier: Classifier,
     /// The heap bytes of the kept entries (their keys), kept as entries come and go.
     entries_heap: usize,
     /// The bytes this track may hold before its oldest entries go.
@@ -61,7 +60,6 @@ impl Track {
             entry_base: 0,
             placed_base: 0,
             decisions: Vec::new(),
-            classifier: Classifier::default(),
             entries_heap: 0,
             share,
             seen: 0,
@@ -91,8 +89,7 @@ impl Track {
         if entry.record.is_decision() {
             self.decisions.push(index);
         }
-        self.placed.extend(self.classifier.place(index, &entry));
-        self.placed.extend(Classifier::resumed(index, &entry));
+        lanes::place(index, &entry, &mut self.placed);
         self.entries_heap += entry.heap();
         self.entries.push(entry);
     }
@@ -122,7 +119,6 @@ impl Track {
     fn forget(&mut self, count: usize) {
         for entry in &self.entries[..count] {
             self.entries_heap -= entry.heap();
-            self.classifier.forget(entry);
         }
         self.entries.drain(..count);
         self.entry_base += count;
@@ -132,14 +128,13 @@ impl Track {
         self.decisions.retain(|d| *d >= self.entry_base);
     }
 
-    /// What the track holds, in bytes (see [`super::weight`]): its vectors as allocated, the
-    /// entries' keys, and what the classifier remembers.
+    /// What the track holds, in bytes (see [`super::weight`]): its vectors as allocated and
+    /// the entries' keys.
     pub fn weight(&self) -> usize {
         self.entries.capacity() * size_of::<Entry>()
             + self.entries_heap
             + self.placed.capacity() * size_of::<Placed>()
             + self.decisions.capacity() * size_of::<usize>()
-            + self.classifier.heap()
     }
 
     /// Lab time of the oldest entry kept, once older ones were let go.

@@ -104,7 +104,15 @@ impl Weigh for Record {
 
 impl Weigh for Entry {
     fn heap(&self) -> usize {
-        self.record.heap()
+        let caused = self.caused.anomalies();
+        let tags = if caused.is_empty() {
+            0
+        } else {
+            ARC_HEADER
+                + std::mem::size_of_val(caused)
+                + caused.iter().map(Anomaly::heap).sum::<usize>()
+        };
+        self.record.heap() + tags
     }
 }
 

@@ -4,7 +4,7 @@
 use super::block;
 use super::lanes::Placed;
 use crate::tui::theme::Theme;
-use forkscope_core::history::{Entry, Record};
+use forkscope_core::history::{Anomaly, AnomalyKind, Entry, Record};
 use forkscope_core::{EventId, IdScheme, Policy, SessionId, StreamId};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -69,8 +69,16 @@ fn wire_id(entries: &[Entry], session: SessionId, event: EventId, policy: Policy
     }
 }
 
-/// What the client did with the side effect `key`: each application (time, event).
-fn applications(entries: &[Entry], key: &str) -> Vec<(String, EventId)> {
+/// One application of a side effect: when, from which event, and whether the checker judged
+/// it a duplicate.
+struct Application {
+    at: String,
+    event: EventId,
+    duplicate: bool,
+}
+
+/// What the client did with the side effect `key`: each application.
+fn applications(entries: &[Entry], key: &str) -> Vec<Application> {
     entries
         .iter()
         .filter_map(|e| match &e.record {
@@ -79,44 +87,47 @@ fn applications(entries: &[Entry], key: &str) -> Vec<(String, EventId)> {
                 key: k,
                 applied: true,
                 ..
-            } if &**k == key => Some((e.at.to_string(), *event)),
+            } if &**k == key => Some(Application {
+                at: e.at.to_string(),
+                event: *event,
+                duplicate: e.caused.kinds().contains(AnomalyKind::Duplicate),
+            }),
             _ => None,
         })
         .collect()
 }
 
+/// The side effect's applications, and whether the checker judged one a duplicate.
 fn truth(entries: &[Entry], key: &str) -> (String, bool) {
     let applied = applications(entries, key);
-    match applied.as_slice() {
-        [] => (
-            format!("truth: side effect {} not applied (yet)", short_key(key)),
-            false,
+    let duplicate = applied.iter().any(|a| a.duplicate);
+    let said = match applied.as_slice() {
+        [] => format!("truth: side effect {} not applied (yet)", short_key(key)),
+        [once] => format!(
+            "truth: side effect {} applied once, at {} ({})",
+            short_key(key),
+            once.at,
+            once.event
         ),
-        [(at, event)] => (
-            format!(
-                "truth: side effect {} applied once, at {at} ({event})",
-                short_key(key)
-            ),
-            false,
+        many => format!(
+            "truth: side effect {} applied {}× ({}){}",
+            short_key(key),
+            many.len(),
+            many.iter()
+                .map(|a| format!("{} at {}", a.event, a.at))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if duplicate { ": a DUPLICATE" } else { "" }
         ),
-        many => (
-            format!(
-                "truth: side effect {} applied {}× ({}): a DUPLICATE",
-                short_key(key),
-                many.len(),
-                many.iter()
-                    .map(|(at, e)| format!("{e} at {at}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            true,
-        ),
-    }
+    };
+    (said, duplicate)
 }
 
 /// The card for the mark `placed`, seen at the instant whose history is `entries` (absolute
 /// index of the first: `base`).
 /// `policy`: the one in force at that instant.
+///
+/// What it says is wrong is what the checker tagged the entry with, on the mark's lane.
 pub fn describe(
     entries: &[Entry],
     base: usize,
@@ -124,7 +135,20 @@ pub fn describe(
     policy: Policy,
 ) -> Option<EventCard> {
     let entry = entries.get(placed.entry.checked_sub(base)?)?;
-    let bound_elsewhere = placed.mark.glyph == '╳';
+    let anomalies: Vec<&Anomaly> = entry
+        .caused
+        .anomalies()
+        .iter()
+        .filter(|a| placed.mark.stands_for(a.kind()))
+        .collect();
+    // What the card's own words do not already say, in the checker's sentence.
+    let rest = |worded: &[AnomalyKind]| {
+        anomalies
+            .iter()
+            .filter(|a| !worded.contains(&a.kind()))
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+    };
     Some(match &entry.record {
         Record::Emitted {
             session,
@@ -137,6 +161,11 @@ pub fn describe(
                 stream: *stream,
                 seq: *seq,
             };
+            let orphan = anomalies.iter().find_map(|a| match a {
+                Anomaly::Fork { bound, .. } => Some(Some(*bound)),
+                Anomaly::Lost { event: lost, .. } if *lost == event => Some(None),
+                _ => None,
+            });
             let client = entries.iter().find_map(|e| match &e.record {
                 Record::Delivered {
                     session: s,
@@ -146,28 +175,32 @@ pub fn describe(
                 } if s == session && *got == event => Some((e.at, *applied)),
                 _ => None,
             });
-            let belief = match client {
-                Some((at, true)) => format!("client: applied it at {at}"),
-                Some((at, false)) => format!("client: skipped it at {at} (a replay it had)"),
-                None if bound_elsewhere => {
-                    "client: never gets it — it is bound to another stream; this one is an orphan still receiving: a FORK".to_owned()
-                }
-                None => "client: has not received it (yet)".to_owned(),
+            let belief = match (client, orphan) {
+                (Some((at, true)), _) => format!("client: applied it at {at}"),
+                (Some((at, false)), _) => format!("client: skipped it at {at} (a replay it had)"),
+                (None, Some(bound)) => format!(
+                    "client: never gets it — it is bound to {}; this one is an orphan still \
+                     receiving: a FORK",
+                    bound.map_or_else(|| "another stream".to_owned(), stream_words)
+                ),
+                (None, None) => "client: has not received it (yet)".to_owned(),
             };
             let (truth, duplicate) = truth(entries, key);
+            let mut lines = vec![
+                format!(
+                    "payload {} · {} · {}",
+                    short_key(key),
+                    who_emitted(key, *copied),
+                    wire_id(entries, *session, event, policy)
+                ),
+                belief,
+                truth,
+            ];
+            lines.extend(rest(&[AnomalyKind::Fork, AnomalyKind::Lost]));
             EventCard {
                 title: format!("event {event} at {}", entry.at),
-                lines: vec![
-                    format!(
-                        "payload {} · {} · {}",
-                        short_key(key),
-                        who_emitted(key, *copied),
-                        wire_id(entries, *session, event, policy)
-                    ),
-                    belief,
-                    truth,
-                ],
-                bad: bound_elsewhere || duplicate,
+                lines,
+                bad: !anomalies.is_empty() || duplicate,
             }
         }
         Record::Delivered {
@@ -176,44 +209,50 @@ pub fn describe(
             key,
             applied,
         } => {
-            let before = applications(entries, key)
-                .into_iter()
-                .find(|(_, e)| e != event);
-            let (belief, bad) = match (applied, before) {
-                (true, Some((at, first))) => (
-                    format!(
-                        "client: applied it, believing it new — but it applied {} before, at {at} from {first}: a DUPLICATE",
-                        short_key(key)
-                    ),
-                    true,
+            let first = anomalies.iter().find_map(|a| match a {
+                Anomaly::Duplicate { first, .. } => Some(*first),
+                _ => None,
+            });
+            let belief = match (applied, first) {
+                (true, Some(first)) => format!(
+                    "client: applied it, believing it new — but it applied {} before, at {} \
+                     from {}: a DUPLICATE",
+                    short_key(key),
+                    first.at,
+                    first.event
                 ),
-                (true, None) => ("client: applied it, the first time".to_owned(), false),
-                (false, _) => (
-                    "client: skipped it — its cursor says it has this one (a replay)".to_owned(),
-                    false,
-                ),
+                (true, None) => "client: applied it, the first time".to_owned(),
+                (false, _) => {
+                    "client: skipped it — its cursor says it has this one (a replay)".to_owned()
+                }
             };
             let (truth, _) = truth(entries, key);
+            let mut lines = vec![
+                format!(
+                    "payload {} from {} · {}",
+                    short_key(key),
+                    stream_words(event.stream),
+                    wire_id(entries, *session, *event, policy)
+                ),
+                belief,
+                truth,
+            ];
+            lines.extend(rest(&[AnomalyKind::Duplicate]));
             EventCard {
                 title: format!("delivery of {event} at {}", entry.at),
-                lines: vec![
-                    format!(
-                        "payload {} from {} · {}",
-                        short_key(key),
-                        stream_words(event.stream),
-                        wire_id(entries, *session, *event, policy)
-                    ),
-                    belief,
-                    truth,
-                ],
-                bad,
+                lines,
+                bad: !anomalies.is_empty(),
             }
         }
-        other => EventCard {
-            title: format!("{} at {}", kind_words(other), entry.at),
-            lines: vec![other.describe().unwrap_or_default()],
-            bad: false,
-        },
+        other => {
+            let mut lines: Vec<String> = other.describe().into_iter().collect();
+            lines.extend(rest(&[]));
+            EventCard {
+                title: format!("{} at {}", kind_words(other), entry.at),
+                lines,
+                bad: !anomalies.is_empty(),
+            }
+        }
     })
 }
 
@@ -229,6 +268,9 @@ fn kind_words(record: &Record) -> &'static str {
         Record::Fenced { .. } => "fence",
         Record::Orphaned { .. } => "grace window",
         Record::LateEmitRefused { .. } => "late emit refused",
+        Record::CursorMoved { .. } => "cursor move",
+        Record::StreamClosed { .. } => "stream closed",
+        Record::StreamForgotten { .. } => "stream let go",
         _ => "record",
     }
 }
@@ -287,6 +329,7 @@ pub fn render(frame: &mut Frame, area: Rect, card: &EventCard, theme: &Theme) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use forkscope_core::history::Caused;
     use forkscope_core::{LabTime, SplitMix64, StreamKind};
 
     /// A keyed id proves its stream only to a server that checks the key.
@@ -302,6 +345,7 @@ mod tests {
                 ids: IdScheme::Keyed,
                 flagged_new: false,
             },
+            caused: Caused::NOTHING,
         }];
         let event = EventId {
             stream: StreamId(1),

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 21] = [
+pub const GLOSSARY: [(&str, &str); 22] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -30,6 +30,7 @@ pub const GLOSSARY: [(&str, &str); 21] = [
         "● emit ╳ orphan emit ○ copied ▲ applied ◆ dup ↺ resumed",
     ),
     ("", "✗ rejected × refused ┃ fenced ╎ orphaned"),
+    ("", "∅ lost ⋯ gap ↶ cursor back ≠ drift"),
     (
         "decision",
         "what a server decided (attach, resume, fence, refuse): [ ] step",

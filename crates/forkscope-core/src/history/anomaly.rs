@@ -6,10 +6,28 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
 
+/// What kind of anomaly, declared most telling first: a verdict leads with the first kind it
+/// found (a fork explains the duplicates and drift after it). The snake_case names are the
+/// ones users read and type (`--anomaly cursor_drift`, scenario expectations).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::VariantNames,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AnomalyKind {
     Fork,
     Duplicate,
@@ -20,34 +38,47 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 6] = [
-        AnomalyKind::Fork,
-        AnomalyKind::Duplicate,
-        AnomalyKind::Gap,
-        AnomalyKind::NonMonotonicCursor,
-        AnomalyKind::Lost,
-        AnomalyKind::CursorDrift,
-    ];
-
+    /// The kind's name, as users read and type it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            AnomalyKind::Fork => "fork",
-            AnomalyKind::Duplicate => "duplicate",
-            AnomalyKind::Gap => "gap",
-            AnomalyKind::NonMonotonicCursor => "non_monotonic_cursor",
-            AnomalyKind::Lost => "lost",
-            AnomalyKind::CursorDrift => "cursor_drift",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
+        self.into()
     }
 }
 
-impl fmt::Display for AnomalyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// A set of anomaly kinds, one bit each: what one lane mark stands for, small enough to copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AnomalyKinds(u8);
+
+impl AnomalyKinds {
+    pub const NONE: AnomalyKinds = AnomalyKinds(0);
+
+    pub fn with(self, kind: AnomalyKind) -> AnomalyKinds {
+        AnomalyKinds(self.0 | 1 << kind as u8)
+    }
+
+    pub fn contains(self, kind: AnomalyKind) -> bool {
+        self.0 & 1 << kind as u8 != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The kinds in the set, most telling first.
+    pub fn iter(self) -> impl Iterator<Item = AnomalyKind> {
+        <AnomalyKind as strum::IntoEnumIterator>::iter().filter(move |k| self.contains(*k))
+    }
+
+    /// The most telling kind in the set: the one a mark is drawn as.
+    pub fn lead(self) -> Option<AnomalyKind> {
+        self.iter().next()
+    }
+}
+
+impl FromIterator<AnomalyKind> for AnomalyKinds {
+    fn from_iter<I: IntoIterator<Item = AnomalyKind>>(kinds: I) -> Self {
+        kinds
+            .into_iter()
+            .fold(AnomalyKinds::NONE, AnomalyKinds::with)
     }
 }
 

@@ -1,8 +1,11 @@
-//! The oracle: reads the history one record at a time and names every anomaly.
+//! The oracle: reads the history one record at a time, names every anomaly, and says which
+//! record caused it ([`Caused`]). The fork, duplicate, gap, loss and drift rules live here and
+//! nowhere else: the views draw what this concluded.
 //!
 //! Incremental, so the dashboard's verdict is always current and costs O(1) per record.
 
 use super::anomaly::{Anomaly, AnomalyKind, AppliedAt, Drift};
+use super::caused::Caused;
 use super::record::{Entry, Record};
 use crate::ids::{EventId, IdScheme, SessionId, StreamId};
 use crate::time::LabTime;
@@ -72,10 +75,18 @@ pub struct Checker {
     counters: Counters,
     counts: BTreeMap<AnomalyKind, u64>,
     anomalies: Vec<Anomaly>,
+    /// What the record being observed caused so far: empty between records.
+    caused: Vec<Anomaly>,
 }
 
 impl Checker {
-    pub fn observe(&mut self, entry: &Entry) {
+    /// Judges one record; returns the anomalies it caused, to tag its entry with.
+    pub fn observe(&mut self, entry: &Entry) -> Caused {
+        self.judge(entry);
+        Caused::new(std::mem::take(&mut self.caused))
+    }
+
+    fn judge(&mut self, entry: &Entry) {
         let at = entry.at;
         match &entry.record {
             Record::SessionOpened { .. } => {}
@@ -378,8 +389,9 @@ impl Checker {
     fn report(&mut self, anomaly: Anomaly) {
         *self.counts.entry(anomaly.kind()).or_default() += 1;
         if self.anomalies.len() < KEPT_ANOMALIES {
-            self.anomalies.push(anomaly);
+            self.anomalies.push(anomaly.clone());
         }
+        self.caused.push(anomaly);
     }
 
     pub fn counters(&self) -> &Counters {
@@ -398,8 +410,7 @@ impl Checker {
     pub fn verdict(&self) -> Verdict {
         let counts: BTreeMap<AnomalyKind, u64> = self.counts.clone();
         // The most telling anomaly leads: a fork explains the duplicates and drift after it.
-        let lead = AnomalyKind::ALL
-            .into_iter()
+        let lead = <AnomalyKind as strum::IntoEnumIterator>::iter()
             .find_map(|kind| self.anomalies.iter().find(|a| a.kind() == kind));
         let headline = match lead {
             // No client reported what it applied (stock clients of `forkscope serve` do not):
@@ -543,6 +554,7 @@ mod tests {
         checker.observe(&Entry {
             at: LabTime::ZERO,
             record: Record::SessionOpened { session },
+            caused: Caused::NOTHING,
         });
         let verdict = checker.verdict();
         assert!(verdict.clean);

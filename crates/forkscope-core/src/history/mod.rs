@@ -1,13 +1,16 @@
 //! The history of a lab run and the checker that judges it.
 //!
 //! Server and client append [`Record`]s here as things happen; the [`Checker`] reads each one
-//! as it arrives. Recent entries are kept in a bounded ring for the views.
+//! as it arrives and tags its [`Entry`] with what it [`Caused`]. Recent entries are kept in a
+//! bounded ring for the views, which draw those tags and never judge on their own.
 
 mod anomaly;
+mod caused;
 mod checker;
 mod record;
 
-pub use anomaly::{Anomaly, AnomalyKind, AppliedAt, Drift};
+pub use anomaly::{Anomaly, AnomalyKind, AnomalyKinds, AppliedAt, Drift};
+pub use caused::Caused;
 pub use checker::{Checker, Counters, Verdict};
 pub use record::{Entry, Record};
 
@@ -33,8 +36,12 @@ impl History {
     }
 
     pub fn record(&mut self, at: LabTime, record: Record) {
-        let entry = Entry { at, record };
-        self.checker.observe(&entry);
+        let mut entry = Entry {
+            at,
+            record,
+            caused: Caused::NOTHING,
+        };
+        entry.caused = self.checker.observe(&entry);
         if self.recent.len() == self.capacity {
             self.recent.pop_front();
         }
@@ -75,5 +82,59 @@ impl History {
     /// Canonical form: the checker's state; the log itself is for views.
     pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
         self.checker.canonical(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Sim;
+    use crate::{LabConfig, Policy};
+
+    /// Each anomaly the checker reports tags the entry that caused it, in order and nothing
+    /// more: the fork and the loss on the orphan emit, each duplicate on its delivery, naming
+    /// the first application.
+    #[test]
+    fn every_anomaly_tags_the_entry_that_caused_it() {
+        let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
+        sim.start();
+        sim.emit_background();
+        sim.deliver_all();
+        sim.advance(200);
+        sim.drop_connection();
+        sim.strip_token();
+        sim.reconnect(true);
+        sim.deliver_all();
+        sim.advance(200);
+        sim.emit_background();
+        let history = sim.history();
+        let tagged: Vec<&Anomaly> = history
+            .recent()
+            .iter()
+            .flat_map(|e| e.caused.anomalies())
+            .collect();
+        let reported: Vec<&Anomaly> = history.checker().anomalies().iter().collect();
+        assert_eq!(tagged, reported);
+        let orphan_emit = history
+            .recent()
+            .iter()
+            .find(|e| e.caused.kinds().contains(AnomalyKind::Fork))
+            .expect("the fork is tagged");
+        assert!(matches!(orphan_emit.record, Record::Emitted { .. }));
+        assert!(orphan_emit.caused.kinds().contains(AnomalyKind::Lost));
+        let duplicate = history
+            .recent()
+            .iter()
+            .find(|e| e.caused.kinds().contains(AnomalyKind::Duplicate))
+            .expect("a duplicate is tagged");
+        let Record::Delivered { event, .. } = duplicate.record else {
+            panic!("a duplicate is a delivery: {duplicate:?}");
+        };
+        let Some(Anomaly::Duplicate { first, second, .. }) = duplicate.caused.anomalies().first()
+        else {
+            panic!("{duplicate:?}");
+        };
+        assert_eq!(second.event, event);
+        assert_ne!(first.event, event, "against the first application");
     }
 }

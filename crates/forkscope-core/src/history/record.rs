@@ -1,16 +1,20 @@
 //! What really happened, as the server and client report it: the checker's evidence.
 
+use super::caused::Caused;
 use crate::ids::{ConnectionId, EventId, IdScheme, SessionId, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::{IdentityProof, OrphanCause, RejectReason, StreamKind};
 use serde::Serialize;
 use std::sync::Arc;
 
-/// One fact, stamped with the lab time it happened at.
+/// One fact, stamped with the lab time it happened at, and tagged with what the checker
+/// concluded from it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Entry {
     pub at: LabTime,
     pub record: Record,
+    #[serde(skip_serializing_if = "Caused::is_empty")]
+    pub caused: Caused,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

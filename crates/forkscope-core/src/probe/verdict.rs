@@ -3,8 +3,9 @@
 use serde::Serialize;
 
 /// What a case came to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantNames)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Verdict {
     /// The stream went on where the client left it: each event once, in order, nothing missing.
     CleanContinuation,
@@ -31,34 +32,10 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Every verdict's name, as [`Verdict::word`] spells it.
-    pub const WORDS: [&'static str; 10] = [
-        "clean_continuation",
-        "typed_rejection",
-        "silent_empty_stream",
-        "duplicate",
-        "gap",
-        "out_of_order",
-        "cross_stream_replay",
-        "cross_session_replay",
-        "two_live_streams",
-        "no_answer",
-    ];
-
-    /// The verdict's name, as in JSON output and the expected-findings files.
+    /// The verdict's name, as in JSON output and the expected-findings files; every name is
+    /// listed by [`strum::VariantNames`].
     pub fn word(&self) -> &'static str {
-        match self {
-            Verdict::CleanContinuation => "clean_continuation",
-            Verdict::TypedRejection { .. } => "typed_rejection",
-            Verdict::SilentEmptyStream { .. } => "silent_empty_stream",
-            Verdict::Duplicate { .. } => "duplicate",
-            Verdict::Gap { .. } => "gap",
-            Verdict::OutOfOrder { .. } => "out_of_order",
-            Verdict::CrossStreamReplay { .. } => "cross_stream_replay",
-            Verdict::CrossSessionReplay { .. } => "cross_session_replay",
-            Verdict::TwoLiveStreams { .. } => "two_live_streams",
-            Verdict::NoAnswer { .. } => "no_answer",
-        }
+        self.into()
     }
 
     /// How bad it is, for picking the worst of several findings: a leak across sessions

@@ -1,0 +1,387 @@
+//! Stream lanes: events over lab time, one lane per stream, the client's deliveries beneath.
+//! A fork shows as two lanes receiving at once with red emits on the orphan; a duplicate as a
+//! red ◆ on the client lane — wherever the checker tagged an entry with an anomaly, and only
+//! there.
+//!
+//! Each history entry becomes its marks once, as it arrives ([`marks`]); a frame only places
+//! the marks of its time window, so the lanes can scroll over a whole run of 10⁵ events and
+//! still draw in well under a millisecond.
+
+mod grid;
+mod marks;
+
+use grid::{ForkOffScreen, Grid, build, first_fork_before, window_in_order};
+pub use grid::{MS_PER_COLUMN, Zoom, window};
+pub use marks::{
+    CURSOR_BACK, DRIFT, DUPLICATE, GAP, LOST, Mark, ORPHAN_EMIT, Placed, Row, Severity, place,
+    place_all,
+};
+
+use super::block;
+use crate::lab::Snapshot;
+use crate::tui::theme::Theme;
+use crate::tui::weight::Weigh;
+use forkscope_core::{StreamId, StreamState};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+/// The lanes' glyphs and their words, most needed first.
+const LEGEND: [(char, &str); 14] = [
+    (ORPHAN_EMIT, "orphan emit"),
+    (DUPLICATE, "duplicate"),
+    ('✗', "rejected"),
+    ('●', "emit"),
+    ('▲', "applied"),
+    ('○', "copied"),
+    ('↺', "resumed"),
+    ('×', "refused"),
+    ('┃', "fenced"),
+    ('╎', "orphaned"),
+    (LOST, "lost"),
+    (GAP, "gap"),
+    (CURSOR_BACK, "cursor back"),
+    (DRIFT, "drift"),
+];
+
+const LABEL: usize = 8;
+const MAX_STREAM_LANES: usize = 4;
+
+/// A mark owns nothing on the heap (its place in a `Vec` is counted by the `Vec`).
+impl Weigh for Placed {
+    fn heap(&self) -> usize {
+        0
+    }
+}
+
+/// What the lanes of one lab draw: its classified marks up to the instant shown.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneSource<'a> {
+    pub placed: &'a [Placed],
+    /// The instant shown: the window's right edge.
+    pub end_ms: u64,
+    pub zoom: Zoom,
+    /// The selected mark (index into `placed`), drawn highlighted.
+    pub selected: Option<usize>,
+    /// Predict, then reveal: violations drawn as plain events until the verdict is revealed.
+    pub hide_verdict: bool,
+    /// Columns by order of arrival, not lab time: a scripted clock stands still while a
+    /// scenario's steps happen, so time would pile the whole story into one column.
+    pub in_order: bool,
+}
+
+/// Where the lanes were drawn, for the mouse: which row is which lane, and the time scale.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LanesDrawn {
+    pub area: Rect,
+    /// Screen row → lane.
+    pub rows: Vec<(u16, Row)>,
+    /// Screen column of the first time column.
+    pub first_column: u16,
+    pub columns: u16,
+    /// The axis: lab milliseconds, or (in order) history entries.
+    pub start_ms: u64,
+    pub ms_per_column: u64,
+    pub in_order: bool,
+}
+
+impl LanesDrawn {
+    /// The span of the axis a screen cell covers, and its lane; `None` off the lanes.
+    pub fn hit(&self, column: u16, row: u16) -> Option<(Row, u64, u64)> {
+        let lane = self.rows.iter().find(|(r, _)| *r == row)?.1;
+        let offset = column.checked_sub(self.first_column)?;
+        if offset >= self.columns {
+            return None;
+        }
+        let from = self.start_ms + u64::from(offset) * self.ms_per_column;
+        Some((lane, from, from + self.ms_per_column))
+    }
+}
+
+fn styled(cell: Option<(Mark, usize)>, source: &LaneSource, theme: &Theme) -> Span<'static> {
+    match cell {
+        None => Span::styled("·", theme.border()),
+        Some((m, index)) => {
+            let mut style: Style = match m.severity {
+                Severity::Violation => theme.bad(),
+                Severity::Warn => theme.warn(),
+                Severity::Info => theme.dim(),
+                Severity::Notable => theme.accent(),
+                Severity::Event => m.stream.map_or(theme.good(), |s| theme.stream(s.0)),
+            };
+            if source.selected == Some(index) {
+                style = style.add_modifier(Modifier::REVERSED | Modifier::BOLD);
+            }
+            Span::styled(m.glyph.to_string(), style)
+        }
+    }
+}
+
+/// Writes `◂╳ fork 4.2 s` over the start of the fork's lane, where it is empty (else just
+/// `◂╳`): the fork scrolled off the left edge, and this says so and when.
+fn point_back(
+    cells: &mut [Span<'static>],
+    marks: &[Option<(Mark, usize)>],
+    fork: ForkOffScreen,
+    theme: &Theme,
+) {
+    let long = format!("◂{ORPHAN_EMIT} fork at {} ", span_words(fork.at_ms));
+    let short = format!("◂{ORPHAN_EMIT}");
+    let empty = marks.iter().take_while(|m| m.is_none()).count();
+    let text = if long.chars().count() <= empty {
+        long
+    } else {
+        short
+    };
+    for (cell, glyph) in cells.iter_mut().zip(text.chars()) {
+        *cell = Span::styled(glyph.to_string(), theme.bad());
+    }
+}
+
+/// `4.2 s`, `300 ms`: a window's width as a person reads it.
+fn span_words(ms: u64) -> String {
+    if ms >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    source: Option<LaneSource>,
+    theme: &Theme,
+) -> LanesDrawn {
+    // Without a timeline (hand-built snapshots), classify what the snapshot carries.
+    let own;
+    let source = match source {
+        Some(s) => s,
+        None => {
+            own = place_all(&snap.recent);
+            LaneSource {
+                placed: &own,
+                end_ms: snap.view.at.as_millis(),
+                zoom: Zoom::Follow,
+                selected: None,
+                hide_verdict: false,
+                in_order: snap.scripted,
+            }
+        }
+    };
+    let columns = (area.width as usize).saturating_sub(LABEL + 2).max(1);
+    let session = snap.view.client.as_ref().and_then(|c| c.session);
+    let in_order = source.in_order;
+    let first = source.placed.first().map(|p| p.coordinate(in_order));
+    let (start_ms, per) = if in_order {
+        // Every entry so far in the width (a scripted run is short), one per column at most.
+        let end = source.placed.last().map_or(0, |p| p.entry as u64);
+        window_in_order(first, end, columns)
+    } else {
+        window(first, source.end_ms, columns, source.zoom)
+    };
+    let grid = Grid {
+        start: start_ms,
+        per,
+        in_order,
+        hide_verdict: source.hide_verdict,
+    };
+    let mut lanes = build(source.placed, session, grid, columns);
+    // A stream that is live (or orphaned, still taking emits) keeps its lane while it is quiet:
+    // a lane that vanished would read as a stream that ended.
+    let open = snap
+        .view
+        .sessions
+        .iter()
+        .filter(|s| Some(s.id) == session)
+        .flat_map(|s| &s.streams)
+        .filter(|s| matches!(s.state, StreamState::Live | StreamState::Orphaned { .. }));
+    for stream in open {
+        lanes
+            .streams
+            .entry(stream.id)
+            .or_insert_with(|| vec![None; columns]);
+    }
+    // The fork stays in view: once its first orphan emit has scrolled off the left edge, its
+    // lane is kept and says where it went (unless the verdict is hidden).
+    let fork = first_fork_before(source.placed, session, start_ms, in_order)
+        .filter(|_| !source.hide_verdict);
+    if let Some(f) = fork {
+        lanes
+            .streams
+            .entry(f.stream)
+            .or_insert_with(|| vec![None; columns]);
+    }
+    let inner = (area.height as usize).saturating_sub(2);
+    let room = inner.saturating_sub(1).clamp(1, MAX_STREAM_LANES);
+    let legend = inner > room.min(lanes.streams.len().max(1)) + 1;
+    let mut lines = Vec::new();
+    let mut rows = Vec::new();
+    // Lanes with a violation first, then the newest; shown in stream order.
+    let mut shown: Vec<_> = lanes.streams.iter().collect();
+    let violates = |id: &StreamId, marks: &Vec<Option<(Mark, usize)>>| {
+        fork.is_some_and(|f| f.stream == *id)
+            || marks
+                .iter()
+                .flatten()
+                .any(|(m, _)| m.severity == Severity::Violation)
+    };
+    shown.sort_by_key(|(id, marks)| {
+        (
+            std::cmp::Reverse(violates(id, marks)),
+            std::cmp::Reverse(**id),
+        )
+    });
+    shown.truncate(room);
+    shown.sort_by_key(|(id, _)| **id);
+    let top = area.y + 1;
+    // The selected mark's lane is pointed at from its label, and its column from the border
+    // below: visible without colour, unlike the highlight alone.
+    let holds_selected = |marks: &[Option<(Mark, usize)>]| {
+        source
+            .selected
+            .and_then(|sel| marks.iter().position(|c| c.is_some_and(|(_, i)| i == sel)))
+    };
+    let mut selected_column = None;
+    let label = |name: String, pointed: bool| {
+        let pointer = if pointed { "›" } else { " " };
+        format!("{name:<width$}{pointer}", width = LABEL - 1)
+    };
+    for (stream, marks) in shown {
+        let pointed = holds_selected(marks);
+        selected_column = selected_column.or(pointed);
+        let mut spans = vec![Span::styled(
+            label(stream.to_string(), pointed.is_some()),
+            theme.stream(stream.0),
+        )];
+        let mut cells: Vec<Span> = marks.iter().map(|m| styled(*m, &source, theme)).collect();
+        // Only while no orphan emit of its lane is in view: then the fork is on screen.
+        let in_view = marks.iter().flatten().any(|(m, _)| m.glyph == ORPHAN_EMIT);
+        if let Some(f) = fork.filter(|f| f.stream == *stream && !in_view) {
+            point_back(&mut cells, marks, f, theme);
+        }
+        spans.extend(cells);
+        rows.push((top + lines.len() as u16, Row::Stream(*stream)));
+        lines.push(Line::from(spans));
+    }
+    if lanes.streams.is_empty() {
+        lines.push(Line::styled("no events yet", theme.dim()));
+    }
+    let pointed = holds_selected(&lanes.client);
+    selected_column = selected_column.or(pointed);
+    let mut client = vec![Span::styled(
+        label("client".to_owned(), pointed.is_some()),
+        theme.title(),
+    )];
+    client.extend(lanes.client.iter().map(|m| styled(*m, &source, theme)));
+    rows.push((top + lines.len() as u16, Row::Client));
+    lines.push(Line::from(client));
+    if legend {
+        let scale = match (in_order, source.zoom) {
+            (true, _) => " in order (scripted clock)",
+            (false, Zoom::Follow) => "",
+            (false, Zoom::WholeRun) => " (whole run, z)",
+        };
+        let mut legend = format!(
+            "{:<width$}← {}{scale} ·",
+            "",
+            if in_order {
+                format!("{} records", columns as u64 * per)
+            } else {
+                span_words(columns as u64 * per)
+            },
+            width = LABEL
+        );
+        // Whole entries only, as many as fit: a glyph without its word explains nothing.
+        let room = usize::from(area.width.saturating_sub(2));
+        const MORE: &str = " … ? help";
+        for (i, (glyph, word)) in LEGEND.iter().enumerate() {
+            let entry = format!("{glyph} {word}");
+            // Room for this entry, and for the pointer to help unless it is the last.
+            let tail = if i + 1 < LEGEND.len() {
+                MORE.chars().count()
+            } else {
+                0
+            };
+            if legend.chars().count() + 1 + entry.chars().count() + tail > room {
+                if legend.chars().count() + MORE.chars().count() <= room {
+                    legend.push_str(MORE);
+                }
+                break;
+            }
+            legend.push(' ');
+            legend.push_str(&entry);
+        }
+        lines.push(Line::styled(legend, theme.dim()));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block("lanes", theme)), area);
+    if let Some(column) = selected_column {
+        let x = area.x + 1 + LABEL as u16 + column as u16;
+        let y = area.bottom().saturating_sub(1);
+        if x < area.right().saturating_sub(1) && area.height >= 2 {
+            frame.buffer_mut()[(x, y)]
+                .set_symbol("▲")
+                .set_style(theme.accent());
+        }
+    }
+    LanesDrawn {
+        area,
+        rows,
+        first_column: area.x + 1 + LABEL as u16,
+        columns: columns as u16,
+        start_ms,
+        ms_per_column: per,
+        in_order,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forkscope_core::sim::Sim;
+    use forkscope_core::{LabConfig, Policy};
+
+    /// A live stream with nothing to say for longer than the lanes' span keeps its lane.
+    #[test]
+    fn a_live_but_quiet_stream_keeps_its_lane() {
+        let mut sim = Sim::new(LabConfig::default(), Policy::Fenced, 1).unwrap();
+        sim.start();
+        sim.deliver_all();
+        sim.advance(120_000);
+        let snap = crate::lab::Snapshot::from_sim(&sim, Vec::new());
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 8)).unwrap();
+        terminal
+            .draw(|frame| {
+                render(frame, frame.area(), &snap, None, &Theme::from_env());
+            })
+            .unwrap();
+        let screen = terminal.backend().to_string();
+        assert!(screen.contains("│s1 "), "{screen}");
+    }
+
+    #[test]
+    fn a_click_maps_to_its_lane_and_time() {
+        let drawn = LanesDrawn {
+            area: Rect::new(0, 0, 30, 6),
+            rows: vec![(1, Row::Stream(StreamId(1))), (2, Row::Client)],
+            first_column: 9,
+            columns: 19,
+            start_ms: 1000,
+            ms_per_column: 10,
+            in_order: false,
+        };
+        assert_eq!(
+            drawn.hit(9, 1),
+            Some((Row::Stream(StreamId(1)), 1000, 1010))
+        );
+        assert_eq!(drawn.hit(12, 2), Some((Row::Client, 1030, 1040)));
+        assert_eq!(drawn.hit(3, 2), None, "the label column");
+        assert_eq!(drawn.hit(12, 4), None, "below the lanes");
+    }
+}

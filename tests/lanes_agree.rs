@@ -1,0 +1,198 @@
+//! The lanes and the verdict tell one story. Every shipped scenario is played under both
+//! policies over real sockets, headless, as `forkscope run` plays it; the dashboard's track
+//! copies the run's history and turns it into lane marks, as it does on screen. Then every
+//! anomaly the checker reported has its mark in the lanes, and every mark that says something
+//! went wrong stands for an anomaly the checker reported.
+
+use forkscope::lab::Lab;
+use forkscope::scenario::player::{drive, lab_options, new_run, settle};
+use forkscope::scenario::{self, Scenario};
+use forkscope::tui::panes::lanes::{self, ORPHAN_EMIT, Placed, Severity};
+use forkscope::tui::timeline::Track;
+use forkscope_core::history::{Anomaly, AnomalyKind};
+use forkscope_core::sim::Sim;
+use forkscope_core::{LabConfig, Policy};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn shipped() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+    files.sort();
+    files
+}
+
+/// Where the lanes and the checker disagree, each in a sentence: an anomaly without its mark,
+/// an anomaly mark without its anomaly, a red mark that stands for nothing. Anomalies and
+/// marks are matched by lab time and kind.
+fn disagreements(anomalies: &[Anomaly], placed: &[Placed]) -> Vec<String> {
+    let reported: BTreeSet<(u64, AnomalyKind)> = anomalies
+        .iter()
+        .map(|a| (a.at().as_millis(), a.kind()))
+        .collect();
+    let mut said = Vec::new();
+    let mut marked = BTreeSet::new();
+    for p in placed {
+        if p.mark.severity == Severity::Violation && p.mark.anomalies.is_empty() {
+            said.push(format!(
+                "the lanes draw a red {} at {} ms for entry {} that stands for no anomaly",
+                p.mark.glyph, p.at_ms, p.entry
+            ));
+        }
+        marked.extend(p.mark.anomalies.iter().map(|kind| (p.at_ms, kind)));
+    }
+    for (at, kind) in reported.difference(&marked) {
+        said.push(format!(
+            "the checker reported {kind} at {at} ms; the lanes have no mark for it"
+        ));
+    }
+    for (at, kind) in marked.difference(&reported) {
+        said.push(format!(
+            "the lanes mark {kind} at {at} ms; the checker reported none"
+        ));
+    }
+    said
+}
+
+/// What one play of a scenario left: the checker's anomalies and the lanes' marks.
+struct Played {
+    anomalies: Vec<Anomaly>,
+    marks: Vec<Placed>,
+    /// The play stopped early (a wait the other policy never reaches): what ran is still judged.
+    stopped: Option<String>,
+}
+
+async fn play(scenario: &Scenario, policy: Policy) -> Option<Played> {
+    // A configuration the lab refuses under this policy plays nothing.
+    scenario.config.validate(policy).ok()?;
+    let lab = Lab::start(lab_options(scenario, policy)).await.unwrap();
+    let mut runs = [new_run(policy)];
+    let stopped = drive(&[&lab], scenario, &mut runs, &mut |_, _| {})
+        .await
+        .err()
+        .map(|e| e.to_string());
+    settle(&lab).await;
+    let mut track = Track::with_share(usize::MAX);
+    let anomalies = {
+        let core = lab.core();
+        track.sync(&core.history);
+        let checker = core.history.checker();
+        let reported: u64 = core.history.verdict().counts.values().sum();
+        assert_eq!(
+            checker.anomalies().len() as u64,
+            reported,
+            "every anomaly is kept in full"
+        );
+        checker.anomalies().to_vec()
+    };
+    lab.stop().await;
+    assert_eq!(track.missed, 0, "the track copied every entry");
+    let (marks, _) = track.placed_until(track.ends().1);
+    Some(Played {
+        anomalies,
+        marks: marks.to_vec(),
+        stopped,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lanes_mark_exactly_the_anomalies_the_checker_reports_in_every_scenario() {
+    let mut wrong = Vec::new();
+    let mut judged = BTreeSet::new();
+    let files = shipped();
+    assert!(files.len() >= 10, "{files:?}");
+    for file in files {
+        let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        for policy in [Policy::Fenced, Policy::Naive] {
+            let Some(played) = play(&s, policy).await else {
+                continue;
+            };
+            if let Some(why) = &played.stopped {
+                eprintln!("{name} under {policy} stopped early: {why}");
+            }
+            judged.extend(played.anomalies.iter().map(Anomaly::kind));
+            wrong.extend(
+                disagreements(&played.anomalies, &played.marks)
+                    .into_iter()
+                    .map(|d| format!("{name} under {policy}: {d}")),
+            );
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Between them the scenarios show every kind of anomaly: each kind was compared.
+    for kind in <AnomalyKind as strum::IntoEnumIterator>::iter() {
+        assert!(judged.contains(&kind), "no scenario showed a {kind}");
+    }
+}
+
+/// The seed incident in the Sim: naive forks, and the client applies the replay again.
+fn forked() -> Sim {
+    let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
+    sim.start();
+    sim.emit_background();
+    sim.deliver_all();
+    sim.advance(200);
+    sim.drop_connection();
+    sim.strip_token();
+    sim.reconnect(true);
+    sim.deliver_all();
+    sim.advance(200);
+    sim.emit_background();
+    sim
+}
+
+/// The comparison can fail: a mark the checker did not make, an anomaly the lanes lost, and a
+/// red mark drawn by a rule of the view's own are each found.
+#[test]
+fn the_comparison_finds_a_mark_without_its_anomaly_and_an_anomaly_without_its_mark() {
+    let sim = forked();
+    let entries: Vec<_> = sim.history().recent().iter().cloned().collect();
+    let anomalies = sim.history().checker().anomalies().to_vec();
+    let marks = lanes::place_all(&entries);
+    assert!(disagreements(&anomalies, &marks).is_empty());
+    let fork = marks
+        .iter()
+        .position(|p| p.mark.stands_for(AnomalyKind::Fork))
+        .expect("the fork has its mark");
+
+    // A fork drawn where the checker saw none.
+    let mut extra = marks.clone();
+    extra.push(Placed {
+        at_ms: marks[fork].at_ms + 1,
+        ..marks[fork]
+    });
+    let said = disagreements(&anomalies, &extra);
+    assert!(
+        said.iter().any(|d| d.contains("the lanes mark fork")),
+        "{said:?}"
+    );
+
+    // The checker's fork with no mark.
+    let mut missing = marks.clone();
+    missing.remove(fork);
+    let said = disagreements(&anomalies, &missing);
+    assert!(
+        said.iter()
+            .any(|d| d.contains("reported fork") && d.contains("no mark")),
+        "{said:?}"
+    );
+
+    // A view judging on its own: an ordinary emit painted as an orphan emit.
+    let mut judged = marks.clone();
+    let emit = judged
+        .iter()
+        .position(|p| p.mark.glyph == '●')
+        .expect("an ordinary emit");
+    judged[emit].mark.glyph = ORPHAN_EMIT;
+    judged[emit].mark.severity = Severity::Violation;
+    let said = disagreements(&anomalies, &judged);
+    assert!(
+        said.iter().any(|d| d.contains("stands for no anomaly")),
+        "{said:?}"
+    );
+}
