@@ -2,8 +2,8 @@
 //! moves when the script says so, then judges the run against the file's expectations.
 
 use super::format::{Expect, Scenario, StepKind, WaitFor};
+use crate::lab::Core;
 use crate::lab::{Lab, LabError, LabOptions, NotReached, Outcome, ProbeResult};
-use crate::wire::Core;
 use forkscope_core::client::Phase;
 use forkscope_core::client::RequestPhase;
 use forkscope_core::history::Counters;
@@ -296,7 +296,7 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
         config: scenario.config,
         background: scenario
             .background_every_ms
-            .map(crate::wire::server::EmitRate::every_ms),
+            .map(crate::lab::EmitRate::every_ms),
         start_paused: true,
         tool_steps: scenario.tool.map_or(defaults.tool_steps, |t| t.steps),
         tool_delay_ms: scenario.tool.map_or(defaults.tool_delay_ms, |t| t.delay_ms),
