@@ -75,8 +75,15 @@ struct Outside {
     log: u64,
     /// A scenario's progress: steps done, finished, stopped, paused.
     playback: Option<(usize, bool, bool, bool)>,
-    /// A check's progress: depth and states, results, failed.
-    proof: Option<(Option<(usize, u64)>, usize, bool)>,
+    proof: Option<ProofSeen>,
+}
+
+/// A check's progress: the level reached (depth, states), results, whether it failed.
+#[derive(Debug, PartialEq)]
+struct ProofSeen {
+    progress: Option<(usize, u64)>,
+    results: usize,
+    failed: bool,
 }
 
 /// What the screen shows of one lab's changes.
@@ -309,7 +316,11 @@ impl App {
             proof: match &self.overlay {
                 Some(Overlay::Proof(p)) => {
                     let view = p.view();
-                    Some((view.progress, view.results.len(), view.error.is_some()))
+                    Some(ProofSeen {
+                        progress: view.progress,
+                        results: view.results.len(),
+                        failed: view.error.is_some(),
+                    })
                 }
                 _ => None,
             },

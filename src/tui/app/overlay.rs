@@ -24,7 +24,7 @@ pub(super) enum Overlay {
     },
     Picker(Picker),
     Proof(Proof),
-    Knobs(Knobs),
+    Knobs(Box<Knobs>),
 }
 
 /// The scenario files `p` lists, each loaded (or why it does not load).
@@ -232,7 +232,7 @@ impl App {
                 differ.join("; ")
             ));
         }
-        self.open(Overlay::Knobs(knobs));
+        self.open(Overlay::Knobs(Box::new(knobs)));
     }
 
     fn knobs(&mut self) -> Option<&mut Knobs> {
