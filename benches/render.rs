@@ -37,26 +37,7 @@ fn frame(c: &mut Criterion, name: &str, panels: &[Snapshot], width: u16, height:
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     c.bench_function(name, |b| {
         b.iter(|| {
-            let screen = Screen {
-                panels,
-                log: &[],
-                help: false,
-                help_scroll: 0,
-                status: None,
-                theme,
-                narration: None,
-                picker: None,
-                proof: None,
-                evidence: None,
-                lanes: &[],
-                travel: None,
-                reach: None,
-                event: None,
-                present: false,
-                hide_verdict: false,
-                knobs: None,
-                explained: None,
-            };
+            let screen = Screen::of(panels, theme);
             terminal
                 .draw(|f| {
                     draw(f, black_box(&screen));

@@ -139,6 +139,7 @@ async fn bench() {
             app.handle(char('h')).await;
             expired = true;
         }
+        app.tick();
         app.draw(&mut terminal).unwrap();
         frames += 1;
         most_kept = most_kept.max(app.kept_bytes());

@@ -672,7 +672,13 @@ fn record(
         Which::Both => vec![Policy::Naive, Policy::Fenced],
     };
     let recorded = runtime().block_on(forkscope::record::record_scenario(
-        &s, &policies, out, format, size.0, size.1,
+        &s,
+        &policies,
+        out,
+        format,
+        size.0,
+        size.1,
+        forkscope::tui::ui::draw_still,
     ));
     match recorded {
         Ok(verdicts) => {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{code, key};
+use common::{code, frame, key, until};
 use forkscope::lab::{LabOptions, Snapshot};
 use forkscope::tui::Start;
 use forkscope::tui::app::App;
@@ -27,29 +27,6 @@ async fn dashboard(policy: Policy) -> App {
     App::new(start, LogRing::default())
         .await
         .expect("the lab starts")
-}
-
-/// Draws frames until `ready` holds for the labs' snapshots (a guard of 30 s against a hang).
-async fn until(
-    app: &mut App,
-    terminal: &mut Terminal<TestBackend>,
-    what: &str,
-    ready: impl Fn(&[Snapshot]) -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        app.draw(terminal).unwrap();
-        let snaps: Vec<Snapshot> = app.labs().iter().map(|l| l.snapshot()).collect();
-        if ready(&snaps) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not reached: {what}\n{}",
-            terminal.backend()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn applied(snaps: &[Snapshot]) -> u64 {
@@ -92,7 +69,7 @@ async fn three_keys_fork_the_lab_and_time_travel_finds_the_violation() {
     let mut app = dashboard(Policy::Fenced).await;
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     fork_by_keys(&mut app, &mut terminal).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let live = screen(&terminal);
     assert!(live.contains("NAIVE") && live.contains("FORK"), "{live}");
     assert_eq!(app.travelling(), None);
@@ -101,7 +78,7 @@ async fn three_keys_fork_the_lab_and_time_travel_finds_the_violation() {
     app.handle(key('v')).await;
     let (moment, moments) = app.travelling().expect("travelling");
     assert!(moment < moments, "{moment} of {moments}");
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let past = screen(&terminal);
     assert!(past.contains("TIME TRAVEL"), "{past}");
     assert!(
@@ -110,7 +87,7 @@ async fn three_keys_fork_the_lab_and_time_travel_finds_the_violation() {
     );
     // One change further back there was no fork yet.
     app.handle(code(KeyCode::Left)).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let before = screen(&terminal);
     assert!(!before.contains("verdict FORK"), "{before}");
     // The lab was paused for the journey; End returns to live and lab time runs again.
@@ -118,7 +95,7 @@ async fn three_keys_fork_the_lab_and_time_travel_finds_the_violation() {
     app.handle(code(KeyCode::End)).await;
     assert_eq!(app.travelling(), None);
     assert!(!app.labs()[0].clock().paused());
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     assert!(!screen(&terminal).contains("TIME TRAVEL"));
     app.stop().await;
 }
@@ -145,7 +122,7 @@ async fn decisions_are_steps_of_their_own() {
         stops.push(at(&app));
     }
     assert!(!stops.is_empty(), "the fork's reconnect is a decision");
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     assert!(
         screen(&terminal).contains("no decision that way"),
         "{}",
@@ -176,7 +153,7 @@ async fn a_selected_event_says_what_the_client_believed_and_what_was_true() {
     let mut text = String::new();
     for _ in 0..10 {
         app.handle(key(',')).await;
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         text = screen(&terminal);
         if text.contains("payload") {
             break;
@@ -189,7 +166,7 @@ async fn a_selected_event_says_what_the_client_believed_and_what_was_true() {
     let mut seen_duplicate = false;
     for _ in 0..40 {
         app.handle(key(',')).await;
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         if screen(&terminal).contains("believing it new") {
             seen_duplicate = true;
             break;
@@ -198,7 +175,7 @@ async fn a_selected_event_says_what_the_client_believed_and_what_was_true() {
     assert!(seen_duplicate, "{}", screen(&terminal));
     // Esc clears the selection first; the card goes.
     app.handle(code(KeyCode::Esc)).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     assert!(!screen(&terminal).contains("selected event"));
     assert!(app.travelling().is_some());
     app.stop().await;
@@ -211,7 +188,7 @@ async fn a_click_on_an_orphan_emit_explains_the_fork() {
     fork_by_keys(&mut app, &mut terminal).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let (x, y) = loop {
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         let buffer = terminal.backend().buffer().clone();
         let found = (0..buffer.area.height).find_map(|y| {
             (0..buffer.area.width)
@@ -231,7 +208,7 @@ async fn a_click_on_an_orphan_emit_explains_the_fork() {
     // Freeze the screen first so the cell stays where it was drawn.
     app.handle(code(KeyCode::Left)).await;
     app.handle(code(KeyCode::Right)).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let buffer = terminal.backend().buffer().clone();
     let (x, y) = (0..buffer.area.width)
         .find(|x| buffer[(*x, y)].symbol() == "╳")
@@ -243,7 +220,7 @@ async fn a_click_on_an_orphan_emit_explains_the_fork() {
         modifiers: KeyModifiers::NONE,
     }))
     .await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let text = screen(&terminal);
     assert!(text.contains("selected event"), "{text}");
     assert!(text.contains("orphan still receiving: a FORK"), "{text}");
@@ -257,7 +234,7 @@ async fn presenter_mode_hides_the_verdict_until_revealed() {
     app.handle(key('f')).await;
     app.handle(key('V')).await;
     fork_by_keys(&mut app, &mut terminal).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let hidden = screen(&terminal);
     assert!(hidden.contains("VERDICT HIDDEN"), "{hidden}");
     assert!(!hidden.contains("FORK"), "{hidden}");
@@ -280,7 +257,7 @@ async fn presenter_mode_hides_the_verdict_until_revealed() {
         "presenter mode drops the http pane: {hidden}"
     );
     app.handle(key('V')).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let revealed = screen(&terminal);
     assert!(revealed.contains("FORK"), "{revealed}");
     assert!(
@@ -297,7 +274,7 @@ async fn both_lanes_of_the_fork_show_at_60x20_and_in_compare_mode_at_80x24() {
     let mut app = dashboard(Policy::Fenced).await;
     let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
     fork_by_keys(&mut app, &mut terminal).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let small = screen(&terminal);
     assert!(
         small.contains("│s1 ") && small.contains("│s2 "),
@@ -317,7 +294,7 @@ async fn both_lanes_of_the_fork_show_at_60x20_and_in_compare_mode_at_80x24() {
     until(&mut app, &mut terminal, "naive forks", forked).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         let text = screen(&terminal);
         if text.matches("│s2 ").count() >= 1 && text.contains("│s1 ") {
             break;
@@ -337,13 +314,13 @@ async fn a_paused_dashboard_in_the_past_has_nothing_new_to_draw() {
     })
     .await;
     app.handle(code(KeyCode::Left)).await;
-    app.draw(&mut terminal).unwrap();
-    let before = app.fingerprint();
+    frame(&mut app, &mut terminal);
     // The background emitter would have fired several times by now were lab time running.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
     while tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(app.fingerprint(), before, "the screen would change");
+        app.tick();
+        assert!(!app.needs_draw(), "the screen would change");
     }
     app.stop().await;
 }
@@ -352,7 +329,7 @@ async fn a_paused_dashboard_in_the_past_has_nothing_new_to_draw() {
 async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five() {
     let mut app = dashboard(Policy::Fenced).await;
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let grace = |app: &App| app.labs()[0].core().server.config().grace_ms;
     assert_eq!(grace(&app), 5_000);
     // k, then → on the grace window until it reaches the retry budget (15 s): refused.
@@ -360,7 +337,7 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
     for _ in 0..5 {
         app.handle(code(KeyCode::Right)).await;
     }
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let card = screen(&terminal);
     assert!(card.contains("5000 → 15000"), "{card}");
     assert!(
@@ -368,7 +345,7 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
         "{card}"
     );
     app.handle(code(KeyCode::Enter)).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let refused = screen(&terminal);
     assert!(refused.contains("refused: fenced"), "{refused}");
     assert_eq!(grace(&app), 5_000, "a refused change changes nothing");
@@ -376,13 +353,13 @@ async fn knobs_turn_the_running_lab_and_fenced_refuses_a_broken_condition_five()
     app.handle(code(KeyCode::Left)).await;
     app.handle(code(KeyCode::Enter)).await;
     assert_eq!(grace(&app), 14_000);
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let applied = screen(&terminal);
     assert!(applied.contains("✓ applied · Esc closes"), "{applied}");
     // Enter, Esc (a habit) closes the card and leaves the dashboard running.
     app.handle(code(KeyCode::Esc)).await;
     assert!(!app.quitting());
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let after = screen(&terminal);
     assert!(!after.contains("knobs ·"), "the card closes: {after}");
     assert!(after.contains("grace 14000 ms < retry budget"), "{after}");
@@ -420,7 +397,7 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
     fork_by_keys(&mut app, &mut terminal).await;
     app.handle(key('w')).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let saved = dir.join("forkscope-saved-1.toml");
     assert!(
         screen(&terminal).contains("forkscope-saved-1.toml"),
@@ -459,7 +436,7 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     let mut app = dashboard(Policy::Fenced).await;
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
     app.handle(key('?')).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let top = screen(&terminal);
     assert!(top.contains("help · ↑↓ scroll"), "{top}");
     // One column at 80: every key's words on its own line, none wrapped to the border.
@@ -470,7 +447,7 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     for _ in 0..100 {
         app.handle(code(KeyCode::Down)).await;
     }
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let bottom = screen(&terminal);
     // At the end: the five conditions, each with what it means.
     assert!(bottom.contains("the five conditions"), "{bottom}");
@@ -481,7 +458,7 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     // Back up: the glossary, and every key on the way.
     let (mut glossary, mut knobs) = (false, false);
     for _ in 0..100 {
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         let shown = screen(&terminal);
         glossary |= shown.contains("CURSOR BACK the client's cursor moved backwards")
             && shown.contains("the lab time the lanes span");
@@ -496,11 +473,11 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     assert!(!app.quitting(), "Esc closes the help first");
     // Below 60×20 the screen asks to be enlarged, and keys other than quit wait for it.
     let mut tiny = Terminal::new(TestBackend::new(40, 10)).unwrap();
-    app.draw(&mut tiny).unwrap();
+    frame(&mut app, &mut tiny);
     assert!(screen(&tiny).contains("enlarge the terminal"));
     app.handle(key('k')).await;
     app.handle(key('?')).await;
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let back = screen(&terminal);
     assert!(
         !back.contains("knobs ·") && !back.contains("help ·"),
@@ -532,7 +509,7 @@ async fn in_compare_mode_naive_takes_a_knob_that_fenced_refuses_and_the_card_say
         vec![(Policy::Naive, 15_000), (Policy::Fenced, 5_000)],
         "naive runs a broken condition 5; fenced refuses it"
     );
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     let card = screen(&terminal);
     assert!(card.contains("naive took it · refused: fenced:"), "{card}");
     app.stop().await;
@@ -543,7 +520,7 @@ async fn the_key_line_fits_every_width_and_always_ends_with_the_way_out() {
     let mut app = dashboard(Policy::Fenced).await;
     for (w, h) in [(60, 20), (80, 24), (100, 30), (120, 40), (200, 50)] {
         let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         let buffer = terminal.backend().buffer();
         let last: String = (0..w)
             .map(|x| buffer[(x, h - 1)].symbol().to_owned())
@@ -570,7 +547,7 @@ async fn restart_keeps_the_policy_in_force() {
     .await;
     app.handle(key('n')).await;
     assert_eq!(app.labs()[0].policy(), Policy::Fenced);
-    app.draw(&mut terminal).unwrap();
+    frame(&mut app, &mut terminal);
     assert!(
         screen(&terminal).contains("switch back to fenced"),
         "n says what it did: {}",
@@ -692,7 +669,7 @@ async fn a_long_run_says_how_far_back_travel_reaches_at_every_size() {
     assert_eq!(app.travelling().map(|(at, _)| at), Some(0));
     for (width, height) in [(60, 20), (80, 24), (100, 30)] {
         terminal.backend_mut().resize(width, height);
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         let line = header(&terminal);
         assert!(line.contains("⏪"), "{width}×{height}: {line}");
         let back = seconds_after(&line, "back to ").expect("the reach is shown");
@@ -727,7 +704,7 @@ async fn a_long_run_says_how_far_back_travel_reaches_at_every_size() {
     app.handle(code(KeyCode::End)).await;
     for (width, height) in [(60, 20), (80, 24), (100, 30)] {
         terminal.backend_mut().resize(width, height);
-        app.draw(&mut terminal).unwrap();
+        frame(&mut app, &mut terminal);
         let line = header(&terminal);
         assert!(
             seconds_after(&line, "back to ").is_some(),

@@ -3,6 +3,7 @@
 
 use forkscope::record::{Format, record_scenario};
 use forkscope::scenario;
+use forkscope::tui::ui::draw_still;
 use forkscope_core::Policy;
 use std::path::Path;
 
@@ -59,9 +60,17 @@ async fn a_recording_of_the_naive_incident_ends_on_the_fork_and_marks_it() {
         scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-incident.toml"))
             .unwrap();
     let path = std::env::temp_dir().join(format!("forkscope-test-{}.cast", std::process::id()));
-    record_scenario(&seed, &[Policy::Naive], &path, Format::Cast, 100, 30)
-        .await
-        .unwrap();
+    record_scenario(
+        &seed,
+        &[Policy::Naive],
+        &path,
+        Format::Cast,
+        100,
+        30,
+        draw_still,
+    )
+    .await
+    .unwrap();
     let cast = read_cast(&path);
     assert!(times_never_go_back(&cast));
     let screen = final_screen(&cast);
@@ -114,9 +123,17 @@ async fn a_recording_names_the_policy_a_scenario_switched_to() {
     let text = "name = \"switch\"\nteaches = \"n\"\npolicy = \"fenced\"\n[[step]]\naction = \"toggle_naive\"\n[[step]]\nadvance_ms = 100\n";
     let switched = scenario::format::parse(text, Path::new("switch.toml")).unwrap();
     let path = std::env::temp_dir().join(format!("forkscope-switch-{}.cast", std::process::id()));
-    let verdicts = record_scenario(&switched, &[Policy::Fenced], &path, Format::Cast, 100, 30)
-        .await
-        .unwrap();
+    let verdicts = record_scenario(
+        &switched,
+        &[Policy::Fenced],
+        &path,
+        Format::Cast,
+        100,
+        30,
+        draw_still,
+    )
+    .await
+    .unwrap();
     std::fs::remove_file(&path).unwrap();
     assert_eq!(verdicts.len(), 1);
     assert!(verdicts[0].starts_with("fenced → naive: "), "{verdicts:?}");

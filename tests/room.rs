@@ -6,13 +6,10 @@
 
 mod common;
 
-use common::{code, key};
-use forkscope::lab::{LabOptions, Snapshot};
-use forkscope::tui::Start;
+use common::{code, frame, key, seed};
+use forkscope::lab::Snapshot;
 use forkscope::tui::app::App;
-use forkscope::tui::log::LogRing;
 use forkscope::tui::panes::lanes::ORPHAN_EMIT;
-use forkscope_core::client::Phase;
 use forkscope_core::{AnomalyKind, Policy};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -21,112 +18,9 @@ use std::time::Duration;
 
 const SIZES: [(u16, u16); 3] = [(60, 20), (80, 24), (100, 30)];
 
-async fn until(
-    app: &mut App,
-    terminal: &mut Terminal<TestBackend>,
-    what: &str,
-    ready: impl Fn(&Snapshot) -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        app.draw(terminal).unwrap();
-        if app.labs().iter().all(|l| ready(&l.snapshot())) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not reached: {what}\n{}",
-            terminal.backend()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn applied(s: &Snapshot) -> u64 {
-    s.view.client.as_ref().map_or(0, |c| c.applied)
-}
-
-fn decisions(s: &Snapshot) -> u64 {
-    let c = &s.view.counters;
-    c.resumes_accepted + c.rejected_total() + c.new_streams_flagged + c.new_streams_silent
-}
-
-/// The seed incident by keys on a paused clock: three events (a step of lab time after each),
-/// `t` strips the token, `d` drops the connection, `c` reconnects without waiting for the
-/// backoff, and lab time runs on to the background emitter's first event. Naive forks;
-/// fenced resumes by the key in the event id.
-async fn seed(policy: Policy, present: bool, compare: bool) -> (App, Terminal<TestBackend>) {
-    let start = Start {
-        options: LabOptions {
-            policy,
-            start_paused: true,
-            ..LabOptions::default()
-        },
-        present,
-        ..Start::default()
-    };
-    let mut app = App::new(start, LogRing::default())
-        .await
-        .expect("the lab starts");
-    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
-    if compare {
-        app.handle(key('m')).await;
-    }
-    until(&mut app, &mut terminal, "connected", |s| {
-        s.view
-            .client
-            .as_ref()
-            .is_some_and(|c| c.phase == Phase::Connected)
-    })
-    .await;
-    for n in 1..=3 {
-        app.handle(key('e')).await;
-        until(&mut app, &mut terminal, "applied", |s| applied(s) >= n).await;
-        app.handle(key('s')).await;
-    }
-    app.handle(key('t')).await;
-    app.handle(key('d')).await;
-    until(&mut app, &mut terminal, "reconnecting", |s| {
-        s.view
-            .client
-            .as_ref()
-            .is_some_and(|c| matches!(c.phase, Phase::Reconnecting { .. }))
-    })
-    .await;
-    // The stream opened at the start was a decision too: wait for the one after it.
-    let before = decisions(&app.labs()[0].snapshot());
-    app.handle(key('c')).await;
-    // The decision, and the client's record of the exchange (stamped when it lands).
-    until(&mut app, &mut terminal, "the server's decision", |s| {
-        decisions(s) > before && s.exchanges.iter().filter(|e| e.method == "GET").count() >= 2
-    })
-    .await;
-    // Lab time to 0.7 s, where the background emitter writes to the stream it was given: the
-    // orphan under naive (the fork), the resumed stream under fenced.
-    for _ in 0..4 {
-        app.handle(key('s')).await;
-    }
-    until(
-        &mut app,
-        &mut terminal,
-        "the background emit judged",
-        |s| match s.view.policy {
-            Policy::Naive => {
-                s.view.verdict.count(AnomalyKind::Fork) >= 1
-                    && s.view.verdict.count(AnomalyKind::Duplicate) >= 3
-            }
-            Policy::Fenced => applied(s) >= 4 && s.view.counters.resumes_accepted >= 1,
-        },
-    )
-    .await;
-    // A frame of the final state: time travel keeps what the screen showed.
-    app.draw(&mut terminal).unwrap();
-    (app, terminal)
-}
-
 fn draw(app: &mut App, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    app.draw(&mut terminal).unwrap();
+    frame(app, &mut terminal);
     terminal.backend().to_string()
 }
 

@@ -5,6 +5,7 @@
 use forkscope::record::svg::{CELL_HEIGHT, CELL_WIDTH, PADDING};
 use forkscope::record::{Format, record_scenario};
 use forkscope::scenario;
+use forkscope::tui::ui::draw_still;
 use forkscope_core::Policy;
 use roxmltree::{Document, Node};
 use std::path::{Path, PathBuf};
@@ -78,9 +79,17 @@ fn assert_root_fits(doc: &Document) {
 /// The seed incident under naive, recorded as `format` into a temporary `name`; its text.
 async fn recorded(name: &str, format: Format) -> String {
     let path = temp(name);
-    record_scenario(&seed(), &[Policy::Naive], &path, format, WIDTH, HEIGHT)
-        .await
-        .unwrap();
+    record_scenario(
+        &seed(),
+        &[Policy::Naive],
+        &path,
+        format,
+        WIDTH,
+        HEIGHT,
+        draw_still,
+    )
+    .await
+    .unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).ok();
     text

@@ -4,17 +4,20 @@
 pub mod action;
 pub mod exchanges;
 
+/// What a lab holds under its lock (server, client, history) and its emitter's rate: the
+/// lab's own vocabulary, so the screen and the scenarios never reach into the wire for them.
+pub use crate::wire::Core;
+pub use forkscope_core::EmitRate;
 pub use action::Action;
 pub use exchanges::{Exchange, Exchanges};
 
 use crate::clock::LabClock;
+use crate::wire::Shared;
 use crate::wire::client::LabClient;
 use crate::wire::headers::MODELLED_REVISION;
 use crate::wire::mcp;
 use crate::wire::proxy::{Fault, Proxy};
 use crate::wire::server::{self, RunningServer, ServeOptions};
-use crate::wire::{Core, Shared};
-use forkscope_core::EmitRate;
 use forkscope_core::history::Entry;
 use forkscope_core::{ConfigError, LabConfig, Policy, View};
 use std::net::SocketAddr;

@@ -7,11 +7,9 @@
 pub mod svg;
 
 use crate::lab::{Lab, LabError, Snapshot};
+use crate::scenario::narration::Narration;
 use crate::scenario::player::{self, new_run};
 use crate::scenario::{Scenario, format::Step};
-use crate::tui::panes::narration::Narration;
-use crate::tui::theme::Theme;
-use crate::tui::ui::{Screen, draw};
 use forkscope_core::Policy;
 use ratatui::backend::CrosstermBackend;
 use ratatui::buffer::Buffer;
@@ -21,6 +19,19 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+
+/// What one recorded frame shows: the labs, the scenario's narration, and a closing line.
+#[derive(Clone, Copy, Debug)]
+pub struct Still<'a> {
+    pub panels: &'a [Snapshot],
+    pub narration: &'a Narration,
+    pub status: Option<&'a str>,
+}
+
+/// Draws a recorded frame. The recorder is handed the dashboard's drawing
+/// (`tui::ui::draw_still`) rather than reaching for it, so recordings never depend on the
+/// dashboard that depends on them.
+pub type Painter = fn(&mut ratatui::Frame, &Still);
 
 /// Writes an asciicast v2 file: a header line, then one JSON array per event.
 #[derive(Debug)]
@@ -228,8 +239,8 @@ impl Recording {
     }
 }
 
-/// Plays `scenario` on one lab per policy (two: side by side) and records the dashboard into
-/// `path` as `format`, with each step's narration in the status line. Returns the verdict
+/// Plays `scenario` on one lab per policy (two: side by side) and records what `paint` draws
+/// into `path` as `format`, with each step's narration in the status line. Returns the verdict
 /// summaries.
 pub async fn record_scenario(
     scenario: &Scenario,
@@ -238,8 +249,9 @@ pub async fn record_scenario(
     format: Format,
     width: u16,
     height: u16,
+    paint: Painter,
 ) -> Result<Vec<String>, RecordError> {
-    let recording = play(scenario, policies, width, height).await?;
+    let recording = play(scenario, policies, width, height, paint).await?;
     recording.write(path, format)?;
     match recording.failure {
         Some(e) => Err(RecordError::Scenario(e)),
@@ -247,14 +259,15 @@ pub async fn record_scenario(
     }
 }
 
-/// Plays `scenario` on one lab per policy and keeps every frame the dashboard drew, paced as a
-/// viewer should see it: 2.5 s for the opening, 1.8 s for a narrated step, 0.4 s for the rest,
-/// 3 s for the verdict.
+/// Plays `scenario` on one lab per policy and keeps every frame `paint` drew, paced as a viewer
+/// should see it: 2.5 s for the opening, 1.8 s for a narrated step, 0.4 s for the rest, 3 s for
+/// the verdict.
 pub async fn play(
     scenario: &Scenario,
     policies: &[Policy],
     width: u16,
     height: u16,
+    paint: Painter,
 ) -> Result<Recording, RecordError> {
     let title = format!(
         "forkscope — {} ({})",
@@ -286,7 +299,6 @@ pub async fn play(
     }
     let lab_refs: Vec<&Lab> = labs.iter().collect();
     let mut runs: Vec<_> = policies.iter().map(|p| new_run(*p)).collect();
-    let theme = Theme { color: true };
     let mut at = 0.0f64;
     let mut frames: Vec<Frame> = Vec::new();
     let mut violated = false;
@@ -306,14 +318,12 @@ pub async fn play(
         .extend_from_slice(b"\x1b[?25l\x1b[2J");
     let mut draw_frame = |labs: &[&Lab], narration: &Narration, status: Option<&str>, hold: f64| {
         let panels: Vec<Snapshot> = labs.iter().map(|l| l.snapshot()).collect();
-        let screen = Screen {
+        let still = Still {
+            panels: &panels,
+            narration,
             status,
-            narration: Some(narration),
-            ..Screen::of(&panels, theme)
         };
-        let drawn = terminal.draw(|f| {
-            draw(f, &screen);
-        });
+        let drawn = terminal.draw(|f| paint(f, &still));
         let screen = match drawn {
             Ok(completed) => completed.buffer.clone(),
             Err(e) => {

@@ -4,6 +4,7 @@
 
 pub mod format;
 pub mod journal;
+pub mod narration;
 pub mod player;
 pub mod report;
 

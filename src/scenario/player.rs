@@ -2,8 +2,8 @@
 //! moves when the script says so, then judges the run against the file's expectations.
 
 use super::format::{Expect, Scenario, StepKind, WaitFor};
+use crate::lab::Core;
 use crate::lab::{Lab, LabError, LabOptions, NotReached, Outcome, ProbeResult};
-use crate::wire::Core;
 use forkscope_core::client::Phase;
 use forkscope_core::client::RequestPhase;
 use forkscope_core::history::Counters;

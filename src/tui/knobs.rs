@@ -8,50 +8,38 @@
 use crate::lab::{Action, LabOptions};
 use forkscope_core::EmitRate;
 use forkscope_core::{LabConfig, Policy, StreamIdentity, Tuning};
+use strum::VariantArray as _;
 
 /// One knob: what it is called, the values the arrows step through, and whether it applies
-/// live or at a restart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// live or at a restart. The overlay lists them in declaration order ([`Knob::VARIANTS`]); the
+/// label is the knob's name on the card.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr)]
 pub enum Knob {
+    #[strum(serialize = "grace window (ms)")]
     GraceMs,
+    #[strum(serialize = "client retry budget (ms)")]
     RetryBudgetMs,
+    #[strum(serialize = "first backoff (ms)")]
     InitialBackoffMs,
+    #[strum(serialize = "longest backoff (ms)")]
     MaxBackoffMs,
+    #[strum(serialize = "replay buffer (events/stream)")]
     ReplayBuffer,
+    #[strum(serialize = "added link latency (ms, each way)")]
     LatencyMs,
+    #[strum(serialize = "background emit every (ms)")]
     BackgroundEveryMs,
+    #[strum(serialize = "tool call steps")]
     ToolSteps,
+    #[strum(serialize = "tool call step delay (ms)")]
     ToolDelayMs,
+    #[strum(serialize = "stream identity (fenced)")]
     Identity,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 10] = [
-        Knob::GraceMs,
-        Knob::RetryBudgetMs,
-        Knob::InitialBackoffMs,
-        Knob::MaxBackoffMs,
-        Knob::ReplayBuffer,
-        Knob::LatencyMs,
-        Knob::BackgroundEveryMs,
-        Knob::ToolSteps,
-        Knob::ToolDelayMs,
-        Knob::Identity,
-    ];
-
     pub fn label(self) -> &'static str {
-        match self {
-            Knob::GraceMs => "grace window (ms)",
-            Knob::RetryBudgetMs => "client retry budget (ms)",
-            Knob::InitialBackoffMs => "first backoff (ms)",
-            Knob::MaxBackoffMs => "longest backoff (ms)",
-            Knob::ReplayBuffer => "replay buffer (events/stream)",
-            Knob::LatencyMs => "added link latency (ms, each way)",
-            Knob::BackgroundEveryMs => "background emit every (ms)",
-            Knob::ToolSteps => "tool call steps",
-            Knob::ToolDelayMs => "tool call step delay (ms)",
-            Knob::Identity => "stream identity (fenced)",
-        }
+        self.into()
     }
 
     /// Applies while the lab runs; otherwise the labs restart with it.
@@ -222,11 +210,11 @@ impl Knobs {
     }
 
     pub fn knob(&self) -> Knob {
-        Knob::ALL[self.selected]
+        Knob::VARIANTS[self.selected]
     }
 
     pub fn select(&mut self, down: bool) {
-        let n = Knob::ALL.len();
+        let n = Knob::VARIANTS.len();
         self.selected = (self.selected + if down { 1 } else { n - 1 }) % n;
     }
 
@@ -239,8 +227,9 @@ impl Knobs {
 
     /// Knobs that differ from what the labs run with.
     pub fn changed(&self) -> Vec<Knob> {
-        Knob::ALL
-            .into_iter()
+        Knob::VARIANTS
+            .iter()
+            .copied()
             .filter(|k| self.edited.get(*k) != self.running.get(*k))
             .collect()
     }
@@ -322,7 +311,7 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        k.selected = Knob::ALL
+        k.selected = Knob::VARIANTS
             .iter()
             .position(|k| *k == Knob::ToolSteps)
             .unwrap();

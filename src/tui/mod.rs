@@ -1,7 +1,8 @@
 //! The dashboard: a ratatui view of one live lab (or two, in compare mode), with fault keys.
 //!
 //! Data flows one way: key → [`keys::Command`] → [`crate::lab::Action`] → lab → snapshot →
-//! [`ui::draw`]. The loop redraws only when what the screen shows has changed, or on resize.
+//! [`ui::draw`]. Keys and the frame deadline's tick update the state and mark it dirty; the
+//! loop redraws only then (or on resize), and a draw reads the state, never a lab.
 
 pub mod app;
 pub mod keys;

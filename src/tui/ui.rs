@@ -23,22 +23,31 @@ use ratatui::widgets::Paragraph;
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 20;
 
+/// What is open over the dashboard, as drawn.
+#[derive(Clone, Copy, Debug)]
+pub enum OverlayView<'a> {
+    /// Help, scrolled down `scroll` rows.
+    Help {
+        scroll: u16,
+    },
+    Picker(&'a PickerView),
+    /// The "prove it" card.
+    Proof(&'a ProofView),
+    Knobs(&'a Knobs),
+}
+
 /// Everything one frame shows.
 #[derive(Debug)]
 pub struct Screen<'a> {
     /// One lab, or two in compare mode (naive left, fenced right).
     pub panels: &'a [Snapshot],
     pub log: &'a [(tracing::Level, String)],
-    pub help: bool,
-    /// Rows the help overlay is scrolled down.
-    pub help_scroll: u16,
     pub status: Option<&'a str>,
     pub theme: Theme,
     /// A scenario playing in the dashboard.
     pub narration: Option<&'a Narration>,
-    pub picker: Option<&'a PickerView>,
-    /// The "prove it" card.
-    pub proof: Option<&'a ProofView>,
+    /// The overlay open, if any: one at a time.
+    pub overlay: Option<OverlayView<'a>>,
     /// The pinned evidence card.
     pub evidence: Option<&'a EvidenceView>,
     /// Each panel's lanes over the run (empty: classify what the snapshot carries).
@@ -53,25 +62,20 @@ pub struct Screen<'a> {
     pub present: bool,
     /// Predict, then reveal: the verdict stays hidden.
     pub hide_verdict: bool,
-    /// The knobs overlay.
-    pub knobs: Option<&'a Knobs>,
     /// The condition explained on the invariant panel (keys 1–5).
     pub explained: Option<Condition>,
 }
 
 impl<'a> Screen<'a> {
-    /// A screen of `panels` and nothing else on it (tests, benches, recordings).
+    /// A screen of `panels` and nothing else on it (benches, recordings).
     pub fn of(panels: &'a [Snapshot], theme: Theme) -> Screen<'a> {
         Screen {
             panels,
             log: &[],
-            help: false,
-            help_scroll: 0,
             status: None,
             theme,
             narration: None,
-            picker: None,
-            proof: None,
+            overlay: None,
             evidence: None,
             lanes: &[],
             travel: None,
@@ -79,10 +83,19 @@ impl<'a> Screen<'a> {
             event: None,
             present: false,
             hide_verdict: false,
-            knobs: None,
             explained: None,
         }
     }
+}
+
+/// Draws a frame of a recorded scenario: the labs, the narration, a closing line.
+pub fn draw_still(frame: &mut Frame, still: &crate::record::Still) {
+    let screen = Screen {
+        status: still.status,
+        narration: Some(still.narration),
+        ..Screen::of(still.panels, Theme { color: true })
+    };
+    draw(frame, &screen);
 }
 
 /// Draws the screen; returns where each panel's lanes went (for the mouse).
@@ -192,18 +205,15 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         });
     }
     footer::render(frame, bottom, screen.status, theme);
-    if let Some(p) = screen.picker {
-        picker::render(frame, body, p, theme);
-    }
-    if let Some(p) = screen.proof {
-        proof::render(frame, body, p, theme);
-    }
-    if let Some(k) = screen.knobs {
-        let policies: Vec<_> = screen.panels.iter().map(|p| p.view.policy).collect();
-        knobs::render(frame, body, k, &policies, theme);
-    }
-    if screen.help {
-        help::render(frame, body, screen.help_scroll, theme);
+    match screen.overlay {
+        Some(OverlayView::Picker(p)) => picker::render(frame, body, p, theme),
+        Some(OverlayView::Proof(p)) => proof::render(frame, body, p, theme),
+        Some(OverlayView::Knobs(k)) => {
+            let policies: Vec<_> = screen.panels.iter().map(|p| p.view.policy).collect();
+            knobs::render(frame, body, k, &policies, theme);
+        }
+        Some(OverlayView::Help { scroll }) => help::render(frame, body, scroll, theme),
+        None => {}
     }
     drawn
 }

@@ -8,13 +8,14 @@ use forkscope_core::Policy;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
+use strum::VariantArray as _;
 
 pub fn render(frame: &mut Frame, area: Rect, knobs: &Knobs, policies: &[Policy], theme: &Theme) {
     let [popup] = Layout::horizontal([Constraint::Max(78)])
         .flex(Flex::Center)
         .areas(area);
     let mut lines = Vec::new();
-    for (i, knob) in Knob::ALL.into_iter().enumerate() {
+    for (i, knob) in Knob::VARIANTS.iter().copied().enumerate() {
         let selected = i == knobs.selected;
         let (now, to) = (knobs.running.shown(knob), knobs.edited.shown(knob));
         let value = if now == to {

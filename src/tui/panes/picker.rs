@@ -1,16 +1,18 @@
 //! The scenario picker: the files in `scenarios/`, each with what it teaches.
 
 use super::block;
+use crate::scenario::ScenarioError;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
+use std::sync::Arc;
 
 #[derive(Clone, Debug, Default)]
 pub struct PickerView {
     /// File name, and its name or the error that keeps it from loading.
-    pub entries: Vec<(String, Result<String, String>)>,
+    pub entries: Vec<(String, Result<String, Arc<ScenarioError>>)>,
     pub selected: usize,
     pub teaches: Option<String>,
 }

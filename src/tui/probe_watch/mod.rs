@@ -5,9 +5,12 @@
 //! The probe runs on its own task and reports [`Progress`]; this view only draws what it was
 //! told, so what it shows is exactly what the text report says.
 
-use super::theme::Theme;
+mod lanes;
+
 use crate::probe::{self, CaseReport, Options, Outcome, ProbeError, Progress, Report};
-use forkscope_core::probe::{Answer, Connection, End, Item};
+use crate::tui::theme::Theme;
+use lanes::lanes;
+
 use ratatui::Frame;
 use ratatui::crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -369,106 +372,11 @@ fn wrapped_height(lines: &[Line], width: u16) -> u16 {
         .sum()
 }
 
-/// One lane per connection on a shared arrival axis: where it opened, each event it received,
-/// the marked ones ✕, and how it ended.
-fn lanes(connections: &[Connection], marked: &[u64], width: u16, t: &Theme) -> Vec<Line<'static>> {
-    let label_width = (usize::from(width) / 3).clamp(8, 34);
-    let axis = usize::from(width).saturating_sub(label_width + 3).max(4);
-    let last = connections
-        .iter()
-        .flat_map(|c| {
-            c.answer
-                .opened()
-                .into_iter()
-                .chain(c.events.iter().map(|r| r.order))
-        })
-        .max()
-        .unwrap_or(1)
-        .max(2);
-    let col = |order: u64| ((order.saturating_sub(1)) as usize * (axis - 1)) / (last as usize - 1);
-    connections
-        .iter()
-        .map(|c| {
-            let mut label = format!("{} {}", c.label, c.request);
-            if label.chars().count() > label_width {
-                label = label.chars().take(label_width - 1).collect::<String>() + "…";
-            }
-            let mut spans = vec![Span::raw(format!("{label:label_width$}  "))];
-            let Some(opened) = c.answer.opened() else {
-                let said = match &c.answer {
-                    Answer::Rejected { status, reason } => {
-                        format!("{status} {}", reason.as_deref().unwrap_or(""))
-                    }
-                    Answer::Json { status, .. } => format!("{status} JSON"),
-                    Answer::NoAnswer { why } => why.clone(),
-                    Answer::Stream { .. } => String::new(),
-                };
-                spans.push(Span::styled(said, t.warn()));
-                return Line::from(spans);
-            };
-            // Each cell: 0 nothing, 1 the lane, 2 priming, 3 an event, 4 a marked event.
-            let mut cells = vec![0u8; axis];
-            let start = col(opened);
-            let end = match c.end {
-                End::Open => axis - 1,
-                _ => c.events.last().map_or(start, |r| col(r.order)),
-            };
-            for cell in cells.iter_mut().take(end + 1).skip(start) {
-                *cell = 1;
-            }
-            for r in &c.events {
-                let at = col(r.order);
-                let kind = if marked.contains(&r.order) {
-                    4
-                } else if r.item == Item::Priming {
-                    2
-                } else {
-                    3
-                };
-                cells[at] = cells[at].max(kind);
-            }
-            let mut run = String::new();
-            let mut run_kind = 255u8;
-            let style_of = |k: u8| match k {
-                4 => t.bad(),
-                3 => t.accent(),
-                _ => t.dim(),
-            };
-            for &k in &cells {
-                if k != run_kind && !run.is_empty() {
-                    spans.push(Span::styled(std::mem::take(&mut run), style_of(run_kind)));
-                }
-                run_kind = k;
-                run.push(match k {
-                    0 => ' ',
-                    1 => '─',
-                    2 => '·',
-                    3 => '▪',
-                    _ => '✕',
-                });
-            }
-            if !run.is_empty() {
-                spans.push(Span::styled(run, style_of(run_kind)));
-            }
-            spans.push(Span::styled(
-                match c.end {
-                    End::Open => "→",
-                    End::DroppedByProbe => "✂",
-                    End::ClosedByServer => "┤",
-                    End::Broken => "✗",
-                },
-                t.dim(),
-            ));
-            Line::from(spans)
-        })
-        .collect()
-}
-
 /// Runs the battery under the view; returns the report of the cases run (all of them unless
 /// the user quit early).
 pub fn run(opts: &Options) -> Result<Report, WatchError> {
     use futures_util::StreamExt;
-    if !super::has_terminal() {
+    if !crate::tui::has_terminal() {
         return Err(WatchError::NoTerminal);
     }
     // Bad input is refused before the screen is taken.
@@ -478,7 +386,7 @@ pub fn run(opts: &Options) -> Result<Report, WatchError> {
         .build()
         .map_err(WatchError::Runtime)?;
     let mut terminal = ratatui::init();
-    super::install_panic_exit();
+    crate::tui::install_panic_exit();
     let result = runtime.block_on(async {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let owned = opts.clone();
@@ -493,7 +401,7 @@ pub fn run(opts: &Options) -> Result<Report, WatchError> {
         let mut outcome: Option<Result<Report, ProbeError>> = None;
         loop {
             {
-                let _frame = super::TERMINAL.lock();
+                let _frame = crate::tui::TERMINAL.lock();
                 terminal
                     .draw(|f| watch.render(f))
                     .map_err(WatchError::Terminal)?;
@@ -538,111 +446,4 @@ pub fn run(opts: &Options) -> Result<Report, WatchError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use forkscope_core::probe::Received;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
-
-    fn event(item: Item, order: u64) -> Received {
-        Received {
-            item,
-            event_id: None,
-            order,
-        }
-    }
-
-    fn forked() -> CaseReport {
-        let tick = |n| Item::Numbered {
-            channel: "c".into(),
-            n,
-        };
-        CaseReport {
-            case: "resume-while-old-open",
-            does: "resume while the old connection is still open",
-            outcome: Outcome::Violated,
-            verdict: Some("two_live_streams"),
-            status: None,
-            says: "two live streams: the old connection received 2 events after the new one opened (1 there)".into(),
-            why: "the resume attached a second stream while the first still received events".into(),
-            marked: vec![6, 8],
-            connections: vec![
-                Connection {
-                    label: "A".into(),
-                    request: "GET".into(),
-                    answer: Answer::Stream { status: 200, opened: 1 },
-                    events: vec![event(Item::Priming, 2), event(tick(1), 3), event(tick(2), 4), event(tick(3), 6), event(tick(4), 8)],
-                    end: End::Open,
-                },
-                Connection {
-                    label: "B".into(),
-                    request: "GET Last-Event-ID: 2".into(),
-                    answer: Answer::Stream { status: 200, opened: 5 },
-                    events: vec![event(tick(3), 7)],
-                    end: End::Open,
-                },
-            ],
-        }
-    }
-
-    #[test]
-    fn a_violated_case_shows_its_lanes_and_marks_the_breaking_events() {
-        let mut watch = Watch::new("http://127.0.0.1:8931/mcp", Theme { color: false });
-        watch.apply(Progress::Discovered {
-            server: "forkscope 0.1.0".into(),
-            protocol: "2025-11-25".into(),
-            call_tool: Some("progress_task".into()),
-            standalone: "the server's own events".into(),
-            cases: vec!["standalone-resume", "resume-while-old-open"],
-        });
-        watch.apply(Progress::Started("resume-while-old-open"));
-        watch.apply(Progress::Finished(Box::new(forked())));
-        watch.finish();
-        let mut terminal = Terminal::new(TestBackend::new(110, 24)).unwrap();
-        terminal.draw(|f| watch.render(f)).unwrap();
-        let screen: String = terminal
-            .backend()
-            .buffer()
-            .content()
-            .chunks(110)
-            .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-            .collect();
-        assert!(screen.contains("✗ resume-while-old-open"), "{screen}");
-        assert!(screen.contains("VIOLATED  two live streams"), "{screen}");
-        let lane_a = screen.lines().find(|l| l.contains("A GET ")).unwrap();
-        assert_eq!(lane_a.matches('✕').count(), 2, "{screen}");
-        let lane_b = screen
-            .lines()
-            .find(|l| l.contains("B GET Last-Event-ID"))
-            .unwrap();
-        assert!(lane_b.contains('▪') && !lane_b.contains('✕'), "{screen}");
-        assert!(screen.contains("done: 1 cases, 1 violated"), "{screen}");
-        // A tiny terminal draws without panicking.
-        let mut tiny = Terminal::new(TestBackend::new(20, 5)).unwrap();
-        tiny.draw(|f| watch.render(f)).unwrap();
-    }
-
-    #[test]
-    fn keys_move_between_cases_and_quit() {
-        let mut watch = Watch::new("u", Theme { color: false });
-        watch.apply(Progress::Discovered {
-            server: "s".into(),
-            protocol: "p".into(),
-            call_tool: None,
-            standalone: "x".into(),
-            cases: vec!["standalone-resume", "resume-while-old-open", "bogus-cursor"],
-        });
-        watch.apply(Progress::Finished(Box::new(forked())));
-        assert_eq!(watch.selected, 1, "the selection follows the finished case");
-        let press = |c| KeyEvent::new(c, KeyModifiers::NONE);
-        assert!(!watch.key(press(KeyCode::Up)));
-        assert_eq!(watch.selected, 0);
-        watch.apply(Progress::Started("bogus-cursor"));
-        assert_eq!(watch.selected, 0, "a moved selection stays put");
-        assert!(!watch.key(press(KeyCode::Char('v'))));
-        assert_eq!(watch.selected, 1, "v finds the violated case");
-        assert!(watch.key(press(KeyCode::Char('q'))));
-        assert!(watch.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
-        assert_eq!(watch.report().unwrap().cases.len(), 1);
-    }
-}
+mod tests;

@@ -1,0 +1,238 @@
+//! The labs behind the dashboard: starting and replacing them (compare mode, a restart, new
+//! knobs), what each had reached for the journal, "save what I did" (`w`), and the evidence
+//! card pinned from what they showed.
+
+use super::App;
+use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
+use crate::scenario::journal::{self, Journal, Observed};
+use crate::tui::panes;
+use crate::tui::panes::evidence::{self, EvidenceView};
+use forkscope_core::Policy;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The evidence card, once something worth pinning happened.
+#[derive(Debug, Default)]
+pub(super) struct Evidence {
+    pub card: Option<EvidenceView>,
+    /// Enter took it down: it stays down until the labs are replaced.
+    pub dismissed: bool,
+    /// Pause the labs at the first violation, with the card up (for presenters).
+    pub pause_at_violation: bool,
+}
+
+impl Evidence {
+    /// The card to draw, unless dismissed.
+    pub fn shown(&self) -> Option<&EvidenceView> {
+        self.card.as_ref().filter(|_| !self.dismissed)
+    }
+}
+
+impl App {
+    /// What each lab had reached, for the journal.
+    pub(super) fn observe(&self) -> Vec<Observed> {
+        self.labs
+            .iter()
+            .map(|lab| {
+                let core = lab.core();
+                Observed {
+                    at_ms: lab.clock().now().as_millis(),
+                    applied: core.client.applied(),
+                    connected: core.client.holds_stream(),
+                    policy: core.server.policy(),
+                }
+            })
+            .collect()
+    }
+
+    /// Pins the first violation (or, until one happens, the first typed rejection) in the
+    /// evidence card; with `pause_at_violation`, pauses the labs on a violation.
+    pub(super) fn pin_evidence(&mut self, panels: &[Snapshot]) {
+        if self.evidence.dismissed {
+            return;
+        }
+        // A violation outranks a rejection; among violations the fork leads (it explains
+        // the duplicates that may reach the checker a moment before it).
+        let rank = |e: &EvidenceView| (e.violation, std::cmp::Reverse(e.kind));
+        let found = panels.iter().filter_map(evidence::of).max_by_key(rank);
+        let Some(mut found) = found else { return };
+        if let Some(pinned) = &self.evidence.card
+            && pinned.violation
+            && rank(&found) <= rank(pinned)
+        {
+            return;
+        }
+        if found.violation && self.evidence.pause_at_violation {
+            self.halt();
+            found.paused = true;
+        }
+        if self.evidence.card.as_ref() != Some(&found) {
+            self.evidence.card = Some(found);
+            self.dirty = true;
+        }
+    }
+
+    /// Writes what was done since the labs started as a scenario file in the working
+    /// directory (never over an existing file), with the labs' verdicts as its expectations.
+    pub(super) fn save_scenario(&mut self) {
+        if self.playback.is_some() {
+            return self.say("a scenario is playing: its file already replays it");
+        }
+        let saved = self.observe();
+        let outcomes: Vec<journal::Outcome> = self
+            .labs
+            .iter()
+            .map(|lab| {
+                let core = lab.core();
+                journal::Outcome {
+                    policy: lab.options().policy,
+                    verdict: core.history.verdict(),
+                    counters: core.history.checker().counters().clone(),
+                    tool_results: core.client.tool_results(),
+                }
+            })
+            .collect();
+        let at = saved.first().map_or(0, |o| o.at_ms);
+        let name = format!(
+            "Saved from the dashboard ({} actions, {})",
+            self.journal.actions(),
+            panes::seconds(at)
+        );
+        let text = self.journal.to_toml(&saved, &outcomes, &name);
+        match write_new_file(&self.save_dir, "forkscope-saved", &text) {
+            Ok(path) => self.say(format!(
+                "saved {} as {path} — forkscope run {path} replays it",
+                match self.journal.actions() {
+                    1 => "1 action".to_owned(),
+                    n => format!("{n} actions"),
+                },
+                path = path.display()
+            )),
+            Err(e) => self.say(format!("could not save the scenario: {e}")),
+        }
+    }
+
+    pub(super) async fn toggle_compare(&mut self) {
+        if self.labs.len() > 1 {
+            let back = self.single_policy;
+            self.replace_labs(&[back], self.options.clone()).await;
+            self.say(format!(
+                "compare mode off: a fresh {back} lab (both labs were stopped; m compares again)"
+            ));
+        } else {
+            if let Some(lab) = self.labs.first() {
+                self.single_policy = lab.core().server.policy();
+            }
+            self.replace_labs(&[Policy::Naive, Policy::Fenced], self.options.clone())
+                .await;
+            self.say("compare mode: two fresh labs, naive and fenced; every key goes to both");
+        }
+    }
+
+    pub(super) async fn stop_labs(&mut self) {
+        // New labs, new evidence, a new run to travel through.
+        self.evidence.card = None;
+        self.evidence.dismissed = false;
+        self.travel.restart(0);
+        self.selected = None;
+        self.live.clear();
+        self.seen = None;
+        self.dirty = true;
+        if let Some(playback) = self.playback.take() {
+            playback.task.abort();
+            let _ = playback.task.await;
+        }
+        for lab in self.labs.drain(..) {
+            // The playback task held the other references; it is gone now.
+            if let Ok(lab) = Arc::try_unwrap(lab) {
+                lab.stop().await;
+            }
+        }
+    }
+
+    pub(super) async fn replace_labs(&mut self, policies: &[Policy], options: LabOptions) {
+        self.stop_labs().await;
+        self.journal = Journal::new(&options, policies);
+        for policy in policies {
+            match Lab::start(LabOptions {
+                policy: *policy,
+                ..options.clone()
+            })
+            .await
+            {
+                Ok(lab) => self.labs.push(Arc::new(lab)),
+                Err(e) => tracing::error!(error = %e, "could not start a lab"),
+            }
+        }
+        if self.labs.is_empty() {
+            self.quit = true;
+        }
+    }
+
+    /// A fault or control key: to every lab (journalled), or to the script when one plays.
+    pub(super) async fn lab_action(&mut self, action: Action) {
+        // The labs live in the present: a fault key leaves time travel first.
+        if self.travel.at.is_some() {
+            self.go_live();
+            return self.say("back to live (the labs live in the present); press again to act");
+        }
+        match (action, &self.playback) {
+            // While a scenario plays, space and s pace the script: its clock is scripted.
+            (Action::TogglePause, Some(p)) => return p.toggle(),
+            (Action::Step, Some(p)) => return p.gate.set(crate::scenario::player::Pace::StepOnce),
+            (Action::ToggleNaive, _) if self.labs.len() > 1 => {
+                return self.say("compare mode runs naive (left) and fenced (right); m leaves it");
+            }
+            _ => {}
+        }
+        let before = self.labs.first().map(|l| l.policy());
+        if self.playback.is_none() {
+            let observed = self.observe();
+            self.journal.record(action, observed);
+        }
+        let mut restart = false;
+        let mut refused = None;
+        for lab in &self.labs {
+            match lab.apply(action) {
+                Outcome::RestartRequested => restart = true,
+                Outcome::Refused(e) => refused = Some(e),
+                Outcome::Done => {}
+            }
+        }
+        if let Some(e) = refused {
+            self.say(format!("not done: {e}"));
+        } else if restart {
+            // The policy in force now, not the launch one: a presenter who pressed `n` and
+            // then `R` expects the lab they were looking at, fresh.
+            let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+            self.replace_labs(&policies, self.options.clone()).await;
+            self.say("lab restarted");
+        } else {
+            self.say(before.map_or(action.describe(), |p| action.describe_from(p)));
+        }
+    }
+}
+
+/// `<stem>-N.toml` in `dir`, the first N not taken, created afresh (never over an existing
+/// file).
+fn write_new_file(dir: &Path, stem: &str, text: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    for n in 1..1_000 {
+        let path = dir.join(format!("{stem}-{n}.toml"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(text.as_bytes())?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{stem}-1.toml to {stem}-999.toml all exist"
+    )))
+}
