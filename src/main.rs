@@ -777,8 +777,9 @@ fn check(
             Ok(text) => text,
             Err(e) => return cannot_write(&e),
         };
-        if let Err(e) = check::write_new(path, &text) {
-            return cannot_write(&e);
+        if let Err(e) = forkscope::new_file::write_new(path, &text) {
+            eprintln!("forkscope check: {e}");
+            return ExitCode::from(2);
         }
         eprintln!(
             "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
