@@ -32,6 +32,10 @@ macro_rules! outln {
 
 pub(crate) use {out, outln};
 
+// `--help` says the package's description. What forkscope models, for whoever reads this:
+// MCP Streamable HTTP revision 2025-11-25 (sessions, the standalone GET stream, Last-Event-ID
+// resumption). Revision 2026-07-28 removed resumption, but every official SDK still serves the
+// 2025 path, so the fork it teaches is still out there.
 #[derive(Debug, Parser)]
 #[command(name = "forkscope", version, about, long_about)]
 pub struct Cli {
