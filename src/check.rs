@@ -2,6 +2,10 @@
 //! and for scripts, and a counterexample turned into a scenario `forkscope run` replays over
 //! real sockets.
 
+use crate::lab::{Action, Probe, ProbeToken};
+use crate::scenario::file::{
+    Count, Policies, ScenarioFile, StepFile, ToolArgs, WaitFor, WriteError,
+};
 use forkscope_core::model::{
     self, Bounds, Counterexample, Delivery, Exploration, Level, ProbeGet, Step,
 };
@@ -182,11 +186,6 @@ pub fn json(checked: &[Checked]) -> serde_json::Value {
     )
 }
 
-fn quoted(text: &str) -> String {
-    // TOML basic strings take JSON's escapes for what we write.
-    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_owned())
-}
-
 /// What the replayed lab shows after each step, for the waits that keep the real run in step
 /// with the model.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -221,7 +220,7 @@ pub fn scenario_toml(
     policy: Policy,
     counterexample: &Counterexample,
     trace: &[model::TraceStep],
-) -> Result<String, ConfigError> {
+) -> Result<String, ScheduleError> {
     schedule_toml(
         config,
         policy,
@@ -230,6 +229,15 @@ pub fn scenario_toml(
         trace,
         Some(&counterexample.anomaly),
     )
+}
+
+/// A schedule could not be written as a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 /// A schedule as a scenario file: each model step becomes the action a person would press,
@@ -245,9 +253,23 @@ pub fn schedule_toml(
     delivery: Delivery,
     trace: &[model::TraceStep],
     anomaly: Option<&Anomaly>,
-) -> Result<String, ConfigError> {
+) -> Result<String, ScheduleError> {
+    let file = schedule_file(config, policy, steps, delivery, trace, anomaly)?;
+    Ok(format!(
+        "# Written by forkscope from a schedule of `forkscope check`'s model.\n{}",
+        file.to_toml()?
+    ))
+}
+
+fn schedule_file(
+    config: LabConfig,
+    policy: Policy,
+    steps: &[Step],
+    delivery: Delivery,
+    trace: &[model::TraceStep],
+    anomaly: Option<&Anomaly>,
+) -> Result<ScenarioFile, ConfigError> {
     let mut sim = model::initial(config, policy)?;
-    let mut out = String::new();
     let said = anomaly.and_then(|a| model::said_of(trace, a.kind()).map(str::to_owned));
     let (name, teaches) = match anomaly {
         Some(anomaly) => (
@@ -270,50 +292,35 @@ pub fn schedule_toml(
                 .to_owned(),
         ),
     };
-    let _ = writeln!(
-        out,
-        "# Written by forkscope from a schedule of `forkscope check`'s model.\nname = {}\n\
-         teaches = {}\npolicy = {}",
-        quoted(&name),
-        quoted(&teaches),
-        quoted(policy.name()),
-    );
-    let identity = match config.identity {
-        StreamIdentity::EventId => "event_id",
-        StreamIdentity::TokenHeader => "token_header",
-    };
+    let mut file = ScenarioFile::new(name, teaches, Policies::from(policy));
     let tool = sim.tool();
-    let _ = writeln!(
-        out,
-        "tool = {{ steps = {}, delay_ms = {} }}\n",
-        tool.steps, tool.delay_ms
-    );
-    let _ = writeln!(
-        out,
-        "[config]\ngrace_ms = {}\nreplay_buffer = {}\nretention_ms = {}\nsession_idle_ms = {}\n\
-         identity = \"{identity}\"\n\n[config.retry]\ninitial_backoff_ms = {}\nmax_backoff_ms = {}\n\
-         budget_ms = {}\n",
-        config.grace_ms,
-        config.replay_buffer,
-        config.retention_ms,
-        config.session_idle_ms,
-        config.retry.initial_backoff_ms,
-        config.retry.max_backoff_ms,
-        config.retry.budget_ms,
-    );
-    let _ = writeln!(
-        out,
-        "[[step]]\nwait = \"connected\"\nsay = \"the client is connected to a fresh session: the \
-         state every schedule starts from\"\n"
+    file.tool = Some(ToolArgs {
+        steps: tool.steps,
+        delay_ms: tool.delay_ms,
+    });
+    // The model's protocol settings; its short history ring is an economy of the search,
+    // not part of the schedule, so the replay keeps the lab's.
+    file.config = LabConfig {
+        grace_ms: config.grace_ms,
+        retry: config.retry,
+        replay_buffer: config.replay_buffer,
+        retention_ms: config.retention_ms,
+        session_idle_ms: config.session_idle_ms,
+        identity: config.identity,
+        ..LabConfig::default()
+    };
+    file.push(
+        StepFile::wait(WaitFor::Connected, 1).say(
+            "the client is connected to a fresh session: the state every schedule starts from",
+        ),
     );
     let mut before = observe(&sim);
     for (i, step) in steps.iter().enumerate() {
         let now = sim.now();
         model::take(*step, &mut sim, delivery);
         let after = observe(&sim);
-        let told = trace.get(i);
         let mut say = format!("{}. {step}", i + 1);
-        if let Some(told) = told {
+        if let Some(told) = trace.get(i) {
             for fact in &told.happened {
                 let _ = write!(say, "; {fact}");
             }
@@ -321,126 +328,72 @@ pub fn schedule_toml(
                 let _ = write!(say, " ✘ {anomaly}");
             }
         }
-        let head = match step {
-            Step::EmitBackground => "action = \"emit_background\"".to_owned(),
-            Step::Deliver | Step::DeliverCall => String::new(),
-            Step::CallTool => "action = \"start_tool_call\"".to_owned(),
-            Step::DropConnection => "action = \"drop_connection\"".to_owned(),
-            Step::Reset => "action = \"reset\"".to_owned(),
-            Step::ExpireHalfOpen => "action = \"expire_half_open\"".to_owned(),
-            Step::StripToken => "action = \"strip_token\"".to_owned(),
-            Step::Reconnect => "action = \"reconnect_now\"".to_owned(),
-            Step::Advance => format!("advance_ms = {}", sim.now().since(now)),
+        let mut written: Vec<StepFile> = Vec::new();
+        match step {
+            Step::EmitBackground => written.push(StepFile::action(Action::EmitBackground)),
+            Step::Deliver | Step::DeliverCall => {}
+            Step::CallTool => written.push(StepFile::action(Action::StartToolCall)),
+            Step::DropConnection => written.push(StepFile::action(Action::DropConnection)),
+            Step::Reset => written.push(StepFile::action(Action::Reset)),
+            Step::ExpireHalfOpen => written.push(StepFile::action(Action::ExpireHalfOpen)),
+            Step::StripToken => written.push(StepFile::action(Action::StripToken)),
+            Step::Reconnect => written.push(StepFile::action(Action::ReconnectNow)),
+            Step::Advance => written.push(StepFile::advance(sim.now().since(now), 1)),
             Step::Probe(probe) => {
                 let (token, cursor) = match probe {
-                    ProbeGet::SameHeaders => ("current", true),
-                    ProbeGet::CursorOnly => ("none", true),
-                    ProbeGet::Plain => ("none", false),
-                    ProbeGet::GarbageToken => ("garbage", true),
+                    ProbeGet::SameHeaders => (ProbeToken::Current, true),
+                    ProbeGet::CursorOnly => (ProbeToken::None, true),
+                    ProbeGet::Plain => (ProbeToken::None, false),
+                    ProbeGet::GarbageToken => (ProbeToken::Garbage, true),
                 };
-                if cursor {
-                    format!("probe = {{ token = \"{token}\", last_event_id = \"current\" }}")
-                } else {
-                    format!("probe = {{ token = \"{token}\" }}")
-                }
+                written.push(StepFile {
+                    probe: Some(Probe {
+                        token,
+                        last_event_id: cursor.then(|| "current".to_owned()),
+                    }),
+                    ..StepFile::default()
+                });
             }
-        };
-        let mut waits: Vec<String> = Vec::new();
+        }
         if matches!(step, Step::CallTool) {
-            waits.push("wait = \"tool_progress\"\ncount = 0".to_owned());
+            written.push(StepFile::wait(WaitFor::ToolProgress, 0));
         }
         if after.call_done && !before.call_done {
-            waits.push("wait = \"tool_done\"".to_owned());
+            written.push(StepFile::wait(WaitFor::ToolDone, 1));
         } else if after.call_applied > before.call_applied {
-            waits.push(format!(
-                "wait = \"tool_progress\"\ncount = {}",
-                after.call_applied
-            ));
+            written.push(StepFile::wait(WaitFor::ToolProgress, after.call_applied));
         }
         if after.emits > before.emits {
-            waits.push(format!("wait = \"emits\"\ncount = {}", after.emits));
+            written.push(StepFile::wait(WaitFor::Emits, after.emits));
         }
         if after.applied > before.applied {
-            waits.push(format!("wait = \"applied\"\ncount = {}", after.applied));
+            written.push(StepFile::wait(WaitFor::Applied, after.applied));
         }
         if after.orphaned > before.orphaned && !matches!(step, Step::Probe(_)) {
-            waits.push(format!("wait = \"orphaned\"\ncount = {}", after.orphaned));
+            written.push(StepFile::wait(WaitFor::Orphaned, after.orphaned));
         }
         if after.decisions > before.decisions {
-            waits.push(format!(
-                "wait = \"decision\"\ncount = {}",
-                after.decisions - before.decisions
-            ));
+            let ruled = (after.decisions - before.decisions) as u64;
+            written.push(StepFile::wait(WaitFor::Decision, ruled));
         }
         if matches!(step, Step::DropConnection | Step::Reset) {
-            waits.push("wait = \"reconnecting\"".to_owned());
+            written.push(StepFile::wait(WaitFor::Reconnecting, 1));
         } else if after.connected && !before.connected {
-            waits.push("wait = \"connected\"".to_owned());
+            written.push(StepFile::wait(WaitFor::Connected, 1));
         }
-        let mut first = true;
-        if !head.is_empty() {
-            let _ = writeln!(out, "[[step]]\n{head}\nsay = {}\n", quoted(&say));
-            first = false;
-        }
-        for wait in waits {
-            if first {
-                let _ = writeln!(out, "[[step]]\n{wait}\nsay = {}\n", quoted(&say));
-                first = false;
-            } else {
-                let _ = writeln!(out, "[[step]]\n{wait}\n");
-            }
-        }
-        if first {
-            // A step with nothing to press or wait for (a priming event arriving): say it.
-            let _ = writeln!(out, "[[step]]\nsay = {}\n", quoted(&say));
-        }
+        // The first step says what happened; a step with nothing to press or wait for (a
+        // priming event arriving) is only said.
+        let mut written = written.into_iter();
+        file.push(written.next().unwrap_or_default().say(say));
+        written.for_each(|step| file.push(step));
         before = after;
     }
+    let expect = file.expect.of(policy);
     match anomaly {
         Some(anomaly) => {
-            let _ = writeln!(
-                out,
-                "[expect.{}]\nanomalies = {{ {} = \">=1\" }}",
-                policy.name(),
-                serde_json::to_value(anomaly.kind())
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            );
+            expect.anomalies.insert(anomaly.kind(), Count::AtLeast(1));
         }
-        None => {
-            let _ = writeln!(out, "[expect.{}]\nclean = true", policy.name());
-        }
+        None => expect.clean = Some(true),
     }
-    Ok(out)
-}
-
-/// Writes `text` to a new file: never over an existing one, and never half-written (a
-/// temporary file beside it, renamed into place).
-pub fn write_new(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
-    let temporary = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mut file = std::fs::File::create_new(&temporary)?;
-    let written = file
-        .write_all(text.as_bytes())
-        .and_then(|()| file.sync_all());
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e);
-    }
-    // A hard link fails when the target exists: no race can overwrite a file made meanwhile.
-    let linked = std::fs::hard_link(&temporary, path);
-    let _ = std::fs::remove_file(&temporary);
-    linked
+    Ok(file)
 }

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod demo;
 pub mod incident;
 pub mod lab;
+pub mod new_file;
 pub mod probe;
 pub mod record;
 pub mod scenario;

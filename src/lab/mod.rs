@@ -7,9 +7,9 @@ pub mod exchanges;
 /// What a lab holds under its lock (server, client, history) and its emitter's rate: the
 /// lab's own vocabulary, so the screen and the scenarios never reach into the wire for them.
 pub use crate::wire::Core;
-pub use forkscope_core::EmitRate;
 pub use action::Action;
 pub use exchanges::{Exchange, Exchanges};
+pub use forkscope_core::EmitRate;
 
 use crate::clock::LabClock;
 use crate::wire::Shared;

@@ -1,191 +1,19 @@
-//! The scenario file format (`scenarios/*.toml`) and its loader, which reports every mistake
-//! with file, line and what was expected.
+//! A scenario as it plays (`scenarios/*.toml` read into steps), and its loader, which reports
+//! every mistake with file, line and what was expected. The file's own types and its writer are
+//! in [`super::file`]; the bounds a scenario is held to, in [`super::bounds`].
 
+use super::bounds::Totals;
 use crate::lab::{Action, Probe};
-use forkscope_core::{AnomalyKind, LabConfig, Policy, RejectReason, Tuning};
-use serde::{Deserialize, Deserializer};
-use std::collections::BTreeMap;
+use forkscope_core::{LabConfig, Policy};
 use std::path::{Path, PathBuf};
 
-/// Which policies a scenario runs under.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Policies {
-    Fenced,
-    Naive,
-    #[default]
-    Both,
-}
-
-impl Policies {
-    pub fn list(self) -> Vec<Policy> {
-        match self {
-            Policies::Fenced => vec![Policy::Fenced],
-            Policies::Naive => vec![Policy::Naive],
-            Policies::Both => vec![Policy::Naive, Policy::Fenced],
-        }
-    }
-}
-
-/// A state of the lab a step waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WaitFor {
-    /// The client holds a stream and has a cursor.
-    Connected,
-    /// The client noticed its streams ended and is between attempts: the standalone stream,
-    /// and every tool call still waiting on its result.
-    Reconnecting,
-    /// The client has applied at least `count` side effects.
-    Applied,
-    /// The server has ruled on `count` more GETs (resumed, rejected or a new stream) since the
-    /// last action, advance or probe step began.
-    Decision,
-    /// The server has recorded at least `count` emits.
-    Emits,
-    /// The server has started at least `count` grace windows (it noticed a connection end):
-    /// what a script waits for before it lets lab time run past a grace window.
-    Orphaned,
-    /// The latest tool call's stream is open (its priming event arrived) and it has applied at
-    /// least `count` events (progress steps, result); `count = 0`: the call is under way.
-    ToolProgress,
-    /// The latest tool call is over: its result applied, or given up as lost.
-    ToolDone,
-}
-
-/// The arguments of the `progress_task` call a `start_tool_call` step makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolArgs {
-    pub steps: u64,
-    pub delay_ms: u64,
-}
-
-/// A count expectation: `3` (exactly), `">=1"`, `"<=2"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum Count {
-    Exactly(u64),
-    AtLeast(u64),
-    AtMost(u64),
-}
-
-impl Count {
-    pub fn holds(self, got: u64) -> bool {
-        match self {
-            Count::Exactly(n) => got == n,
-            Count::AtLeast(n) => got >= n,
-            Count::AtMost(n) => got <= n,
-        }
-    }
-}
-
-impl std::fmt::Display for Count {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Count::Exactly(n) => write!(f, "= {n}"),
-            Count::AtLeast(n) => write!(f, "≥ {n}"),
-            Count::AtMost(n) => write!(f, "≤ {n}"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Number(u64),
-            Text(String),
-        }
-        let bad = || {
-            serde::de::Error::custom(
-                "expected a count: a number, or a string like \">=1\" or \"<=2\"",
-            )
-        };
-        match Raw::deserialize(deserializer)? {
-            Raw::Number(n) => Ok(Count::Exactly(n)),
-            Raw::Text(t) => {
-                let t = t.trim();
-                let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
-                if let Some(n) = t.strip_prefix(">=") {
-                    Ok(Count::AtLeast(number(n)?))
-                } else if let Some(n) = t.strip_prefix("<=") {
-                    Ok(Count::AtMost(number(n)?))
-                } else {
-                    Ok(Count::Exactly(number(t)?))
-                }
-            }
-        }
-    }
-}
-
-/// What must hold at the end of a run under one policy.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expect {
-    /// No anomaly at all.
-    pub clean: Option<bool>,
-    #[serde(default)]
-    pub anomalies: BTreeMap<AnomalyKind, Count>,
-    #[serde(default)]
-    pub rejected: BTreeMap<RejectReason, Count>,
-    pub resumes_accepted: Option<Count>,
-    pub late_emits_refused: Option<Count>,
-    /// Conditions (1–5) the dashboard must show red.
-    pub conditions_broken: Option<Vec<u8>>,
-    /// The lab refuses to start with this configuration.
-    pub config_refused: Option<bool>,
-    /// HTTP statuses of the probes, in order.
-    pub probe_statuses: Option<Vec<u16>>,
-    /// Every accepted probe replayed the same events (idempotent resume).
-    pub probes_replay_alike: Option<bool>,
-    /// Tool-call results the client applied (each call's result, once).
-    pub tool_results: Option<Count>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expectations {
-    pub naive: Option<Expect>,
-    pub fenced: Option<Expect>,
-}
-
-/// One step as written: exactly one of `action`, `set`, `wait`, `advance_ms`, `probe`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStep {
-    action: Option<Action>,
-    /// Turn the lab's knobs while it runs (`set = { grace_ms = 8000 }`).
-    set: Option<Tuning>,
-    repeat: Option<u32>,
-    wait: Option<WaitFor>,
-    count: Option<u64>,
-    timeout_ms: Option<u64>,
-    advance_ms: Option<u64>,
-    probe: Option<Probe>,
-    /// Narration: what this step does and why it matters.
-    say: Option<String>,
-    /// Run this step under one policy only.
-    only: Option<Policy>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: String,
-    teaches: String,
-    #[serde(default)]
-    policy: Policies,
-    #[serde(default)]
-    config: LabConfig,
-    background_every_ms: Option<u64>,
-    /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
-    tool: Option<ToolArgs>,
-    #[serde(rename = "step")]
-    steps: Vec<toml::Spanned<RawStep>>,
-    #[serde(default)]
-    expect: Expectations,
-}
+pub use super::bounds::{
+    DEFAULT_WAIT_TIMEOUT_MS, MAX_FILE_BYTES, MAX_LAB_TIME_MS, MAX_PLAYED_STEPS, MAX_REPEAT,
+    MAX_WAIT_TIMEOUT_MS, OverBound,
+};
+pub use super::file::{
+    Count, Expect, Expectations, Policies, ScenarioFile, StepFile, ToolArgs, WaitFor, WriteError,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum StepKind {
@@ -295,64 +123,6 @@ pub enum ScenarioError {
     TooLarge { path: String },
 }
 
-/// A bound a scenario went past, found before anything plays. The bounds exist because a
-/// scenario is input: without them a file of a few bytes could keep `forkscope run` busy for
-/// ever (lab time near the end of `u64`, where every deadline saturates to now and the driver
-/// never goes idle) or for a day (a billion repeats).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum OverBound {
-    #[error(
-        "step {step}: repeat = {repeat} is more than {MAX_REPEAT}, the most one step may repeat"
-    )]
-    Repeat { step: usize, repeat: u32 },
-    #[error(
-        "step {step}: the advances{} add up to more than a week of lab time \
-         ({MAX_LAB_TIME_MS} ms), the most a scenario may move the clock",
-        under(*only)
-    )]
-    LabTime { step: usize, only: Option<Policy> },
-    #[error(
-        "step {step}: the steps played{}, repeats counted, add up to more than \
-         {MAX_PLAYED_STEPS}, the most a scenario may play",
-        under(*only)
-    )]
-    PlayedSteps { step: usize, only: Option<Policy> },
-    #[error(
-        "step {step}: timeout_ms = {timeout_ms} is more than {MAX_WAIT_TIMEOUT_MS} (ten minutes), \
-         the longest a wait may last"
-    )]
-    WaitTimeout { step: usize, timeout_ms: u64 },
-}
-
-/// ` under naive` for a step that runs under one policy only (its totals are that policy's).
-fn under(only: Option<Policy>) -> String {
-    only.map(|p| format!(" under {p}")).unwrap_or_default()
-}
-
-/// The largest scenario file read: the shipped ones are a few KiB, a 50,000-step file about
-/// 1 MiB. Anything bigger (or a device that never ends) is refused after reading this much.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
-
-/// The most one step may repeat. An advance settles the lab between repeats (tens of real
-/// milliseconds each), so a thousand repeats already take about a minute.
-pub const MAX_REPEAT: u32 = 1_000;
-
-/// Steps one run may play, each repeat counted: twice the steps the largest file can hold
-/// without repeats, so only repeats multiplied over many steps reach it.
-pub const MAX_PLAYED_STEPS: u64 = 100_000;
-
-/// Lab time a scenario may move in all, under each policy: a week, far past every timer the
-/// lab has (the longest default, a session's idle limit, is ten minutes) and far from where
-/// lab time saturates.
-pub const MAX_LAB_TIME_MS: u64 = 7 * 24 * 60 * 60 * 1000;
-
-/// The longest a wait may be given, in real time: a wait that long has failed anyway, and
-/// this keeps its deadline far from overflowing the clock it is measured on.
-pub const MAX_WAIT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
-
-/// Default guard on a wait, in real time: a stuck scenario fails instead of hanging.
-pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 10_000;
-
 /// Where each line of a file starts, so finding a span's line is a binary search. Counting
 /// newlines from the top for every step made loading a file of n steps cost n².
 struct Lines {
@@ -392,57 +162,6 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     parse(&text, path)
 }
 
-/// What the steps so far add up to under each policy, checked against the bounds as each step
-/// is read.
-#[derive(Default)]
-struct Totals {
-    /// Under naive and under fenced: lab time moved, and steps played with their repeats.
-    lab_ms: [u64; 2],
-    played: [u64; 2],
-}
-
-impl Totals {
-    /// Counts step number `n`, or says which bound it crosses.
-    fn add(&mut self, step: &Step, n: usize) -> Result<(), OverBound> {
-        let (repeat, advance_ms) = match step.kind {
-            StepKind::Action { repeat, .. } => (repeat, 0),
-            StepKind::Advance { ms, repeat } => (repeat, ms),
-            StepKind::Wait { timeout_ms, .. } if timeout_ms > MAX_WAIT_TIMEOUT_MS => {
-                return Err(OverBound::WaitTimeout {
-                    step: n,
-                    timeout_ms,
-                });
-            }
-            StepKind::Wait { .. } | StepKind::Probe(_) | StepKind::Say => (1, 0),
-        };
-        if repeat > MAX_REPEAT {
-            return Err(OverBound::Repeat { step: n, repeat });
-        }
-        for (i, policy) in [Policy::Naive, Policy::Fenced].into_iter().enumerate() {
-            if step.only.is_some_and(|only| only != policy) {
-                continue;
-            }
-            // Checked: two advances of 2⁶³ ms must not wrap into a small total.
-            self.lab_ms[i] = advance_ms
-                .checked_mul(u64::from(repeat))
-                .and_then(|ms| ms.checked_add(self.lab_ms[i]))
-                .filter(|total| *total <= MAX_LAB_TIME_MS)
-                .ok_or(OverBound::LabTime {
-                    step: n,
-                    only: step.only,
-                })?;
-            self.played[i] += u64::from(repeat);
-            if self.played[i] > MAX_PLAYED_STEPS {
-                return Err(OverBound::PlayedSteps {
-                    step: n,
-                    only: step.only,
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
 pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
     let shown = path.display().to_string();
     let invalid = |line: usize, message: String| ScenarioError::Invalid {
@@ -451,19 +170,87 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         message,
     };
     let lines = Lines::new(text);
-    let raw: RawScenario = toml::from_str(text).map_err(|e| {
+    let file: ScenarioFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| lines.line_of(s.start));
         invalid(line, e.message().trim().to_owned())
     })?;
-    if raw.steps.is_empty() {
+    if file.steps.is_empty() {
         return Err(invalid(1, "a scenario needs at least one [[step]]".into()));
     }
     let mut steps = Vec::new();
     let mut totals = Totals::default();
-    for (index, spanned) in raw.steps.iter().enumerate() {
+    for (index, spanned) in file.steps.iter().enumerate() {
         let line = lines.line_of(spanned.span().start);
-        let step = spanned.get_ref();
         let n = index + 1;
+        let step = Step::read(spanned.get_ref(), line)
+            .map_err(|message| invalid(line, format!("step {n}: {message}")))?;
+        if let Err(bound) = totals.add(&step, n) {
+            return Err(ScenarioError::OverBound {
+                path: shown.clone(),
+                line,
+                bound,
+            });
+        }
+        steps.push(step);
+    }
+    for (policy, expect) in [
+        (Policy::Naive, &file.expect.naive),
+        (Policy::Fenced, &file.expect.fenced),
+    ] {
+        if let Some(Expect {
+            conditions_broken: Some(list),
+            ..
+        }) = expect
+            && let Some(bad) = list.iter().find(|c| !(1..=5).contains(*c))
+        {
+            return Err(invalid(
+                1,
+                format!("expect.{policy}.conditions_broken: {bad} is not a condition (1–5)"),
+            ));
+        }
+    }
+    if let Some(tool) = file.tool {
+        let max = forkscope_core::work::MAX_STEPS;
+        let max_delay = forkscope_core::work::MAX_DELAY_MS;
+        if !(1..=max).contains(&tool.steps) || tool.delay_ms > max_delay {
+            return Err(invalid(
+                1,
+                format!(
+                    "tool: steps must be 1–{max} and delay_ms at most {max_delay} (got {} and {})",
+                    tool.steps, tool.delay_ms
+                ),
+            ));
+        }
+    }
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        name: file.name,
+        teaches: file.teaches.trim().to_owned(),
+        policy: file.policy,
+        config: file.config,
+        background_every_ms: file.background_every_ms,
+        tool: file.tool,
+        steps,
+        expect: file.expect,
+    })
+}
+
+/// A step's mistake, said after `step n: `.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StepMistake {
+    #[error(
+        "expected exactly one of `action`, `set`, `wait`, `advance_ms`, `probe` (or only `say`)"
+    )]
+    NotOneKind,
+    #[error("`repeat` goes with `action` or `advance_ms`")]
+    StrayRepeat,
+    #[error("`count` and `timeout_ms` go with `wait`")]
+    StrayWaitField,
+}
+
+impl Step {
+    /// The step a `[[step]]` says, at `line`.
+    pub fn read(step: &StepFile, line: usize) -> Result<Step, StepMistake> {
         let given = [
             step.action.is_some(),
             step.set.is_some(),
@@ -494,87 +281,70 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
                 repeat: step.repeat.unwrap_or(1).max(1),
             },
             (1, .., Some(probe)) => StepKind::Probe(probe.clone()),
-            _ => {
-                return Err(invalid(
-                    line,
-                    format!(
-                        "step {n}: expected exactly one of `action`, `set`, `wait`, `advance_ms`, `probe` (or only `say`)"
-                    ),
-                ));
-            }
+            _ => return Err(StepMistake::NotOneKind),
         };
         if step.repeat.is_some() && step.action.is_none() && step.advance_ms.is_none() {
-            return Err(invalid(
-                line,
-                format!("step {n}: `repeat` goes with `action` or `advance_ms`"),
-            ));
+            return Err(StepMistake::StrayRepeat);
         }
         if (step.count.is_some() || step.timeout_ms.is_some()) && step.wait.is_none() {
-            return Err(invalid(
-                line,
-                format!("step {n}: `count` and `timeout_ms` go with `wait`"),
-            ));
+            return Err(StepMistake::StrayWaitField);
         }
-        let step = Step {
+        Ok(Step {
             kind,
             say: step.say.clone(),
             only: step.only,
             line,
+        })
+    }
+
+    /// The `[[step]]` that reads back as this step: [`Step::read`]'s inverse. A knob turn is
+    /// written as `set`; a count, timeout or repeat the loader assumes anyway is left out.
+    pub fn to_file(&self) -> StepFile {
+        let repeat = |n: u32| (n > 1).then_some(n);
+        let written = match &self.kind {
+            StepKind::Action {
+                action: Action::Tune(tuning),
+                ..
+            } => StepFile {
+                set: Some(*tuning),
+                ..StepFile::default()
+            },
+            StepKind::Action { action, repeat: n } => StepFile {
+                action: Some(*action),
+                repeat: repeat(*n),
+                ..StepFile::default()
+            },
+            StepKind::Wait {
+                what,
+                count,
+                timeout_ms,
+            } => StepFile {
+                timeout_ms: (*timeout_ms != DEFAULT_WAIT_TIMEOUT_MS).then_some(*timeout_ms),
+                ..StepFile::wait(*what, *count)
+            },
+            StepKind::Advance { ms, repeat: n } => StepFile::advance(*ms, *n),
+            StepKind::Probe(probe) => StepFile {
+                probe: Some(probe.clone()),
+                ..StepFile::default()
+            },
+            // A step that only narrates is its words; without them there is nothing to write.
+            StepKind::Say => StepFile {
+                say: Some(String::new()),
+                ..StepFile::default()
+            },
         };
-        if let Err(bound) = totals.add(&step, n) {
-            return Err(ScenarioError::OverBound {
-                path: shown.clone(),
-                line,
-                bound,
-            });
-        }
-        steps.push(step);
-    }
-    for (policy, expect) in [
-        (Policy::Naive, &raw.expect.naive),
-        (Policy::Fenced, &raw.expect.fenced),
-    ] {
-        if let Some(Expect {
-            conditions_broken: Some(list),
-            ..
-        }) = expect
-            && let Some(bad) = list.iter().find(|c| !(1..=5).contains(*c))
-        {
-            return Err(invalid(
-                1,
-                format!("expect.{policy}.conditions_broken: {bad} is not a condition (1–5)"),
-            ));
+        StepFile {
+            say: self.say.clone().or(written.say.clone()),
+            only: self.only,
+            ..written
         }
     }
-    if let Some(tool) = raw.tool {
-        let max = forkscope_core::work::MAX_STEPS;
-        let max_delay = forkscope_core::work::MAX_DELAY_MS;
-        if !(1..=max).contains(&tool.steps) || tool.delay_ms > max_delay {
-            return Err(invalid(
-                1,
-                format!(
-                    "tool: steps must be 1–{max} and delay_ms at most {max_delay} (got {} and {})",
-                    tool.steps, tool.delay_ms
-                ),
-            ));
-        }
-    }
-    Ok(Scenario {
-        path: path.to_path_buf(),
-        name: raw.name,
-        teaches: raw.teaches.trim().to_owned(),
-        policy: raw.policy,
-        config: raw.config,
-        background_every_ms: raw.background_every_ms,
-        tool: raw.tool,
-        steps,
-        expect: raw.expect,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use forkscope_core::AnomalyKind;
 
     fn err(text: &str) -> String {
         parse(text, Path::new("t.toml")).unwrap_err().to_string()

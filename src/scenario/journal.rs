@@ -9,10 +9,11 @@
 //! reconnect completed after a fault. Its expectations are the live verdict's: the same
 //! anomaly kinds (or clean), the same typed rejections.
 
+use super::file::{Count, Expect, Policies, ScenarioFile, StepFile, ToolArgs, WaitFor, WriteError};
+use super::format::{Step, StepKind};
 use crate::lab::{Action, LabOptions};
 use forkscope_core::history::Counters;
 use forkscope_core::{Policy, Verdict};
-use std::fmt::Write as _;
 
 /// Lab milliseconds one replayed time step moves: the client's first backoff, so a reconnect
 /// falls due within a step, never a whole retry budget in one leap.
@@ -91,196 +92,133 @@ impl Journal {
 
     /// The scenario file: what was done, then what must hold under each policy.
     /// `saved`: what each lab had reached when the journal was written.
-    pub fn to_toml(&self, saved: &[Observed], outcomes: &[Outcome], name: &str) -> String {
-        let mut out = String::new();
+    pub fn to_toml(
+        &self,
+        saved: &[Observed],
+        outcomes: &[Outcome],
+        name: &str,
+    ) -> Result<String, WriteError> {
+        self.to_file(saved, outcomes, name).to_toml()
+    }
+
+    fn to_file(&self, saved: &[Observed], outcomes: &[Outcome], name: &str) -> ScenarioFile {
         let keys: Vec<&str> = self.entries.iter().map(Entry::describe).collect();
-        let _ = writeln!(out, "name = {}", quoted(name));
-        let _ = writeln!(
-            out,
-            "teaches = {}",
-            quoted(&format!(
-                "Saved from the dashboard: {}. `forkscope run` replays it on a scripted clock.",
-                if keys.is_empty() {
-                    "nothing but time passing".to_owned()
-                } else {
-                    keys.join("; ")
-                }
-            ))
+        let teaches = format!(
+            "Saved from the dashboard: {}. `forkscope run` replays it on a scripted clock.",
+            if keys.is_empty() {
+                "nothing but time passing".to_owned()
+            } else {
+                keys.join("; ")
+            }
         );
         let policy = match self.policies.as_slice() {
-            [one] => one.name(),
-            _ => "both",
+            [one] => Policies::from(*one),
+            _ => Policies::Both,
         };
-        let _ = writeln!(out, "policy = \"{policy}\"");
-        if let Some(rate) = self.options.background {
-            let _ = writeln!(out, "background_every_ms = {}", rate.interval_ms());
-        }
-        let _ = writeln!(
-            out,
-            "tool = {{ steps = {}, delay_ms = {} }}",
-            self.options.tool_steps, self.options.tool_delay_ms
-        );
-        let config = differences(&self.options.config);
-        if !config.is_empty() {
-            // Under a `config` key, so nested tables come out as `[config.retry]`.
-            let mut doc = toml::Table::new();
-            doc.insert("config".to_owned(), toml::Value::Table(config));
-            let _ = write!(out, "\n{}", toml::to_string(&doc).unwrap_or_default());
-        }
+        let mut file = ScenarioFile::new(name.to_owned(), teaches, policy);
+        file.background_every_ms = self.options.background.map(|rate| rate.interval_ms());
+        file.tool = Some(ToolArgs {
+            steps: self.options.tool_steps,
+            delay_ms: self.options.tool_delay_ms,
+        });
+        file.config = self.options.config;
 
         // Per lab: what was last waited for, and whether a fault awaits its reconnect.
         let mut applied = vec![0; self.policies.len()];
         let mut faulted = vec![false; self.policies.len()];
         let mut at = 0;
         let only = |i: usize| match self.policies.as_slice() {
-            [_] => String::new(),
-            all => format!("\nonly = \"{}\"", all[i].name()),
+            [_] => None,
+            all => Some(all[i]),
         };
-        let mut waits = |out: &mut String, observed: &[Observed], faulted: &mut [bool]| {
+        let mut waits = |file: &mut ScenarioFile, observed: &[Observed], faulted: &mut [bool]| {
             for (i, o) in observed.iter().enumerate().take(self.policies.len()) {
                 if o.connected && faulted[i] {
-                    step(out, &format!("wait = \"connected\"{}", only(i)));
+                    file.push(StepFile::wait(WaitFor::Connected, 1).only(only(i)));
                     faulted[i] = false;
                 }
                 if o.applied > applied[i] {
-                    step(
-                        out,
-                        &format!("wait = \"applied\"\ncount = {}{}", o.applied, only(i)),
-                    );
+                    file.push(StepFile::wait(WaitFor::Applied, o.applied).only(only(i)));
                     applied[i] = o.applied;
                 }
             }
         };
         for entry in &self.entries {
             let now = entry.observed.first().map_or(at, |o| o.at_ms);
-            advance(&mut out, now.saturating_sub(at));
+            advance(&mut file, now.saturating_sub(at));
             at = at.max(now);
-            waits(&mut out, &entry.observed, &mut faulted);
+            waits(&mut file, &entry.observed, &mut faulted);
             // Narration: what was pressed, and when (the dashboard plays it with these words).
-            let say = quoted(&format!(
-                "at {:.1} s: {}",
-                now as f64 / 1_000.0,
-                entry.describe()
-            ));
-            match entry.action {
-                Action::Tune(tuning) => {
-                    step(&mut out, &format!("set = {{ {tuning} }}\nsay = {say}"));
-                }
-                action => {
-                    // `"drop_connection"`, or an inline table for an action with a value
-                    // (`{ add_latency = 50 }`).
-                    let action = toml::Value::try_from(action)
-                        .map(|v| v.to_string())
-                        .unwrap_or_default();
-                    step(&mut out, &format!("action = {action}\nsay = {say}"));
-                }
-            }
+            let say = format!("at {:.1} s: {}", now as f64 / 1_000.0, entry.describe());
+            let step = Step {
+                kind: StepKind::Action {
+                    action: entry.action,
+                    repeat: 1,
+                },
+                say: Some(say),
+                only: None,
+                line: 0,
+            };
+            file.push(step.to_file());
             if matches!(entry.action, Action::DropConnection | Action::Reset) {
-                step(&mut out, "wait = \"reconnecting\"");
+                file.push(StepFile::wait(WaitFor::Reconnecting, 1));
                 faulted.iter_mut().for_each(|f| *f = true);
             }
         }
         let now = saved.first().map_or(at, |o| o.at_ms);
-        advance(&mut out, now.saturating_sub(at));
-        waits(&mut out, saved, &mut faulted);
+        advance(&mut file, now.saturating_sub(at));
+        waits(&mut file, saved, &mut faulted);
         if self.entries.is_empty() && now == 0 {
-            step(&mut out, "say = \"nothing happened\"");
+            file.push(StepFile::default().say("nothing happened"));
         }
         for outcome in outcomes {
-            expectations(&mut out, outcome);
+            expectations(file.expect.of(outcome.policy), outcome);
         }
-        out
+        file
     }
-}
-
-/// The settings of `config` that differ from the defaults (a file says what is special about
-/// it; the rest is what `run` assumes anyway).
-fn differences(config: &forkscope_core::LabConfig) -> toml::Table {
-    let table = |c: &forkscope_core::LabConfig| match toml::Value::try_from(c) {
-        Ok(toml::Value::Table(t)) => t,
-        _ => toml::Table::new(),
-    };
-    let defaults = table(&forkscope_core::LabConfig::default());
-    let mut changed = toml::Table::new();
-    for (key, value) in table(config) {
-        match (&value, defaults.get(&key)) {
-            (toml::Value::Table(inner), Some(toml::Value::Table(default))) => {
-                let differ: toml::Table = inner
-                    .iter()
-                    .filter(|(k, v)| default.get(*k) != Some(*v))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if !differ.is_empty() {
-                    changed.insert(key, toml::Value::Table(differ));
-                }
-            }
-            (value, default) if default != Some(value) => {
-                changed.insert(key, value.clone());
-            }
-            _ => {}
-        }
-    }
-    changed
-}
-
-fn step(out: &mut String, body: &str) {
-    let _ = write!(out, "\n[[step]]\n{body}\n");
 }
 
 /// Lab time moves `ms` in steps of at most [`TIME_STEP_MS`].
-fn advance(out: &mut String, ms: u64) {
+fn advance(file: &mut ScenarioFile, ms: u64) {
     let (steps, rest) = (ms / TIME_STEP_MS, ms % TIME_STEP_MS);
-    if steps == 1 {
-        step(out, &format!("advance_ms = {TIME_STEP_MS}"));
-    } else if steps > 1 {
-        step(
-            out,
-            &format!("advance_ms = {TIME_STEP_MS}\nrepeat = {steps}"),
-        );
+    if steps > 0 {
+        let repeat = u32::try_from(steps).unwrap_or(u32::MAX);
+        file.push(StepFile::advance(TIME_STEP_MS, repeat));
     }
     if rest > 0 {
-        step(out, &format!("advance_ms = {rest}"));
+        file.push(StepFile::advance(rest, 1));
     }
 }
 
-fn expectations(out: &mut String, o: &Outcome) {
-    let _ = write!(out, "\n[expect.{}]\n", o.policy.name());
+/// The live verdict as expectations: the same anomaly kinds (or clean), the same typed
+/// rejections, a tool result if one was applied.
+fn expectations(expect: &mut Expect, o: &Outcome) {
     if o.verdict.clean {
-        let _ = writeln!(out, "clean = true");
+        expect.clean = Some(true);
     } else {
-        let kinds: Vec<String> = o
+        expect.anomalies = o
             .verdict
             .counts
             .keys()
-            .filter_map(|k| serde_json::to_value(k).ok()?.as_str().map(str::to_owned))
-            .map(|k| format!("{k} = \">=1\""))
+            .map(|kind| (*kind, Count::AtLeast(1)))
             .collect();
-        let _ = writeln!(out, "anomalies = {{ {} }}", kinds.join(", "));
     }
-    let rejected: Vec<String> = o
+    expect.rejected = o
         .counters
         .resumes_rejected
         .iter()
         .filter(|(_, n)| **n > 0)
-        .map(|(reason, _)| format!("{} = \">=1\"", reason.as_str()))
+        .map(|(reason, _)| (*reason, Count::AtLeast(1)))
         .collect();
-    if !rejected.is_empty() {
-        let _ = writeln!(out, "rejected = {{ {} }}", rejected.join(", "));
-    }
     if o.tool_results > 0 {
-        let _ = writeln!(out, "tool_results = \">=1\"");
+        expect.tool_results = Some(Count::AtLeast(1));
     }
-}
-
-/// A TOML basic string.
-fn quoted(text: &str) -> String {
-    toml::Value::String(text.to_owned()).to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::format::{StepKind, parse};
+    use crate::scenario::format::parse;
     use forkscope_core::Tuning;
     use std::path::Path;
 
@@ -297,7 +235,9 @@ mod tests {
         };
         j.record(Action::ToggleNaive, under(1_000, Policy::Fenced));
         j.record(Action::ToggleNaive, under(2_000, Policy::Naive));
-        let text = j.to_toml(&under(3_000, Policy::Fenced), &[], "n twice");
+        let text = j
+            .to_toml(&under(3_000, Policy::Fenced), &[], "n twice")
+            .unwrap();
         assert!(
             text.contains("switch to naive mode (reproduces the fork); switch back to fenced"),
             "{text}"
@@ -341,7 +281,9 @@ mod tests {
             counters: Counters::default(),
             tool_results: 0,
         };
-        let text = j.to_toml(&at(2_600, 3, true), &[outcome], "saved \"experiment\"");
+        let text = j
+            .to_toml(&at(2_600, 3, true), &[outcome], "saved \"experiment\"")
+            .unwrap();
         let s = parse(&text, Path::new("saved.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(s.name, "saved \"experiment\"");
         assert_eq!(s.config, options.config, "{text}");

@@ -8,7 +8,6 @@ use crate::scenario::journal::{self, Journal, Observed};
 use crate::tui::panes;
 use crate::tui::panes::evidence::{self, EvidenceView};
 use forkscope_core::Policy;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The evidence card, once something worth pinning happened.
@@ -98,8 +97,11 @@ impl App {
             self.journal.actions(),
             panes::seconds(at)
         );
-        let text = self.journal.to_toml(&saved, &outcomes, &name);
-        match write_new_file(&self.save_dir, "forkscope-saved", &text) {
+        let text = match self.journal.to_toml(&saved, &outcomes, &name) {
+            Ok(text) => text,
+            Err(e) => return self.say(format!("could not save the scenario: {e}")),
+        };
+        match crate::new_file::write_numbered(&self.save_dir, "forkscope-saved", &text) {
             Ok(path) => self.say(format!(
                 "saved {} as {path} — forkscope run {path} replays it",
                 match self.journal.actions() {
@@ -211,28 +213,4 @@ impl App {
             self.say(before.map_or(action.describe(), |p| action.describe_from(p)));
         }
     }
-}
-
-/// `<stem>-N.toml` in `dir`, the first N not taken, created afresh (never over an existing
-/// file).
-fn write_new_file(dir: &Path, stem: &str, text: &str) -> std::io::Result<PathBuf> {
-    use std::io::Write as _;
-    for n in 1..1_000 {
-        let path = dir.join(format!("{stem}-{n}.toml"));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(mut file) => {
-                file.write_all(text.as_bytes())?;
-                return Ok(path);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::other(format!(
-        "{stem}-1.toml to {stem}-999.toml all exist"
-    )))
 }

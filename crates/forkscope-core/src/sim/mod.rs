@@ -7,8 +7,8 @@
 
 mod calls;
 
-use crate::client::{Client, Continuity, EventTruth, StreamHeaders};
 use crate::canon::Canon;
+use crate::client::{Client, Continuity, EventTruth, StreamHeaders};
 use crate::config::{ConfigError, LabConfig};
 use crate::history::History;
 use crate::ids::{ConnectionId, EventId, SessionId, SplitMix64, StreamId};

@@ -1,0 +1,92 @@
+//! `forkscope probe`: another MCP server's stream resumption, tested case by case.
+
+use super::{Format, out, outln, runtime};
+use forkscope::probe::{self, ProbeError, expect::ExpectError};
+use forkscope::tui::probe_watch::{self, WatchError};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct ProbeArgs {
+    /// The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.
+    url: String,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Rounds of the racing case (1-100).
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
+    /// The tool whose calls stream progress notifications (default: `progress_task`, or
+    /// the first tool that takes `steps`).
+    #[arg(long)]
+    tool: Option<String>,
+    /// The tool's arguments, a JSON object (default: `steps` and `delay_ms` where the
+    /// tool's schema has them).
+    #[arg(long, value_name = "JSON")]
+    args: Option<String>,
+    /// Run only these cases (comma-separated names, as the report prints them).
+    #[arg(long, value_delimiter = ',', value_name = "CASE,...")]
+    only: Option<Vec<String>>,
+    /// How long a case waits for what it expects, in milliseconds (100-60000).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    window_ms: u64,
+    /// Probe a server that is not on this machine.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Compare the findings with the verdicts this TOML file writes down per case; the
+    /// exit status then says whether they match (0) or changed (1).
+    #[arg(long, value_name = "FILE.toml")]
+    expect: Option<PathBuf>,
+    /// Watch the battery in the terminal: each case's connections as lanes, the events
+    /// that break the rule marked (q quits; the report of the cases run so far follows).
+    #[arg(long)]
+    watch: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeFailure {
+    #[error(transparent)]
+    Expect(#[from] ExpectError),
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+/// Exit 0 when every case run holds (or, with `--expect`, the findings match), else 1.
+pub fn run(args: ProbeArgs) -> Result<ExitCode, ProbeFailure> {
+    let expected = args
+        .expect
+        .as_deref()
+        .map(probe::expect::load)
+        .transpose()?;
+    let options = probe::Options {
+        url: args.url,
+        repeat: args.repeat,
+        tool: args.tool,
+        args: args.args,
+        only: args.only,
+        allow_remote: args.allow_remote,
+        window_ms: args.window_ms,
+    };
+    let mut report = if args.watch {
+        probe_watch::run(&options)?
+    } else {
+        runtime().block_on(probe::probe(&options))?
+    };
+    report.expected = expected
+        .as_ref()
+        .map(|e| probe::expect::compare(e, &report));
+    match args.format {
+        Format::Text => out!("{}", probe::text(&report)),
+        Format::Json => outln!("{}", probe::json(&report)),
+    }
+    let failed = match &report.expected {
+        Some(compared) => !compared.mismatches.is_empty(),
+        None => report.violated(),
+    };
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,204 @@
+//! `forkscope serve`: the MCP server alone, for other clients, until a signal stops it.
+
+use super::{IdentityArg, PolicyArg, init_logging, outln, runtime, shutdown_signal};
+use forkscope::clock::LabClock;
+use forkscope::wire::server::{self, EmitRate, ServeOptions};
+use forkscope::wire::{Core, Shared};
+use forkscope_core::{ConfigError, LabConfig, Policy};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Records `forkscope serve` keeps for its history ring (its checker sees every one).
+const SERVE_HISTORY: usize = 1_024;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8931)]
+    port: u16,
+    /// Address to bind. Anything but loopback exposes the lab to the network.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    bind: IpAddr,
+    #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
+    policy: PolicyArg,
+    /// Milliseconds between background emits on each session's GET stream (0: none).
+    #[arg(long, default_value_t = 1000, conflicts_with = "emit_rate")]
+    emit_every: u64,
+    /// Background emits per second on each session's GET stream, up to 1000000 (instead
+    /// of --emit-every; a fractional rate like 0.25 is one every four seconds).
+    #[arg(long, value_parser = parse_rate)]
+    emit_rate: Option<EmitRate>,
+    /// Grace window for orphaned streams, in milliseconds.
+    #[arg(long)]
+    grace_ms: Option<u64>,
+    /// How long a finished tool call's stream stays resumable, in milliseconds (default:
+    /// the client retry budget, 15000).
+    #[arg(long)]
+    retention_ms: Option<u64>,
+    /// The retry budget the server assumes its clients have, in milliseconds (default
+    /// 15000): under fenced the grace window must be strictly shorter (condition 5), so a
+    /// longer --grace-ms (for people typing by hand) needs a longer budget too.
+    #[arg(long)]
+    retry_budget_ms: Option<u64>,
+    /// End a session with nothing attached and no request for this long, in milliseconds
+    /// (default 600000); at capacity, `initialize` is answered 503 with Retry-After.
+    #[arg(long)]
+    session_idle_ms: Option<u64>,
+    /// Replay memory across all sessions, in MiB (default 48); past it, `initialize` and
+    /// tool calls are answered 503 `over_budget` with Retry-After.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    replay_budget_mib: Option<u64>,
+    /// A `: keep-alive` comment on every SSE stream idle this long, in milliseconds
+    /// (0: none).
+    #[arg(long, default_value_t = server::liveness::KEEPALIVE_MS)]
+    keepalive_ms: u64,
+    /// A stream whose writes are not taken (or acknowledged) for this long is judged gone
+    /// and its grace window starts, in milliseconds (0: never).
+    #[arg(long, default_value_t = server::liveness::WRITE_DEADLINE_MS)]
+    write_deadline_ms: u64,
+    /// Where the fenced policy reads stream identity from: `event-id` (ids carry the
+    /// stream's token, so stock MCP clients resume with Last-Event-ID alone) or
+    /// `token-header` (the seed's model: a resume also needs Mcp-Resumption-Token).
+    #[arg(long, value_enum, default_value_t = IdentityArg::EventId)]
+    identity: IdentityArg,
+    /// Also write each event's ground truth as an SSE comment (`: truth s2 5 <key>`), as
+    /// the dashboard's lab does; clients ignore it.
+    #[arg(long)]
+    truth_comments: bool,
+    /// Answer requests whose Host names this too (NAME for any port, NAME:PORT for one;
+    /// repeatable). Loopback names and the bound address always pass; any other Host is
+    /// refused 403, against DNS rebinding.
+    #[arg(long, value_name = "NAME[:PORT]", value_parser = server::rebinding::parse_allowed_host)]
+    allow_host: Vec<String>,
+    /// Close a connection with no request in flight for this long, in milliseconds
+    /// (HTTP/1 keep-alive and HTTP/2 alike; 1-3600000).
+    #[arg(long, default_value_t = server::IDLE_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    idle_timeout_ms: u64,
+    /// How long a client may take to send a request's head (the first one included) and a
+    /// POST's body, in milliseconds (1-600000).
+    #[arg(long, default_value_t = server::REQUEST_READ_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    request_timeout_ms: u64,
+    /// On SIGINT or SIGTERM, how long open responses may take to finish, in milliseconds
+    /// (0-600000): running tool calls get a JSON-RPC error saying the server is stopping,
+    /// and every stream ends cleanly; what is still open after it is closed.
+    #[arg(long, default_value_t = server::DRAIN_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    drain_ms: u64,
+}
+
+/// `--emit-rate` that is not a rate.
+#[derive(Debug, thiserror::Error)]
+pub enum RateArgError {
+    #[error("{0:?} is not a number of events per second")]
+    NotANumber(String),
+    #[error(transparent)]
+    OutOfRange(#[from] server::background::RateError),
+}
+
+fn parse_rate(s: &str) -> Result<EmitRate, RateArgError> {
+    let n: f64 = s
+        .parse()
+        .map_err(|_| RateArgError::NotANumber(s.to_owned()))?;
+    Ok(EmitRate::per_second(n)?)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
+    init_logging();
+    let mut config = LabConfig {
+        identity: args.identity.into(),
+        // Nothing views serve's history: the checker reads each record as it comes, so a
+        // short ring is enough (the lab's 65,536 would hold ~9 MiB for no one).
+        history_capacity: SERVE_HISTORY,
+        ..LabConfig::default()
+    };
+    if let Some(grace) = args.grace_ms {
+        config.grace_ms = grace;
+    }
+    if let Some(budget) = args.retry_budget_ms {
+        config.retry.budget_ms = budget;
+        config.retention_ms = budget;
+    }
+    if let Some(retention) = args.retention_ms {
+        config.retention_ms = retention;
+    }
+    if let Some(idle) = args.session_idle_ms {
+        config.session_idle_ms = idle;
+    }
+    if let Some(mib) = args.replay_budget_mib {
+        // Bounded by the parser: at most 64 GiB, which fits in usize on 64-bit hosts.
+        config.replay_budget_bytes = usize::try_from(mib * 1024 * 1024).unwrap_or(usize::MAX);
+    }
+    let background = args
+        .emit_rate
+        .or((args.emit_every > 0).then(|| EmitRate::every_ms(args.emit_every)));
+    let options = ServeOptions {
+        background,
+        truth_comments: args.truth_comments,
+        liveness: server::liveness::Liveness {
+            keepalive_ms: (args.keepalive_ms > 0).then_some(args.keepalive_ms),
+            write_deadline_ms: (args.write_deadline_ms > 0).then_some(args.write_deadline_ms),
+        },
+        allowed_hosts: args.allow_host,
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        request_read_timeout: Duration::from_millis(args.request_timeout_ms),
+        ..ServeOptions::default()
+    };
+    runtime().block_on(serve(
+        SocketAddr::new(args.bind, args.port),
+        args.policy.into(),
+        config,
+        options,
+        Duration::from_millis(args.drain_ms),
+    ))
+}
+
+async fn serve(
+    addr: SocketAddr,
+    policy: Policy,
+    config: LabConfig,
+    options: ServeOptions,
+    drain: Duration,
+) -> Result<ExitCode, ServeError> {
+    let core = Core::new(config, policy)?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
+    }
+    let shared = Shared::new(core);
+    let running = server::start(shared.clone(), Arc::new(LabClock::new()), options, addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })?;
+    let shutdown = shutdown_signal();
+    outln!(
+        "forkscope serve: MCP Streamable HTTP 2025-11-25 at http://{}/mcp (policy {policy})",
+        running.addr
+    );
+    shutdown.await;
+    let verdict = shared.lock().history.verdict();
+    outln!(
+        "forkscope serve: stopping; checker verdict: {} — {}",
+        verdict.summary(),
+        verdict.headline
+    );
+    // A second signal stops at once: dropping the server aborts what is left.
+    tokio::select! {
+        stopped = running.drain(drain) => {
+            if stopped > 0 {
+                outln!("forkscope serve: {stopped} running tool call(s) told the server is stopping");
+            }
+        }
+        () = shutdown_signal() => outln!("forkscope serve: stopped without draining"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

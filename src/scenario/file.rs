@@ -1,0 +1,422 @@
+//! The scenario file as written on disk: typed, serde both ways, and written in one place
+//! ([`ScenarioFile::to_toml`]). The loader reads these types and the writers (a journal saved
+//! from the dashboard, a counterexample from `check`) build them, so a file written here always
+//! parses back to the steps it was written from: no string is quoted by hand.
+
+use crate::lab::{Action, Probe};
+use forkscope_core::{AnomalyKind, LabConfig, Policy, RejectReason, Tuning};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+
+/// Which policies a scenario runs under.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policies {
+    Fenced,
+    Naive,
+    #[default]
+    Both,
+}
+
+impl Policies {
+    pub fn list(self) -> Vec<Policy> {
+        match self {
+            Policies::Fenced => vec![Policy::Fenced],
+            Policies::Naive => vec![Policy::Naive],
+            Policies::Both => vec![Policy::Naive, Policy::Fenced],
+        }
+    }
+}
+
+impl From<Policy> for Policies {
+    fn from(policy: Policy) -> Self {
+        match policy {
+            Policy::Fenced => Policies::Fenced,
+            Policy::Naive => Policies::Naive,
+        }
+    }
+}
+
+/// A state of the lab a step waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitFor {
+    /// The client holds a stream and has a cursor.
+    Connected,
+    /// The client noticed its streams ended and is between attempts: the standalone stream,
+    /// and every tool call still waiting on its result.
+    Reconnecting,
+    /// The client has applied at least `count` side effects.
+    Applied,
+    /// The server has ruled on `count` more GETs (resumed, rejected or a new stream) since the
+    /// last action, advance or probe step began.
+    Decision,
+    /// The server has recorded at least `count` emits.
+    Emits,
+    /// The server has started at least `count` grace windows (it noticed a connection end):
+    /// what a script waits for before it lets lab time run past a grace window.
+    Orphaned,
+    /// The latest tool call's stream is open (its priming event arrived) and it has applied at
+    /// least `count` events (progress steps, result); `count = 0`: the call is under way.
+    ToolProgress,
+    /// The latest tool call is over: its result applied, or given up as lost.
+    ToolDone,
+}
+
+/// The arguments of the `progress_task` call a `start_tool_call` step makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolArgs {
+    pub steps: u64,
+    pub delay_ms: u64,
+}
+
+/// A count expectation: `3` (exactly), `">=1"`, `"<=2"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    Exactly(u64),
+    AtLeast(u64),
+    AtMost(u64),
+}
+
+impl Count {
+    pub fn holds(self, got: u64) -> bool {
+        match self {
+            Count::Exactly(n) => got == n,
+            Count::AtLeast(n) => got >= n,
+            Count::AtMost(n) => got <= n,
+        }
+    }
+}
+
+impl std::fmt::Display for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Count::Exactly(n) => write!(f, "= {n}"),
+            Count::AtLeast(n) => write!(f, "≥ {n}"),
+            Count::AtMost(n) => write!(f, "≤ {n}"),
+        }
+    }
+}
+
+/// As the file writes it: a number, or `">=1"` / `"<=2"`.
+impl Serialize for Count {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Count::Exactly(n) => serializer.serialize_u64(*n),
+            Count::AtLeast(n) => serializer.collect_str(&format_args!(">={n}")),
+            Count::AtMost(n) => serializer.collect_str(&format_args!("<={n}")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        let bad = || {
+            serde::de::Error::custom(
+                "expected a count: a number, or a string like \">=1\" or \"<=2\"",
+            )
+        };
+        match Raw::deserialize(deserializer)? {
+            Raw::Number(n) => Ok(Count::Exactly(n)),
+            Raw::Text(t) => {
+                let t = t.trim();
+                let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
+                if let Some(n) = t.strip_prefix(">=") {
+                    Ok(Count::AtLeast(number(n)?))
+                } else if let Some(n) = t.strip_prefix("<=") {
+                    Ok(Count::AtMost(number(n)?))
+                } else {
+                    Ok(Count::Exactly(number(t)?))
+                }
+            }
+        }
+    }
+}
+
+/// What must hold at the end of a run under one policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// No anomaly at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clean: Option<bool>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub anomalies: BTreeMap<AnomalyKind, Count>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rejected: BTreeMap<RejectReason, Count>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumes_accepted: Option<Count>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_emits_refused: Option<Count>,
+    /// Conditions (1–5) the dashboard must show red.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conditions_broken: Option<Vec<u8>>,
+    /// The lab refuses to start with this configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<bool>,
+    /// HTTP statuses of the probes, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_statuses: Option<Vec<u16>>,
+    /// Every accepted probe replayed the same events (idempotent resume).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes_replay_alike: Option<bool>,
+    /// Tool-call results the client applied (each call's result, once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_results: Option<Count>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectations {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub naive: Option<Expect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<Expect>,
+}
+
+impl Expectations {
+    /// The expectation of `policy`, made if missing.
+    pub fn of(&mut self, policy: Policy) -> &mut Expect {
+        match policy {
+            Policy::Naive => self.naive.get_or_insert_default(),
+            Policy::Fenced => self.fenced.get_or_insert_default(),
+        }
+    }
+}
+
+/// One `[[step]]` as written: the loader accepts exactly one of `action`, `set`, `wait`,
+/// `advance_ms`, `probe` (or only `say`); see [`super::format::StepKind`] for what each means.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// Turn the lab's knobs while it runs (`set = { grace_ms = 8000 }`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set: Option<Tuning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitFor>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advance_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+    /// Narration: what this step does and why it matters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub say: Option<String>,
+    /// Run this step under one policy only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub only: Option<Policy>,
+}
+
+impl StepFile {
+    pub fn action(action: Action) -> StepFile {
+        StepFile {
+            action: Some(action),
+            ..StepFile::default()
+        }
+    }
+
+    /// Wait for `what` (a count of 1 is the loader's default, so it is left out).
+    pub fn wait(what: WaitFor, count: u64) -> StepFile {
+        StepFile {
+            wait: Some(what),
+            count: (count != 1).then_some(count),
+            ..StepFile::default()
+        }
+    }
+
+    pub fn advance(ms: u64, repeat: u32) -> StepFile {
+        StepFile {
+            advance_ms: Some(ms),
+            repeat: (repeat > 1).then_some(repeat),
+            ..StepFile::default()
+        }
+    }
+
+    pub fn say(mut self, say: impl Into<String>) -> StepFile {
+        self.say = Some(say.into());
+        self
+    }
+
+    pub fn only(mut self, only: Option<Policy>) -> StepFile {
+        self.only = only;
+        self
+    }
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    pub teaches: String,
+    #[serde(default)]
+    pub policy: Policies,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_every_ms: Option<u64>,
+    /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolArgs>,
+    /// Written as the settings that differ from the defaults: a file says what is special
+    /// about it, the rest is what `run` assumes anyway.
+    #[serde(
+        default,
+        serialize_with = "config_differences",
+        skip_serializing_if = "is_default_config"
+    )]
+    pub config: LabConfig,
+    #[serde(rename = "step")]
+    pub steps: Vec<toml::Spanned<StepFile>>,
+    #[serde(default)]
+    pub expect: Expectations,
+}
+
+fn is_default_config(config: &LabConfig) -> bool {
+    *config == LabConfig::default()
+}
+
+fn config_differences<S: Serializer>(config: &LabConfig, serializer: S) -> Result<S::Ok, S::Error> {
+    let table = |c: &LabConfig| match toml::Value::try_from(c) {
+        Ok(toml::Value::Table(t)) => Ok(t),
+        Ok(_) => Err(serde::ser::Error::custom("a configuration is a table")),
+        Err(e) => Err(serde::ser::Error::custom(e)),
+    };
+    let defaults = table(&LabConfig::default())?;
+    let mut changed = toml::Table::new();
+    for (key, value) in table(config)? {
+        match (&value, defaults.get(&key)) {
+            (toml::Value::Table(inner), Some(toml::Value::Table(default))) => {
+                let differ: toml::Table = inner
+                    .iter()
+                    .filter(|(k, v)| default.get(*k) != Some(*v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if !differ.is_empty() {
+                    changed.insert(key, toml::Value::Table(differ));
+                }
+            }
+            (value, default) if default != Some(value) => {
+                changed.insert(key, value.clone());
+            }
+            _ => {}
+        }
+    }
+    changed.serialize(serializer)
+}
+
+/// A scenario could not be written (a value TOML cannot hold).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the scenario as TOML: {0}")]
+pub struct WriteError(#[from] toml::ser::Error);
+
+impl ScenarioFile {
+    /// A file with these steps and nothing else said.
+    pub fn new(name: String, teaches: String, policy: Policies) -> ScenarioFile {
+        ScenarioFile {
+            name,
+            teaches,
+            policy,
+            background_every_ms: None,
+            tool: None,
+            config: LabConfig::default(),
+            steps: Vec::new(),
+            expect: Expectations::default(),
+        }
+    }
+
+    pub fn push(&mut self, step: StepFile) {
+        self.steps.push(toml::Spanned::new(0..0, step));
+    }
+
+    /// The file's text, laid out as a person writes one: the scenario's own keys, then
+    /// `[config]`, then each `[[step]]` with its values inline, then `[expect.<policy>]`.
+    /// Every value is written by the `toml` crate.
+    pub fn to_toml(&self) -> Result<String, WriteError> {
+        let doc = toml::Table::try_from(self)?;
+        let mut out = String::new();
+        for (key, value) in &doc {
+            if !is_section(key, value) {
+                line(&mut out, key, value);
+            }
+        }
+        for (key, value) in &doc {
+            if !is_section(key, value) {
+                continue;
+            }
+            match value {
+                toml::Value::Array(items) => {
+                    for item in items {
+                        out.push_str(&format!("\n[[{}]]\n", bare(key)));
+                        lines(&mut out, item);
+                    }
+                }
+                // A table of tables (`expect`): one section each, values inline.
+                toml::Value::Table(inner) if inner.values().all(toml::Value::is_table) => {
+                    for (sub, table) in inner {
+                        out.push_str(&format!("\n[{}.{}]\n", bare(key), bare(sub)));
+                        lines(&mut out, table);
+                    }
+                }
+                // A table with settings of its own (`config`): as TOML lays it out, nested
+                // tables as `[config.retry]`.
+                toml::Value::Table(inner) => {
+                    let mut section = toml::Table::new();
+                    section.insert(key.clone(), toml::Value::Table(inner.clone()));
+                    out.push('\n');
+                    out.push_str(&toml::to_string(&section)?);
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What is written as a section of its own: the lab's settings, the expectations, and the
+/// steps (an array of tables). Small tables (`tool`) stay inline.
+fn is_section(key: &str, value: &toml::Value) -> bool {
+    match value {
+        toml::Value::Table(_) => key == "config" || key == "expect",
+        toml::Value::Array(items) => !items.is_empty() && items.iter().all(toml::Value::is_table),
+        _ => false,
+    }
+}
+
+fn lines(out: &mut String, table: &toml::Value) {
+    if let toml::Value::Table(table) = table {
+        for (key, value) in table {
+            line(out, key, value);
+        }
+    }
+}
+
+/// `key = value`, the value inline (`{ token = "current" }` for a table).
+fn line(out: &mut String, key: &str, value: &toml::Value) {
+    out.push_str(&format!("{} = {value}\n", bare(key)));
+}
+
+/// A key as TOML writes it: bare when it can be, else a quoted string.
+fn bare(key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        key.to_owned()
+    } else {
+        toml::Value::String(key.to_owned()).to_string()
+    }
+}
