@@ -2,8 +2,8 @@
 //! the resume decisions of [`crate::resume`].
 //!
 //! The `Server` and its sessions are here; what it does is split by concern: carrying out a
-//! GET's decision ([`reconnects`]), emits ([`emits`]), and a stream's life after it opened:
-//! orphaning, fencing, timers ([`lifecycle`]).
+//! GET's decision (`reconnects`), emits (`emits`), and a stream's life after it opened:
+//! orphaning, fencing, timers (`lifecycle`).
 //!
 //! Sans-IO in the quinn style: `handle_*` and `emit*` take the current [`LabTime`], and
 //! [`Server::poll_timeout`] tells the caller when to call [`Server::handle_timeout`] next.

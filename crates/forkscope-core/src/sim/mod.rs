@@ -3,7 +3,7 @@
 //!
 //! It plays the part the real HTTP adapters play, with no sockets and no clock, so the core's
 //! tests, property tests and the headless demonstration run the seed incident deterministically.
-//! Tool calls, each with a connection of its own, are in [`calls`].
+//! Tool calls, each with a connection of its own, are in `calls`.
 
 mod calls;
 
