@@ -59,9 +59,9 @@ async fn fork_by_keys(app: &mut App, terminal: &mut Terminal<TestBackend>) {
     app.handle(key('d')).await;
     // A fork is an emit landing on the orphaned stream: the ╳ the lanes draw.
     until(app, terminal, "a fork", forked).await;
-    // The lab's snapshot may be a step ahead of the last frame: draw once more, so the
+    // The lab's snapshot may be a step ahead of the last frame: tick once more, so the
     // dashboard's own timeline holds the fork too.
-    app.draw(terminal).unwrap();
+    frame(app, terminal);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,7 +52,7 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     (
         "forkscope probe http://127.0.0.1:8931/mcp --watch",
-        "full screen: it needs a terminal to draw the battery in (src/tui/probe_watch.rs tests its lanes)",
+        "full screen: it needs a terminal to draw the battery in (src/tui/probe_watch/tests.rs tests its lanes)",
     ),
     (
         "interop/check-python-sdk.sh",

@@ -1,7 +1,6 @@
 //! The bounds a scenario is held to before anything plays, and the running totals that check
 //! them step by step.
 
-use super::format::{Step, StepKind};
 use forkscope_core::Policy;
 
 /// A bound a scenario went past, found before anything plays. The bounds exist because a
@@ -62,6 +61,16 @@ pub const MAX_WAIT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 /// Default guard on a wait, in real time: a stuck scenario fails instead of hanging.
 pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 10_000;
 
+/// What one step asks of the bounds: how often it runs, how far it moves lab time each time,
+/// how long it may wait, and under which policy (the step reader says; the bounds judge).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Cost {
+    pub repeat: u32,
+    pub advance_ms: u64,
+    pub wait_timeout_ms: Option<u64>,
+    pub only: Option<Policy>,
+}
+
 /// What the steps so far add up to under each policy, checked against the bounds as each step
 /// is read.
 #[derive(Default)]
@@ -73,18 +82,18 @@ pub(super) struct Totals {
 
 impl Totals {
     /// Counts step number `n`, or says which bound it crosses.
-    pub(super) fn add(&mut self, step: &Step, n: usize) -> Result<(), OverBound> {
-        let (repeat, advance_ms) = match step.kind {
-            StepKind::Action { repeat, .. } => (repeat, 0),
-            StepKind::Advance { ms, repeat } => (repeat, ms),
-            StepKind::Wait { timeout_ms, .. } if timeout_ms > MAX_WAIT_TIMEOUT_MS => {
-                return Err(OverBound::WaitTimeout {
-                    step: n,
-                    timeout_ms,
-                });
-            }
-            StepKind::Wait { .. } | StepKind::Probe(_) | StepKind::Say => (1, 0),
-        };
+    pub(super) fn add(&mut self, step: Cost, n: usize) -> Result<(), OverBound> {
+        let Cost {
+            repeat,
+            advance_ms,
+            ..
+        } = step;
+        if let Some(timeout_ms) = step.wait_timeout_ms.filter(|t| *t > MAX_WAIT_TIMEOUT_MS) {
+            return Err(OverBound::WaitTimeout {
+                step: n,
+                timeout_ms,
+            });
+        }
         if repeat > MAX_REPEAT {
             return Err(OverBound::Repeat { step: n, repeat });
         }

@@ -2,7 +2,7 @@
 //! every mistake with file, line and what was expected. The file's own types and its writer are
 //! in [`super::file`]; the bounds a scenario is held to, in [`super::bounds`].
 
-use super::bounds::Totals;
+use super::bounds::{Cost, Totals};
 use crate::lab::{Action, Probe};
 use forkscope_core::{LabConfig, Policy};
 use std::path::{Path, PathBuf};
@@ -184,7 +184,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         let n = index + 1;
         let step = Step::read(spanned.get_ref(), line)
             .map_err(|message| invalid(line, format!("step {n}: {message}")))?;
-        if let Err(bound) = totals.add(&step, n) {
+        if let Err(bound) = totals.add(step.cost(), n) {
             return Err(ScenarioError::OverBound {
                 path: shown.clone(),
                 line,
@@ -249,6 +249,22 @@ pub enum StepMistake {
 }
 
 impl Step {
+    /// What this step asks of the scenario's bounds.
+    fn cost(&self) -> Cost {
+        let (repeat, advance_ms, wait_timeout_ms) = match self.kind {
+            StepKind::Action { repeat, .. } => (repeat, 0, None),
+            StepKind::Advance { ms, repeat } => (repeat, ms, None),
+            StepKind::Wait { timeout_ms, .. } => (1, 0, Some(timeout_ms)),
+            StepKind::Probe(_) | StepKind::Say => (1, 0, None),
+        };
+        Cost {
+            repeat,
+            advance_ms,
+            wait_timeout_ms,
+            only: self.only,
+        }
+    }
+
     /// The step a `[[step]]` says, at `line`.
     pub fn read(step: &StepFile, line: usize) -> Result<Step, StepMistake> {
         let given = [
