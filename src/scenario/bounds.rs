@@ -84,9 +84,7 @@ impl Totals {
     /// Counts step number `n`, or says which bound it crosses.
     pub(super) fn add(&mut self, step: Cost, n: usize) -> Result<(), OverBound> {
         let Cost {
-            repeat,
-            advance_ms,
-            ..
+            repeat, advance_ms, ..
         } = step;
         if let Some(timeout_ms) = step.wait_timeout_ms.filter(|t| *t > MAX_WAIT_TIMEOUT_MS) {
             return Err(OverBound::WaitTimeout {

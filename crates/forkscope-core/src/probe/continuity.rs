@@ -1,8 +1,7 @@
 //! Continuity: duplicates, order and gaps in what a client applies from one logical stream,
 //! in the order it applies it. The judges of [`super::judge`] ask it of every resume.
 
-use super::judge::StreamOf;
-use super::observed::{Connection, Item, Received};
+use super::observed::{Connection, Item, Received, StreamOf};
 use super::verdict::{Finding, Verdict};
 
 /// The position of an item within its stream, for order and gaps. A call's result comes after

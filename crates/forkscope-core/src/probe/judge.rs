@@ -5,52 +5,8 @@
 //! applies is a gap-free, in-order continuation of that one stream, each event once.
 
 use super::continuity::{continuity, counts_by_one, position, reached_end, span};
-use super::observed::{Answer, Connection, End, Item, Received};
+use super::observed::{Answer, Connection, End, Received, StreamOf};
 use super::verdict::{Finding, Verdict};
-
-/// A logical stream the probe can recognise by its events.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StreamOf {
-    /// A tool call: its progress token, its JSON-RPC id (as JSON text), and how many progress
-    /// notifications a complete run sends, if the probe knows.
-    Call {
-        token: String,
-        request: String,
-        steps: Option<u64>,
-    },
-    /// Numbered notifications of one channel (the standalone stream's source), and the last
-    /// number a complete run reaches, if the probe knows.
-    Channel { channel: String, last: Option<u64> },
-}
-
-impl StreamOf {
-    /// This connection carried the stream's last event: the call's result, or the last
-    /// numbered event of a channel whose end is known.
-    pub fn ended_in(&self, conn: &Connection) -> bool {
-        conn.carried().any(|r| {
-            self.owns(&r.item)
-                && match (&r.item, self) {
-                    (Item::Response { .. }, _) => true,
-                    (
-                        Item::Numbered { n, .. },
-                        StreamOf::Channel {
-                            last: Some(last), ..
-                        },
-                    ) => n >= last,
-                    _ => false,
-                }
-        })
-    }
-
-    pub fn owns(&self, item: &Item) -> bool {
-        match (self, item) {
-            (StreamOf::Call { token, .. }, Item::Progress { token: t, .. }) => t == token,
-            (StreamOf::Call { request, .. }, Item::Response { request: r }) => r == request,
-            (StreamOf::Channel { channel, .. }, Item::Numbered { channel: c, .. }) => c == channel,
-            _ => false,
-        }
-    }
-}
 
 /// What the probe knows about streams: the one a case follows, the session's others, and
 /// streams of other sessions it can tell apart.

@@ -108,3 +108,47 @@ impl Connection {
         self.events.iter().filter(|r| r.item != Item::Priming)
     }
 }
+
+/// A logical stream the probe can recognise by its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamOf {
+    /// A tool call: its progress token, its JSON-RPC id (as JSON text), and how many progress
+    /// notifications a complete run sends, if the probe knows.
+    Call {
+        token: String,
+        request: String,
+        steps: Option<u64>,
+    },
+    /// Numbered notifications of one channel (the standalone stream's source), and the last
+    /// number a complete run reaches, if the probe knows.
+    Channel { channel: String, last: Option<u64> },
+}
+
+impl StreamOf {
+    /// This connection carried the stream's last event: the call's result, or the last
+    /// numbered event of a channel whose end is known.
+    pub fn ended_in(&self, conn: &Connection) -> bool {
+        conn.carried().any(|r| {
+            self.owns(&r.item)
+                && match (&r.item, self) {
+                    (Item::Response { .. }, _) => true,
+                    (
+                        Item::Numbered { n, .. },
+                        StreamOf::Channel {
+                            last: Some(last), ..
+                        },
+                    ) => n >= last,
+                    _ => false,
+                }
+        })
+    }
+
+    pub fn owns(&self, item: &Item) -> bool {
+        match (self, item) {
+            (StreamOf::Call { token, .. }, Item::Progress { token: t, .. }) => t == token,
+            (StreamOf::Call { request, .. }, Item::Response { request: r }) => r == request,
+            (StreamOf::Channel { channel, .. }, Item::Numbered { channel: c, .. }) => c == channel,
+            _ => false,
+        }
+    }
+}
