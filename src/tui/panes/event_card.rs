@@ -5,7 +5,7 @@ use super::block;
 use super::lanes::Placed;
 use crate::tui::theme::Theme;
 use forkscope_core::history::{Anomaly, AnomalyKind, Entry, Record};
-use forkscope_core::{EventId, IdScheme, Policy, SessionId, StreamId};
+use forkscope_core::{Effect, EventId, IdScheme, PayloadKey, Policy, SessionId, StreamId};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
@@ -30,7 +30,10 @@ fn short_key(key: &str) -> &str {
 fn who_emitted(key: &str, copied: bool) -> &'static str {
     if copied {
         "copied by the naive server from an older stream's backlog: old content under a new id"
-    } else if short_key(key).starts_with("bg") {
+    } else if key
+        .parse::<PayloadKey>()
+        .is_ok_and(|k| matches!(k.effect(), Effect::Background { .. }))
+    {
         "emitted by the server's background emitter"
     } else {
         "emitted by the progress_task tool call"
