@@ -19,13 +19,43 @@ pub struct Canon {
     now: LabTime,
     /// Sessions in canonical order: the client's first, then by age.
     sessions: Vec<SessionId>,
-    /// Each session's short id (`SessionId::short`), as the number its 6 hex digits spell.
-    shorts: Vec<u32>,
+    /// Each session's short id, spelled as [`SessionId::short`] spells it: a key's prefix
+    /// names a session exactly when it is one of these (compared as bytes, not parsed: the
+    /// canonical form of a state reads dozens of keys).
+    shorts: Vec<[u8; SHORT_LEN]>,
+    /// The last token read and what it names: a state's client and its requests mostly hold
+    /// the same one.
+    last_token: Option<([u8; TOKEN_LEN], Named)>,
     /// Every stream the server still knows, by token: `(session ordinal, stream)`.
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     /// The connections the client is reading, in a fixed order.
     held: Vec<ConnectionId>,
     bytes: Vec<u8>,
+}
+
+/// What a token names: nothing it can (absent or malformed), nothing the server keeps, or a
+/// stream (session ordinal, stream).
+#[derive(Clone, Copy, Debug)]
+enum Named {
+    NotAToken,
+    Nothing,
+    Stream(u8, StreamId),
+}
+
+/// Hex digits in a token: only these are remembered as the last token read.
+const TOKEN_LEN: usize = 32;
+
+/// Hex digits in a session's short id.
+const SHORT_LEN: usize = 6;
+
+/// `bits` in [`SHORT_LEN`] lowercase hex digits, as [`SessionId::short`] writes them.
+fn spell_short(bits: u32) -> [u8; SHORT_LEN] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut spelled = [0u8; SHORT_LEN];
+    for (i, digit) in spelled.iter_mut().enumerate() {
+        *digit = HEX[((bits >> (4 * (SHORT_LEN - 1 - i))) & 0xf) as usize];
+    }
+    spelled
 }
 
 /// Ordinal written for a session the server no longer holds.
@@ -38,11 +68,15 @@ impl Canon {
         tokens: impl IntoIterator<Item = (ResumptionToken, SessionId, StreamId)>,
         held: Vec<ConnectionId>,
     ) -> Self {
-        let shorts = sessions.iter().map(|s| s.short_bits()).collect();
+        let shorts = sessions
+            .iter()
+            .map(|s| spell_short(s.short_bits()))
+            .collect();
         let mut canon = Canon {
             now,
             sessions,
             shorts,
+            last_token: None,
             tokens: Vec::new(),
             held,
             bytes: SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut())),
@@ -121,13 +155,29 @@ impl Canon {
 
     /// A token as the stream it names (or "names nothing the server keeps").
     pub(crate) fn token(&mut self, token: Option<&str>) {
-        let named = token
-            .and_then(ResumptionToken::parse)
-            .map(|t| self.tokens.iter().find(|(k, _, _)| *k == t).copied());
+        let named = match token {
+            None => Named::NotAToken,
+            Some(text) => match &self.last_token {
+                Some((last, named)) if last.as_slice() == text.as_bytes() => *named,
+                _ => {
+                    let named = match ResumptionToken::parse(text) {
+                        None => Named::NotAToken,
+                        Some(t) => match self.tokens.iter().find(|(k, _, _)| *k == t) {
+                            None => Named::Nothing,
+                            Some(&(_, session, stream)) => Named::Stream(session, stream),
+                        },
+                    };
+                    if let Ok(spelled) = text.as_bytes().try_into() {
+                        self.last_token = Some((spelled, named));
+                    }
+                    named
+                }
+            },
+        };
         match named {
-            None => self.tag(0),
-            Some(None) => self.tag(1),
-            Some(Some((_, session, stream))) => {
+            Named::NotAToken => self.tag(0),
+            Named::Nothing => self.tag(1),
+            Named::Stream(session, stream) => {
                 self.tag(2);
                 self.tag(session);
                 self.stream(stream);
@@ -176,8 +226,10 @@ impl Canon {
         let Some((prefix, _)) = key.split_once(':') else {
             return (GONE, 0);
         };
-        let ordinal = SessionId::parse_short(prefix)
-            .and_then(|b| self.shorts.iter().position(|s| *s == b))
+        let ordinal = self
+            .shorts
+            .iter()
+            .position(|s| s.as_slice() == prefix.as_bytes())
             .map_or(GONE, |i| u8::try_from(i).unwrap_or(GONE));
         (ordinal, prefix.len() + 1)
     }
