@@ -31,6 +31,9 @@ pub struct Canon {
     /// The connections the client is reading, in a fixed order.
     held: Vec<ConnectionId>,
     bytes: Vec<u8>,
+    /// Room for [`Canon::unordered`] to sort in.
+    runs: Vec<(usize, usize)>,
+    written: Vec<u8>,
 }
 
 /// What a token names: nothing it can (absent or malformed), nothing the server keeps, or a
@@ -68,24 +71,30 @@ impl Canon {
         tokens: impl IntoIterator<Item = (ResumptionToken, SessionId, StreamId)>,
         held: Vec<ConnectionId>,
     ) -> Self {
-        let shorts = sessions
-            .iter()
-            .map(|s| spell_short(s.short_bits()))
-            .collect();
+        let spare = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let mut shorts = spare.shorts;
+        shorts.clear();
+        shorts.extend(sessions.iter().map(|s| spell_short(s.short_bits())));
         let mut canon = Canon {
             now,
             sessions,
             shorts,
             last_token: None,
-            tokens: Vec::new(),
+            tokens: spare.tokens,
             held,
-            bytes: SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut())),
+            bytes: spare.bytes,
+            runs: spare.runs,
+            written: spare.written,
         };
         canon.bytes.clear();
-        canon.tokens = tokens
-            .into_iter()
-            .map(|(token, session, stream)| (token, canon.ordinal(session), stream))
-            .collect();
+        let mut bound = std::mem::take(&mut canon.tokens);
+        bound.clear();
+        bound.extend(
+            tokens
+                .into_iter()
+                .map(|(token, session, stream)| (token, canon.ordinal(session), stream)),
+        );
+        canon.tokens = bound;
         canon
     }
 
@@ -257,22 +266,29 @@ impl Canon {
         items: impl IntoIterator<Item = T>,
         mut write: impl FnMut(&mut Canon, T),
     ) {
-        // Each item is written in place, then the runs are reordered: one allocation for the
-        // whole collection rather than one per item.
+        // Each item is written in place, then the runs are reordered: no allocation per item,
+        // nor (once the buffers have grown) per state.
         let start = self.bytes.len();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.clear();
         for item in items {
             let from = self.bytes.len() - start;
             write(self, item);
             runs.push((from, self.bytes.len() - start));
         }
-        let written = self.bytes.split_off(start);
+        let mut written = std::mem::take(&mut self.written);
+        written.clear();
+        written.extend_from_slice(&self.bytes[start..]);
+        self.bytes.truncate(start);
         runs.sort_unstable_by(|a, b| written[a.0..a.1].cmp(&written[b.0..b.1]));
         self.number(runs.len() as u64);
-        for (from, to) in runs {
+        for &(from, to) in &runs {
             self.number((to - from) as u64);
             self.bytes.extend_from_slice(&written[from..to]);
         }
+        // An `unordered` inside `write` found these taken and used its own.
+        self.runs = runs;
+        self.written = written;
     }
 
     /// 128 bits of the canonical bytes: what the explorer keeps per visited state. Two
@@ -285,15 +301,31 @@ impl Canon {
 }
 
 impl Drop for Canon {
-    /// Hands the buffer back for the next state: one allocation per thread, not per state.
+    /// Hands the buffers back for the next state: allocations per thread, not per state.
     fn drop(&mut self) {
-        let bytes = std::mem::take(&mut self.bytes);
-        SCRATCH.with(|s| *s.borrow_mut() = bytes);
+        let spare = Spare {
+            bytes: std::mem::take(&mut self.bytes),
+            shorts: std::mem::take(&mut self.shorts),
+            tokens: std::mem::take(&mut self.tokens),
+            runs: std::mem::take(&mut self.runs),
+            written: std::mem::take(&mut self.written),
+        };
+        SPARE.with(|s| *s.borrow_mut() = spare);
     }
 }
 
+/// A finished [`Canon`]'s buffers, kept for the next one on the same thread.
+#[derive(Default)]
+struct Spare {
+    bytes: Vec<u8>,
+    shorts: Vec<[u8; SHORT_LEN]>,
+    tokens: Vec<(ResumptionToken, u8, StreamId)>,
+    runs: Vec<(usize, usize)>,
+    written: Vec<u8>,
+}
+
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
 }
 
 /// The keys of the fingerprint's two lanes: bits spread, unrelated (digits of π and e).
