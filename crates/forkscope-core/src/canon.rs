@@ -23,9 +23,10 @@ pub struct Canon {
     /// names a session exactly when it is one of these (compared as bytes, not parsed: the
     /// canonical form of a state reads dozens of keys).
     shorts: Vec<[u8; SHORT_LEN]>,
-    /// The last token read and what it names: a state's client and its requests mostly hold
-    /// the same one.
-    last_token: Option<([u8; TOKEN_LEN], Named)>,
+    /// Tokens this thread parsed lately, by spelling: explored states share a handful of
+    /// tokens (every one starts from the same seed), and parsing hex was the largest part of
+    /// writing a state.
+    parsed: Parsed,
     /// Every stream the server still knows, by token: `(session ordinal, stream)`.
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     /// The connections the client is reading, in a fixed order.
@@ -45,8 +46,11 @@ enum Named {
     Stream(u8, StreamId),
 }
 
-/// Hex digits in a token: only these are remembered as the last token read.
+/// Hex digits in a token.
 const TOKEN_LEN: usize = 32;
+
+/// A small cache of [`ResumptionToken::parse`], one entry per slot.
+type Parsed = [Option<([u8; TOKEN_LEN], Option<ResumptionToken>)>; 8];
 
 /// Hex digits in a session's short id.
 const SHORT_LEN: usize = 6;
@@ -79,7 +83,7 @@ impl Canon {
             now,
             sessions,
             shorts,
-            last_token: None,
+            parsed: spare.parsed,
             tokens: spare.tokens,
             held,
             bytes: spare.bytes,
@@ -164,23 +168,11 @@ impl Canon {
 
     /// A token as the stream it names (or "names nothing the server keeps").
     pub(crate) fn token(&mut self, token: Option<&str>) {
-        let named = match token {
+        let named = match token.and_then(|text| self.parse_token(text)) {
             None => Named::NotAToken,
-            Some(text) => match &self.last_token {
-                Some((last, named)) if last.as_slice() == text.as_bytes() => *named,
-                _ => {
-                    let named = match ResumptionToken::parse(text) {
-                        None => Named::NotAToken,
-                        Some(t) => match self.tokens.iter().find(|(k, _, _)| *k == t) {
-                            None => Named::Nothing,
-                            Some(&(_, session, stream)) => Named::Stream(session, stream),
-                        },
-                    };
-                    if let Ok(spelled) = text.as_bytes().try_into() {
-                        self.last_token = Some((spelled, named));
-                    }
-                    named
-                }
+            Some(t) => match self.tokens.iter().find(|(k, _, _)| *k == t) {
+                None => Named::Nothing,
+                Some(&(_, session, stream)) => Named::Stream(session, stream),
             },
         };
         match named {
@@ -192,6 +184,23 @@ impl Canon {
                 self.stream(stream);
             }
         }
+    }
+
+    /// [`ResumptionToken::parse`], remembered.
+    fn parse_token(&mut self, text: &str) -> Option<ResumptionToken> {
+        let Ok(spelled) = <[u8; TOKEN_LEN]>::try_from(text.as_bytes()) else {
+            return ResumptionToken::parse(text);
+        };
+        let slot =
+            usize::from(spelled[TOKEN_LEN - 1] ^ (spelled[TOKEN_LEN - 2] << 3)) % self.parsed.len();
+        if let Some((known, parsed)) = &self.parsed[slot] {
+            if *known == spelled {
+                return *parsed;
+            }
+        }
+        let parsed = ResumptionToken::parse(text);
+        self.parsed[slot] = Some((spelled, parsed));
+        parsed
     }
 
     /// A wire event id or `Last-Event-ID`: its spelling, with a stream key replaced by the
@@ -306,6 +315,7 @@ impl Drop for Canon {
         let spare = Spare {
             bytes: std::mem::take(&mut self.bytes),
             shorts: std::mem::take(&mut self.shorts),
+            parsed: self.parsed,
             tokens: std::mem::take(&mut self.tokens),
             runs: std::mem::take(&mut self.runs),
             written: std::mem::take(&mut self.written),
@@ -319,6 +329,7 @@ impl Drop for Canon {
 struct Spare {
     bytes: Vec<u8>,
     shorts: Vec<[u8; SHORT_LEN]>,
+    parsed: Parsed,
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     runs: Vec<(usize, usize)>,
     written: Vec<u8>,
