@@ -195,8 +195,10 @@ pub(super) fn explore(
     Ok(out)
 }
 
-/// Runs `expand` on every piece of a round, on `workers` threads taking pieces in turn, and
-/// returns the results in the pieces' order.
+/// Runs `expand` on every piece of a round, on the calling thread and up to `workers - 1`
+/// more, each taking pieces in turn, and returns the results in the pieces' order. A thread
+/// the system refuses (an address-space limit, say) is done without: the calling thread
+/// takes its pieces, and the result is the same.
 fn in_parallel<T: Send>(
     round: &[Range<u32>],
     workers: usize,
@@ -204,20 +206,27 @@ fn in_parallel<T: Send>(
 ) -> Vec<T> {
     let next = AtomicUsize::new(0);
     let done: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::with_capacity(round.len()));
-    std::thread::scope(|scope| {
-        for _ in 0..workers.min(round.len()) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(piece) = round.get(i) else { break };
-                    let result = expand(piece);
-                    // A worker that panicked poisons the lock; the scope re-raises its panic.
-                    if let Ok(mut done) = done.lock() {
-                        done.push((i, result));
-                    }
-                }
-            });
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(piece) = round.get(i) else { break };
+            let result = expand(piece);
+            // A worker that panicked poisons the lock; the scope re-raises its panic.
+            if let Ok(mut done) = done.lock() {
+                done.push((i, result));
+            }
         }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..workers.min(round.len()) {
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, work)
+                .is_err()
+            {
+                break;
+            }
+        }
+        work();
     });
     let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_unstable_by_key(|(i, _)| *i);
