@@ -54,17 +54,6 @@ enum Found {
     New(u128),
 }
 
-/// Bytes the search holds besides the visited states: each worker's replay path (a state per
-/// level) and the transitions of one round waiting to be merged.
-fn working_bytes(depth: usize, workers: usize) -> u64 {
-    let path = (depth as u64 + 2) * memory::FRONTIER_STATE_BYTES;
-    let round = PIECES_PER_WORKER as u64
-        * u64::from(PIECE)
-        * Step::ALL.len() as u64
-        * std::mem::size_of::<Transition>() as u64;
-    workers as u64 * (path + round)
-}
-
 pub(super) fn explore(
     config: LabConfig,
     policy: Policy,
@@ -79,7 +68,6 @@ pub(super) fn explore(
     seen.insert(root.fingerprint());
     let mut tree = Tree::new();
     let mut tally = Tally::default();
-    let working = working_bytes(bounds.depth, workers);
     let mut out = Exploration {
         policy,
         bounds,
@@ -92,7 +80,7 @@ pub(super) fn explore(
         complete: true,
         exhausted: false,
         stopped: None,
-        estimated_peak: memory::estimate(1, working),
+        estimated_peak: memory::estimate(1),
         levels: Vec::new(),
         reached: BTreeMap::new(),
         counterexample: None,
@@ -144,7 +132,7 @@ pub(super) fn explore(
                             continue;
                         }
                         // Checked before the state is kept, so neither limit is ever passed.
-                        let held = memory::estimate(out.distinct + 1, working);
+                        let held = memory::estimate(out.distinct + 1);
                         let limit = match bounds.max_states {
                             Some(max_states) if out.distinct >= max_states => {
                                 Some(Limit::StateLimit { max_states })
