@@ -19,13 +19,50 @@ pub struct Canon {
     now: LabTime,
     /// Sessions in canonical order: the client's first, then by age.
     sessions: Vec<SessionId>,
-    /// Each session's short id (`SessionId::short`), as the number its 6 hex digits spell.
-    shorts: Vec<u32>,
+    /// Each session's short id, spelled as [`SessionId::short`] spells it: a key's prefix
+    /// names a session exactly when it is one of these (compared as bytes, not parsed: the
+    /// canonical form of a state reads dozens of keys).
+    shorts: Vec<[u8; SHORT_LEN]>,
+    /// Tokens this thread parsed lately, by spelling: explored states share a handful of
+    /// tokens (every one starts from the same seed), and parsing hex was the largest part of
+    /// writing a state.
+    parsed: Parsed,
     /// Every stream the server still knows, by token: `(session ordinal, stream)`.
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     /// The connections the client is reading, in a fixed order.
     held: Vec<ConnectionId>,
     bytes: Vec<u8>,
+    /// Room for [`Canon::unordered`] to sort in.
+    runs: Vec<(usize, usize)>,
+    written: Vec<u8>,
+}
+
+/// What a token names: nothing it can (absent or malformed), nothing the server keeps, or a
+/// stream (session ordinal, stream).
+#[derive(Clone, Copy, Debug)]
+enum Named {
+    NotAToken,
+    Nothing,
+    Stream(u8, StreamId),
+}
+
+/// Hex digits in a token.
+const TOKEN_LEN: usize = 32;
+
+/// A small cache of [`ResumptionToken::parse`], one entry per slot.
+type Parsed = [Option<([u8; TOKEN_LEN], Option<ResumptionToken>)>; 8];
+
+/// Hex digits in a session's short id.
+const SHORT_LEN: usize = 6;
+
+/// `bits` in [`SHORT_LEN`] lowercase hex digits, as [`SessionId::short`] writes them.
+fn spell_short(bits: u32) -> [u8; SHORT_LEN] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut spelled = [0u8; SHORT_LEN];
+    for (i, digit) in spelled.iter_mut().enumerate() {
+        *digit = HEX[((bits >> (4 * (SHORT_LEN - 1 - i))) & 0xf) as usize];
+    }
+    spelled
 }
 
 /// Ordinal written for a session the server no longer holds.
@@ -38,20 +75,30 @@ impl Canon {
         tokens: impl IntoIterator<Item = (ResumptionToken, SessionId, StreamId)>,
         held: Vec<ConnectionId>,
     ) -> Self {
-        let shorts = sessions.iter().map(|s| s.short_bits()).collect();
+        let spare = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let mut shorts = spare.shorts;
+        shorts.clear();
+        shorts.extend(sessions.iter().map(|s| spell_short(s.short_bits())));
         let mut canon = Canon {
             now,
             sessions,
             shorts,
-            tokens: Vec::new(),
+            parsed: spare.parsed,
+            tokens: spare.tokens,
             held,
-            bytes: SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut())),
+            bytes: spare.bytes,
+            runs: spare.runs,
+            written: spare.written,
         };
         canon.bytes.clear();
-        canon.tokens = tokens
-            .into_iter()
-            .map(|(token, session, stream)| (token, canon.ordinal(session), stream))
-            .collect();
+        let mut bound = std::mem::take(&mut canon.tokens);
+        bound.clear();
+        bound.extend(
+            tokens
+                .into_iter()
+                .map(|(token, session, stream)| (token, canon.ordinal(session), stream)),
+        );
+        canon.tokens = bound;
         canon
     }
 
@@ -121,18 +168,39 @@ impl Canon {
 
     /// A token as the stream it names (or "names nothing the server keeps").
     pub(crate) fn token(&mut self, token: Option<&str>) {
-        let named = token
-            .and_then(ResumptionToken::parse)
-            .map(|t| self.tokens.iter().find(|(k, _, _)| *k == t).copied());
+        let named = match token.and_then(|text| self.parse_token(text)) {
+            None => Named::NotAToken,
+            Some(t) => match self.tokens.iter().find(|(k, _, _)| *k == t) {
+                None => Named::Nothing,
+                Some(&(_, session, stream)) => Named::Stream(session, stream),
+            },
+        };
         match named {
-            None => self.tag(0),
-            Some(None) => self.tag(1),
-            Some(Some((_, session, stream))) => {
+            Named::NotAToken => self.tag(0),
+            Named::Nothing => self.tag(1),
+            Named::Stream(session, stream) => {
                 self.tag(2);
                 self.tag(session);
                 self.stream(stream);
             }
         }
+    }
+
+    /// [`ResumptionToken::parse`], remembered.
+    fn parse_token(&mut self, text: &str) -> Option<ResumptionToken> {
+        let Ok(spelled) = <[u8; TOKEN_LEN]>::try_from(text.as_bytes()) else {
+            return ResumptionToken::parse(text);
+        };
+        let slot =
+            usize::from(spelled[TOKEN_LEN - 1] ^ (spelled[TOKEN_LEN - 2] << 3)) % self.parsed.len();
+        if let Some((known, parsed)) = &self.parsed[slot] {
+            if *known == spelled {
+                return *parsed;
+            }
+        }
+        let parsed = ResumptionToken::parse(text);
+        self.parsed[slot] = Some((spelled, parsed));
+        parsed
     }
 
     /// A wire event id or `Last-Event-ID`: its spelling, with a stream key replaced by the
@@ -176,8 +244,10 @@ impl Canon {
         let Some((prefix, _)) = key.split_once(':') else {
             return (GONE, 0);
         };
-        let ordinal = SessionId::parse_short(prefix)
-            .and_then(|b| self.shorts.iter().position(|s| *s == b))
+        let ordinal = self
+            .shorts
+            .iter()
+            .position(|s| s.as_slice() == prefix.as_bytes())
             .map_or(GONE, |i| u8::try_from(i).unwrap_or(GONE));
         (ordinal, prefix.len() + 1)
     }
@@ -205,22 +275,29 @@ impl Canon {
         items: impl IntoIterator<Item = T>,
         mut write: impl FnMut(&mut Canon, T),
     ) {
-        // Each item is written in place, then the runs are reordered: one allocation for the
-        // whole collection rather than one per item.
+        // Each item is written in place, then the runs are reordered: no allocation per item,
+        // nor (once the buffers have grown) per state.
         let start = self.bytes.len();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.clear();
         for item in items {
             let from = self.bytes.len() - start;
             write(self, item);
             runs.push((from, self.bytes.len() - start));
         }
-        let written = self.bytes.split_off(start);
+        let mut written = std::mem::take(&mut self.written);
+        written.clear();
+        written.extend_from_slice(&self.bytes[start..]);
+        self.bytes.truncate(start);
         runs.sort_unstable_by(|a, b| written[a.0..a.1].cmp(&written[b.0..b.1]));
         self.number(runs.len() as u64);
-        for (from, to) in runs {
+        for &(from, to) in &runs {
             self.number((to - from) as u64);
             self.bytes.extend_from_slice(&written[from..to]);
         }
+        // An `unordered` inside `write` found these taken and used its own.
+        self.runs = runs;
+        self.written = written;
     }
 
     /// 128 bits of the canonical bytes: what the explorer keeps per visited state. Two
@@ -233,15 +310,33 @@ impl Canon {
 }
 
 impl Drop for Canon {
-    /// Hands the buffer back for the next state: one allocation per thread, not per state.
+    /// Hands the buffers back for the next state: allocations per thread, not per state.
     fn drop(&mut self) {
-        let bytes = std::mem::take(&mut self.bytes);
-        SCRATCH.with(|s| *s.borrow_mut() = bytes);
+        let spare = Spare {
+            bytes: std::mem::take(&mut self.bytes),
+            shorts: std::mem::take(&mut self.shorts),
+            parsed: self.parsed,
+            tokens: std::mem::take(&mut self.tokens),
+            runs: std::mem::take(&mut self.runs),
+            written: std::mem::take(&mut self.written),
+        };
+        SPARE.with(|s| *s.borrow_mut() = spare);
     }
 }
 
+/// A finished [`Canon`]'s buffers, kept for the next one on the same thread.
+#[derive(Default)]
+struct Spare {
+    bytes: Vec<u8>,
+    shorts: Vec<[u8; SHORT_LEN]>,
+    parsed: Parsed,
+    tokens: Vec<(ResumptionToken, u8, StreamId)>,
+    runs: Vec<(usize, usize)>,
+    written: Vec<u8>,
+}
+
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
 }
 
 /// The keys of the fingerprint's two lanes: bits spread, unrelated (digits of π and e).

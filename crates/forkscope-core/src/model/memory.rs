@@ -123,13 +123,18 @@ pub const FRONTIER_STATE_BYTES: u64 = 7 * 1024;
 /// live (3 × 8/7 × 17 + 3 × 5 = 73).
 pub const VISITED_STATE_BYTES: u64 = 80;
 
-/// The search's estimated memory after `visited` distinct states, with `working` bytes for
-/// the states being expanded.
-pub fn estimate(visited: u64, working: u64) -> ByteSize {
+/// Bytes the search holds besides its visited states: on each thread, a path of states being
+/// rebuilt and expanded (a [`FRONTIER_STATE_BYTES`] state per level) and a round of
+/// transitions waiting to be merged — about 1.5 MiB a thread at depth 18. A constant rather
+/// than a count of threads, so the same bounds stop at the same state on every machine.
+pub const WORKING_BYTES: u64 = 4 << 20;
+
+/// The search's estimated memory after `visited` distinct states.
+pub fn estimate(visited: u64) -> ByteSize {
     ByteSize(
         visited
             .saturating_mul(VISITED_STATE_BYTES)
-            .saturating_add(working),
+            .saturating_add(WORKING_BYTES),
     )
 }
 

@@ -54,17 +54,6 @@ enum Found {
     New(u128),
 }
 
-/// Bytes the search holds besides the visited states: each worker's replay path (a state per
-/// level) and the transitions of one round waiting to be merged.
-fn working_bytes(depth: usize, workers: usize) -> u64 {
-    let path = (depth as u64 + 2) * memory::FRONTIER_STATE_BYTES;
-    let round = PIECES_PER_WORKER as u64
-        * u64::from(PIECE)
-        * Step::ALL.len() as u64
-        * std::mem::size_of::<Transition>() as u64;
-    workers as u64 * (path + round)
-}
-
 pub(super) fn explore(
     config: LabConfig,
     policy: Policy,
@@ -79,7 +68,6 @@ pub(super) fn explore(
     seen.insert(root.fingerprint());
     let mut tree = Tree::new();
     let mut tally = Tally::default();
-    let working = working_bytes(bounds.depth, workers);
     let mut out = Exploration {
         policy,
         bounds,
@@ -92,7 +80,7 @@ pub(super) fn explore(
         complete: true,
         exhausted: false,
         stopped: None,
-        estimated_peak: memory::estimate(1, working),
+        estimated_peak: memory::estimate(1),
         levels: Vec::new(),
         reached: BTreeMap::new(),
         counterexample: None,
@@ -144,7 +132,7 @@ pub(super) fn explore(
                             continue;
                         }
                         // Checked before the state is kept, so neither limit is ever passed.
-                        let held = memory::estimate(out.distinct + 1, working);
+                        let held = memory::estimate(out.distinct + 1);
                         let limit = match bounds.max_states {
                             Some(max_states) if out.distinct >= max_states => {
                                 Some(Limit::StateLimit { max_states })
@@ -195,8 +183,10 @@ pub(super) fn explore(
     Ok(out)
 }
 
-/// Runs `expand` on every piece of a round, on `workers` threads taking pieces in turn, and
-/// returns the results in the pieces' order.
+/// Runs `expand` on every piece of a round, on the calling thread and up to `workers - 1`
+/// more, each taking pieces in turn, and returns the results in the pieces' order. A thread
+/// the system refuses (an address-space limit, say) is done without: the calling thread
+/// takes its pieces, and the result is the same.
 fn in_parallel<T: Send>(
     round: &[Range<u32>],
     workers: usize,
@@ -204,20 +194,27 @@ fn in_parallel<T: Send>(
 ) -> Vec<T> {
     let next = AtomicUsize::new(0);
     let done: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::with_capacity(round.len()));
-    std::thread::scope(|scope| {
-        for _ in 0..workers.min(round.len()) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(piece) = round.get(i) else { break };
-                    let result = expand(piece);
-                    // A worker that panicked poisons the lock; the scope re-raises its panic.
-                    if let Ok(mut done) = done.lock() {
-                        done.push((i, result));
-                    }
-                }
-            });
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(piece) = round.get(i) else { break };
+            let result = expand(piece);
+            // A worker that panicked poisons the lock; the scope re-raises its panic.
+            if let Ok(mut done) = done.lock() {
+                done.push((i, result));
+            }
         }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..workers.min(round.len()) {
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, work)
+                .is_err()
+            {
+                break;
+            }
+        }
+        work();
     });
     let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_unstable_by_key(|(i, _)| *i);

@@ -193,7 +193,7 @@ fn a_state_limit_stops_the_search_the_same_way() {
 fn a_budget_too_small_for_one_level_proves_nothing_and_says_so() {
     let tiny = Bounds {
         // Room for three states: level 1 alone finds seven.
-        memory_budget: memory::estimate(3, 0),
+        memory_budget: memory::estimate(3),
         ..bounds(8)
     };
     let found = explore(config(), Policy::Fenced, tiny, |_| {}).unwrap();
