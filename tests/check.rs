@@ -54,7 +54,7 @@ fn a_memory_budget_stops_the_search_cleanly_and_exits_3() {
             .arg("-c")
             .arg(format!(
                 "ulimit -v 1048576 && exec \"$0\" check --policy fenced --depth 30 \
-                 --memory-budget 64MiB --format {format}"
+                 --memory-budget 8MiB --format {format}"
             ))
             .arg(env!("CARGO_BIN_EXE_forkscope"))
             .output()
@@ -67,13 +67,13 @@ fn a_memory_budget_stops_the_search_cleanly_and_exits_3() {
     let fenced = &report[0];
     assert_eq!(fenced["holds"], true);
     assert_eq!(fenced["complete"], false);
-    assert_eq!(fenced["bounds"]["memory_budget"], 64 << 20);
+    assert_eq!(fenced["bounds"]["memory_budget"], 8 << 20);
     assert_eq!(fenced["stopped"]["limit"], "memory_budget");
-    assert_eq!(fenced["stopped"]["budget"], 64 << 20);
+    assert_eq!(fenced["stopped"]["budget"], 8 << 20);
     let proven = fenced["proven_depth"].as_u64().unwrap();
     assert!(proven >= 8, "{fenced}");
     assert_eq!(fenced["stopped"]["at_depth"].as_u64(), Some(proven + 1));
-    assert!(fenced["estimated_peak_bytes"].as_u64().unwrap() <= 64 << 20);
+    assert!(fenced["estimated_peak_bytes"].as_u64().unwrap() <= 8 << 20);
     let levels = fenced["levels"].as_array().unwrap();
     assert_eq!(levels.len() as u64, proven + 1);
     assert_eq!(levels.last().unwrap()["complete"], false);
@@ -89,7 +89,7 @@ fn a_memory_budget_stops_the_search_cleanly_and_exits_3() {
     );
     assert!(
         stdout.contains(&format!(
-            "(memory budget 64 MiB reached at depth {})",
+            "(memory budget 8 MiB reached at depth {})",
             proven + 1
         )),
         "{stdout}"
