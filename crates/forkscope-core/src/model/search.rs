@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const PIECE: u32 = 128;
 
 /// Pieces per worker merged at once: the merge waits for the slowest piece of a round.
-const PIECES_PER_WORKER: usize = 16;
+const PIECES_PER_WORKER: usize = 64;
 
 type Visited = HashSet<u128, BuildHasherDefault<Prehashed>>;
 
