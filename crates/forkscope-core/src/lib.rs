@@ -7,7 +7,8 @@
 //! Where things live:
 //! - [`resume`]: the decision boundary. [`resume::fenced`] is the fencing rule;
 //!   [`resume::naive`] reproduces the incident.
-//! - [`server`]: sessions, streams, replay buffers, emits, grace timers.
+//! - [`state`]: sessions, streams, replay buffers: what a policy decides on.
+//! - [`server`]: carries decisions out: resumes, emits, orphans, fences, grace timers.
 //! - [`client`]: the cursor, the reconciliation rule, dedupe, backoff.
 //! - [`work`]: the tool call and the background emitter, driven by the Sim and the wire alike.
 //! - [`history`]: what happened, and the checker that names each anomaly.
@@ -15,6 +16,9 @@
 //!   payload keys); it imports none of them.
 //! - [`view`]: a snapshot for the dashboard.
 //! - [`model`]: the exhaustive explorer that proves the fence up to a bound.
+//!
+//! `ARCHITECTURE.md` at the repository's root draws these as floors: each module imports only
+//! the ones below it.
 //!
 //! No async runtime, no I/O, no clock: time ([`LabTime`]) and randomness ([`Entropy`]) come
 //! in from the caller, so every run is reproducible.
@@ -31,6 +35,7 @@ pub mod probe;
 pub mod resume;
 pub mod server;
 pub mod sim;
+pub mod state;
 pub mod time;
 pub mod view;
 pub mod vocabulary;

@@ -11,7 +11,7 @@
 use super::{Plan, ResumeRejected, TokenLookup, shown};
 use crate::config::{LabConfig, StreamIdentity};
 use crate::ids::{IdScheme, StreamId, WireCursor};
-use crate::server::{Session, StreamState};
+use crate::state::{Session, StreamState};
 use crate::time::LabTime;
 use crate::vocabulary::{IdentityProof, StreamKind};
 

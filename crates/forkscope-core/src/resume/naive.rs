@@ -8,7 +8,7 @@
 
 use super::{Plan, TokenLookup};
 use crate::ids::{IdScheme, WireCursor};
-use crate::server::{Session, StreamState};
+use crate::state::{Session, StreamState};
 use crate::vocabulary::{IdentityProof, StreamKind};
 
 pub(crate) fn decide(session: &Session, token: TokenLookup, last_event_id: Option<&str>) -> Plan {

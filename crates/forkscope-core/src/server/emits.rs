@@ -2,13 +2,13 @@
 //! standalone stream. A fenced stream refuses (and the refusal is recorded): a late emit never
 //! lands on a stream the client abandoned.
 
-use super::budget::ReplayBudget;
 use super::{BackgroundEmit, EmitError, Server, Session, StreamKind, StreamState};
 use crate::event::{Event, Payload};
 use crate::history::{History, Record};
 use crate::ids::{ConnectionId, Entropy, EventId, IdScheme, ResumptionToken, SessionId, StreamId};
 use crate::policy::Policy;
 use crate::resume;
+use crate::state::ReplayBudget;
 use crate::time::LabTime;
 
 impl Server {

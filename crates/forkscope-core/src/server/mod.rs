@@ -8,26 +8,21 @@
 //! Sans-IO in the quinn style: `handle_*` and `emit*` take the current [`LabTime`], and
 //! [`Server::poll_timeout`] tells the caller when to call [`Server::handle_timeout`] next.
 
-mod budget;
 mod emits;
 mod lifecycle;
 mod opening;
 mod reconnects;
-mod replay_buffer;
-mod session;
-mod stream;
 
+pub use crate::state::{Session, Stream, StreamState};
 pub use crate::vocabulary::{OrphanCause, StreamKind};
 pub use opening::{Opening, Outgoing, ReplayEvents};
-pub use session::Session;
-pub use stream::{Stream, StreamState};
 
 use crate::config::{ConfigError, LabConfig, Tuning};
 use crate::history::{History, Record};
 use crate::ids::{ConnectionId, Entropy, EventId, ResumptionToken, SessionId, StreamId};
 use crate::policy::Policy;
+use crate::state::ReplayBudget;
 use crate::time::LabTime;
-use budget::ReplayBudget;
 use std::collections::{BTreeMap, HashMap};
 use thiserror::Error;
 

@@ -3,11 +3,11 @@
 //! server and the in-memory [`crate::sim`] — write exactly this, so the property tests exercise
 //! the attach path the real server runs.
 
-use super::replay_buffer::SharedEvents;
 use super::{Server, StreamState};
 use crate::event::Event;
 use crate::ids::{EventId, IdScheme, ResumptionToken, SessionId, StreamId};
 use crate::resume::ResumeDecision;
+use crate::state::SharedEvents;
 use std::sync::Arc;
 
 #[derive(Debug)]

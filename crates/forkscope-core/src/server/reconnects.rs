@@ -2,7 +2,6 @@
 //! ([`crate::resume::fenced`] or [`crate::resume::naive`]); this file carries the decision out
 //! atomically and records it. A rejection changes nothing.
 
-use super::budget::ReplayBudget;
 use super::{Server, Session, SessionError, Stream, StreamKind, StreamState};
 use crate::event::Payload;
 use crate::history::{History, Record};
@@ -14,6 +13,7 @@ use crate::resume::{
     self, NewStream, Plan, ResumeDecision, ResumeRejected, ResumeRequest, Resumed, StreamEcho,
     TokenLookup,
 };
+use crate::state::ReplayBudget;
 use crate::time::LabTime;
 use crate::vocabulary::OrphanCause;
 
