@@ -9,9 +9,9 @@ use forkscope::scenario::player::{drive, lab_options, new_run, settle};
 use forkscope::scenario::{self, Scenario};
 use forkscope::tui::panes::lanes::{self, ORPHAN_EMIT, Placed, Severity};
 use forkscope::tui::timeline::Track;
+use forkscope_core::Policy;
 use forkscope_core::history::{Anomaly, AnomalyKind};
 use forkscope_core::sim::Sim;
-use forkscope_core::{LabConfig, Policy};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -132,18 +132,7 @@ async fn the_lanes_mark_exactly_the_anomalies_the_checker_reports_in_every_scena
 
 /// The seed incident in the Sim: naive forks, and the client applies the replay again.
 fn forked() -> Sim {
-    let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
-    sim.start();
-    sim.emit_background();
-    sim.deliver_all();
-    sim.advance(200);
-    sim.drop_connection();
-    sim.strip_token();
-    sim.reconnect(true);
-    sim.deliver_all();
-    sim.advance(200);
-    sim.emit_background();
-    sim
+    Sim::seed_incident(Policy::Naive)
 }
 
 /// The comparison can fail: a mark the checker did not make, an anomaly the lanes lost, and a

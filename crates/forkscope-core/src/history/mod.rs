@@ -88,25 +88,15 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Policy;
     use crate::sim::Sim;
-    use crate::{LabConfig, Policy};
 
     /// Each anomaly the checker reports tags the entry that caused it, in order and nothing
     /// more: the fork and the loss on the orphan emit, each duplicate on its delivery, naming
     /// the first application.
     #[test]
     fn every_anomaly_tags_the_entry_that_caused_it() {
-        let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
-        sim.start();
-        sim.emit_background();
-        sim.deliver_all();
-        sim.advance(200);
-        sim.drop_connection();
-        sim.strip_token();
-        sim.reconnect(true);
-        sim.deliver_all();
-        sim.advance(200);
-        sim.emit_background();
+        let sim = Sim::seed_incident(Policy::Naive);
         let history = sim.history();
         let tagged: Vec<&Anomaly> = history
             .recent()

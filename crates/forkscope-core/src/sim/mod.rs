@@ -75,6 +75,25 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// The seed incident, short, on the default configuration: an event applied, the
+    /// connection dropped, the token stripped, a reconnect, one more emit. Under naive the
+    /// emit lands on the orphan (a fork) and the client applies the replay again; under fenced
+    /// it holds. Where the tests of every layer start.
+    pub fn seed_incident(policy: Policy) -> Sim {
+        let mut sim = Sim::new(LabConfig::default(), policy, 1).expect("the default is valid");
+        sim.start();
+        sim.emit_background();
+        sim.deliver_all();
+        sim.advance(200);
+        sim.drop_connection();
+        sim.strip_token();
+        sim.reconnect(true);
+        sim.deliver_all();
+        sim.advance(200);
+        sim.emit_background();
+        sim
+    }
+
     pub fn new(config: LabConfig, policy: Policy, seed: u64) -> Result<Self, ConfigError> {
         Ok(Sim {
             now: LabTime::ZERO,

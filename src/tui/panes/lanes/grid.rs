@@ -167,18 +167,7 @@ mod tests {
     }
 
     fn forked() -> Sim {
-        let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
-        sim.start();
-        sim.emit_background();
-        sim.deliver_all();
-        sim.advance(200);
-        sim.drop_connection();
-        sim.strip_token();
-        sim.reconnect(true);
-        sim.deliver_all();
-        sim.advance(200);
-        sim.emit_background();
-        sim
+        Sim::seed_incident(Policy::Naive)
     }
 
     #[test]

@@ -253,21 +253,11 @@ mod tests {
     use super::*;
     use forkscope_core::history::Caused;
     use forkscope_core::sim::Sim;
-    use forkscope_core::{LabConfig, LabTime, Policy, SplitMix64};
+    use forkscope_core::{LabTime, Policy, SplitMix64};
 
     /// The seed incident in the Sim: naive forks, the client applies the replay again.
     fn forked() -> Vec<Entry> {
-        let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
-        sim.start();
-        sim.emit_background();
-        sim.deliver_all();
-        sim.advance(200);
-        sim.drop_connection();
-        sim.strip_token();
-        sim.reconnect(true);
-        sim.deliver_all();
-        sim.advance(200);
-        sim.emit_background();
+        let mut sim = Sim::seed_incident(Policy::Naive);
         sim.emit_background();
         sim.history().recent().iter().cloned().collect()
     }
