@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{code, frame, key, until};
+use common::{code, ctrl_c, frame, key, until};
 use forkscope::lab::{LabOptions, Snapshot};
 use forkscope::tui::Start;
 use forkscope::tui::app::App;
@@ -485,6 +485,31 @@ async fn help_at_80x24_scrolls_to_its_glossary_and_keys_wait_behind_the_enlarge_
     );
     app.handle(key('q')).await;
     assert!(app.quitting(), "q still quits");
+    app.stop().await;
+}
+
+/// Ctrl-C quits whatever is open: the knobs (where `c` alone means nothing), help, the
+/// scenario picker, a too-small screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_quits_over_every_overlay() {
+    for opens in ['k', '?', 'p'] {
+        let mut app = dashboard(Policy::Fenced).await;
+        let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+        app.handle(key(opens)).await;
+        frame(&mut app, &mut terminal);
+        assert!(app.overlay_open(), "{opens} opens an overlay");
+        app.handle(ctrl_c()).await;
+        assert!(
+            app.quitting(),
+            "Ctrl-C quits over the overlay {opens} opened"
+        );
+        app.stop().await;
+    }
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut tiny = Terminal::new(TestBackend::new(40, 10)).unwrap();
+    frame(&mut app, &mut tiny);
+    app.handle(ctrl_c()).await;
+    assert!(app.quitting(), "Ctrl-C quits a too-small screen");
     app.stop().await;
 }
 

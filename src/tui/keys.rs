@@ -136,10 +136,15 @@ pub const FOOTER: [(&str, &str); 13] = [
     ("q", "quit"),
 ];
 
+/// Ctrl-C: the one key that means the same wherever the dashboard is.
+pub fn is_interrupt(key: KeyEvent) -> bool {
+    key.modifiers.contains(KeyModifiers::CONTROL)
+        && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('C'))
+}
+
 pub fn command_for(key: KeyEvent) -> Option<Command> {
     if key.modifiers.contains(KeyModifiers::CONTROL) {
-        return matches!(key.code, KeyCode::Char('c') | KeyCode::Char('C'))
-            .then_some(Command::Quit);
+        return is_interrupt(key).then_some(Command::Quit);
     }
     let travel = match key.code {
         KeyCode::Left => Some(Command::Travel(Jump::Back(1))),

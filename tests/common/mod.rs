@@ -21,6 +21,16 @@ pub fn key(c: char) -> Event {
     code(KeyCode::Char(c))
 }
 
+/// Ctrl-C, pressed.
+pub fn ctrl_c() -> Event {
+    Event::Key(KeyEvent {
+        code: KeyCode::Char('c'),
+        modifiers: KeyModifiers::CONTROL,
+        kind: KeyEventKind::Press,
+        state: KeyEventState::NONE,
+    })
+}
+
 /// Any key, pressed without modifiers.
 pub fn code(code: KeyCode) -> Event {
     Event::Key(KeyEvent {

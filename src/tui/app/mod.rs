@@ -217,6 +217,11 @@ impl App {
         self.quit
     }
 
+    /// Whether an overlay (help, the picker, the proof, the knobs) is up.
+    pub fn overlay_open(&self) -> bool {
+        self.overlay.is_some()
+    }
+
     /// Time travel's position: the moment shown and how many there are; `None` when live.
     pub fn travelling(&self) -> Option<(usize, usize)> {
         self.travel.at.map(|i| (i, self.travel.timeline.len()))
@@ -494,6 +499,12 @@ impl App {
     }
 
     async fn key(&mut self, key: KeyEvent) {
+        // Ctrl-C quits from anywhere: over an overlay, in help, on a too-small screen. A
+        // person pressing it wants out, not the overlay's meaning of `c`.
+        if keys::is_interrupt(key) {
+            self.quit = true;
+            return;
+        }
         if self.too_small {
             if keys::command_for(key) == Some(Command::Quit) {
                 self.quit = true;
