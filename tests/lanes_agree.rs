@@ -4,6 +4,8 @@
 //! anomaly the checker reported has its mark in the lanes, and every mark that says something
 //! went wrong stands for an anomaly the checker reported.
 
+mod common;
+
 use forkscope::lab::Lab;
 use forkscope::scenario::player::{drive, lab_options, new_run, settle};
 use forkscope::scenario::{self, Scenario};
@@ -13,18 +15,6 @@ use forkscope_core::Policy;
 use forkscope_core::history::{Anomaly, AnomalyKind};
 use forkscope_core::sim::Sim;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-
-fn shipped() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-            .collect();
-    files.sort();
-    files
-}
 
 /// Where the lanes and the checker disagree, each in a sentence: an anomaly without its mark,
 /// an anomaly mark without its anomaly, a red mark that stands for nothing. Anomalies and
@@ -103,7 +93,7 @@ async fn play(scenario: &Scenario, policy: Policy) -> Option<Played> {
 async fn the_lanes_mark_exactly_the_anomalies_the_checker_reports_in_every_scenario() {
     let mut wrong = Vec::new();
     let mut judged = BTreeSet::new();
-    let files = shipped();
+    let files = common::shipped_scenarios();
     assert!(files.len() >= 10, "{files:?}");
     for file in files {
         let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));

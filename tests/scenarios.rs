@@ -1,25 +1,16 @@
 //! The scenario format and runner: every shipped file loads, bad files are reported with file
 //! and line and exit 2, and the seed incident plays to its expected verdicts.
 
+mod common;
+
 use forkscope::scenario::{self, play};
 use forkscope_core::Policy;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn shipped() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-            .collect();
-    files.sort();
-    files
-}
 
 #[test]
 fn every_shipped_scenario_loads_and_says_what_it_teaches() {
-    let files = shipped();
+    let files = common::shipped_scenarios();
     assert!(files.len() >= 10, "{files:?}");
     for file in files {
         let s = scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
@@ -194,7 +185,7 @@ fn every_scenario_reports_parseable_json_under_both_policies() {
     for policy in ["naive", "fenced"] {
         let output = Command::new(env!("CARGO_BIN_EXE_forkscope"))
             .args(["run", "--format", "json", "--policy", policy])
-            .args(shipped())
+            .args(common::shipped_scenarios())
             .output()
             .unwrap();
         let code = output.status.code();
@@ -219,7 +210,7 @@ async fn every_scenario_holds_on_every_run() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let scenarios: Vec<_> = shipped()
+    let scenarios: Vec<_> = common::shipped_scenarios()
         .iter()
         .map(|f| (f.clone(), scenario::load(f).unwrap()))
         .collect();

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{applied, code, each, filters, frame, key, seed, shot, until};
+use common::{code, emit_and_step, filters, frame, key, seed, shot, until};
 use forkscope::lab::LabOptions;
 use forkscope::tui::Start;
 use forkscope::tui::app::App;
@@ -53,17 +53,7 @@ async fn idle_with(options: LabOptions, events: u64) -> (App, Terminal<TestBacke
         })
     })
     .await;
-    for n in 1..=events {
-        app.handle(key('e')).await;
-        until(
-            &mut app,
-            &mut terminal,
-            "applied",
-            each(|s| applied(s) >= n),
-        )
-        .await;
-        app.handle(key('s')).await;
-    }
+    emit_and_step(&mut app, &mut terminal, events).await;
     frame(&mut app, &mut terminal);
     (app, terminal)
 }

@@ -118,17 +118,7 @@ pub async fn seed(policy: Policy, present: bool, compare: bool) -> (App, Termina
         }),
     )
     .await;
-    for n in 1..=3 {
-        app.handle(key('e')).await;
-        until(
-            &mut app,
-            &mut terminal,
-            "applied",
-            each(|s| applied(s) >= n),
-        )
-        .await;
-        app.handle(key('s')).await;
-    }
+    emit_and_step(&mut app, &mut terminal, 3).await;
     app.handle(key('t')).await;
     app.handle(key('d')).await;
     until(
@@ -198,4 +188,26 @@ pub fn filters() -> insta::Settings {
     // An id cut short where an overlay covers the pane.
     settings.add_filter(r"\b[0-9a-f]{3,5}…", "ID…");
     settings
+}
+
+/// `e` then `s`, `events` times, each emit applied before the paused clock steps on: the
+/// seed's opening, one event at a time.
+pub async fn emit_and_step(app: &mut App, terminal: &mut Terminal<TestBackend>, events: u64) {
+    for n in 1..=events {
+        app.handle(key('e')).await;
+        until(app, terminal, "applied", each(|s| applied(s) >= n)).await;
+        app.handle(key('s')).await;
+    }
+}
+
+/// The shipped scenarios, in name order.
+pub fn shipped_scenarios() -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+    files.sort();
+    files
 }
