@@ -124,11 +124,7 @@ impl Server {
         history: &mut History,
     ) {
         let retain_until = now.plus(self.config.retention_ms);
-        let Some(target) = self
-            .sessions
-            .get_mut(&session)
-            .and_then(|s| s.stream_mut(stream))
-        else {
+        let Some(target) = self.stream_mut(session, stream) else {
             return;
         };
         if target.state.accepts_emits() {

@@ -60,11 +60,7 @@ impl Server {
         history: &mut History,
     ) {
         let grace = self.config.grace_ms;
-        let Some(target) = self
-            .sessions
-            .get_mut(&session)
-            .and_then(|s| s.stream_mut(stream))
-        else {
+        let Some(target) = self.stream_mut(session, stream) else {
             return;
         };
         if target.state != StreamState::Live {
@@ -94,11 +90,7 @@ impl Server {
         stream: StreamId,
         history: &mut History,
     ) {
-        let Some(target) = self
-            .sessions
-            .get_mut(&session)
-            .and_then(|s| s.stream_mut(stream))
-        else {
+        let Some(target) = self.stream_mut(session, stream) else {
             return;
         };
         if Session::ended(target.state) {

@@ -263,6 +263,15 @@ impl Server {
             .map(|(token, (session, stream))| (*token, *session, *stream))
     }
 
+    /// A stream of a session, to change: the lookup every transition starts from.
+    pub(crate) fn stream_mut(
+        &mut self,
+        session: SessionId,
+        stream: StreamId,
+    ) -> Option<&mut Stream> {
+        self.sessions.get_mut(&session)?.stream_mut(stream)
+    }
+
     /// Canonical form: see [`crate::canon`].
     pub(crate) fn canonical(&self, c: &mut crate::canon::Canon, order: &[SessionId]) {
         c.tag(self.policy as u8);
