@@ -32,6 +32,7 @@ pub mod ids;
 pub mod model;
 pub mod policy;
 pub mod probe;
+pub mod replica;
 pub mod resume;
 pub mod server;
 pub mod sim;

@@ -1,0 +1,143 @@
+//! A GET that reached a replica: open a standalone stream, resume one, or refuse. The rules are
+//! the single-process fence's ([`crate::resume::fenced`]) restated on a store record: identity
+//! from the key a keyed `Last-Event-ID` carries, a cursor the stream issued and still keeps, and
+//! an epoch to commit on, so a resume on one replica fences the attachment on another.
+
+use super::{RecordState, StreamRecord, lease};
+use crate::ids::{StreamId, WireCursor};
+use crate::policy::Policy;
+use crate::resume::ResumeRejected;
+use crate::resume::shown;
+use crate::time::LabTime;
+use crate::vocabulary::StreamKind;
+
+/// What a replica does with a GET, for the store to commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GetPlan {
+    /// A new standalone stream. `fence` is the session's current standalone stream and the epoch
+    /// it was read at: the commit fences it in the same script (condition 2 of the seed).
+    Open { fence: Option<(StreamId, u64)> },
+    /// Deliver `stream` from after `after`. `expect_epoch` is the compare-and-set condition that
+    /// bumps the stream epoch (`None` under naive: nothing is fenced). `adopt` is the lease epoch
+    /// of a call whose runner's lease has expired: this replica takes the call over.
+    Resume {
+        stream: StreamId,
+        after: u64,
+        expect_epoch: Option<u64>,
+        adopt: Option<u64>,
+    },
+    Reject(ResumeRejected),
+}
+
+/// The stream a `Last-Event-ID` names, for the adapter to read before it asks [`decide_get`].
+pub fn cursor_stream(last_event_id: &str) -> Option<StreamId> {
+    WireCursor::parse(last_event_id)
+        .and_then(WireCursor::event)
+        .map(|e| e.stream)
+}
+
+/// `named`: the record of the stream the cursor names, if the store has it. `standalone`: the
+/// session's current standalone stream, if any.
+pub fn decide_get(
+    policy: Policy,
+    last_event_id: Option<&str>,
+    named: Option<&StreamRecord>,
+    standalone: Option<&StreamRecord>,
+) -> GetPlan {
+    match policy {
+        Policy::Fenced => fenced(last_event_id, named, standalone),
+        Policy::Naive => naive(last_event_id, named, standalone),
+    }
+}
+
+fn fenced(
+    last_event_id: Option<&str>,
+    named: Option<&StreamRecord>,
+    standalone: Option<&StreamRecord>,
+) -> GetPlan {
+    let Some(raw) = last_event_id else {
+        return GetPlan::Open {
+            fence: standalone
+                .filter(|s| s.state == RecordState::Live)
+                .map(|s| (s.stream, s.epoch)),
+        };
+    };
+    let reject = GetPlan::Reject;
+    let Some(cursor) = WireCursor::parse(raw) else {
+        return reject(ResumeRejected::MalformedCursor { shown: shown(raw) });
+    };
+    let (Some(event), Some(key)) = (cursor.event(), cursor.key()) else {
+        // An id that carries no key proves nothing about which stream the client held.
+        return reject(ResumeRejected::MissingToken { cursor: shown(raw) });
+    };
+    let Some(record) = named.filter(|r| r.stream == event.stream && r.key == key) else {
+        return reject(ResumeRejected::UnknownToken);
+    };
+    if record.state == RecordState::Fenced {
+        return reject(ResumeRejected::StreamFenced {
+            stream: record.stream,
+            at: LabTime::from_millis(record.now_ms),
+        });
+    }
+    if event.seq > record.high_water {
+        return reject(ResumeRejected::CursorAhead {
+            stream: record.stream,
+            cursor: event.seq,
+            high_water: record.high_water,
+        });
+    }
+    if event.seq < record.high_water && event.seq + 1 < record.oldest_kept {
+        return reject(ResumeRejected::CursorEvicted {
+            stream: record.stream,
+            cursor: event.seq,
+            oldest_kept: record.oldest_kept,
+        });
+    }
+    GetPlan::Resume {
+        stream: record.stream,
+        after: event.seq,
+        expect_epoch: Some(record.epoch),
+        adopt: adoptable(Policy::Fenced, record),
+    }
+}
+
+/// The SDKs' shared stores: trust the cursor, fence nothing, never adopt a call.
+fn naive(
+    last_event_id: Option<&str>,
+    named: Option<&StreamRecord>,
+    standalone: Option<&StreamRecord>,
+) -> GetPlan {
+    let cursor = last_event_id.and_then(WireCursor::parse);
+    let record = match cursor.and_then(WireCursor::event) {
+        Some(event) => named.filter(|r| r.stream == event.stream),
+        // A bare id names no stream: take the session's standalone one.
+        None if cursor.is_some() => standalone,
+        None => None,
+    };
+    let Some(record) = record else {
+        return GetPlan::Open { fence: None };
+    };
+    // An id ahead replays nothing; one evicted replays what is left, silently, with a gap.
+    let asked = cursor.map_or(0, WireCursor::seq);
+    let after = asked
+        .min(record.high_water)
+        .max(record.oldest_kept.saturating_sub(1));
+    GetPlan::Resume {
+        stream: record.stream,
+        after,
+        expect_epoch: None,
+        adopt: None,
+    }
+}
+
+/// The lease epoch to take a call over on, when `record` is a call still running whose lease
+/// has expired by the store's clock. Under naive a call dies with its replica, as in the SDKs.
+pub fn adoptable(policy: Policy, record: &StreamRecord) -> Option<u64> {
+    if policy == Policy::Naive || record.kind != StreamKind::Request {
+        return None;
+    }
+    let call = record.call.as_ref()?;
+    let running = record.state == RecordState::Live && call.done <= call.steps;
+    (running && lease::lease_state(&call.lease, record.now_ms) == lease::LeaseState::Expired)
+        .then_some(call.lease.epoch)
+}

@@ -1,0 +1,98 @@
+//! The fence across replicas: what a replica decides on a snapshot of a stream it read from the
+//! shared store. The store then commits the decision by compare-and-set on the snapshot's epoch,
+//! and on a conflict the replica reads again and decides again. Decide here, commit there.
+//!
+//! Two epochs, two fencing tokens (Kleppmann, "How to do distributed locking"):
+//! - the **stream epoch** says which attachment may deliver the stream and emit on it. Every
+//!   resume bumps it, so the replica still holding the half-open original is refused at its next
+//!   emit or delivery: the fork across machines cannot happen.
+//! - the **lease epoch** says which replica runs a tool call. A call stays where it runs when its
+//!   client reconnects elsewhere; it moves only when its lease has expired by the store's clock,
+//!   and the adoption bumps the lease epoch, so a partitioned runner's late steps are refused.
+//!
+//! The naive replica does what the SDKs' shared stores do: the store replays, but nothing is
+//! fenced and live events reach only connections on the replica that wrote them.
+
+mod decide;
+mod lease;
+
+pub use decide::{GetPlan, adoptable, cursor_stream, decide_get};
+pub use lease::{DEFAULT_LEASE_MS, LeaseState, lease_state};
+
+use crate::ids::StreamId;
+use crate::policy::Policy;
+use crate::vocabulary::StreamKind;
+use serde::{Deserialize, Serialize};
+
+/// Where a stream is in its life, as the store records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordState {
+    Live,
+    /// A tool call's stream whose result is in the log: replayable, nothing more is emitted.
+    Finished,
+    /// Replaced by a newer standalone stream of its session: it resumes nothing.
+    Fenced,
+}
+
+/// A tool call's lease: the replica running it, and until when by the store's clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub epoch: u64,
+    pub owner: String,
+    pub until_ms: u64,
+}
+
+/// A tool call's progress as committed to the store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub steps: u64,
+    pub delay_ms: u64,
+    /// Steps committed so far (the result is step `steps + 1`).
+    pub done: u64,
+    pub lease: Lease,
+}
+
+/// One stream as a replica read it from the store: what every decision here is taken on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRecord {
+    pub stream: StreamId,
+    pub kind: StreamKind,
+    /// The key every keyed event id of the stream carries (64 bits of its token).
+    pub key: u64,
+    pub state: RecordState,
+    /// The stream epoch: bumped by every resume.
+    pub epoch: u64,
+    /// The replica whose attachment holds the current epoch.
+    pub owner: String,
+    /// Newest sequence number issued by the store; 0: only the priming event.
+    pub high_water: u64,
+    /// Oldest sequence the log still keeps (`high_water + 1` when it keeps none).
+    pub oldest_kept: u64,
+    pub call: Option<CallRecord>,
+    /// The store's clock when the snapshot was read, in milliseconds.
+    pub now_ms: u64,
+}
+
+/// Whether the store takes a write carrying `writer`'s epoch on a record at `stored`: the fence.
+/// Under the naive policy every write lands, as in the SDKs' stores. The in-memory store calls
+/// this; the Redis store's scripts compare the same two numbers, atomically.
+pub fn admits(policy: Policy, stored: u64, writer: u64) -> bool {
+    policy == Policy::Naive || stored == writer
+}
+
+/// A write the store refused: the writer's epoch is stale. Counted as a late emit refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "late write refused: replica {writer} wrote at epoch {writer_epoch}, but stream {stream} is at epoch {current} (held by {holder})"
+)]
+pub struct StaleEpoch {
+    pub stream: StreamId,
+    pub writer: String,
+    pub writer_epoch: u64,
+    pub current: u64,
+    pub holder: String,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,162 @@
+use super::*;
+use crate::ids::{EventId, WireCursor};
+use crate::resume::ResumeRejected;
+
+fn record(stream: u32, kind: StreamKind) -> StreamRecord {
+    StreamRecord {
+        stream: StreamId(stream),
+        kind,
+        key: 0xfeed,
+        state: RecordState::Live,
+        epoch: 3,
+        owner: "a".into(),
+        high_water: 10,
+        oldest_kept: 1,
+        call: None,
+        now_ms: 5_000,
+    }
+}
+
+fn keyed(stream: u32, seq: u64, key: u64) -> String {
+    WireCursor::Keyed {
+        event: EventId {
+            stream: StreamId(stream),
+            seq,
+        },
+        key,
+    }
+    .to_string()
+}
+
+fn call(lease_until_ms: u64, done: u64) -> Option<CallRecord> {
+    Some(CallRecord {
+        steps: 5,
+        delay_ms: 10,
+        done,
+        lease: Lease {
+            epoch: 7,
+            owner: "a".into(),
+            until_ms: lease_until_ms,
+        },
+    })
+}
+
+#[test]
+fn a_keyed_cursor_resumes_on_the_epoch_it_read() {
+    let r = record(2, StreamKind::Standalone);
+    let plan = decide_get(Policy::Fenced, Some(&keyed(2, 4, 0xfeed)), Some(&r), Some(&r));
+    assert_eq!(
+        plan,
+        GetPlan::Resume {
+            stream: StreamId(2),
+            after: 4,
+            expect_epoch: Some(3),
+            adopt: None
+        }
+    );
+}
+
+#[test]
+fn fenced_refuses_what_it_cannot_prove() {
+    let r = record(2, StreamKind::Standalone);
+    let decide = |cursor: &str| decide_get(Policy::Fenced, Some(cursor), Some(&r), Some(&r));
+    assert!(matches!(
+        decide("s2-4"),
+        GetPlan::Reject(ResumeRejected::MissingToken { .. })
+    ));
+    assert!(matches!(
+        decide(&keyed(2, 4, 0xbeef)),
+        GetPlan::Reject(ResumeRejected::UnknownToken)
+    ));
+    assert!(matches!(
+        decide("s2-x"),
+        GetPlan::Reject(ResumeRejected::MalformedCursor { .. })
+    ));
+    assert!(matches!(
+        decide(&keyed(2, 11, 0xfeed)),
+        GetPlan::Reject(ResumeRejected::CursorAhead { high_water: 10, .. })
+    ));
+    let mut evicted = r.clone();
+    evicted.oldest_kept = 7;
+    assert!(matches!(
+        decide_get(Policy::Fenced, Some(&keyed(2, 4, 0xfeed)), Some(&evicted), None),
+        GetPlan::Reject(ResumeRejected::CursorEvicted { oldest_kept: 7, .. })
+    ));
+    // The event just before the oldest kept one is still a gap-free cursor.
+    assert!(matches!(
+        decide_get(Policy::Fenced, Some(&keyed(2, 6, 0xfeed)), Some(&evicted), None),
+        GetPlan::Resume { after: 6, .. }
+    ));
+    let mut fenced = r.clone();
+    fenced.state = RecordState::Fenced;
+    assert!(matches!(
+        decide_get(Policy::Fenced, Some(&keyed(2, 4, 0xfeed)), Some(&fenced), None),
+        GetPlan::Reject(ResumeRejected::StreamFenced { .. })
+    ));
+}
+
+#[test]
+fn a_plain_get_fences_the_live_standalone_stream_under_fenced_only() {
+    let r = record(2, StreamKind::Standalone);
+    assert_eq!(
+        decide_get(Policy::Fenced, None, None, Some(&r)),
+        GetPlan::Open {
+            fence: Some((StreamId(2), 3))
+        }
+    );
+    assert_eq!(
+        decide_get(Policy::Naive, None, None, Some(&r)),
+        GetPlan::Open { fence: None }
+    );
+}
+
+#[test]
+fn a_call_is_adopted_only_once_its_lease_expired_by_the_store_clock() {
+    let mut r = record(4, StreamKind::Request);
+    r.call = call(5_001, 2);
+    let cursor = keyed(4, 2, 0xfeed);
+    let plan = decide_get(Policy::Fenced, Some(&cursor), Some(&r), None);
+    assert!(matches!(plan, GetPlan::Resume { adopt: None, .. }));
+    r.call = call(5_000, 2);
+    let plan = decide_get(Policy::Fenced, Some(&cursor), Some(&r), None);
+    assert!(matches!(plan, GetPlan::Resume { adopt: Some(7), .. }));
+    // A finished call is replayed, never run again.
+    r.state = RecordState::Finished;
+    assert_eq!(adoptable(Policy::Fenced, &r), None);
+    r.state = RecordState::Live;
+    assert_eq!(adoptable(Policy::Naive, &r), None);
+}
+
+#[test]
+fn naive_trusts_any_cursor_and_fences_nothing() {
+    let r = record(2, StreamKind::Standalone);
+    let plan = decide_get(Policy::Naive, Some("4"), None, Some(&r));
+    assert_eq!(
+        plan,
+        GetPlan::Resume {
+            stream: StreamId(2),
+            after: 4,
+            expect_epoch: None,
+            adopt: None
+        }
+    );
+    let plan = decide_get(Policy::Naive, Some(&keyed(2, 99, 1)), Some(&r), Some(&r));
+    assert!(matches!(plan, GetPlan::Resume { after: 10, .. }));
+    assert_eq!(
+        decide_get(Policy::Naive, Some("garbage"), None, Some(&r)),
+        GetPlan::Open { fence: None }
+    );
+}
+
+#[test]
+fn the_fence_admits_the_current_epoch_alone() {
+    assert!(admits(Policy::Fenced, 4, 4));
+    assert!(!admits(Policy::Fenced, 5, 4));
+    assert!(admits(Policy::Naive, 5, 4));
+}
+
+#[test]
+fn cursor_stream_reads_the_stream_a_cursor_names() {
+    assert_eq!(cursor_stream(&keyed(9, 1, 2)), Some(StreamId(9)));
+    assert_eq!(cursor_stream("12"), None);
+}
