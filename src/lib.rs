@@ -14,5 +14,6 @@ pub mod new_file;
 pub mod probe;
 pub mod record;
 pub mod scenario;
+pub mod store;
 pub mod tui;
 pub mod wire;

@@ -15,6 +15,7 @@ pub mod background;
 mod connections;
 pub mod driver;
 mod handles;
+pub(crate) mod incoming;
 pub mod liveness;
 pub mod rebinding;
 mod refusal;

@@ -5,12 +5,13 @@
 
 use super::App;
 use super::handles::Handle;
+use super::incoming::{self, Incoming};
 use super::refusal::{
     Refusal, Unavailable, accepts, json_response, session_error, session_request, unavailable,
 };
 use super::stream_body::{Announcement, sse_response};
 use super::tool::{self, RunningCall};
-use crate::wire::headers::{self, MODELLED_REVISION, SUPPORTED_REVISIONS};
+use crate::wire::headers;
 use crate::wire::jsonrpc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -27,76 +28,14 @@ pub(super) async fn post_mcp(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let tcp = tcp.map(|Extension(handle)| handle);
-    let body = match body {
-        Ok(body) => body,
-        // Too large (413) or unreadable: a JSON-RPC error like every other refusal.
-        Err(rejection) => {
-            let status = rejection.status();
-            let message = match status {
-                StatusCode::PAYLOAD_TOO_LARGE => {
-                    format!("the request body is over {} bytes", super::MAX_BODY_BYTES)
-                }
-                _ => format!("the request body could not be read: {rejection}"),
-            };
-            return json_response(
-                status,
-                jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, &message, None),
-            );
-        }
+    let incoming = match Incoming::read(&headers, body) {
+        Ok(incoming) => incoming,
+        Err(refused) => return refused,
     };
-    // Every Content-Type copy must say JSON: a request that says two things is refused.
-    let mut types = headers.get_all(header::CONTENT_TYPE).iter().peekable();
-    let is_json = types.peek().is_some()
-        && types.all(|ct| {
-            ct.to_str().is_ok_and(|ct| {
-                ct.split(';')
-                    .next()
-                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-            })
-        });
-    if !is_json {
-        return session_error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "POST bodies must be application/json",
-        );
-    }
-    let message: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            let body = jsonrpc::error(
-                &Value::Null,
-                jsonrpc::PARSE_ERROR,
-                &format!("invalid JSON: {e}"),
-                None,
-            );
-            return json_response(StatusCode::BAD_REQUEST, body);
-        }
-    };
-    if !message.is_object() || message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        let why = "expected one JSON-RPC 2.0 message (batches are not part of revision 2025-11-25)";
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, why, None),
-        );
-    }
-    let id = message.get("id").cloned();
-    let method = match message.get("method") {
-        None => None,
-        Some(Value::String(m)) => Some(m.as_str()),
-        Some(_) => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::error(
-                    id.as_ref().unwrap_or(&Value::Null),
-                    jsonrpc::INVALID_REQUEST,
-                    "method must be a string",
-                    None,
-                ),
-            );
-        }
-    };
+    let params = incoming.params();
+    let (id, method, message) = (incoming.id, incoming.method.as_deref(), &incoming.message);
     if let (Some("initialize"), Some(id)) = (method, &id) {
-        return initialize(&app, id, &message);
+        return initialize(&app, id, message);
     }
     let session = match session_request(&app, &headers) {
         Ok((_, session)) => session,
@@ -110,7 +49,6 @@ pub(super) async fn post_mcp(
         admitted(&app, session);
         return StatusCode::ACCEPTED.into_response();
     };
-    let params = message.get("params").cloned().unwrap_or(Value::Null);
     match method {
         "ping" => {
             admitted(&app, session);
@@ -153,12 +91,7 @@ fn admitted(app: &App, session: SessionId) {
 }
 
 fn initialize(app: &App, id: &Value, message: &Value) -> Response {
-    let requested = message
-        .pointer("/params/protocolVersion")
-        .and_then(Value::as_str);
-    let version = requested
-        .filter(|v| SUPPORTED_REVISIONS.contains(v))
-        .unwrap_or(MODELLED_REVISION);
+    let version = incoming::negotiated_version(message);
     let session = {
         let mut guard = app.shared.lock();
         let core = &mut *guard;
@@ -189,12 +122,7 @@ fn initialize(app: &App, id: &Value, message: &Value) -> Response {
     };
     app.wake.wake(); // a new session: a new background schedule
     tracing::info!(session = %session.short(), version, "session initialized");
-    let result = json!({
-        "protocolVersion": version,
-        "capabilities": { "tools": { "listChanged": false }, "logging": {} },
-        "serverInfo": { "name": "forkscope", "version": env!("CARGO_PKG_VERSION") },
-        "instructions": "forkscope models MCP Streamable HTTP 2025-11-25 resumption. Call progress_task; open GET /mcp for background events."
-    });
+    let result = incoming::initialize_result(version);
     let mut response = json_response(StatusCode::OK, jsonrpc::result(id, result));
     if let Ok(value) = HeaderValue::from_str(&session.to_string()) {
         response.headers_mut().insert(headers::SESSION_ID, value);
@@ -209,34 +137,9 @@ fn call_tool(
     params: &Value,
     tcp: Option<Handle>,
 ) -> Response {
-    let invalid = |message: String| {
-        json_response(
-            StatusCode::OK,
-            jsonrpc::error(&id, jsonrpc::INVALID_PARAMS, &message, None),
-        )
-    };
-    let name = params.get("name").and_then(Value::as_str);
-    if name != Some("progress_task") {
-        return invalid(format!(
-            "unknown tool {}; the only tool is progress_task",
-            name.unwrap_or("(none)")
-        ));
-    }
-    let args = match params.get("arguments") {
-        None | Some(Value::Null) => json!({}),
-        Some(args @ Value::Object(_)) => args.clone(),
-        Some(_) => return invalid("arguments must be an object".to_owned()),
-    };
-    let args = match tool::parse_arguments(&args) {
-        Ok(args) => args,
-        Err(e) => return invalid(e.to_string()),
-    };
-    let progress_token = match params.pointer("/_meta/progressToken") {
-        None | Some(Value::Null) => None,
-        Some(token) => match tool::check_progress_token(token) {
-            Ok(()) => Some(token.clone()),
-            Err(e) => return invalid(e.to_string()),
-        },
+    let (args, progress_token) = match incoming::tool_call(&id, params) {
+        Ok(call) => call,
+        Err(refused) => return refused,
     };
     let connection = app.connection();
     let (opening, queue, stream, token, fenced) = {

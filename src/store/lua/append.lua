@@ -1,0 +1,39 @@
+-- Appends a batch of events to a stream's log, if the writer's epoch is current: the fence,
+-- checked where the write lands. Sequence numbers come from the stream's high-water mark here,
+-- so no two replicas ever issue the same id.
+-- KEYS[1] meta, KEYS[2] stream, KEYS[3] log
+-- ARGV: mode ('epoch' | 'lease' | 'none'), writer epoch, writer name, lease_ms, maxlen,
+--       finish (0/1), done (progress after the batch, or -1), retention_ms, ttl_ms, payloads...
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local mode = ARGV[1]
+-- The same comparison as forkscope_core::replica::admits.
+if mode == 'epoch' then
+  local epoch = redis.call('HGET', KEYS[2], 'epoch')
+  if epoch ~= ARGV[2] then return {-2, tonumber(epoch or 0), redis.call('HGET', KEYS[2], 'owner') or ''} end
+elseif mode == 'lease' then
+  local lease = redis.call('HGET', KEYS[2], 'lease')
+  if lease ~= ARGV[2] then return {-2, tonumber(lease or 0), redis.call('HGET', KEYS[2], 'lowner') or ''} end
+end
+if redis.call('HGET', KEYS[2], 'state') ~= 'live' then return {-3} end
+local hw = tonumber(redis.call('HGET', KEYS[2], 'hw'))
+local maxlen = ARGV[5]
+for i = 10, #ARGV do
+  hw = hw + 1
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, hw .. '-1', 'd', ARGV[i])
+end
+redis.call('HSET', KEYS[2], 'hw', hw)
+if mode == 'lease' then
+  redis.call('HSET', KEYS[2], 'luntil', now + tonumber(ARGV[4]))
+  if ARGV[7] ~= '-1' then redis.call('HSET', KEYS[2], 'done', ARGV[7]) end
+end
+local ttl = tonumber(ARGV[9])
+if ARGV[6] == '1' then
+  redis.call('HSET', KEYS[2], 'state', 'finished')
+  ttl = tonumber(ARGV[8])
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[9]))
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+return {1, hw}

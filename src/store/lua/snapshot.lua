@@ -1,0 +1,12 @@
+-- One stream's record, the oldest sequence its log keeps, and the store's clock, read at one
+-- instant: what a replica decides on.
+-- KEYS[1] meta, KEYS[2] stream, KEYS[3] log
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local fields = redis.call('HGETALL', KEYS[2])
+if #fields == 0 then return {0, now} end
+local first = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', 1)
+local oldest = ''
+if #first > 0 then oldest = first[1][1] end
+return {1, now, oldest, fields}

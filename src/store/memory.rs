@@ -1,0 +1,389 @@
+//! The store in this process: the default, and the one the replica tests also run against
+//! Redis. Its compare-and-sets take one lock, and it checks epochs with the core's
+//! [`admits`], so it commits exactly what the Redis scripts commit. Its clock is its own
+//! (milliseconds since it was made), as Redis's `TIME` is the Redis store's.
+
+use super::{
+    Adoption, CallSpec, Events, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention, SessionKey,
+    Snapshot, StoreError, Writer,
+};
+use forkscope_core::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits};
+use forkscope_core::{Policy, StreamId, StreamKind};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// Most sessions held at once; past it `initialize` is refused as the store being full.
+pub const MAX_SESSIONS: usize = 10_000;
+
+#[derive(Clone, Debug)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    sessions: Mutex<HashMap<SessionKey, Session>>,
+    /// Woken on every append: a blocked reader looks again.
+    appended: Notify,
+    born: Instant,
+    retention: Retention,
+}
+
+#[derive(Debug)]
+struct Session {
+    streams: Vec<Stream>,
+    standalone: Option<StreamId>,
+    touched_ms: u64,
+}
+
+#[derive(Debug)]
+struct Stream {
+    id: StreamId,
+    kind: StreamKind,
+    key: u64,
+    state: RecordState,
+    epoch: u64,
+    owner: String,
+    high_water: u64,
+    log: VecDeque<(u64, String)>,
+    call: Option<(CallSpec, u64, Lease)>,
+    finished_ms: Option<u64>,
+}
+
+impl MemoryStore {
+    pub fn new(retention: Retention) -> MemoryStore {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                sessions: Mutex::new(HashMap::new()),
+                appended: Notify::new(),
+                born: Instant::now(),
+                retention,
+            }),
+        }
+    }
+
+    pub fn retention(&self) -> Retention {
+        self.inner.retention
+    }
+
+    pub fn label(&self) -> String {
+        "memory".into()
+    }
+
+    fn now_ms(&self) -> u64 {
+        // Offset so no lease deadline is ever 0.
+        1_000 + self.inner.born.elapsed().as_millis() as u64
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionKey, Session>> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The session, if it is there and not idle past its retention (then it is dropped).
+    fn live<'a>(
+        &self,
+        sessions: &'a mut HashMap<SessionKey, Session>,
+        key: &SessionKey,
+        now: u64,
+    ) -> Result<&'a mut Session, StoreError> {
+        let idle = self.inner.retention.session_idle_ms;
+        if sessions
+            .get(key)
+            .is_some_and(|s| now.saturating_sub(s.touched_ms) >= idle)
+        {
+            sessions.remove(key);
+        }
+        let session = sessions.get_mut(key).ok_or(StoreError::SessionGone)?;
+        session.touched_ms = now;
+        Ok(session)
+    }
+
+    pub async fn open_session(&self, key: &SessionKey) -> Result<(), StoreError> {
+        let now = self.now_ms();
+        let idle = self.inner.retention.session_idle_ms;
+        let mut sessions = self.lock();
+        if sessions.len() >= MAX_SESSIONS {
+            sessions.retain(|_, s| now.saturating_sub(s.touched_ms) < idle);
+        }
+        if sessions.len() >= MAX_SESSIONS {
+            return Err(StoreError::Full(format!("{MAX_SESSIONS} sessions")));
+        }
+        sessions.entry(key.clone()).or_insert(Session {
+            streams: Vec::new(),
+            standalone: None,
+            touched_ms: now,
+        });
+        Ok(())
+    }
+
+    pub async fn session_exists(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        let now = self.now_ms();
+        Ok(self.live(&mut self.lock(), key, now).is_ok())
+    }
+
+    pub async fn end_session(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        let ended = self.lock().remove(key).is_some();
+        self.inner.appended.notify_waiters();
+        Ok(ended)
+    }
+
+    pub async fn open_stream(
+        &self,
+        key: &SessionKey,
+        new: &NewStream,
+    ) -> Result<Result<StreamId, u64>, StoreError> {
+        let now = self.now_ms();
+        let mut sessions = self.lock();
+        let session = self.live(&mut sessions, key, now)?;
+        if let Some((fenced, expect)) = new.fence {
+            let Some(old) = session.streams.iter_mut().find(|s| s.id == fenced) else {
+                return Ok(Err(0));
+            };
+            if old.epoch != expect {
+                return Ok(Err(old.epoch));
+            }
+            old.epoch += 1;
+            old.state = RecordState::Fenced;
+        }
+        let id = StreamId(session.streams.len() as u32 + 1);
+        let lease = Lease {
+            epoch: 1,
+            owner: new.owner.clone(),
+            until_ms: now + self.inner.retention.lease_ms,
+        };
+        session.streams.push(Stream {
+            id,
+            kind: new.kind,
+            key: new.key,
+            state: RecordState::Live,
+            epoch: 1,
+            owner: new.owner.clone(),
+            high_water: 0,
+            log: VecDeque::new(),
+            call: new.call.clone().map(|spec| (spec, 0, lease)),
+            finished_ms: None,
+        });
+        if new.kind == StreamKind::Standalone {
+            session.standalone = Some(id);
+        }
+        drop(sessions);
+        self.inner.appended.notify_waiters();
+        Ok(Ok(id))
+    }
+
+    pub async fn standalone(&self, key: &SessionKey) -> Result<Option<StreamId>, StoreError> {
+        let now = self.now_ms();
+        Ok(self.live(&mut self.lock(), key, now)?.standalone)
+    }
+
+    pub async fn snapshot(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let now = self.now_ms();
+        let mut sessions = self.lock();
+        let session = self.live(&mut sessions, key, now)?;
+        let finished_ms = self.inner.retention.finished_ms;
+        let Some(s) = session.streams.iter().find(|s| s.id == stream) else {
+            return Ok(None);
+        };
+        if s.finished_ms.is_some_and(|at| now >= at + finished_ms) {
+            return Ok(None);
+        }
+        let record = StreamRecord {
+            stream: s.id,
+            kind: s.kind,
+            key: s.key,
+            state: s.state,
+            epoch: s.epoch,
+            owner: s.owner.clone(),
+            high_water: s.high_water,
+            oldest_kept: s.log.front().map_or(s.high_water + 1, |(seq, _)| *seq),
+            call: s.call.as_ref().map(|(spec, done, lease)| CallRecord {
+                steps: spec.steps,
+                delay_ms: spec.delay_ms,
+                done: *done,
+                lease: lease.clone(),
+            }),
+            now_ms: now,
+        };
+        Ok(Some(Snapshot {
+            record,
+            call: s.call.as_ref().map(|(spec, ..)| spec.clone()),
+        }))
+    }
+
+    fn stream_mut<'a>(
+        &self,
+        sessions: &'a mut HashMap<SessionKey, Session>,
+        key: &SessionKey,
+        stream: StreamId,
+        now: u64,
+    ) -> Result<&'a mut Stream, StoreError> {
+        self.live(sessions, key, now)?
+            .streams
+            .iter_mut()
+            .find(|s| s.id == stream)
+            .ok_or_else(|| StoreError::Corrupt(format!("stream {stream} has no record")))
+    }
+
+    pub async fn attach(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+        expect: u64,
+        owner: &str,
+    ) -> Result<Result<u64, StaleEpoch>, StoreError> {
+        let now = self.now_ms();
+        let mut sessions = self.lock();
+        let s = self.stream_mut(&mut sessions, key, stream, now)?;
+        if !admits(Policy::Fenced, s.epoch, expect) {
+            return Ok(Err(StaleEpoch {
+                stream,
+                writer: owner.to_owned(),
+                writer_epoch: expect,
+                current: s.epoch,
+                holder: s.owner.clone(),
+            }));
+        }
+        s.epoch += 1;
+        s.owner = owner.to_owned();
+        Ok(Ok(s.epoch))
+    }
+
+    pub async fn adopt(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+        expect_lease: u64,
+        owner: &str,
+    ) -> Result<Adoption, StoreError> {
+        let now = self.now_ms();
+        let lease_ms = self.inner.retention.lease_ms;
+        let mut sessions = self.lock();
+        let s = self.stream_mut(&mut sessions, key, stream, now)?;
+        let live = s.state == RecordState::Live;
+        let Some((_, done, lease)) = s.call.as_mut() else {
+            return Ok(Adoption::Lost);
+        };
+        if lease.epoch != expect_lease || !live {
+            return Ok(Adoption::Lost);
+        }
+        if lease.until_ms > now {
+            return Ok(Adoption::NotExpired {
+                remaining_ms: lease.until_ms - now,
+            });
+        }
+        lease.epoch += 1;
+        lease.owner = owner.to_owned();
+        lease.until_ms = now + lease_ms;
+        Ok(Adoption::Adopted {
+            lease: lease.epoch,
+            done: *done,
+        })
+    }
+
+    pub async fn append(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+        writer: Writer<'_>,
+        events: &[String],
+        finish: bool,
+    ) -> Result<Result<u64, Refused>, StoreError> {
+        let now = self.now_ms();
+        let lease_ms = self.inner.retention.lease_ms;
+        let mut sessions = self.lock();
+        let s = self.stream_mut(&mut sessions, key, stream, now)?;
+        let stale = |current: u64, holder: &str, name: &str, epoch: u64| {
+            Ok(Err(Refused::Stale(StaleEpoch {
+                stream,
+                writer: name.to_owned(),
+                writer_epoch: epoch,
+                current,
+                holder: holder.to_owned(),
+            })))
+        };
+        match writer {
+            Writer::Epoch { epoch, name } if !admits(Policy::Fenced, s.epoch, epoch) => {
+                return stale(s.epoch, &s.owner, name, epoch);
+            }
+            Writer::Lease { epoch, name, .. } => match &s.call {
+                Some((_, _, lease)) if !admits(Policy::Fenced, lease.epoch, epoch) => {
+                    return stale(lease.epoch, &lease.owner, name, epoch);
+                }
+                None => return Ok(Err(Refused::Closed(stream))),
+                Some(_) => {}
+            },
+            _ => {}
+        }
+        if s.state != RecordState::Live {
+            return Ok(Err(Refused::Closed(stream)));
+        }
+        for data in events {
+            s.high_water += 1;
+            s.log.push_back((s.high_water, data.clone()));
+        }
+        while s.log.len() as u64 > LOG_MAXLEN {
+            s.log.pop_front();
+        }
+        if let (Writer::Lease { done, .. }, Some((_, committed, lease))) = (writer, s.call.as_mut())
+        {
+            lease.until_ms = now + lease_ms;
+            if let Some(done) = done {
+                *committed = done;
+            }
+        }
+        if finish {
+            s.state = RecordState::Finished;
+            s.finished_ms = Some(now);
+        }
+        let high_water = s.high_water;
+        drop(sessions);
+        if !events.is_empty() || finish {
+            self.inner.appended.notify_waiters();
+        }
+        Ok(Ok(high_water))
+    }
+
+    pub async fn read(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Events, StoreError> {
+        let deadline = tokio::time::Instant::now() + READ_BLOCK;
+        loop {
+            // Registered before looking, so an append between the look and the wait still wakes.
+            let appended = self.inner.appended.notified();
+            tokio::pin!(appended);
+            appended.as_mut().enable();
+            {
+                let now = self.now_ms();
+                let mut sessions = self.lock();
+                let s = self.stream_mut(&mut sessions, key, stream, now)?;
+                let events: Events = s
+                    .log
+                    .iter()
+                    .skip_while(|(seq, _)| *seq <= after)
+                    .take(max)
+                    .cloned()
+                    .collect();
+                if !events.is_empty() {
+                    return Ok(events);
+                }
+            }
+            if tokio::time::timeout_at(deadline, appended).await.is_err() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The store boundary: where a replica keeps sessions, streams (epoch, holder, high-water, key),
+//! their event logs and tool-call progress, so that any replica can serve any request.
+//!
+//! Two implementations behind one type, [`Store`]:
+//! - [`memory`]: in this process, the default (`forkscope serve --store memory`, the tests);
+//! - [`redis`]: a real Redis (`--store redis://HOST:PORT[/DB]`), every compare-and-set a Lua
+//!   script, so the epoch check and the write it guards are one atomic step in the store.
+//!
+//! The store decides nothing. A replica reads a [`StreamRecord`], the core decides
+//! ([`forkscope_core::replica`]), and the store commits on the epoch the replica read; a
+//! conflict sends the replica back to read and decide again.
+
+pub mod memory;
+pub mod redis;
+
+use forkscope_core::StreamId;
+use forkscope_core::StreamKind;
+use forkscope_core::replica::{StaleEpoch, StreamRecord};
+use std::time::Duration;
+
+/// Events a stream's log keeps (Redis `MAXLEN ~`): a call's 10,000 steps and its result fit.
+pub const LOG_MAXLEN: u64 = 10_016;
+/// Longest a blocked read waits before the reader looks at the stream's record again.
+pub const READ_BLOCK: Duration = Duration::from_millis(250);
+
+/// A session id as replicas share it: 32 hex digits, unguessable, minted by the replica that
+/// answered `initialize`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    pub fn generate() -> SessionKey {
+        SessionKey(format!("{:032x}", rand::random::<u128>()))
+    }
+
+    /// Reads a session id as a client sent it back: only the spelling [`generate`] makes.
+    ///
+    /// [`generate`]: SessionKey::generate
+    pub fn parse(s: &str) -> Option<SessionKey> {
+        (s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+            .then(|| SessionKey(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a tool call's stream is opened with, so any replica can continue it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallSpec {
+    pub steps: u64,
+    pub delay_ms: u64,
+    /// The JSON-RPC request id, as JSON text: the result answers it.
+    pub request_id: String,
+    /// The progress token, as JSON text (`None`: the call reports no progress).
+    pub progress_token: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewStream {
+    pub kind: StreamKind,
+    pub key: u64,
+    pub owner: String,
+    pub call: Option<CallSpec>,
+    /// The session's standalone stream to fence in the same step, on the epoch it was read at.
+    pub fence: Option<(StreamId, u64)>,
+}
+
+/// A stream's record and what only the wire needs to continue its call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub record: StreamRecord,
+    pub call: Option<CallSpec>,
+}
+
+/// Who is writing, and on which fencing token.
+#[derive(Clone, Copy, Debug)]
+pub enum Writer<'a> {
+    /// An emit on a standalone stream, by the replica holding its stream epoch.
+    Epoch { epoch: u64, name: &'a str },
+    /// A tool call's step, by the replica holding its lease; `done` is the call's progress once
+    /// the batch lands. The write renews the lease.
+    Lease {
+        epoch: u64,
+        name: &'a str,
+        done: Option<u64>,
+    },
+    /// The naive replica: no epoch, as in the SDKs' stores.
+    Unfenced { name: &'a str },
+}
+
+/// Why a write did not land.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error(transparent)]
+    Stale(#[from] StaleEpoch),
+    /// The stream finished or was fenced: nothing more lands on it.
+    #[error("stream {0} takes no more events")]
+    Closed(StreamId),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Adoption {
+    /// The call is this replica's now, at `lease`, continuing after step `done`.
+    Adopted { lease: u64, done: u64 },
+    NotExpired { remaining_ms: u64 },
+    /// Someone else took it, or it finished: read again.
+    Lost,
+}
+
+/// Why the store could not answer. Every one reaches a client as a typed 503 or 404, never as a
+/// silent new stream.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The session is not in the store (never was, ended, or the store restarted empty).
+    #[error("no such session in the store")]
+    SessionGone,
+    #[error("the store is unreachable: {0}")]
+    Unavailable(String),
+    /// The store answered with something no replica writes.
+    #[error("the store holds a record no replica wrote: {0}")]
+    Corrupt(String),
+    #[error("the store is at capacity: {0}")]
+    Full(String),
+}
+
+/// Events read from a stream's log, in order: `(seq, data)`.
+pub type Events = Vec<(u64, String)>;
+
+/// The store, in memory or on Redis. One enum rather than a trait object: two variants, and
+/// async calls with no boxing on the hot path.
+#[derive(Clone, Debug)]
+pub enum Store {
+    Memory(memory::MemoryStore),
+    Redis(redis::RedisStore),
+}
+
+/// A store's settings, the same for both.
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    /// A session with no request for this long is gone.
+    pub session_idle_ms: u64,
+    /// A finished call's stream stays resumable this long.
+    pub finished_ms: u64,
+    pub lease_ms: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            session_idle_ms: 600_000,
+            finished_ms: 15_000,
+            lease_ms: forkscope_core::replica::DEFAULT_LEASE_MS,
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            Store::Memory($s) => $call,
+            Store::Redis($s) => $call,
+        }
+    };
+}
+
+impl Store {
+    pub fn memory(retention: Retention) -> Store {
+        Store::Memory(memory::MemoryStore::new(retention))
+    }
+
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks that it answers.
+    pub async fn redis(url: &str, retention: Retention) -> Result<Store, redis::ConnectError> {
+        Ok(Store::Redis(redis::RedisStore::connect(url, retention).await?))
+    }
+
+    pub fn retention(&self) -> Retention {
+        dispatch!(self, s => s.retention())
+    }
+
+    pub fn label(&self) -> String {
+        dispatch!(self, s => s.label())
+    }
+
+    pub async fn open_session(&self, session: &SessionKey) -> Result<(), StoreError> {
+        dispatch!(self, s => s.open_session(session).await)
+    }
+
+    pub async fn session_exists(&self, session: &SessionKey) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.session_exists(session).await)
+    }
+
+    pub async fn end_session(&self, session: &SessionKey) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.end_session(session).await)
+    }
+
+    /// Opens a stream; `Ok(Err(epoch))` when the fence's epoch moved since it was read.
+    pub async fn open_stream(
+        &self,
+        session: &SessionKey,
+        new: &NewStream,
+    ) -> Result<Result<StreamId, u64>, StoreError> {
+        dispatch!(self, s => s.open_stream(session, new).await)
+    }
+
+    /// The session's current standalone stream.
+    pub async fn standalone(&self, session: &SessionKey) -> Result<Option<StreamId>, StoreError> {
+        dispatch!(self, s => s.standalone(session).await)
+    }
+
+    pub async fn snapshot(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        dispatch!(self, s => s.snapshot(session, stream).await)
+    }
+
+    /// A resume: bumps the stream epoch from `expect`, naming `owner` the holder.
+    pub async fn attach(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+        expect: u64,
+        owner: &str,
+    ) -> Result<Result<u64, StaleEpoch>, StoreError> {
+        dispatch!(self, s => s.attach(session, stream, expect, owner).await)
+    }
+
+    pub async fn adopt(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+        expect_lease: u64,
+        owner: &str,
+    ) -> Result<Adoption, StoreError> {
+        dispatch!(self, s => s.adopt(session, stream, expect_lease, owner).await)
+    }
+
+    /// Appends `events` (none: a lease renewal), finishing the stream after them if `finish`.
+    /// Returns the stream's high-water mark after the batch.
+    pub async fn append(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+        writer: Writer<'_>,
+        events: &[String],
+        finish: bool,
+    ) -> Result<Result<u64, Refused>, StoreError> {
+        dispatch!(self, s => s.append(session, stream, writer, events, finish).await)
+    }
+
+    /// A reader for one delivery: waits for events after a cursor.
+    pub async fn reader(&self) -> Result<Reader, StoreError> {
+        Ok(match self {
+            Store::Memory(s) => Reader::Memory(s.clone()),
+            Store::Redis(s) => Reader::Redis(s.reader().await?),
+        })
+    }
+}
+
+/// One delivery's view of a log. On Redis it holds a connection of its own, since a blocked
+/// `XREAD` would stall every other command on a shared one.
+#[derive(Debug)]
+pub enum Reader {
+    Memory(memory::MemoryStore),
+    Redis(redis::RedisReader),
+}
+
+impl Reader {
+    /// Up to `max` events after `after`, waiting up to [`READ_BLOCK`] for the first. Empty: none
+    /// came in time (the caller looks at the record, then reads again).
+    pub async fn read(
+        &mut self,
+        session: &SessionKey,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Events, StoreError> {
+        match self {
+            Reader::Memory(s) => s.read(session, stream, after, max).await,
+            Reader::Redis(r) => r.read(session, stream, after, max).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SessionKey;
+
+    #[test]
+    fn session_keys_parse_only_as_generated() {
+        let k = SessionKey::generate();
+        assert_eq!(SessionKey::parse(k.as_str()), Some(k.clone()));
+        assert_eq!(SessionKey::parse(&k.as_str().to_uppercase()), None);
+        assert_eq!(SessionKey::parse("abc"), None);
+        assert_eq!(SessionKey::parse("{x}:meta-000000000000000000000000"), None);
+    }
+}
