@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test crate uses its own part
 
+pub mod services;
+
 use forkscope::lab::{LabOptions, Snapshot};
 use forkscope::tui::Start;
 use forkscope::tui::app::App;

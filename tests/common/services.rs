@@ -1,0 +1,464 @@
+//! Real `redis-server` and `haproxy` processes for the replica tests, each on a free 127.0.0.1
+//! port, each owned by a guard whose Drop kills and reaps it on every path a test takes (a
+//! panic included).
+//!
+//! A machine with only Rust still passes `cargo test`: a missing binary skips the tests that
+//! need it, with one line on stderr. CI sets `FORKSCOPE_REQUIRE_SERVICES=1`, and then a missing
+//! binary fails them instead, so a test that claims Redis never passes by skipping there.
+//!
+//! Starting waits on the service alone, never on a task of the caller's runtime, so an async
+//! test may call it directly: it blocks its thread for the few polls the service takes to come
+//! up. "Up" is observed, not assumed: the process itself holds the listening socket (a port
+//! taken by someone else in the meantime is a retry on another port), and Redis answers PING.
+//!
+//! HAProxy's configuration is `.ci/haproxy.cfg.template`, the same text CI's
+//! `.ci/services.sh` fills in, so the tests and CI run one load balancer.
+
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tempfile::TempDir;
+
+/// Set to `1`, a missing service binary fails the test instead of skipping it.
+pub const REQUIRE_SERVICES: &str = "FORKSCOPE_REQUIRE_SERVICES";
+
+/// The load balancer's configuration, with `@BIND_PORT@` and a `@SERVERS@` line to fill in.
+pub const HAPROXY_TEMPLATE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/.ci/haproxy.cfg.template"
+));
+
+/// Polls of a starting service before it counts as failed to start (a bound, not a clock).
+const READY_POLLS: u32 = 1000;
+const POLL: Duration = Duration::from_millis(10);
+/// Free ports tried before giving up: another process may take one between the pick and the bind.
+const PORT_ATTEMPTS: u32 = 5;
+/// A guard on every socket read and write of the RESP client, so a hung Redis fails the test.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `redis-server` with nothing saved to disk, on a free 127.0.0.1 port.
+#[derive(Debug)]
+pub struct RedisServer {
+    binary: PathBuf,
+    dir: TempDir,
+    port: u16,
+    pid: u32,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one, or returns `None` (after a line on stderr) when `redis-server` is not
+    /// installed and [`REQUIRE_SERVICES`] is not set.
+    pub fn start() -> Option<RedisServer> {
+        let binary = binary_or_skip("redis-server", "redis-server", "Redis")?;
+        let mut server = RedisServer {
+            binary,
+            dir: scratch_dir("redis"),
+            port: 0,
+            pid: 0,
+            child: None,
+        };
+        for _ in 0..PORT_ATTEMPTS {
+            server.port = free_port();
+            match server.launch() {
+                Startup::Ready => return Some(server),
+                Startup::PortTaken => continue,
+                Startup::Failed(why) => panic!("redis-server did not start: {why}"),
+            }
+        }
+        panic!("redis-server found each of {PORT_ATTEMPTS} free ports taken by the time it bound");
+    }
+
+    /// `redis://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The process id of the server last started (it may have been killed since).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// SIGKILL, as a crash would end it: nothing is flushed, every connection drops. Returns
+    /// once the process is reaped.
+    pub fn kill9(&mut self) {
+        stop(&mut self.child);
+    }
+
+    /// Kills the server and starts a fresh, empty one on the same port, ready to answer.
+    pub fn restart(&mut self) {
+        self.kill9();
+        match self.launch() {
+            Startup::Ready => {}
+            Startup::PortTaken => panic!(
+                "redis-server could not restart: port {} was taken while it was down\n{}",
+                self.port,
+                self.log()
+            ),
+            Startup::Failed(why) => panic!("redis-server did not restart: {why}"),
+        }
+    }
+
+    /// Sends one command and renders its reply as text: a status or a bulk string as itself,
+    /// an integer in decimal, an error as `(error) MESSAGE`, a nil as `(nil)`, an array as its
+    /// elements one per line (empty: ""). Panics when Redis cannot be reached.
+    pub fn command(&self, args: &[&str]) -> String {
+        resp_command(self.port, args)
+            .unwrap_or_else(|e| panic!("redis {args:?} on port {}: {e}\n{}", self.port, self.log()))
+    }
+
+    fn launch(&mut self) -> Startup {
+        let log = self.dir.path().join("redis.log");
+        let since = log_len(&log);
+        let child = Command::new(&self.binary)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(append(&log))
+            .stderr(append(&log))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {}: {e}", self.binary.display()));
+        self.pid = child.id();
+        self.child = Some(child);
+        let (pid, port) = (self.pid, self.port);
+        wait_ready(&mut self.child, &log, since, || {
+            owns_listener(pid, port) && resp_command(port, &["PING"]).is_ok_and(|r| r == "PONG")
+        })
+    }
+
+    fn log(&self) -> String {
+        read_log(&self.dir.path().join("redis.log"))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+    }
+}
+
+/// An `haproxy` balancing HTTP round robin over upstreams, from `.ci/haproxy.cfg.template`.
+#[derive(Debug)]
+pub struct Haproxy {
+    dir: TempDir,
+    port: u16,
+    pid: u32,
+    child: Option<Child>,
+}
+
+impl Haproxy {
+    /// Starts one in front of `upstreams`, or returns `None` (after a line on stderr) when
+    /// `haproxy` is not installed and [`REQUIRE_SERVICES`] is not set. Ready once its frontend
+    /// accepts connections; the upstreams need not be up yet.
+    pub fn start(upstreams: &[SocketAddr]) -> Option<Haproxy> {
+        assert!(!upstreams.is_empty(), "HAProxy needs at least one upstream");
+        let binary = binary_or_skip("haproxy", "haproxy", "HAProxy")?;
+        let dir = scratch_dir("haproxy");
+        let config = dir.path().join("haproxy.cfg");
+        let log = dir.path().join("haproxy.log");
+        let mut proxy = Haproxy {
+            dir,
+            port: 0,
+            pid: 0,
+            child: None,
+        };
+        for _ in 0..PORT_ATTEMPTS {
+            proxy.port = free_port();
+            fs::write(&config, haproxy_config(proxy.port, upstreams))
+                .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
+            let since = log_len(&log);
+            let child = Command::new(&binary)
+                .arg("-db")
+                .arg("-f")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(append(&log))
+                .stderr(append(&log))
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawning {}: {e}", binary.display()));
+            proxy.pid = child.id();
+            proxy.child = Some(child);
+            let (pid, port) = (proxy.pid, proxy.port);
+            let addr = proxy.addr();
+            match wait_ready(&mut proxy.child, &log, since, || {
+                owns_listener(pid, port) && TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_ok()
+            }) {
+                Startup::Ready => return Some(proxy),
+                Startup::PortTaken => continue,
+                Startup::Failed(why) => panic!(
+                    "haproxy did not start: {why}\nconfiguration {}:\n{}",
+                    config.display(),
+                    read_log(&config)
+                ),
+            }
+        }
+        panic!("haproxy found each of {PORT_ATTEMPTS} free ports taken by the time it bound");
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The MCP endpoint through the load balancer: `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// What HAProxy wrote to stdout and stderr so far (alerts, warnings, servers going down).
+    pub fn log(&self) -> String {
+        read_log(&self.dir.path().join("haproxy.log"))
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+    }
+}
+
+/// The template with its placeholders filled in: the frontend on `port`, one `server` line
+/// per upstream (`upstream1`, `upstream2`, …), the same way `.ci/services.sh` fills it in.
+pub fn haproxy_config(port: u16, upstreams: &[SocketAddr]) -> String {
+    let mut config = String::new();
+    for line in HAPROXY_TEMPLATE.lines() {
+        if line.trim() == "@SERVERS@" {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            for (n, addr) in upstreams.iter().enumerate() {
+                let _ = writeln!(config, "{indent}server upstream{} {addr}", n + 1);
+            }
+        } else {
+            let _ = writeln!(config, "{}", line.replace("@BIND_PORT@", &port.to_string()));
+        }
+    }
+    config
+}
+
+/// True once `pid` is no longer a running process: gone from /proc, a zombie, or its number
+/// reused by a program other than `name` (the kernel's short name, e.g. `redis-server`).
+pub fn process_gone(pid: u32, name: &str) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let comm = stat
+        .split_once(" (")
+        .and_then(|(_, rest)| rest.rsplit_once(") "));
+    match comm {
+        Some((comm, rest)) => comm != name || rest.starts_with('Z'),
+        None => false,
+    }
+}
+
+/// How a start attempt ended.
+enum Startup {
+    Ready,
+    /// The port was taken between the pick and the bind: try another.
+    PortTaken,
+    Failed(String),
+}
+
+/// Polls `ready` until it holds, the child exits, or [`READY_POLLS`] run out. A child that
+/// exited is reaped and cleared; one still running when the polls run out stays for Drop.
+/// Whether the port was taken is read from what the log gained past `since`, this attempt's.
+fn wait_ready(
+    child: &mut Option<Child>,
+    log: &Path,
+    since: u64,
+    ready: impl Fn() -> bool,
+) -> Startup {
+    for _ in 0..READY_POLLS {
+        let running = child.as_mut().expect("a child was just started");
+        match running.try_wait() {
+            Ok(Some(status)) => {
+                *child = None;
+                let text = read_log(log);
+                let this_attempt = text.get(since as usize..).unwrap_or(&text);
+                return if this_attempt.contains("Address already in use") {
+                    Startup::PortTaken
+                } else {
+                    Startup::Failed(format!("it exited ({status}); its log:\n{text}"))
+                };
+            }
+            Ok(None) => {}
+            Err(e) => return Startup::Failed(format!("waiting for it: {e}")),
+        }
+        if ready() {
+            return Startup::Ready;
+        }
+        std::thread::sleep(POLL);
+    }
+    Startup::Failed(format!(
+        "not ready after {READY_POLLS} polls; its log:\n{}",
+        read_log(log)
+    ))
+}
+
+/// SIGKILL and reap, if still ours to stop.
+fn stop(child: &mut Option<Child>) {
+    if let Some(mut running) = child.take() {
+        let _ = running.kill();
+        let _ = running.wait();
+    }
+}
+
+/// The binary `name`, or `None` with a note when it is missing and not required.
+fn binary_or_skip(name: &str, package: &str, tests: &str) -> Option<PathBuf> {
+    if let Some(path) = find_binary(name) {
+        return Some(path);
+    }
+    if std::env::var(REQUIRE_SERVICES).as_deref() == Ok("1") {
+        panic!("{name} is required ({REQUIRE_SERVICES}=1): apt-get install {package}");
+    }
+    // Straight to the process's stderr: the test harness captures `eprintln!`, and a skip
+    // that nobody sees reads as a pass.
+    let _ = writeln!(
+        io::stderr(),
+        "note: the {tests} tests are skipped: {name} is not installed \
+         (apt-get install {package}; {REQUIRE_SERVICES}=1 makes this a failure)"
+    );
+    None
+}
+
+/// `name` on PATH, or in /usr/sbin and /sbin, where Debian installs `haproxy` and which a
+/// user's PATH often lacks.
+fn find_binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn scratch_dir(what: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("forkscope-{what}."))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("a scratch directory for {what}: {e}"))
+}
+
+/// A port the kernel just handed out on 127.0.0.1, free again once this returns.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+fn append(log: &Path) -> File {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", log.display()))
+}
+
+fn log_len(log: &Path) -> u64 {
+    fs::metadata(log).map_or(0, |meta| meta.len())
+}
+
+fn read_log(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| format!("({} unreadable: {e})", path.display()))
+}
+
+/// True when `pid` holds the socket listening on 127.0.0.1:`port`, so a start attempt never
+/// mistakes another process that took the port for its own. Read from /proc; where there is
+/// none (not Linux), any listener counts.
+fn owns_listener(pid: u32, port: u16) -> bool {
+    let Ok(table) = fs::read_to_string("/proc/net/tcp") else {
+        return true;
+    };
+    let local = format!("0100007F:{port:04X}");
+    let listening: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address, st (0A: LISTEN), inode
+            (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
+                .then(|| fields.get(9).map(|inode| format!("socket:[{inode}]")))
+                .flatten()
+        })
+        .collect();
+    if listening.is_empty() {
+        return false;
+    }
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        fs::read_link(fd.path())
+            .is_ok_and(|target| listening.iter().any(|s| target.as_os_str() == s.as_str()))
+    })
+}
+
+/// One command to Redis on 127.0.0.1:`port` over a fresh connection, its reply rendered.
+fn resp_command(port: u16, args: &[&str]) -> io::Result<String> {
+    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut request = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        request.extend_from_slice(arg.as_bytes());
+        request.extend_from_slice(b"\r\n");
+    }
+    stream.write_all(&request)?;
+    read_reply(&mut BufReader::new(stream))
+}
+
+/// One RESP2 reply, rendered as [`RedisServer::command`] says.
+fn read_reply(reader: &mut impl BufRead) -> io::Result<String> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the connection closed before a reply",
+        ));
+    }
+    let line = line.trim_end_matches("\r\n");
+    let invalid = || io::Error::new(io::ErrorKind::InvalidData, format!("not RESP2: {line:?}"));
+    let mut chars = line.chars();
+    let kind = chars.next().ok_or_else(invalid)?;
+    let rest = chars.as_str();
+    match kind {
+        '+' | ':' => Ok(rest.to_owned()),
+        '-' => Ok(format!("(error) {rest}")),
+        '$' => {
+            let Ok(len) = usize::try_from(rest.parse::<i64>().map_err(|_| invalid())?) else {
+                return Ok("(nil)".to_owned());
+            };
+            let mut bulk = vec![0; len + 2];
+            reader.read_exact(&mut bulk)?;
+            bulk.truncate(len);
+            Ok(String::from_utf8_lossy(&bulk).into_owned())
+        }
+        '*' => {
+            let Ok(count) = usize::try_from(rest.parse::<i64>().map_err(|_| invalid())?) else {
+                return Ok("(nil)".to_owned());
+            };
+            let items = (0..count)
+                .map(|_| read_reply(reader))
+                .collect::<io::Result<Vec<_>>>()?;
+            Ok(items.join("\n"))
+        }
+        _ => Err(invalid()),
+    }
+}
