@@ -9,6 +9,8 @@ pub const RESUMPTION_TOKEN: &str = "mcp-resumption-token";
 pub const STREAM_ID: &str = "mcp-stream-id";
 /// Extension: `true` on a resumed stream, `false` on a stream flagged new.
 pub const STREAM_RESUMED: &str = "mcp-stream-resumed";
+/// Which replica answered (a lab extension header, like the two above; clients ignore it).
+pub const SERVED_BY: &str = "mcp-served-by";
 
 /// The revision forkscope models, and the older ones it still accepts.
 pub const MODELLED_REVISION: &str = "2025-11-25";

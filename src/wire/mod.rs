@@ -7,6 +7,7 @@ pub mod client;
 pub mod headers;
 pub mod mcp;
 pub mod proxy;
+pub mod replica;
 pub mod server;
 pub mod sse;
 

@@ -47,7 +47,7 @@ impl Background {
 }
 
 /// The `notifications/message` body of background event `n`.
-fn body(n: u64) -> String {
+pub(crate) fn body(n: u64) -> String {
     jsonrpc::notification(
         "notifications/message",
         json!({ "level": "info", "logger": "forkscope", "data": { "background": n } }),

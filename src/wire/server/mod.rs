@@ -18,7 +18,7 @@ mod handles;
 pub(crate) mod incoming;
 pub mod liveness;
 pub mod rebinding;
-mod refusal;
+pub(crate) mod refusal;
 mod routes;
 pub mod stream_body;
 pub mod tool;

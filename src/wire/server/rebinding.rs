@@ -74,7 +74,7 @@ pub fn parse_allowed_host(value: &str) -> Result<String, InvalidHost> {
 #[error("{0:?} is not a host name with an optional port (NAME, NAME:PORT, [V6]:PORT)")]
 pub struct InvalidHost(String);
 
-pub(super) async fn check_names(
+pub(crate) async fn check_names(
     State(allowed): State<Arc<AllowedHosts>>,
     request: Request,
     next: Next,

@@ -11,12 +11,12 @@ use forkscope_core::{SessionError, SessionId};
 use serde_json::{Value, json};
 
 /// A JSON body ends with a newline, so `curl` leaves the shell prompt on a line of its own.
-pub(super) fn json_response(status: StatusCode, mut body: String) -> Response {
+pub(crate) fn json_response(status: StatusCode, mut body: String) -> Response {
     body.push('\n');
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-pub(super) fn session_error(status: StatusCode, message: &str) -> Response {
+pub(crate) fn session_error(status: StatusCode, message: &str) -> Response {
     json_response(
         status,
         jsonrpc::error(&Value::Null, jsonrpc::SESSION_ERROR, message, None),
@@ -26,7 +26,7 @@ pub(super) fn session_error(status: StatusCode, message: &str) -> Response {
 /// A request refused before it reaches the core, answered with its status and a JSON-RPC error
 /// body that carries its sentence.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum Refusal {
+pub(crate) enum Refusal {
     #[error("more than one {0} header: send exactly one")]
     RepeatedHeader(&'static str),
     #[error("unsupported MCP-Protocol-Version; this server speaks {}", SUPPORTED_REVISIONS.join(", "))]
@@ -65,11 +65,13 @@ impl IntoResponse for Refusal {
 
 /// Why a full server refuses new work for now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Unavailable {
+pub(crate) enum Unavailable {
     /// The session limit is reached.
     TooManySessions,
     /// The replay memory budget is used up.
     OverBudget,
+    /// The shared store (Redis) does not answer this replica.
+    StoreUnavailable,
 }
 
 impl Unavailable {
@@ -77,13 +79,14 @@ impl Unavailable {
         match self {
             Unavailable::TooManySessions => "too_many_sessions",
             Unavailable::OverBudget => "over_budget",
+            Unavailable::StoreUnavailable => "store_unavailable",
         }
     }
 }
 
 /// 503 for request `id`: the core's sentence, why in a word, and when to retry (in the body's
 /// `retryAfterSecs` and in `Retry-After`).
-pub(super) fn unavailable(
+pub(crate) fn unavailable(
     id: &Value,
     why: Unavailable,
     message: &str,
@@ -105,7 +108,7 @@ pub(super) fn unavailable(
 }
 
 /// `MCP-Protocol-Version`, when present, must be one this server speaks — every copy of it.
-fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
     let supported = headers
         .get_all(headers::PROTOCOL_VERSION)
         .iter()
@@ -145,7 +148,7 @@ pub(super) fn session_request<'a>(
     Ok((core, session))
 }
 
-pub(super) fn accepts(headers: &HeaderMap, mime: &str) -> bool {
+pub(crate) fn accepts(headers: &HeaderMap, mime: &str) -> bool {
     headers.get_all(header::ACCEPT).iter().any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',').any(|m| {
@@ -154,4 +157,49 @@ pub(super) fn accepts(headers: &HeaderMap, mime: &str) -> bool {
             })
         })
     })
+}
+
+/// A resume the core refused: its status, its sentence, and in the body's data why in a word,
+/// what the client should do, and the status again (for clients that only read bodies).
+pub(crate) fn resume_rejected(rejected: &forkscope_core::ResumeRejected) -> Response {
+    let reason = rejected.reason();
+    let data = json!({
+        "reason": reason.as_str(),
+        "action": rejected.client_action().as_str(),
+        "status": reason.http_status(),
+    });
+    let body = jsonrpc::error(
+        &Value::Null,
+        jsonrpc::RESUME_REJECTED,
+        &rejected.to_string(),
+        Some(data),
+    );
+    let status = StatusCode::from_u16(reason.http_status()).unwrap_or(StatusCode::CONFLICT);
+    let mut response = json_response(status, body);
+    if let Some(secs) = rejected.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
+/// What an unreadable identity header is judged as: a value no id, cursor or token matches.
+const UNREADABLE: &str = "\u{FFFD}";
+
+/// A header that names a stream or a position: at most one copy (two copies that disagree
+/// cannot both be believed, whatever their order), and one that is not visible ASCII is
+/// present but malformed — never absent, which would turn a garbled resume into a new stream.
+pub(crate) fn identity_header<'a>(
+    headers: &'a HeaderMap,
+    name: &'static str,
+) -> Result<Option<&'a str>, Refusal> {
+    let mut copies = headers.get_all(name).iter();
+    let Some(value) = copies.next() else {
+        return Ok(None);
+    };
+    if copies.next().is_some() {
+        return Err(Refusal::RepeatedHeader(name));
+    }
+    Ok(Some(value.to_str().unwrap_or(UNREADABLE)))
 }

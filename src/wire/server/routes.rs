@@ -7,6 +7,7 @@ use super::App;
 use super::handles::Handle;
 use super::incoming::{self, Incoming};
 use super::refusal::{
+    identity_header, resume_rejected,
     Refusal, Unavailable, accepts, json_response, session_error, session_request, unavailable,
 };
 use super::stream_body::{Announcement, sse_response};
@@ -303,24 +304,7 @@ pub(super) async fn get_mcp(
     match decision {
         ResumeDecision::Reject(rejected) => {
             tracing::info!(session = %session.short(), reason = %rejected.reason(), "resume rejected");
-            let reason = rejected.reason();
-            let data = json!({
-                "reason": reason.as_str(),
-                "action": rejected.client_action().as_str(),
-                "status": reason.http_status(),
-            });
-            let body = jsonrpc::error(
-                &Value::Null,
-                jsonrpc::RESUME_REJECTED,
-                &rejected.to_string(),
-                Some(data),
-            );
-            let status = StatusCode::from_u16(reason.http_status()).unwrap_or(StatusCode::CONFLICT);
-            let mut response = json_response(status, body);
-            if let Some(secs) = rejected.retry_after_secs() {
-                insert(response.headers_mut(), "retry-after", &secs.to_string());
-            }
-            response
+            resume_rejected(&rejected)
         }
         ResumeDecision::Resume(r) => {
             let opened = (opening, announce);
@@ -338,26 +322,6 @@ pub(super) async fn get_mcp(
         }
     }
 }
-
-/// A header that names a stream or a position: at most one copy (two copies that disagree
-/// cannot both be believed, whatever their order), and one that is not visible ASCII is
-/// present but malformed — never absent, which would turn a garbled resume into a new stream.
-fn identity_header<'a>(
-    headers: &'a HeaderMap,
-    name: &'static str,
-) -> Result<Option<&'a str>, Refusal> {
-    let mut copies = headers.get_all(name).iter();
-    let Some(value) = copies.next() else {
-        return Ok(None);
-    };
-    if copies.next().is_some() {
-        return Err(Refusal::RepeatedHeader(name));
-    }
-    Ok(Some(value.to_str().unwrap_or(UNREADABLE)))
-}
-
-/// What an unreadable identity header is judged as: a value no id, cursor or token matches.
-const UNREADABLE: &str = "\u{FFFD}";
 
 /// `notifications/cancelled` for a running tool call: it stops, sends no result, and its
 /// stream ends (what it sent stays resumable for the retention window).

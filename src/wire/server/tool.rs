@@ -105,16 +105,21 @@ impl RunningCall {
 
     /// The JSON-RPC message of `step`.
     fn body(&self, step: ToolStep) -> String {
-        match step {
-            ToolStep::Progress { done, total } => jsonrpc::notification(
-                "notifications/progress",
-                json!({ "progressToken": self.progress_token, "progress": done, "total": total, "message": format!("step {done} of {total}") }),
-            ),
-            ToolStep::Result { steps } => jsonrpc::result(
-                &self.request_id,
-                json!({ "content": [{ "type": "text", "text": format!("done: {steps} steps") }], "isError": false }),
-            ),
-        }
+        step_body(&self.request_id, self.progress_token.as_ref(), step)
+    }
+}
+
+/// The JSON-RPC message of a call's `step`: a progress notification, or the result.
+pub fn step_body(request_id: &Value, progress_token: Option<&Value>, step: ToolStep) -> String {
+    match step {
+        ToolStep::Progress { done, total } => jsonrpc::notification(
+            "notifications/progress",
+            json!({ "progressToken": progress_token, "progress": done, "total": total, "message": format!("step {done} of {total}") }),
+        ),
+        ToolStep::Result { steps } => jsonrpc::result(
+            request_id,
+            json!({ "content": [{ "type": "text", "text": format!("done: {steps} steps") }], "isError": false }),
+        ),
     }
 }
 

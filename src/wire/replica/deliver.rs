@@ -1,0 +1,237 @@
+//! One SSE response of a replica: the stream's events from the client's cursor, read from the
+//! shared log, so an event written on any replica reaches the connection on this one.
+//!
+//! Under fenced, every batch is handed over on the epoch this delivery holds: before writing, it
+//! reads the stream's record, and a newer epoch (a resume that landed elsewhere) ends it. The
+//! replay and the live tail are one read from the cursor, so the hand-off has no gap and no
+//! duplicate. A call whose runner's lease expired is adopted here, by the store's clock.
+//!
+//! Under naive, the log is read once, up to its high-water mark, and then only this replica's
+//! own writes arrive ([`super::local`]), as in the SDKs.
+
+use super::local::Local;
+use super::{Replica, work};
+use crate::store::{Adoption, Reader, SessionKey, Snapshot, StoreError};
+use crate::wire::server::RETRY_HINT_MS;
+use crate::wire::sse;
+use axum::body::{Body, Bytes};
+use bytes::BytesMut;
+use forkscope_core::replica::{RecordState, adoptable};
+use forkscope_core::{EventId, StreamId, WireCursor};
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
+
+/// Events read and written per batch.
+const BATCH: usize = 256;
+/// Batches queued for a slow client before the delivery waits for it.
+const QUEUE: usize = 16;
+
+/// What one delivery carries.
+#[derive(Clone, Debug)]
+pub(super) struct Delivery {
+    pub session: SessionKey,
+    pub stream: StreamId,
+    pub key: u64,
+    /// The client's cursor: delivery starts after it.
+    pub after: u64,
+    /// The stream epoch this delivery holds (fenced); `None` under naive.
+    pub epoch: Option<u64>,
+    /// A new stream opens with its priming event (an id, and empty data).
+    pub priming: bool,
+}
+
+impl Delivery {
+    fn id(&self, seq: u64) -> String {
+        WireCursor::Keyed {
+            event: EventId {
+                stream: self.stream,
+                seq,
+            },
+            key: self.key,
+        }
+        .to_string()
+    }
+}
+
+/// The response body: a task reads the store and feeds it; the task ends when the client goes.
+pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphorePermit) -> Body {
+    let (tx, rx) = mpsc::channel::<Bytes>(QUEUE);
+    let task_replica = replica.clone();
+    replica.spawn(async move {
+        let _permit = permit;
+        let ended = if delivery.epoch.is_some() {
+            fenced(&task_replica, &delivery, &tx).await
+        } else {
+            naive(&task_replica, &delivery, &tx).await
+        };
+        if let Err(why) = ended {
+            tracing::info!(replica = %task_replica.name, session = %delivery.session, stream = %delivery.stream, "delivery ended: {why}");
+        }
+    });
+    Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    }))
+}
+
+/// Why a delivery ended before its stream did.
+#[derive(Debug, thiserror::Error)]
+enum Ended {
+    #[error("the client went away")]
+    ClientGone,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("fenced: stream {stream} is at epoch {current}, held by {holder}")]
+    Fenced {
+        stream: StreamId,
+        current: u64,
+        holder: String,
+    },
+    #[error("events after {after} were evicted from the log before they were delivered")]
+    Evicted { after: u64 },
+    #[error("the stream's record is gone")]
+    Gone,
+}
+
+async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Ended> {
+    tx.send(bytes).await.map_err(|_| Ended::ClientGone)
+}
+
+fn render(delivery: &Delivery, events: &[(u64, String)]) -> Bytes {
+    let mut out = BytesMut::with_capacity(events.iter().map(|(_, d)| d.len() + 64).sum());
+    for (seq, data) in events {
+        sse::write_frame(&mut out, None, &delivery.id(*seq), None, data);
+    }
+    out.freeze()
+}
+
+async fn prime(delivery: &Delivery, tx: &mpsc::Sender<Bytes>) -> Result<(), Ended> {
+    if delivery.priming {
+        send(tx, sse::frame(None, &delivery.id(0), Some(RETRY_HINT_MS), "")).await?;
+    }
+    Ok(())
+}
+
+async fn read_record(replica: &Replica, delivery: &Delivery) -> Result<Snapshot, Ended> {
+    replica
+        .store
+        .snapshot(&delivery.session, delivery.stream)
+        .await?
+        .ok_or(Ended::Gone)
+}
+
+async fn fenced(
+    replica: &Replica,
+    delivery: &Delivery,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), Ended> {
+    let epoch = delivery.epoch.unwrap_or_default();
+    let mut reader: Reader = replica.store.reader().await?;
+    prime(delivery, tx).await?;
+    let mut after = delivery.after;
+    loop {
+        if tx.is_closed() {
+            return Err(Ended::ClientGone);
+        }
+        let events = reader
+            .read(&delivery.session, delivery.stream, after, BATCH)
+            .await?;
+        // Every hand-off, replay and live alike, is checked against the epoch first.
+        let snapshot = read_record(replica, delivery).await?;
+        let record = &snapshot.record;
+        if record.epoch != epoch {
+            replica
+                .counters
+                .deliveries_fenced
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(Ended::Fenced {
+                stream: delivery.stream,
+                current: record.epoch,
+                holder: record.owner.clone(),
+            });
+        }
+        if let Some((first, _)) = events.first()
+            && *first != after + 1
+        {
+            return Err(Ended::Evicted { after });
+        }
+        if let Some((last, _)) = events.last() {
+            send(tx, render(delivery, &events)).await?;
+            after = *last;
+        }
+        if record.state == RecordState::Finished && after >= record.high_water {
+            return Ok(());
+        }
+        if events.is_empty()
+            && let Some(lease) = adoptable(replica.policy, record)
+        {
+            adopt(replica, delivery, &snapshot, lease).await?;
+        }
+    }
+}
+
+/// Takes over a call whose runner's lease expired, and runs it on from its last committed step.
+async fn adopt(
+    replica: &Replica,
+    delivery: &Delivery,
+    snapshot: &Snapshot,
+    lease: u64,
+) -> Result<(), Ended> {
+    let adopted = replica
+        .store
+        .adopt(&delivery.session, delivery.stream, lease, &replica.name)
+        .await?;
+    if let (Adoption::Adopted { lease, done }, Some(spec)) = (adopted, snapshot.call.clone()) {
+        replica.counters.calls_adopted.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(replica = %replica.name, session = %delivery.session, stream = %delivery.stream, done, "adopted a tool call whose lease expired");
+        work::start_call(
+            replica,
+            delivery.session.clone(),
+            delivery.stream,
+            spec,
+            work::CallStart { lease, done },
+        );
+    }
+    Ok(())
+}
+
+async fn naive(
+    replica: &Replica,
+    delivery: &Delivery,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), Ended> {
+    // Listening before the replay is read: what this replica writes meanwhile is not lost.
+    let mut live = replica.local.subscribe(&delivery.session, delivery.stream);
+    let record = read_record(replica, delivery).await?.record;
+    let mut reader = replica.store.reader().await?;
+    prime(delivery, tx).await?;
+    let mut after = delivery.after;
+    while after < record.high_water {
+        let events = reader
+            .read(&delivery.session, delivery.stream, after, BATCH)
+            .await?;
+        let Some((last, _)) = events.last() else {
+            break;
+        };
+        let last = *last;
+        let upto: Vec<_> = events
+            .into_iter()
+            .filter(|(seq, _)| *seq <= record.high_water)
+            .collect();
+        send(tx, render(delivery, &upto)).await?;
+        after = last.min(record.high_water);
+    }
+    if record.state != RecordState::Live {
+        return Ok(());
+    }
+    loop {
+        match live.recv().await {
+            Ok(Local::Event(seq, data)) if seq > after => {
+                send(tx, render(delivery, &[(seq, data.to_string())])).await?;
+                after = seq;
+            }
+            Ok(Local::Event(..)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Ok(Local::Finished) | Err(broadcast::error::RecvError::Closed) => return Ok(()),
+        }
+    }
+}

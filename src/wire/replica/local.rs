@@ -1,0 +1,48 @@
+//! The naive replica's live delivery: events reach only connections on the replica that wrote
+//! them, as in the SDKs, whose shared stores replay but do not deliver across replicas. A resume
+//! that lands on another replica replays the log and then hears nothing of the original writer:
+//! the orphan on the first replica keeps receiving, and the session forks.
+
+use crate::store::SessionKey;
+use forkscope_core::StreamId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// Events a slow local listener may fall behind before it misses some.
+const LOCAL_QUEUE: usize = 1_024;
+
+#[derive(Clone, Debug)]
+pub(super) enum Local {
+    Event(u64, Arc<str>),
+    Finished,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct LocalHub {
+    streams: Arc<Mutex<HashMap<(SessionKey, StreamId), broadcast::Sender<Local>>>>,
+}
+
+impl LocalHub {
+    pub(super) fn subscribe(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+    ) -> broadcast::Receiver<Local> {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        // Senders nobody listens to any more are dropped here: the map stays bounded by the
+        // streams with a live listener.
+        streams.retain(|_, tx| tx.receiver_count() > 0);
+        streams
+            .entry((session.clone(), stream))
+            .or_insert_with(|| broadcast::channel(LOCAL_QUEUE).0)
+            .subscribe()
+    }
+
+    pub(super) fn publish(&self, session: &SessionKey, stream: StreamId, item: Local) {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = streams.get(&(session.clone(), stream)) {
+            let _ = tx.send(item);
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The MCP server as one of several replicas on a shared store ([`crate::store`]): any replica
+//! answers any request of any session, behind a load balancer with no stickiness.
+//!
+//! - [`routes`]: POST, GET and DELETE on `/mcp`: parse, read the store, ask the core
+//!   ([`forkscope_core::replica`]), commit by compare-and-set, answer.
+//! - [`deliver`]: an SSE response: the stream's log from the client's cursor, on the epoch this
+//!   replica holds; it ends when a resume elsewhere fenced it.
+//! - [`work`]: a tool call under its lease, and the background emitter under the stream epoch.
+//! - [`local`]: what the naive replica delivers live: only its own writes, as the SDKs do.
+//!
+//! Every response says which replica answered (`Mcp-Served-By`, a lab extension header that
+//! clients ignore).
+
+mod deliver;
+mod local;
+mod routes;
+mod work;
+
+use crate::store::{SessionKey, Store};
+use crate::wire::headers;
+use crate::wire::server::rebinding::{self, AllowedHosts};
+use crate::wire::server::{EmitRate, MAX_BODY_BYTES};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::HeaderValue;
+use axum::middleware;
+use axum::response::Response;
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use forkscope_core::Policy;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Semaphore, oneshot};
+use tokio::task::{AbortHandle, JoinHandle};
+
+/// Deliveries (open SSE responses) one replica serves at once; past it a GET or a call is
+/// answered 503 with Retry-After. Each holds a store connection on Redis.
+pub const MAX_DELIVERIES: usize = 1_024;
+
+#[derive(Clone, Debug)]
+pub struct ReplicaOptions {
+    /// This replica's name, in `Mcp-Served-By` and in every epoch it takes.
+    pub name: String,
+    pub policy: Policy,
+    /// Background events on each session's standalone stream; `None`: none.
+    pub background: Option<EmitRate>,
+    pub allowed_hosts: Vec<String>,
+    pub max_deliveries: usize,
+}
+
+/// What a replica counted: the fence at work, seen from one replica.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Writes (emits, call steps) this replica made on a stale epoch, refused by the store.
+    pub late_writes_refused: AtomicU64,
+    /// Deliveries this replica ended because a resume elsewhere took the stream.
+    pub deliveries_fenced: AtomicU64,
+    /// Tool calls this replica took over after their runner's lease expired.
+    pub calls_adopted: AtomicU64,
+    /// Resumes this replica committed.
+    pub resumes: AtomicU64,
+}
+
+impl Counters {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// What every handler and task of one replica shares.
+#[derive(Clone, Debug)]
+struct Replica {
+    store: Store,
+    name: Arc<str>,
+    policy: Policy,
+    background: Option<EmitRate>,
+    local: local::LocalHub,
+    deliveries: Arc<Semaphore>,
+    counters: Arc<Counters>,
+    /// The replica's own tasks (deliveries, calls, emitters): [`RunningReplica::kill`] stops
+    /// them all at once, as a crash would.
+    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl Replica {
+    fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let handle = tokio::spawn(task).abort_handle();
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+}
+
+/// A replica serving on its address until it is stopped or dropped.
+#[derive(Debug)]
+pub struct RunningReplica {
+    pub addr: SocketAddr,
+    pub name: String,
+    pub counters: Arc<Counters>,
+    stop: Option<oneshot::Sender<()>>,
+    server: JoinHandle<()>,
+    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl RunningReplica {
+    /// Stops at once, everything this replica runs included, with nothing said to anyone: a
+    /// crash, for the tests that kill a replica mid-call.
+    pub fn kill(mut self) {
+        self.abort_all();
+    }
+
+    fn abort_all(&mut self) {
+        self.stop.take();
+        self.server.abort();
+        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for RunningReplica {
+    fn drop(&mut self) {
+        self.abort_all();
+    }
+}
+
+async fn served_by(State(name): State<HeaderValue>, mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(headers::SERVED_BY, name.clone());
+    response
+}
+
+/// Serves `/mcp` on `addr` as replica `options.name` of the store.
+pub async fn start(
+    store: Store,
+    options: ReplicaOptions,
+    addr: SocketAddr,
+) -> std::io::Result<RunningReplica> {
+    let name_header = HeaderValue::from_str(&options.name).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a replica name must be printable ASCII",
+        )
+    })?;
+    let counters = Arc::new(Counters::default());
+    let tasks = Arc::new(Mutex::new(Vec::new()));
+    let replica = Replica {
+        store,
+        name: options.name.as_str().into(),
+        policy: options.policy,
+        background: options.background,
+        local: local::LocalHub::default(),
+        deliveries: Arc::new(Semaphore::new(options.max_deliveries)),
+        counters: counters.clone(),
+        tasks: tasks.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));
+    let app = axum::Router::new()
+        .route(
+            "/mcp",
+            post(routes::post_mcp)
+                .get(routes::get_mcp)
+                .delete(routes::delete_mcp),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(replica)
+        .layer(middleware::from_fn_with_state(allowed, rebinding::check_names))
+        .layer(middleware::map_response_with_state(name_header, served_by));
+    let (stop, stopped) = oneshot::channel::<()>();
+    // Nagle off on every accepted socket, as the in-process server does.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Ok(RunningReplica {
+        addr,
+        name: options.name,
+        counters,
+        stop: Some(stop),
+        server,
+        tasks,
+    })
+}
+
+/// The session a request names, as the replica reads it.
+fn session_key(raw: &str) -> Option<SessionKey> {
+    SessionKey::parse(raw)
+}

@@ -1,0 +1,355 @@
+//! `/mcp` on a replica. Each GET reads the stream's record from the store, asks the core
+//! ([`forkscope_core::replica::decide_get`]), and commits the plan by compare-and-set on the
+//! epoch it read; a conflict (another replica moved first) reads again and decides again.
+
+use super::deliver::{self, Delivery};
+use super::work::{self, CallStart};
+use super::{Replica, session_key};
+use crate::store::{Adoption, CallSpec, NewStream, SessionKey, StoreError};
+use crate::wire::headers;
+use crate::wire::jsonrpc;
+use crate::wire::server::incoming::{self, Incoming};
+use crate::wire::server::refusal::{
+    Refusal, Unavailable, accepts, check_protocol_version, identity_header, json_response,
+    resume_rejected, session_error, unavailable,
+};
+use crate::wire::server::tool;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use forkscope_core::replica::{GetPlan, cursor_stream, decide_get};
+use forkscope_core::{Policy, SessionError, StreamId, StreamKind};
+use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// Reads and decisions one GET may take before the epoch stops moving under it.
+const MAX_ATTEMPTS: usize = 8;
+
+/// 503 for a store that does not answer: typed, with Retry-After, never a 500 or a silent
+/// new stream.
+fn store_unavailable(id: &Value, why: &StoreError) -> Response {
+    tracing::warn!("store: {why}");
+    unavailable(
+        id,
+        Unavailable::StoreUnavailable,
+        &format!("this replica cannot reach the shared store: {why}"),
+        1,
+    )
+}
+
+fn gone() -> Response {
+    Refusal::Session(SessionError::Unknown).into_response()
+}
+
+fn store_failure(id: &Value, why: StoreError) -> Response {
+    match why {
+        StoreError::SessionGone => gone(),
+        other => store_unavailable(id, &other),
+    }
+}
+
+/// The checks every request on a session passes: a revision this server speaks, a session id
+/// spelled as replicas spell them, and a session the store holds.
+async fn session_of(replica: &Replica, headers: &HeaderMap) -> Result<SessionKey, Response> {
+    check_protocol_version(headers).map_err(IntoResponse::into_response)?;
+    let raw = identity_header(headers, headers::SESSION_ID)
+        .map_err(IntoResponse::into_response)?
+        .ok_or_else(|| Refusal::MissingSession.into_response())?;
+    let session = session_key(raw).ok_or_else(gone)?;
+    match replica.store.session_exists(&session).await {
+        Ok(true) => Ok(session),
+        Ok(false) => Err(gone()),
+        Err(why) => Err(store_unavailable(&Value::Null, &why)),
+    }
+}
+
+fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(HeaderName::from_static(name), value);
+    }
+}
+
+fn permit(replica: &Replica, id: &Value) -> Result<OwnedSemaphorePermit, Response> {
+    replica.deliveries.clone().try_acquire_owned().map_err(|_| {
+        unavailable(
+            id,
+            Unavailable::TooManySessions,
+            "this replica serves as many streams as it may; retry, or another replica",
+            1,
+        )
+    })
+}
+
+fn sse(replica: &Replica, delivery: Delivery, permit: OwnedSemaphorePermit, resumed: bool) -> Response {
+    let stream = delivery.stream;
+    let body = deliver::body(replica, delivery, permit);
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if replica.policy == Policy::Fenced {
+        insert(headers, headers::STREAM_ID, &stream.to_string());
+        insert(headers, headers::STREAM_RESUMED, if resumed { "true" } else { "false" });
+    }
+    response
+}
+
+pub(super) async fn post_mcp(
+    State(replica): State<Replica>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let incoming = match Incoming::read(&headers, body) {
+        Ok(incoming) => incoming,
+        Err(refused) => return refused,
+    };
+    let params = incoming.params();
+    let (id, method) = (incoming.id, incoming.method.as_deref());
+    if let (Some("initialize"), Some(id)) = (method, &id) {
+        let version = incoming::negotiated_version(&incoming.message);
+        let session = SessionKey::generate();
+        if let Err(why) = replica.store.open_session(&session).await {
+            return store_failure(id, why);
+        }
+        tracing::info!(replica = %replica.name, %session, version, "session initialized");
+        let result = incoming::initialize_result(version);
+        let mut response = json_response(StatusCode::OK, jsonrpc::result(id, result));
+        insert(response.headers_mut(), headers::SESSION_ID, session.as_str());
+        return response;
+    }
+    let session = match session_of(&replica, &headers).await {
+        Ok(session) => session,
+        Err(refused) => return refused,
+    };
+    let (Some(method), Some(id)) = (method, id) else {
+        // A notification or a response: accepted, nothing to answer.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    match method {
+        "ping" => json_response(StatusCode::OK, jsonrpc::result(&id, json!({}))),
+        "tools/list" => json_response(
+            StatusCode::OK,
+            jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
+        ),
+        "tools/call" if !accepts(&headers, "text/event-stream") => json_response(
+            StatusCode::NOT_ACCEPTABLE,
+            jsonrpc::error(
+                &id,
+                jsonrpc::INVALID_REQUEST,
+                "tools/call answers with an SSE stream: Accept must include text/event-stream",
+                None,
+            ),
+        ),
+        "tools/call" => call_tool(&replica, session, id, &params).await,
+        other => json_response(
+            StatusCode::OK,
+            jsonrpc::error(
+                &id,
+                jsonrpc::METHOD_NOT_FOUND,
+                &format!("method not found: {other}"),
+                None,
+            ),
+        ),
+    }
+}
+
+async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &Value) -> Response {
+    let (args, progress_token) = match incoming::tool_call(&id, params) {
+        Ok(call) => call,
+        Err(refused) => return refused,
+    };
+    let permit = match permit(replica, &id) {
+        Ok(permit) => permit,
+        Err(refused) => return refused,
+    };
+    let spec = CallSpec {
+        steps: args.steps,
+        delay_ms: args.delay_ms,
+        request_id: id.to_string(),
+        progress_token: progress_token.as_ref().map(Value::to_string),
+    };
+    let key = rand::random::<u64>();
+    let new = NewStream {
+        kind: StreamKind::Request,
+        key,
+        owner: replica.name.to_string(),
+        call: Some(spec.clone()),
+        fence: None,
+    };
+    let stream = match replica.store.open_stream(&session, &new).await {
+        Ok(Ok(stream)) => stream,
+        // A call's stream fences nothing, so no epoch can have moved under it.
+        Ok(Err(epoch)) => {
+            let why = StoreError::Corrupt(format!("a fence conflict at epoch {epoch} on a new call"));
+            return store_unavailable(&id, &why);
+        }
+        Err(why) => return store_failure(&id, why),
+    };
+    tracing::info!(replica = %replica.name, %session, %stream, steps = args.steps, "tool call started");
+    work::start_call(replica, session.clone(), stream, spec, CallStart { lease: 1, done: 0 });
+    let delivery = Delivery {
+        session,
+        stream,
+        key,
+        after: 0,
+        epoch: (replica.policy == Policy::Fenced).then_some(1),
+        priming: true,
+    };
+    sse(replica, delivery, permit, false)
+}
+
+pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) -> Response {
+    if !accepts(&headers, "text/event-stream") {
+        return session_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /mcp answers text/event-stream only",
+        );
+    }
+    let session = match session_of(&replica, &headers).await {
+        Ok(session) => session,
+        Err(refused) => return refused,
+    };
+    let cursor = match identity_header(&headers, headers::LAST_EVENT_ID) {
+        Ok(cursor) => cursor,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let permit = match permit(&replica, &Value::Null) {
+        Ok(permit) => permit,
+        Err(refused) => return refused,
+    };
+    for _ in 0..MAX_ATTEMPTS {
+        match attempt_get(&replica, &session, cursor).await {
+            Ok(Some((delivery, resumed))) => return sse(&replica, delivery, permit, resumed),
+            Ok(None) => continue,
+            Err(refused) => return refused,
+        }
+    }
+    unavailable(
+        &Value::Null,
+        Unavailable::StoreUnavailable,
+        "the stream's epoch kept moving under this resume (other replicas resuming it at once); retry",
+        1,
+    )
+}
+
+/// Reads, decides, commits. `Ok(None)`: the epoch moved since the read; read again.
+async fn attempt_get(
+    replica: &Replica,
+    session: &SessionKey,
+    cursor: Option<&str>,
+) -> Result<Option<(Delivery, bool)>, Response> {
+    let fail = |why| store_failure(&Value::Null, why);
+    let read = |stream: Option<StreamId>| async move {
+        match stream {
+            Some(stream) => replica.store.snapshot(session, stream).await,
+            None => Ok(None),
+        }
+    };
+    let standalone = read(replica.store.standalone(session).await.map_err(fail)?)
+        .await
+        .map_err(fail)?;
+    let named = read(cursor.and_then(cursor_stream)).await.map_err(fail)?;
+    let plan = decide_get(
+        replica.policy,
+        cursor,
+        named.as_ref().map(|s| &s.record),
+        standalone.as_ref().map(|s| &s.record),
+    );
+    match plan {
+        GetPlan::Reject(rejected) => {
+            tracing::info!(replica = %replica.name, %session, reason = %rejected.reason(), "resume rejected");
+            Err(resume_rejected(&rejected))
+        }
+        GetPlan::Open { fence } => {
+            let key = rand::random::<u64>();
+            let new = NewStream {
+                kind: StreamKind::Standalone,
+                key,
+                owner: replica.name.to_string(),
+                call: None,
+                fence,
+            };
+            let Ok(stream) = replica.store.open_stream(session, &new).await.map_err(fail)? else {
+                return Ok(None);
+            };
+            tracing::info!(replica = %replica.name, %session, %stream, "new standalone stream");
+            work::start_emitter(replica, session.clone(), stream, 1);
+            let delivery = Delivery {
+                session: session.clone(),
+                stream,
+                key,
+                after: 0,
+                epoch: (replica.policy == Policy::Fenced).then_some(1),
+                priming: true,
+            };
+            Ok(Some((delivery, false)))
+        }
+        GetPlan::Resume {
+            stream,
+            after,
+            expect_epoch,
+            adopt,
+        } => {
+            let Some(snapshot) = named.or(standalone).filter(|s| s.record.stream == stream) else {
+                return Ok(None);
+            };
+            let epoch = match expect_epoch {
+                Some(expect) => {
+                    let attached = replica
+                        .store
+                        .attach(session, stream, expect, &replica.name)
+                        .await
+                        .map_err(fail)?;
+                    let Ok(epoch) = attached else {
+                        return Ok(None);
+                    };
+                    replica.counters.resumes.fetch_add(1, Ordering::Relaxed);
+                    Some(epoch)
+                }
+                None => None,
+            };
+            tracing::info!(replica = %replica.name, %session, %stream, after, ?epoch, "resumed");
+            if let (Some(lease), Some(spec)) = (adopt, snapshot.call.clone()) {
+                let adopted = replica
+                    .store
+                    .adopt(session, stream, lease, &replica.name)
+                    .await
+                    .map_err(fail)?;
+                if let Adoption::Adopted { lease, done } = adopted {
+                    replica.counters.calls_adopted.fetch_add(1, Ordering::Relaxed);
+                    work::start_call(replica, session.clone(), stream, spec, CallStart { lease, done });
+                }
+            }
+            if snapshot.record.kind == StreamKind::Standalone {
+                work::start_emitter(replica, session.clone(), stream, epoch.unwrap_or(1));
+            }
+            let delivery = Delivery {
+                session: session.clone(),
+                stream,
+                key: snapshot.record.key,
+                after,
+                epoch,
+                priming: false,
+            };
+            Ok(Some((delivery, true)))
+        }
+    }
+}
+
+pub(super) async fn delete_mcp(State(replica): State<Replica>, headers: HeaderMap) -> Response {
+    let session = match session_of(&replica, &headers).await {
+        Ok(session) => session,
+        Err(refused) => return refused,
+    };
+    match replica.store.end_session(&session).await {
+        Ok(true) => {
+            tracing::info!(replica = %replica.name, %session, "session ended by DELETE");
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Ok(false) => gone(),
+        Err(why) => store_failure(&Value::Null, why),
+    }
+}

@@ -1,0 +1,212 @@
+//! The work a replica runs, each under its fencing token:
+//! - a tool call under its **lease**: every step is committed to the store with the lease epoch,
+//!   renewing the lease; a replica that adopted the call bumped that epoch, so the steps of a
+//!   runner that was only partitioned are refused when it comes back.
+//! - the background emitter under the **stream epoch**: a resume on another replica bumps it, and
+//!   this replica's next emit is refused, so it stops: no orphan keeps receiving.
+//!
+//! Under naive nothing is fenced: both keep writing, and tell only this replica's connections.
+
+use super::Replica;
+use super::local::Local;
+use crate::store::{CallSpec, Refused, SessionKey, StoreError, Writer};
+use crate::wire::server::{background, tool};
+use forkscope_core::work::ToolStep;
+use forkscope_core::{Policy, StreamId};
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Steps committed in one script call when a call runs with no delay: one round trip per batch.
+const STEP_BATCH: u64 = 64;
+
+/// Where a call's runner starts: its lease epoch, and the steps already committed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CallStart {
+    pub lease: u64,
+    pub done: u64,
+}
+
+pub(super) fn start_call(
+    replica: &Replica,
+    session: SessionKey,
+    stream: StreamId,
+    spec: CallSpec,
+    start: CallStart,
+) {
+    let task_replica = replica.clone();
+    replica.spawn(async move {
+        if let Err(why) = run_call(&task_replica, &session, stream, &spec, start).await {
+            tracing::warn!(replica = %task_replica.name, %session, %stream, "tool call stopped: {why}");
+        }
+    });
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Stopped {
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Counts a stale write, names the replica, and stops the writer.
+fn refused(replica: &Replica, why: Refused) -> Stopped {
+    if let Refused::Stale(stale) = &why {
+        replica
+            .counters
+            .late_writes_refused
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(replica = %replica.name, "{stale}");
+    }
+    Stopped::Refused(why)
+}
+
+async fn run_call(
+    replica: &Replica,
+    session: &SessionKey,
+    stream: StreamId,
+    spec: &CallSpec,
+    start: CallStart,
+) -> Result<(), Stopped> {
+    let request_id: Value = serde_json::from_str(&spec.request_id).unwrap_or(Value::Null);
+    let token: Option<Value> = spec
+        .progress_token
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok());
+    let lease_ms = replica.store.retention().lease_ms;
+    let mut done = start.done;
+    loop {
+        if spec.delay_ms > 0 {
+            // Asleep between steps, the runner still renews: its lease outlives the delay.
+            let mut left = spec.delay_ms;
+            while left > 0 {
+                let nap = left.min((lease_ms / 3).max(1));
+                tokio::time::sleep(Duration::from_millis(nap)).await;
+                left -= nap;
+                if left > 0 {
+                    commit(replica, session, stream, start.lease, None, &[], false).await?;
+                }
+            }
+        }
+        let batch = if spec.delay_ms == 0 { STEP_BATCH } else { 1 };
+        let last = (done + batch).min(spec.steps);
+        let mut bodies: Vec<String> = Vec::new();
+        if token.is_some() {
+            for k in done + 1..=last {
+                let step = ToolStep::Progress {
+                    done: k,
+                    total: spec.steps,
+                };
+                bodies.push(tool::step_body(&request_id, token.as_ref(), step));
+            }
+        }
+        let finish = last == spec.steps;
+        if finish {
+            let step = ToolStep::Result { steps: spec.steps };
+            bodies.push(tool::step_body(&request_id, token.as_ref(), step));
+        }
+        commit(replica, session, stream, start.lease, Some(last), &bodies, finish).await?;
+        if finish {
+            return Ok(());
+        }
+        done = last;
+    }
+}
+
+/// Commits a batch of a call's steps (none: a lease renewal) on the lease epoch.
+async fn commit(
+    replica: &Replica,
+    session: &SessionKey,
+    stream: StreamId,
+    lease: u64,
+    done: Option<u64>,
+    bodies: &[String],
+    finish: bool,
+) -> Result<(), Stopped> {
+    let writer = match replica.policy {
+        Policy::Fenced => Writer::Lease {
+            epoch: lease,
+            name: &replica.name,
+            done,
+        },
+        Policy::Naive => Writer::Unfenced {
+            name: &replica.name,
+        },
+    };
+    let high_water = replica
+        .store
+        .append(session, stream, writer, bodies, finish)
+        .await?
+        .map_err(|why| refused(replica, why))?;
+    tell_local(replica, session, stream, high_water, bodies, finish);
+    Ok(())
+}
+
+/// The naive replica's live path: its own connections hear its own writes.
+fn tell_local(
+    replica: &Replica,
+    session: &SessionKey,
+    stream: StreamId,
+    high_water: u64,
+    bodies: &[String],
+    finish: bool,
+) {
+    if replica.policy != Policy::Naive {
+        return;
+    }
+    let first = high_water + 1 - bodies.len() as u64;
+    for (i, body) in bodies.iter().enumerate() {
+        let item = Local::Event(first + i as u64, body.as_str().into());
+        replica.local.publish(session, stream, item);
+    }
+    if finish {
+        replica.local.publish(session, stream, Local::Finished);
+    }
+}
+
+/// Emits background events on the standalone stream `stream` while this replica holds `epoch`.
+pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: StreamId, epoch: u64) {
+    let Some(rate) = replica.background else {
+        return;
+    };
+    let task_replica = replica.clone();
+    replica.spawn(async move {
+        let every = Duration::from_millis(rate.interval_ms());
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut n = 0u64;
+        loop {
+            ticks.tick().await;
+            n += 1;
+            let body = [background::body(n)];
+            let writer = match task_replica.policy {
+                Policy::Fenced => Writer::Epoch {
+                    epoch,
+                    name: &task_replica.name,
+                },
+                Policy::Naive => Writer::Unfenced {
+                    name: &task_replica.name,
+                },
+            };
+            let appended = task_replica
+                .store
+                .append(&session, stream, writer, &body, false)
+                .await;
+            match appended {
+                Ok(Ok(high_water)) => {
+                    tell_local(&task_replica, &session, stream, high_water, &body, false);
+                }
+                Ok(Err(why)) => {
+                    let _ = refused(&task_replica, why);
+                    return;
+                }
+                Err(StoreError::SessionGone) => return,
+                // A store that does not answer for now: skip this emit, try the next.
+                Err(why) => {
+                    tracing::warn!(replica = %task_replica.name, %session, "background emit failed: {why}");
+                }
+            }
+        }
+    });
+}
