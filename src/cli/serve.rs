@@ -2,6 +2,9 @@
 
 use super::{IdentityArg, PolicyArg, init_logging, outln, runtime, shutdown_signal};
 use forkscope::clock::LabClock;
+use forkscope::store::{Retention, Store};
+use forkscope::wire::replica::{self, Counters, ReplicaOptions};
+use forkscope_core::replica::DEFAULT_LEASE_MS;
 use forkscope::wire::server::{self, EmitRate, ServeOptions};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::{ConfigError, LabConfig, Policy};
@@ -85,6 +88,32 @@ pub struct ServeArgs {
     /// and every stream ends cleanly; what is still open after it is closed.
     #[arg(long, default_value_t = server::DRAIN_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     drain_ms: u64,
+    /// Serve as one replica on a shared store: `memory` (this process only) or
+    /// `redis://HOST:PORT[/DB]`. Any replica then answers any request of any session; resumes
+    /// are fenced by epochs the store checks. Without it, the single-process server.
+    #[arg(long, value_name = "memory|redis://HOST:PORT[/DB]")]
+    store: Option<String>,
+    /// This replica's name, sent on every response as `Mcp-Served-By` (default: its
+    /// address, HOST:PORT).
+    #[arg(long, value_name = "NAME", requires = "store", value_parser = parse_replica_name)]
+    replica: Option<String>,
+    /// How long a replica's tool call may go without committing a step before another replica
+    /// may adopt it, by the store's clock, in milliseconds (100-600000).
+    #[arg(long, requires = "store", value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    lease_ms: Option<u64>,
+}
+
+/// A replica name: 1-64 characters of letters, digits, `.`, `-`, `_` and `:`.
+fn parse_replica_name(s: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&s.len())
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("a replica name is 1-64 letters, digits, '.', '-', '_' or ':'".to_owned())
+    }
 }
 
 /// `--emit-rate` that is not a rate.
@@ -107,6 +136,8 @@ fn parse_rate(s: &str) -> Result<EmitRate, RateArgError> {
 pub enum ServeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] forkscope::store::redis::ConnectError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -155,13 +186,66 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         request_read_timeout: Duration::from_millis(args.request_timeout_ms),
         ..ServeOptions::default()
     };
+    let addr = SocketAddr::new(args.bind, args.port);
+    if let Some(store) = args.store {
+        let retention = Retention {
+            session_idle_ms: config.session_idle_ms,
+            finished_ms: config.retention_ms,
+            lease_ms: args.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+        };
+        let replica = ReplicaOptions {
+            name: args.replica,
+            policy: args.policy.into(),
+            background,
+            allowed_hosts: options.allowed_hosts,
+            max_deliveries: replica::MAX_DELIVERIES,
+        };
+        return runtime().block_on(serve_replica(addr, store, retention, replica));
+    }
     runtime().block_on(serve(
-        SocketAddr::new(args.bind, args.port),
+        addr,
         args.policy.into(),
         config,
         options,
         Duration::from_millis(args.drain_ms),
     ))
+}
+
+/// `serve --store`: one replica on the shared store, until a signal stops it.
+async fn serve_replica(
+    addr: SocketAddr,
+    store: String,
+    retention: Retention,
+    options: ReplicaOptions,
+) -> Result<ExitCode, ServeError> {
+    let store = match store.as_str() {
+        "memory" => Store::memory(retention),
+        url => Store::redis(url, retention).await?,
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
+    }
+    let policy = options.policy;
+    let running = replica::start(store.clone(), options, addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })?;
+    outln!(
+        "forkscope serve: replica {} at http://{}/mcp on store {} (policy {policy})",
+        running.name,
+        running.addr,
+        store.label()
+    );
+    shutdown_signal().await;
+    let c = &running.counters;
+    outln!(
+        "forkscope serve: replica {} stopping; resumes {}, late writes refused {}, deliveries fenced {}, calls adopted {}",
+        running.name,
+        Counters::get(&c.resumes),
+        Counters::get(&c.late_writes_refused),
+        Counters::get(&c.deliveries_fenced),
+        Counters::get(&c.calls_adopted),
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn serve(

@@ -39,8 +39,9 @@ pub const MAX_DELIVERIES: usize = 1_024;
 
 #[derive(Clone, Debug)]
 pub struct ReplicaOptions {
-    /// This replica's name, in `Mcp-Served-By` and in every epoch it takes.
-    pub name: String,
+    /// This replica's name, in `Mcp-Served-By` and in every epoch it takes (`None`: its
+    /// address, HOST:PORT, once bound).
+    pub name: Option<String>,
     pub policy: Policy,
     /// Background events on each session's standalone stream; `None`: none.
     pub background: Option<EmitRate>,
@@ -140,7 +141,10 @@ pub async fn start(
     options: ReplicaOptions,
     addr: SocketAddr,
 ) -> std::io::Result<RunningReplica> {
-    let name_header = HeaderValue::from_str(&options.name).map_err(|_| {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let name = options.name.unwrap_or_else(|| addr.to_string());
+    let name_header = HeaderValue::from_str(&name).map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "a replica name must be printable ASCII",
@@ -150,7 +154,7 @@ pub async fn start(
     let tasks = Arc::new(Mutex::new(Vec::new()));
     let replica = Replica {
         store,
-        name: options.name.as_str().into(),
+        name: name.as_str().into(),
         policy: options.policy,
         background: options.background,
         local: local::LocalHub::default(),
@@ -158,8 +162,6 @@ pub async fn start(
         counters: counters.clone(),
         tasks: tasks.clone(),
     };
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));
     let app = axum::Router::new()
         .route(
@@ -186,7 +188,7 @@ pub async fn start(
     });
     Ok(RunningReplica {
         addr,
-        name: options.name,
+        name,
         counters,
         stop: Some(stop),
         server,

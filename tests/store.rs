@@ -1,0 +1,403 @@
+//! One suite, two stores: every test here runs against the in-memory store and against a real
+//! `redis-server` (started on a free port, stopped on every path). The Redis half is skipped
+//! only when no `redis-server` is installed and `FORKSCOPE_REQUIRE_SERVICES` is unset; CI sets it.
+
+mod common;
+
+use common::services::RedisServer;
+use forkscope::store::{
+    Adoption, CallSpec, LOG_MAXLEN, NewStream, Refused, Retention, SessionKey, Store, StoreError,
+    Writer,
+};
+use forkscope_core::replica::RecordState;
+use forkscope_core::{StreamId, StreamKind};
+
+/// A store under test, and the Redis process behind it, if any.
+struct Backend {
+    store: Store,
+    redis: Option<RedisServer>,
+}
+
+fn retention(lease_ms: u64) -> Retention {
+    Retention {
+        session_idle_ms: 60_000,
+        finished_ms: 60_000,
+        lease_ms,
+    }
+}
+
+async fn memory(lease_ms: u64) -> Option<Backend> {
+    Some(Backend {
+        store: Store::memory(retention(lease_ms)),
+        redis: None,
+    })
+}
+
+async fn redis(lease_ms: u64) -> Option<Backend> {
+    let redis = RedisServer::start()?;
+    let store = Store::redis(&redis.url(), retention(lease_ms))
+        .await
+        .expect("connect to the test redis-server");
+    Some(Backend {
+        store,
+        redis: Some(redis),
+    })
+}
+
+/// Runs each listed test against both stores.
+macro_rules! both_stores {
+    ($($name:ident($lease:expr)),* $(,)?) => {
+        mod on_memory {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if let Some(b) = super::memory($lease).await {
+                        super::$name(b).await;
+                    }
+                }
+            )*
+        }
+        mod on_redis {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if let Some(b) = super::redis($lease).await {
+                        super::$name(b).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+both_stores!(
+    sessions_open_and_end(2_000),
+    stream_ids_come_from_the_store(2_000),
+    a_resume_fences_the_old_epoch(2_000),
+    a_new_standalone_stream_fences_the_old_one(2_000),
+    a_call_moves_only_when_its_lease_expired(150),
+    a_blocked_read_wakes_on_an_append(2_000),
+    a_finished_stream_takes_nothing_more(2_000),
+    the_log_is_capped(2_000),
+);
+
+async fn open(b: &Backend) -> SessionKey {
+    let session = SessionKey::generate();
+    b.store.open_session(&session).await.expect("open session");
+    session
+}
+
+fn standalone(owner: &str, fence: Option<(StreamId, u64)>) -> NewStream {
+    NewStream {
+        kind: StreamKind::Standalone,
+        key: 42,
+        owner: owner.into(),
+        call: None,
+        fence,
+    }
+}
+
+fn call(owner: &str, steps: u64) -> NewStream {
+    NewStream {
+        kind: StreamKind::Request,
+        key: 7,
+        owner: owner.into(),
+        call: Some(CallSpec {
+            steps,
+            delay_ms: 0,
+            request_id: "3".into(),
+            progress_token: Some("\"t\"".into()),
+        }),
+        fence: None,
+    }
+}
+
+fn events(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("{{\"n\":{i}}}")).collect()
+}
+
+async fn sessions_open_and_end(b: Backend) {
+    let session = open(&b).await;
+    assert!(b.store.session_exists(&session).await.unwrap());
+    let other = SessionKey::generate();
+    assert!(!b.store.session_exists(&other).await.unwrap());
+    assert_eq!(
+        b.store
+            .open_stream(&other, &standalone("a", None))
+            .await
+            .unwrap_err(),
+        StoreError::SessionGone
+    );
+    assert!(b.store.end_session(&session).await.unwrap());
+    assert!(!b.store.session_exists(&session).await.unwrap());
+    assert!(!b.store.end_session(&session).await.unwrap());
+}
+
+async fn stream_ids_come_from_the_store(b: Backend) {
+    let session = open(&b).await;
+    let s1 = b.store.open_stream(&session, &standalone("a", None)).await;
+    let s2 = b.store.open_stream(&session, &call("b", 3)).await;
+    assert_eq!(s1.unwrap(), Ok(StreamId(1)));
+    assert_eq!(s2.unwrap(), Ok(StreamId(2)));
+    let w = Writer::Epoch {
+        epoch: 1,
+        name: "a",
+    };
+    let hw = b.store.append(&session, StreamId(1), w, &events(3), false);
+    assert_eq!(hw.await.unwrap(), Ok(3));
+    let hw = b.store.append(&session, StreamId(1), w, &events(2), false);
+    assert_eq!(hw.await.unwrap(), Ok(5), "ids continue, never reused");
+    let snap = b.store.snapshot(&session, StreamId(1)).await.unwrap();
+    let record = snap.expect("the stream's record").record;
+    assert_eq!(
+        (record.high_water, record.oldest_kept, record.epoch),
+        (5, 1, 1)
+    );
+    assert_eq!((record.key, record.owner.as_str()), (42, "a"));
+    let snap = b.store.snapshot(&session, StreamId(2)).await.unwrap();
+    let snap = snap.expect("the call's record");
+    let spec = snap.call.expect("a call keeps its spec");
+    assert_eq!((spec.steps, spec.request_id.as_str()), (3, "3"));
+    assert_eq!(spec.progress_token.as_deref(), Some("\"t\""));
+    assert_eq!(snap.record.call.unwrap().lease.owner, "b");
+    assert!(
+        b.store
+            .snapshot(&session, StreamId(9))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn a_resume_fences_the_old_epoch(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &standalone("a", None))
+        .await
+        .unwrap()
+        .unwrap();
+    let epoch = b.store.attach(&session, s, 1, "b").await.unwrap();
+    assert_eq!(epoch, Ok(2));
+    // A second resume decided on the same snapshot loses the race: read again, decide again.
+    let lost = b.store.attach(&session, s, 1, "c").await.unwrap();
+    assert_eq!(lost.unwrap_err().current, 2);
+    let late = b
+        .store
+        .append(
+            &session,
+            s,
+            Writer::Epoch {
+                epoch: 1,
+                name: "a",
+            },
+            &events(1),
+            false,
+        )
+        .await
+        .unwrap();
+    match late {
+        Err(Refused::Stale(stale)) => {
+            assert_eq!((stale.writer.as_str(), stale.writer_epoch), ("a", 1));
+            assert_eq!((stale.current, stale.holder.as_str()), (2, "b"));
+        }
+        other => panic!("a write on the old epoch must be refused, got {other:?}"),
+    }
+    let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
+    assert_eq!(record.high_water, 0, "the refused write left nothing");
+    // The naive replica writes without an epoch, as the SDKs' stores do.
+    let unfenced = Writer::Unfenced { name: "a" };
+    let landed = b.store.append(&session, s, unfenced, &events(1), false);
+    assert_eq!(landed.await.unwrap(), Ok(1));
+}
+
+async fn a_new_standalone_stream_fences_the_old_one(b: Backend) {
+    let session = open(&b).await;
+    let s1 = b
+        .store
+        .open_stream(&session, &standalone("a", None))
+        .await
+        .unwrap()
+        .unwrap();
+    // Decided on a stale epoch: refused, nothing opened.
+    let stale = b
+        .store
+        .open_stream(&session, &standalone("b", Some((s1, 7))))
+        .await
+        .unwrap();
+    assert_eq!(stale, Err(1));
+    let s2 = b
+        .store
+        .open_stream(&session, &standalone("b", Some((s1, 1))))
+        .await
+        .unwrap()
+        .expect("fenced on the epoch read");
+    assert_eq!(b.store.standalone(&session).await.unwrap(), Some(s2));
+    let old = b.store.snapshot(&session, s1).await.unwrap().unwrap().record;
+    assert_eq!((old.state, old.epoch), (RecordState::Fenced, 2));
+    let w = Writer::Epoch {
+        epoch: 1,
+        name: "a",
+    };
+    let late = b.store.append(&session, s1, w, &events(1), false).await;
+    assert!(matches!(late.unwrap(), Err(Refused::Stale(_))));
+}
+
+async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &call("a", 10))
+        .await
+        .unwrap()
+        .unwrap();
+    let step = |epoch, name, done| Writer::Lease {
+        epoch,
+        name,
+        done: Some(done),
+    };
+    let hw = b
+        .store
+        .append(&session, s, step(1, "a", 2), &events(2), false);
+    assert_eq!(hw.await.unwrap(), Ok(2));
+    // Polls the store until the lease has run out by the store's clock (bounded).
+    let mut adopted = None;
+    for _ in 0..200 {
+        match b.store.adopt(&session, s, 1, "b").await.unwrap() {
+            Adoption::NotExpired { remaining_ms } => {
+                assert!(remaining_ms <= 150);
+                tokio::time::sleep(std::time::Duration::from_millis(remaining_ms.max(5))).await;
+            }
+            other => {
+                adopted = Some(other);
+                break;
+            }
+        }
+    }
+    assert_eq!(adopted, Some(Adoption::Adopted { lease: 2, done: 2 }));
+    // The partitioned runner comes back: its late step is refused, naming the new holder.
+    let late = b
+        .store
+        .append(&session, s, step(1, "a", 3), &events(1), false)
+        .await
+        .unwrap();
+    match late {
+        Err(Refused::Stale(stale)) => assert_eq!((stale.current, stale.holder.as_str()), (2, "b")),
+        other => panic!("a step on the old lease must be refused, got {other:?}"),
+    }
+    assert_eq!(
+        b.store.adopt(&session, s, 1, "c").await.unwrap(),
+        Adoption::Lost
+    );
+    let hw = b
+        .store
+        .append(&session, s, step(2, "b", 3), &events(1), false);
+    assert_eq!(hw.await.unwrap(), Ok(3));
+    let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
+    let call = record.call.unwrap();
+    assert_eq!((call.done, call.lease.owner.as_str()), (3, "b"));
+}
+
+async fn a_blocked_read_wakes_on_an_append(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &standalone("a", None))
+        .await
+        .unwrap()
+        .unwrap();
+    let w = Writer::Epoch {
+        epoch: 1,
+        name: "a",
+    };
+    b.store
+        .append(&session, s, w, &events(2), false)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut reader = b.store.reader().await.unwrap();
+    let got = reader.read(&session, s, 0, 10).await.unwrap();
+    assert_eq!(got.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1, 2]);
+    let got = reader.read(&session, s, 1, 10).await.unwrap();
+    assert_eq!(got.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2]);
+    // Nothing after 2 yet: the read blocks until the append lands (re-armed if it times out).
+    let store = b.store.clone();
+    let session2 = session.clone();
+    let writer = tokio::spawn(async move {
+        let w = Writer::Epoch {
+            epoch: 1,
+            name: "a",
+        };
+        store.append(&session2, s, w, &events(1), false).await
+    });
+    let mut got = Vec::new();
+    for _ in 0..40 {
+        got = reader.read(&session, s, 2, 10).await.unwrap();
+        if !got.is_empty() {
+            break;
+        }
+    }
+    writer.await.unwrap().unwrap().unwrap();
+    assert_eq!(got, vec![(3, "{\"n\":1}".to_owned())]);
+}
+
+async fn a_finished_stream_takes_nothing_more(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &call("a", 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let w = Writer::Lease {
+        epoch: 1,
+        name: "a",
+        done: Some(1),
+    };
+    let hw = b.store.append(&session, s, w, &events(2), true);
+    assert_eq!(hw.await.unwrap(), Ok(2));
+    let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
+    assert_eq!(record.state, RecordState::Finished);
+    let more = b.store.append(&session, s, w, &events(1), false).await;
+    assert_eq!(more.unwrap(), Err(Refused::Closed(s)));
+    // Still replayable.
+    let mut reader = b.store.reader().await.unwrap();
+    assert_eq!(reader.read(&session, s, 0, 10).await.unwrap().len(), 2);
+}
+
+async fn the_log_is_capped(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &standalone("a", None))
+        .await
+        .unwrap()
+        .unwrap();
+    let w = Writer::Epoch {
+        epoch: 1,
+        name: "a",
+    };
+    let total = LOG_MAXLEN as usize + 2_000;
+    for chunk in events(total).chunks(500) {
+        b.store
+            .append(&session, s, w, chunk, false)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
+    assert_eq!(record.high_water, total as u64);
+    let kept = record.high_water + 1 - record.oldest_kept;
+    assert!(kept >= LOG_MAXLEN, "kept {kept}");
+    // Redis trims with `MAXLEN ~`: whole radix-tree nodes, so a little over the cap.
+    assert!(kept <= LOG_MAXLEN + 200, "kept {kept}");
+    if let Some(redis) = &b.redis {
+        let keys = redis.command(&["KEYS", "*"]);
+        for key in keys.split_whitespace().filter(|k| k.starts_with("fs:")) {
+            assert!(
+                key.starts_with(&format!("fs:{{{session}}}:")),
+                "every key is namespaced and hash-tagged by its session: {key}"
+            );
+        }
+    }
+}
