@@ -27,6 +27,8 @@ struct UpstreamState {
     requests: AtomicUsize,
     /// Released by the test: `/sse` sends its second event only then.
     release: Mutex<Option<oneshot::Receiver<()>>>,
+    /// Closed when `/sse`'s body is dropped: its reader went away.
+    sse_gone: Mutex<Option<oneshot::Sender<()>>>,
 }
 
 /// A tiny server that answers everything with `x-upstream: NAME` and, in the body, what it
@@ -43,6 +45,7 @@ impl TestUpstream {
             name,
             requests: AtomicUsize::new(0),
             release: Mutex::new(None),
+            sse_gone: Mutex::new(None),
         });
         let app = axum::Router::new()
             .fallback(answer)
@@ -73,10 +76,12 @@ async fn answer(State(state): State<Arc<UpstreamState>>, request: Request) -> Re
     let (parts, body) = request.into_parts();
     let mut response = if parts.uri.path() == "/sse" {
         let release = state.release.lock().unwrap().take();
+        let gone = state.sse_gone.lock().unwrap().take();
         let first = futures_util::stream::once(async {
             Ok::<_, Infallible>(Bytes::from_static(b"data: one\n\n"))
         });
         let second = futures_util::stream::once(async move {
+            let _gone = gone;
             if let Some(release) = release {
                 let _ = release.await;
             }
@@ -315,6 +320,38 @@ async fn an_sse_response_flows_event_by_event() {
     .await
     .expect("the stream ends after the second event");
     assert_eq!(read, "data: one\n\ndata: two\n\n");
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_closes_the_upstream_stream_too() {
+    let a = TestUpstream::start("a").await;
+    let (_release, released) = oneshot::channel();
+    let (gone, upstream_dropped) = oneshot::channel();
+    *a.state.release.lock().unwrap() = Some(released);
+    *a.state.sse_gone.lock().unwrap() = Some(gone);
+    let balancer = balancer(&[&a], Mode::RoundRobin).await;
+    let response = http()
+        .get(format!("http://{}/sse", balancer.addr))
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let mut read = Vec::new();
+    tokio::time::timeout(LIMIT, async {
+        while !read.ends_with(b"data: one\n\n") {
+            read.extend_from_slice(&body.next().await.expect("the stream goes on").unwrap());
+        }
+    })
+    .await
+    .expect("the first event comes through");
+    // The replica must see its stream close, as it would with no balancer between: that is
+    // what starts its grace window.
+    drop(body);
+    let dropped = tokio::time::timeout(LIMIT, upstream_dropped).await;
+    assert!(
+        matches!(dropped, Ok(Err(_))),
+        "the upstream's stream outlived its reader: {dropped:?}"
+    );
 }
 
 /// An address nothing listens on any more: bound, then let go.
