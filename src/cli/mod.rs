@@ -1,6 +1,7 @@
 //! The command line: one clap args struct and one module per subcommand, each returning a typed
 //! error; [`Failure`] is the one place an error becomes its message and exit status.
 
+mod balance;
 mod check;
 mod dashboard;
 mod incident;
@@ -53,6 +54,11 @@ enum Command {
     /// every open connection: the client side is cut, the server side kept open and no longer read),
     /// `reset` (close both sides). For testing other clients' resumption by hand or in scripts.
     Proxy(proxy::ProxyArgs),
+    /// An HTTP load balancer in front of several servers (replicas of `forkscope serve`),
+    /// driven from standard input: `out N` / `in N` (take upstream N out of rotation, put it
+    /// back), `next N` (send the next request to N), `status`. The end of standard input does
+    /// not stop it; a signal does.
+    Balance(balance::BalanceArgs),
     /// Play the seed incident over real loopback HTTP, headless, and print the verdicts.
     Incident(incident::IncidentArgs),
     /// Play the seed incident in the core alone (no sockets) and narrate it.
@@ -146,6 +152,8 @@ enum Failure {
     #[error(transparent)]
     Proxy(#[from] proxy::ProxyError),
     #[error(transparent)]
+    Balance(#[from] balance::BalanceError),
+    #[error(transparent)]
     Incident(#[from] incident::IncidentFailure),
     #[error(transparent)]
     Run(#[from] run::RunError),
@@ -164,6 +172,7 @@ impl Failure {
             Failure::Dashboard(_) | Failure::Incident(_) => "forkscope",
             Failure::Serve(_) => "forkscope serve",
             Failure::Proxy(_) => "forkscope proxy",
+            Failure::Balance(_) => "forkscope balance",
             Failure::Run(_) => "forkscope run",
             Failure::Check(_) => "forkscope check",
             Failure::Probe(_) => "forkscope probe",
@@ -178,7 +187,7 @@ impl Failure {
         match self {
             Failure::Dashboard(D::Config(_) | D::Scenario(_)) => 2,
             Failure::Dashboard(D::Run(_)) => 1,
-            Failure::Serve(_) | Failure::Proxy(_) | Failure::Run(_) => 2,
+            Failure::Serve(_) | Failure::Proxy(_) | Failure::Balance(_) | Failure::Run(_) => 2,
             Failure::Incident(_) => 1,
             Failure::Check(_) | Failure::Probe(_) => 2,
             Failure::Record(R::Format(_) | R::Scenario(_)) => 2,
@@ -195,6 +204,7 @@ pub fn main() -> ExitCode {
         Some(Command::Dashboard) => dashboard::run(cli.dashboard, true).map_err(Failure::from),
         Some(Command::Serve(args)) => serve::run(args).map_err(Failure::from),
         Some(Command::Proxy(args)) => proxy::run(args).map_err(Failure::from),
+        Some(Command::Balance(args)) => balance::run(args).map_err(Failure::from),
         Some(Command::Incident(args)) => incident::run(args).map_err(Failure::from),
         Some(Command::Demo) => {
             out!("{}", forkscope::demo::run());

@@ -3,6 +3,7 @@
 //! themselves live in `forkscope-core`. Every MCP request a client here sends is built by
 //! [`mcp`].
 
+pub mod balance;
 pub mod client;
 pub mod headers;
 pub mod mcp;

@@ -1,0 +1,782 @@
+//! The balancer: a small streaming HTTP load balancer that puts several `forkscope serve`
+//! replicas behind one address, so a session's requests and reconnects can land on a replica
+//! other than the one that opened it. Round-robin (the default) has no stickiness at all: the
+//! hard case for resumption, where every GET with `Last-Event-ID` may reach a stranger. Sticky
+//! keeps a session where its `Mcp-Session-Id` was first answered.
+//!
+//! Unlike the fault [`proxy`](super::proxy), it speaks HTTP rather than relaying bytes: each
+//! request is routed on its own, so one client connection reaches every replica. A response is
+//! handed back frame by frame as the upstream writes it (an SSE stream flows event by event),
+//! and a client that goes away drops the upstream connection with it, so the replica sees its
+//! stream close as it would without the balancer.
+//!
+//! The upstream side is hyper's HTTP/1 client, one connection per request, rather than
+//! reqwest: reqwest adds `Accept: */*` to a request that has none (its default headers cannot
+//! be emptied), and a balancer must not change what a client accepts in front of a server that
+//! checks it. Dialling the socket ourselves also makes "nothing was sent" exact — the dial
+//! failed — which is the one case where trying the next upstream is safe, and lets us turn
+//! Nagle off on it as the proxy does. Neither side follows redirects or decompresses: bytes
+//! pass as they are. A connection per request costs a loopback handshake, nothing more.
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::fmt;
+use std::net::{Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// The largest request body forwarded; a larger one is answered 413. Bodies are read whole
+/// before an upstream is chosen, so a refused connection can be retried on the next one.
+pub const MAX_BODY: usize = 1024 * 1024;
+/// Sessions remembered in sticky mode; past it, the oldest learned is forgotten.
+pub const MAX_SESSIONS: usize = 10_000;
+/// Client connections served at once; the accept loop waits for a free slot past it.
+const MAX_CONNECTIONS: usize = 1_024;
+/// How long dialling an upstream may take before it counts as not answering (loopback refuses
+/// at once; an address that drops SYNs would otherwise hold the request forever).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause after a failed accept (out of descriptors), instead of spinning on it.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// One server the balancer forwards to, `http://HOST:PORT`, remembered as it was written so a
+/// person can name it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    given: String,
+    host: String,
+    port: u16,
+}
+
+/// An upstream that is not `http://HOST:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream {0:?} is not http://HOST:PORT (only plain http is forwarded)")]
+    NotHttp(String),
+    #[error(
+        "upstream {0:?} has a path, query or user; give only http://HOST:PORT (each request's own path is forwarded)"
+    )]
+    NotJustHostAndPort(String),
+    #[error("upstream {0:?} has no port; give it as http://HOST:PORT")]
+    NoPort(String),
+    #[error("upstream {given:?}: {port:?} is not a port (1-65535)")]
+    BadPort { given: String, port: String },
+    #[error("upstream {given:?}: {host:?} is not a host name or address")]
+    BadHost { given: String, host: String },
+}
+
+impl Upstream {
+    /// Reads `http://HOST:PORT` (a trailing `/` allowed; HOST a name, an IPv4 address or a
+    /// bracketed IPv6 one).
+    pub fn parse(given: &str) -> Result<Upstream, UpstreamError> {
+        let rest = match given.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("http://") => &given[7..],
+            _ => return Err(UpstreamError::NotHttp(given.to_owned())),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '#', '@']) {
+            return Err(UpstreamError::NotJustHostAndPort(given.to_owned()));
+        }
+        let bad_host = |host: &str| UpstreamError::BadHost {
+            given: given.to_owned(),
+            host: host.to_owned(),
+        };
+        let (host, port) = if let Some(bracketed) = rest.strip_prefix('[') {
+            let (v6, after) = bracketed.split_once(']').ok_or_else(|| bad_host(rest))?;
+            v6.parse::<Ipv6Addr>().map_err(|_| bad_host(v6))?;
+            let port = after
+                .strip_prefix(':')
+                .ok_or_else(|| UpstreamError::NoPort(given.to_owned()))?;
+            (format!("[{v6}]"), port)
+        } else {
+            let (host, port) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| UpstreamError::NoPort(given.to_owned()))?;
+            let name_like = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+            if host.is_empty() || !host.chars().all(name_like) {
+                return Err(bad_host(host));
+            }
+            (host.to_ascii_lowercase(), port)
+        };
+        let port = match port.parse::<u16>() {
+            Ok(p) if p > 0 => p,
+            _ => {
+                return Err(UpstreamError::BadPort {
+                    given: given.to_owned(),
+                    port: port.to_owned(),
+                });
+            }
+        };
+        Ok(Upstream {
+            given: given.to_owned(),
+            host,
+            port,
+        })
+    }
+
+    /// The URL as it was given.
+    pub fn url(&self) -> &str {
+        &self.given
+    }
+
+    /// `HOST:PORT`, the Host a request gets when its client sent none.
+    fn authority(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// Whether `self` and `other` name the same server (`http://LOCALHOST:1/` is `http://localhost:1`).
+    pub fn same_server(&self, other: &Upstream) -> bool {
+        self.host == other.host && self.port == other.port
+    }
+}
+
+impl fmt::Display for Upstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.given)
+    }
+}
+
+/// A list of upstreams the balancer cannot run on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamsError {
+    #[error("no upstream to forward to: give at least one")]
+    None,
+    #[error(
+        "upstream {second} (number {second_number}) is upstream {first_number} ({first}) again"
+    )]
+    Duplicate {
+        first: String,
+        first_number: usize,
+        second: String,
+        second_number: usize,
+    },
+}
+
+/// Checks that there is at least one upstream and no server twice.
+pub fn check_upstreams(upstreams: &[Upstream]) -> Result<(), UpstreamsError> {
+    if upstreams.is_empty() {
+        return Err(UpstreamsError::None);
+    }
+    for (j, second) in upstreams.iter().enumerate() {
+        if let Some(i) = upstreams[..j].iter().position(|u| u.same_server(second)) {
+            return Err(UpstreamsError::Duplicate {
+                first: upstreams[i].given.clone(),
+                first_number: i + 1,
+                second: second.given.clone(),
+                second_number: j + 1,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// How an upstream is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Every request to the next upstream in rotation, whatever session it belongs to.
+    #[default]
+    RoundRobin,
+    /// A request with `Mcp-Session-Id` to the upstream whose response first carried that id;
+    /// others (and sessions not learned, or whose upstream is out) in rotation.
+    Sticky,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::RoundRobin => "round-robin",
+            Mode::Sticky => "sticky",
+        })
+    }
+}
+
+/// An index past the balancer's upstreams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no upstream at index {index}: there are {count} (indexes 0 to {})", count - 1)]
+pub struct NoSuchUpstream {
+    pub index: usize,
+    pub count: usize,
+}
+
+/// One upstream as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamStatus {
+    pub url: String,
+    /// In rotation (`take_out` puts it out, `put_in` back).
+    pub in_rotation: bool,
+    /// Requests sent to it (its connection was made).
+    pub forwarded: u64,
+    /// The next request goes to it (`send_next_to`).
+    pub next: bool,
+}
+
+/// A running balancer on `addr`. Dropping it stops accepting and closes every connection it
+/// serves (and with them the upstream ones).
+#[derive(Debug)]
+pub struct Balancer {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl Balancer {
+    /// Listens on `listen` and forwards every request to one of `upstreams` (at least one, no
+    /// server twice: `InvalidInput` otherwise), chosen as `mode` says, all in rotation.
+    pub async fn start(
+        listen: SocketAddr,
+        upstreams: Vec<Upstream>,
+        mode: Mode,
+    ) -> std::io::Result<Balancer> {
+        check_upstreams(&upstreams)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            routing: Mutex::new(Routing::new(upstreams.len())),
+            upstreams,
+            mode,
+        });
+        let accept = tokio::spawn(accept(listener, shared.clone()));
+        Ok(Balancer {
+            addr,
+            shared,
+            accept,
+        })
+    }
+
+    pub fn upstreams(&self) -> &[Upstream] {
+        &self.shared.upstreams
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.shared.mode
+    }
+
+    /// Takes upstream `index` (0-based, in the order given) out of rotation: no request is
+    /// sent to it unless `send_next_to` names it.
+    pub fn take_out(&self, index: usize) -> Result<(), NoSuchUpstream> {
+        self.with_upstream(index, |routing| routing.slots[index].in_rotation = false)
+    }
+
+    /// Puts upstream `index` back in rotation.
+    pub fn put_in(&self, index: usize) -> Result<(), NoSuchUpstream> {
+        self.with_upstream(index, |routing| routing.slots[index].in_rotation = true)
+    }
+
+    /// Sends the next request to upstream `index` whatever the rotation and the sessions say
+    /// (out of rotation too), once.
+    pub fn send_next_to(&self, index: usize) -> Result<(), NoSuchUpstream> {
+        self.with_upstream(index, |routing| routing.next = Some(index))
+    }
+
+    /// Each upstream in the order given.
+    pub fn status(&self) -> Vec<UpstreamStatus> {
+        let routing = self.shared.routing();
+        self.shared
+            .upstreams
+            .iter()
+            .zip(&routing.slots)
+            .enumerate()
+            .map(|(i, (upstream, slot))| UpstreamStatus {
+                url: upstream.given.clone(),
+                in_rotation: slot.in_rotation,
+                forwarded: slot.forwarded,
+                next: routing.next == Some(i),
+            })
+            .collect()
+    }
+
+    fn with_upstream(
+        &self,
+        index: usize,
+        change: impl FnOnce(&mut Routing),
+    ) -> Result<(), NoSuchUpstream> {
+        let count = self.shared.upstreams.len();
+        if index >= count {
+            return Err(NoSuchUpstream { index, count });
+        }
+        change(&mut self.shared.routing());
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    upstreams: Vec<Upstream>,
+    mode: Mode,
+    routing: Mutex<Routing>,
+}
+
+impl Shared {
+    /// Held briefly, never across an await; a panic elsewhere leaves it consistent, so poisoning
+    /// is ignored.
+    fn routing(&self) -> MutexGuard<'_, Routing> {
+        self.routing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    in_rotation: bool,
+    forwarded: u64,
+}
+
+/// Who gets the next request: the rotation, a one-off override, and the sessions learned.
+#[derive(Debug)]
+struct Routing {
+    slots: Vec<Slot>,
+    /// The upstream the rotation looks at first.
+    cursor: usize,
+    next: Option<usize>,
+    sessions: Sessions,
+}
+
+/// The upstreams to try for one request, in order, or that none is in rotation.
+#[derive(Debug, PartialEq, Eq)]
+enum Plan {
+    Try(Vec<usize>),
+    AllOut,
+}
+
+impl Routing {
+    fn new(count: usize) -> Routing {
+        Routing {
+            slots: vec![
+                Slot {
+                    in_rotation: true,
+                    forwarded: 0,
+                };
+                count
+            ],
+            cursor: 0,
+            next: None,
+            sessions: Sessions::default(),
+        }
+    }
+
+    /// The first choice (an override, else the session's upstream if in rotation, else the
+    /// rotation's next), then every other upstream in rotation after it, each once: where a
+    /// refused connection goes next.
+    fn plan(&mut self, session: Option<&str>) -> Plan {
+        let count = self.slots.len();
+        let in_rotation = |slots: &[Slot], i: usize| slots[i].in_rotation;
+        let sticky = session
+            .and_then(|id| self.sessions.upstream(id))
+            .filter(|&i| in_rotation(&self.slots, i));
+        let first = match self.next.take().or(sticky) {
+            Some(i) => i,
+            None => {
+                let Some(i) = (0..count)
+                    .map(|k| (self.cursor + k) % count)
+                    .find(|&i| in_rotation(&self.slots, i))
+                else {
+                    return Plan::AllOut;
+                };
+                self.cursor = (i + 1) % count;
+                i
+            }
+        };
+        let mut order = vec![first];
+        order.extend(
+            (1..count)
+                .map(|k| (first + k) % count)
+                .filter(|&i| in_rotation(&self.slots, i)),
+        );
+        Plan::Try(order)
+    }
+}
+
+/// Session id → the upstream whose response first carried it, at most [`MAX_SESSIONS`], the
+/// oldest forgotten first.
+#[derive(Debug, Default)]
+struct Sessions {
+    upstream_of: HashMap<String, usize>,
+    learned: VecDeque<String>,
+}
+
+impl Sessions {
+    fn upstream(&self, id: &str) -> Option<usize> {
+        self.upstream_of.get(id).copied()
+    }
+
+    fn learn(&mut self, id: &str, upstream: usize) {
+        if self.upstream_of.contains_key(id) {
+            return;
+        }
+        if self.learned.len() >= MAX_SESSIONS
+            && let Some(oldest) = self.learned.pop_front()
+        {
+            self.upstream_of.remove(&oldest);
+        }
+        self.upstream_of.insert(id.to_owned(), upstream);
+        self.learned.push_back(id.to_owned());
+    }
+}
+
+async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let http = auto::Builder::new(TokioExecutor::new());
+    // Owned here, so aborting the accept loop ends every connection it started.
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(error) => {
+                tracing::warn!(%error, "balancer accept failed; backing off");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        while connections.try_join_next().is_some() {}
+        // Nagle would hold an SSE event back behind the previous one's acknowledgement.
+        let _ = tcp.set_nodelay(true);
+        let shared = shared.clone();
+        let http = http.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let service = service_fn(move |request| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(forward(&shared, request).await) }
+            });
+            if let Err(error) = http.serve_connection(TokioIo::new(tcp), service).await {
+                tracing::debug!(%error, "balancer client connection ended");
+            }
+        });
+    }
+}
+
+/// Why a request body was not read.
+enum BodyError {
+    TooLarge,
+    Read(axum::Error),
+}
+
+async fn read_body(body: Incoming) -> Result<Bytes, BodyError> {
+    let mut data = Body::new(body).into_data_stream();
+    let mut whole = Vec::new();
+    while let Some(chunk) = data.next().await {
+        let chunk = chunk.map_err(BodyError::Read)?;
+        if whole.len() + chunk.len() > MAX_BODY {
+            return Err(BodyError::TooLarge);
+        }
+        whole.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(whole))
+}
+
+async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return too_large();
+    }
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => return too_large(),
+        Err(BodyError::Read(error)) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {error}\n"),
+            );
+        }
+    };
+    let session = match shared.mode {
+        Mode::Sticky => parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok()),
+        Mode::RoundRobin => None,
+    };
+    let order = match shared.routing().plan(session) {
+        Plan::Try(order) => order,
+        Plan::AllOut => {
+            let mut refused = plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "every upstream is out of rotation; put one back in (`in N`)\n".to_owned(),
+            );
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return refused;
+        }
+    };
+    let mut tried = Vec::with_capacity(order.len());
+    for i in order {
+        let upstream = &shared.upstreams[i];
+        let tcp = match dial(upstream).await {
+            Ok(tcp) => tcp,
+            Err(error) => {
+                tracing::info!(upstream = %upstream, %error, "upstream did not answer; trying the next");
+                tried.push(format!("{} {} ({error})", i + 1, upstream));
+                continue;
+            }
+        };
+        shared.routing().slots[i].forwarded += 1;
+        let outgoing = upstream_request(&parts, body.clone(), upstream);
+        return match send(tcp, outgoing).await {
+            Ok(response) => {
+                if shared.mode == Mode::Sticky
+                    && let Some(id) = response
+                        .headers()
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                {
+                    shared.routing().sessions.learn(id, i);
+                }
+                pass_back(response)
+            }
+            Err(error) => plain(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "upstream {} {upstream} failed after the request was sent: {error}\n",
+                    i + 1
+                ),
+            ),
+        };
+    }
+    plain(
+        StatusCode::BAD_GATEWAY,
+        format!("no upstream answered; tried {}\n", tried.join(", ")),
+    )
+}
+
+async fn dial(upstream: &Upstream) -> std::io::Result<TcpStream> {
+    let host = upstream.host.trim_start_matches('[').trim_end_matches(']');
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, upstream.port)))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
+}
+
+async fn send(tcp: TcpStream, request: Request<Body>) -> hyper::Result<Response<Incoming>> {
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+    // Lives as long as the response body is read; a client that goes away drops the body,
+    // and with it this connection.
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "balancer upstream connection ended");
+        }
+    });
+    sender.send_request(request).await
+}
+
+/// The client's request for `upstream`: same method, path and query, headers and body, minus
+/// what belongs to the client's hop.
+fn upstream_request(
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+    upstream: &Upstream,
+) -> Request<Body> {
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    if !headers.contains_key(header::HOST) {
+        // HTTP/2 carries the authority in the URI, and HTTP/1.0 may carry none.
+        let authority = parts
+            .uri
+            .authority()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| upstream.authority());
+        if let Ok(host) = HeaderValue::from_str(&authority) {
+            headers.insert(header::HOST, host);
+        }
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let mut request = Request::new(Body::from(body));
+    *request.method_mut() = parts.method.clone();
+    *request.uri_mut() = path
+        .parse()
+        .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+    *request.headers_mut() = headers;
+    request
+}
+
+fn pass_back(response: Response<Incoming>) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Response::from_parts(parts, Body::new(body))
+}
+
+/// Removes the headers that describe one connection rather than the message (RFC 9110 §7.6.1),
+/// and any the `Connection` header names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    let hop: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            matches!(
+                name.as_str(),
+                "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade"
+            ) || name.as_str().starts_with("proxy-")
+        })
+        .cloned()
+        .collect();
+    for name in hop {
+        headers.remove(name);
+    }
+}
+
+fn too_large() -> Response<Body> {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is over the balancer's limit of {MAX_BODY} bytes\n"),
+    )
+}
+
+fn plain(status: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstreams_are_http_host_port_and_nothing_else() {
+        let ok = Upstream::parse("http://127.0.0.1:8931").unwrap();
+        assert_eq!(ok.authority(), "127.0.0.1:8931");
+        assert_eq!(ok.url(), "http://127.0.0.1:8931");
+        assert!(Upstream::parse("HTTP://Localhost:1/").is_ok());
+        assert_eq!(
+            Upstream::parse("http://[::1]:9").unwrap().authority(),
+            "[::1]:9"
+        );
+        for (given, expected) in [
+            ("https://127.0.0.1:1", "NotHttp"),
+            ("127.0.0.1:1", "NotHttp"),
+            ("http://127.0.0.1:1/mcp", "NotJustHostAndPort"),
+            ("http://u@127.0.0.1:1", "NotJustHostAndPort"),
+            ("http://127.0.0.1", "NoPort"),
+            ("http://127.0.0.1:0", "BadPort"),
+            ("http://127.0.0.1:99999", "BadPort"),
+            ("http://:1", "BadHost"),
+            ("http://a b:1", "BadHost"),
+        ] {
+            let error = Upstream::parse(given).unwrap_err();
+            assert!(
+                format!("{error:?}").starts_with(expected),
+                "{given}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn duplicates_are_the_same_server_however_written() {
+        let list = |urls: &[&str]| -> Vec<Upstream> {
+            urls.iter().map(|u| Upstream::parse(u).unwrap()).collect()
+        };
+        assert_eq!(check_upstreams(&[]), Err(UpstreamsError::None));
+        assert!(check_upstreams(&list(&["http://a:1", "http://a:2"])).is_ok());
+        let error =
+            check_upstreams(&list(&["http://a:1", "http://b:1", "http://A:1/"])).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "upstream http://A:1/ (number 3) is upstream 1 (http://a:1) again"
+        );
+    }
+
+    #[test]
+    fn rotation_skips_what_is_out_and_falls_back_in_order() {
+        let mut routing = Routing::new(3);
+        assert_eq!(routing.plan(None), Plan::Try(vec![0, 1, 2]));
+        assert_eq!(routing.plan(None), Plan::Try(vec![1, 2, 0]));
+        routing.slots[2].in_rotation = false;
+        assert_eq!(routing.plan(None), Plan::Try(vec![0, 1]));
+        routing.next = Some(2);
+        assert_eq!(routing.plan(None), Plan::Try(vec![2, 0, 1]));
+        assert_eq!(routing.plan(None), Plan::Try(vec![1, 0]));
+        for slot in &mut routing.slots {
+            slot.in_rotation = false;
+        }
+        assert_eq!(routing.plan(None), Plan::AllOut);
+    }
+
+    #[test]
+    fn sessions_stay_with_their_first_upstream_while_it_is_in() {
+        let mut routing = Routing::new(2);
+        routing.sessions.learn("s", 1);
+        routing.sessions.learn("s", 0);
+        assert_eq!(routing.plan(Some("s")), Plan::Try(vec![1, 0]));
+        assert_eq!(routing.plan(Some("s")), Plan::Try(vec![1, 0]));
+        routing.slots[1].in_rotation = false;
+        assert_eq!(routing.plan(Some("s")), Plan::Try(vec![0]));
+    }
+
+    #[test]
+    fn the_oldest_session_is_forgotten_past_the_bound() {
+        let mut sessions = Sessions::default();
+        for n in 0..=MAX_SESSIONS {
+            sessions.learn(&n.to_string(), n % 2);
+        }
+        assert_eq!(sessions.upstream("0"), None);
+        assert_eq!(sessions.upstream("1"), Some(1));
+        assert_eq!(sessions.upstream_of.len(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn hop_by_hop_headers_stay_behind() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "close, x-hop"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "x"),
+            ("transfer-encoding", "chunked"),
+            ("te", "trailers"),
+            ("upgrade", "h2c"),
+            ("mcp-session-id", "s1"),
+            ("last-event-id", "7"),
+        ] {
+            headers.insert(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        strip_hop_by_hop(&mut headers);
+        let mut left: Vec<_> = headers.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["last-event-id", "mcp-session-id"]);
+    }
+}
