@@ -143,10 +143,10 @@ async fn stream_ids_come_from_the_store(b: Backend) {
         epoch: 1,
         name: "a",
     };
-    let hw = b.store.append(&session, StreamId(1), w, &events(3), false);
-    assert_eq!(hw.await.unwrap(), Ok(3));
-    let hw = b.store.append(&session, StreamId(1), w, &events(2), false);
-    assert_eq!(hw.await.unwrap(), Ok(5), "ids continue, never reused");
+    let hw = b.store.append(&session, StreamId(1), w, &events(3), false).await;
+    assert_eq!(hw.unwrap(), Ok(3));
+    let hw = b.store.append(&session, StreamId(1), w, &events(2), false).await;
+    assert_eq!(hw.unwrap(), Ok(5), "ids continue, never reused");
     let snap = b.store.snapshot(&session, StreamId(1)).await.unwrap();
     let record = snap.expect("the stream's record").record;
     assert_eq!(
@@ -207,8 +207,8 @@ async fn a_resume_fences_the_old_epoch(b: Backend) {
     assert_eq!(record.high_water, 0, "the refused write left nothing");
     // The naive replica writes without an epoch, as the SDKs' stores do.
     let unfenced = Writer::Unfenced { name: "a" };
-    let landed = b.store.append(&session, s, unfenced, &events(1), false);
-    assert_eq!(landed.await.unwrap(), Ok(1));
+    let landed = b.store.append(&session, s, unfenced, &events(1), false).await;
+    assert_eq!(landed.unwrap(), Ok(1));
 }
 
 async fn a_new_standalone_stream_fences_the_old_one(b: Backend) {
@@ -258,8 +258,8 @@ async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
     };
     let hw = b
         .store
-        .append(&session, s, step(1, "a", 2), &events(2), false);
-    assert_eq!(hw.await.unwrap(), Ok(2));
+        .append(&session, s, step(1, "a", 2), &events(2), false).await;
+    assert_eq!(hw.unwrap(), Ok(2));
     // Polls the store until the lease has run out by the store's clock (bounded).
     let mut adopted = None;
     for _ in 0..200 {
@@ -291,8 +291,8 @@ async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
     );
     let hw = b
         .store
-        .append(&session, s, step(2, "b", 3), &events(1), false);
-    assert_eq!(hw.await.unwrap(), Ok(3));
+        .append(&session, s, step(2, "b", 3), &events(1), false).await;
+    assert_eq!(hw.unwrap(), Ok(3));
     let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
     let call = record.call.unwrap();
     assert_eq!((call.done, call.lease.owner.as_str()), (3, "b"));
@@ -354,8 +354,8 @@ async fn a_finished_stream_takes_nothing_more(b: Backend) {
         name: "a",
         done: Some(1),
     };
-    let hw = b.store.append(&session, s, w, &events(2), true);
-    assert_eq!(hw.await.unwrap(), Ok(2));
+    let hw = b.store.append(&session, s, w, &events(2), true).await;
+    assert_eq!(hw.unwrap(), Ok(2));
     let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
     assert_eq!(record.state, RecordState::Finished);
     let more = b.store.append(&session, s, w, &events(1), false).await;
