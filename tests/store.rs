@@ -143,9 +143,15 @@ async fn stream_ids_come_from_the_store(b: Backend) {
         epoch: 1,
         name: "a",
     };
-    let hw = b.store.append(&session, StreamId(1), w, &events(3), false).await;
+    let hw = b
+        .store
+        .append(&session, StreamId(1), w, &events(3), false)
+        .await;
     assert_eq!(hw.unwrap(), Ok(3));
-    let hw = b.store.append(&session, StreamId(1), w, &events(2), false).await;
+    let hw = b
+        .store
+        .append(&session, StreamId(1), w, &events(2), false)
+        .await;
     assert_eq!(hw.unwrap(), Ok(5), "ids continue, never reused");
     let snap = b.store.snapshot(&session, StreamId(1)).await.unwrap();
     let record = snap.expect("the stream's record").record;
@@ -207,7 +213,10 @@ async fn a_resume_fences_the_old_epoch(b: Backend) {
     assert_eq!(record.high_water, 0, "the refused write left nothing");
     // The naive replica writes without an epoch, as the SDKs' stores do.
     let unfenced = Writer::Unfenced { name: "a" };
-    let landed = b.store.append(&session, s, unfenced, &events(1), false).await;
+    let landed = b
+        .store
+        .append(&session, s, unfenced, &events(1), false)
+        .await;
     assert_eq!(landed.unwrap(), Ok(1));
 }
 
@@ -233,7 +242,13 @@ async fn a_new_standalone_stream_fences_the_old_one(b: Backend) {
         .unwrap()
         .expect("fenced on the epoch read");
     assert_eq!(b.store.standalone(&session).await.unwrap(), Some(s2));
-    let old = b.store.snapshot(&session, s1).await.unwrap().unwrap().record;
+    let old = b
+        .store
+        .snapshot(&session, s1)
+        .await
+        .unwrap()
+        .unwrap()
+        .record;
     assert_eq!((old.state, old.epoch), (RecordState::Fenced, 2));
     let w = Writer::Epoch {
         epoch: 1,
@@ -258,7 +273,8 @@ async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
     };
     let hw = b
         .store
-        .append(&session, s, step(1, "a", 2), &events(2), false).await;
+        .append(&session, s, step(1, "a", 2), &events(2), false)
+        .await;
     assert_eq!(hw.unwrap(), Ok(2));
     // Polls the store until the lease has run out by the store's clock (bounded).
     let mut adopted = None;
@@ -291,7 +307,8 @@ async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
     );
     let hw = b
         .store
-        .append(&session, s, step(2, "b", 3), &events(1), false).await;
+        .append(&session, s, step(2, "b", 3), &events(1), false)
+        .await;
     assert_eq!(hw.unwrap(), Ok(3));
     let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
     let call = record.call.unwrap();

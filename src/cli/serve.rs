@@ -4,9 +4,9 @@ use super::{IdentityArg, PolicyArg, init_logging, outln, runtime, shutdown_signa
 use forkscope::clock::LabClock;
 use forkscope::store::{Retention, Store};
 use forkscope::wire::replica::{self, Counters, ReplicaOptions};
-use forkscope_core::replica::DEFAULT_LEASE_MS;
 use forkscope::wire::server::{self, EmitRate, ServeOptions};
 use forkscope::wire::{Core, Shared};
+use forkscope_core::replica::DEFAULT_LEASE_MS;
 use forkscope_core::{ConfigError, LabConfig, Policy};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -106,8 +106,7 @@ pub struct ServeArgs {
 /// A replica name: 1-64 characters of letters, digits, `.`, `-`, `_` and `:`.
 fn parse_replica_name(s: &str) -> Result<String, String> {
     let ok = (1..=64).contains(&s.len())
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
     if ok {
         Ok(s.to_owned())

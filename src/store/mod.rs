@@ -37,8 +37,10 @@ impl SessionKey {
     ///
     /// [`generate`]: SessionKey::generate
     pub fn parse(s: &str) -> Option<SessionKey> {
-        (s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
-            .then(|| SessionKey(s.to_owned()))
+        (s.len() == 32
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        .then(|| SessionKey(s.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -109,8 +111,13 @@ pub enum Refused {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Adoption {
     /// The call is this replica's now, at `lease`, continuing after step `done`.
-    Adopted { lease: u64, done: u64 },
-    NotExpired { remaining_ms: u64 },
+    Adopted {
+        lease: u64,
+        done: u64,
+    },
+    NotExpired {
+        remaining_ms: u64,
+    },
     /// Someone else took it, or it finished: read again.
     Lost,
 }
@@ -178,7 +185,9 @@ impl Store {
 
     /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks that it answers.
     pub async fn redis(url: &str, retention: Retention) -> Result<Store, redis::ConnectError> {
-        Ok(Store::Redis(redis::RedisStore::connect(url, retention).await?))
+        Ok(Store::Redis(
+            redis::RedisStore::connect(url, retention).await?,
+        ))
     }
 
     pub fn retention(&self) -> Retention {

@@ -64,7 +64,9 @@ pub struct RedisStore {
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore").field("url", &self.url).finish()
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .finish()
     }
 }
 
@@ -93,12 +95,17 @@ pub fn parse_url(url: &str) -> Result<Client, ConnectError> {
         .ok_or_else(|| bad("it must start with redis://"))?;
     let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
     if authority.is_empty() || authority.contains('@') {
-        return Err(bad("it must name HOST:PORT (credentials are not taken on the command line)"));
+        return Err(bad(
+            "it must name HOST:PORT (credentials are not taken on the command line)",
+        ));
     }
     if !db.is_empty() && db.parse::<u16>().is_err() {
         return Err(bad("the database after the / must be a number"));
     }
-    if authority.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()) {
+    if authority
+        .rsplit_once(':')
+        .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+    {
         return Err(bad("it must name a port (redis://HOST:PORT)"));
     }
     Client::open(url).map_err(|e| bad(&e.to_string()))
@@ -215,7 +222,10 @@ impl RedisStore {
             .arg(self.retention.lease_ms)
             .arg(&call.request_id)
             .arg(call.progress_token.as_deref().unwrap_or(""))
-            .arg(new.fence.map_or(String::new(), |(_, epoch)| epoch.to_string()))
+            .arg(
+                new.fence
+                    .map_or(String::new(), |(_, epoch)| epoch.to_string()),
+            )
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;

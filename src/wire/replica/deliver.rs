@@ -107,7 +107,11 @@ fn render(delivery: &Delivery, events: &[(u64, String)]) -> Bytes {
 
 async fn prime(delivery: &Delivery, tx: &mpsc::Sender<Bytes>) -> Result<(), Ended> {
     if delivery.priming {
-        send(tx, sse::frame(None, &delivery.id(0), Some(RETRY_HINT_MS), "")).await?;
+        send(
+            tx,
+            sse::frame(None, &delivery.id(0), Some(RETRY_HINT_MS), ""),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -182,7 +186,10 @@ async fn adopt(
         .adopt(&delivery.session, delivery.stream, lease, &replica.name)
         .await?;
     if let (Adoption::Adopted { lease, done }, Some(spec)) = (adopted, snapshot.call.clone()) {
-        replica.counters.calls_adopted.fetch_add(1, Ordering::Relaxed);
+        replica
+            .counters
+            .calls_adopted
+            .fetch_add(1, Ordering::Relaxed);
         tracing::info!(replica = %replica.name, session = %delivery.session, stream = %delivery.stream, done, "adopted a tool call whose lease expired");
         work::start_call(
             replica,

@@ -116,7 +116,12 @@ impl RunningReplica {
     fn abort_all(&mut self) {
         self.stop.take();
         self.server.abort();
-        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             task.abort();
         }
     }
@@ -172,7 +177,10 @@ pub async fn start(
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(replica)
-        .layer(middleware::from_fn_with_state(allowed, rebinding::check_names))
+        .layer(middleware::from_fn_with_state(
+            allowed,
+            rebinding::check_names,
+        ))
         .layer(middleware::map_response_with_state(name_header, served_by));
     let (stop, stopped) = oneshot::channel::<()>();
     // Nagle off on every accepted socket, as the in-process server does.

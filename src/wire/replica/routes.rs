@@ -83,16 +83,28 @@ fn permit(replica: &Replica, id: &Value) -> Result<OwnedSemaphorePermit, Respons
     })
 }
 
-fn sse(replica: &Replica, delivery: Delivery, permit: OwnedSemaphorePermit, resumed: bool) -> Response {
+fn sse(
+    replica: &Replica,
+    delivery: Delivery,
+    permit: OwnedSemaphorePermit,
+    resumed: bool,
+) -> Response {
     let stream = delivery.stream;
     let body = deliver::body(replica, delivery, permit);
     let mut response = Response::new(body);
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if replica.policy == Policy::Fenced {
         insert(headers, headers::STREAM_ID, &stream.to_string());
-        insert(headers, headers::STREAM_RESUMED, if resumed { "true" } else { "false" });
+        insert(
+            headers,
+            headers::STREAM_RESUMED,
+            if resumed { "true" } else { "false" },
+        );
     }
     response
 }
@@ -117,7 +129,11 @@ pub(super) async fn post_mcp(
         tracing::info!(replica = %replica.name, %session, version, "session initialized");
         let result = incoming::initialize_result(version);
         let mut response = json_response(StatusCode::OK, jsonrpc::result(id, result));
-        insert(response.headers_mut(), headers::SESSION_ID, session.as_str());
+        insert(
+            response.headers_mut(),
+            headers::SESSION_ID,
+            session.as_str(),
+        );
         return response;
     }
     let session = match session_of(&replica, &headers).await {
@@ -183,13 +199,20 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
         Ok(Ok(stream)) => stream,
         // A call's stream fences nothing, so no epoch can have moved under it.
         Ok(Err(epoch)) => {
-            let why = StoreError::Corrupt(format!("a fence conflict at epoch {epoch} on a new call"));
+            let why =
+                StoreError::Corrupt(format!("a fence conflict at epoch {epoch} on a new call"));
             return store_unavailable(&id, &why);
         }
         Err(why) => return store_failure(&id, why),
     };
     tracing::info!(replica = %replica.name, %session, %stream, steps = args.steps, "tool call started");
-    work::start_call(replica, session.clone(), stream, spec, CallStart { lease: 1, done: 0 });
+    work::start_call(
+        replica,
+        session.clone(),
+        stream,
+        spec,
+        CallStart { lease: 1, done: 0 },
+    );
     let delivery = Delivery {
         session,
         stream,
@@ -272,7 +295,12 @@ async fn attempt_get(
                 call: None,
                 fence,
             };
-            let Ok(stream) = replica.store.open_stream(session, &new).await.map_err(fail)? else {
+            let Ok(stream) = replica
+                .store
+                .open_stream(session, &new)
+                .await
+                .map_err(fail)?
+            else {
                 return Ok(None);
             };
             tracing::info!(replica = %replica.name, %session, %stream, "new standalone stream");
@@ -319,8 +347,17 @@ async fn attempt_get(
                     .await
                     .map_err(fail)?;
                 if let Adoption::Adopted { lease, done } = adopted {
-                    replica.counters.calls_adopted.fetch_add(1, Ordering::Relaxed);
-                    work::start_call(replica, session.clone(), stream, spec, CallStart { lease, done });
+                    replica
+                        .counters
+                        .calls_adopted
+                        .fetch_add(1, Ordering::Relaxed);
+                    work::start_call(
+                        replica,
+                        session.clone(),
+                        stream,
+                        spec,
+                        CallStart { lease, done },
+                    );
                 }
             }
             if snapshot.record.kind == StreamKind::Standalone {

@@ -106,7 +106,16 @@ async fn run_call(
             let step = ToolStep::Result { steps: spec.steps };
             bodies.push(tool::step_body(&request_id, token.as_ref(), step));
         }
-        commit(replica, session, stream, start.lease, Some(last), &bodies, finish).await?;
+        commit(
+            replica,
+            session,
+            stream,
+            start.lease,
+            Some(last),
+            &bodies,
+            finish,
+        )
+        .await?;
         if finish {
             return Ok(());
         }

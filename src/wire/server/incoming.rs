@@ -72,8 +72,7 @@ impl Incoming {
                 ),
             )
         })?;
-        if !message.is_object() || message.get("jsonrpc").and_then(Value::as_str) != Some("2.0")
-        {
+        if !message.is_object() || message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             let why =
                 "expected one JSON-RPC 2.0 message (batches are not part of revision 2025-11-25)";
             return Err(json_response(

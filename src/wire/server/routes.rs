@@ -7,8 +7,8 @@ use super::App;
 use super::handles::Handle;
 use super::incoming::{self, Incoming};
 use super::refusal::{
-    identity_header, resume_rejected,
-    Refusal, Unavailable, accepts, json_response, session_error, session_request, unavailable,
+    Refusal, Unavailable, accepts, identity_header, json_response, resume_rejected, session_error,
+    session_request, unavailable,
 };
 use super::stream_body::{Announcement, sse_response};
 use super::tool::{self, RunningCall};

@@ -16,7 +16,9 @@ use crate::vocabulary::StreamKind;
 pub enum GetPlan {
     /// A new standalone stream. `fence` is the session's current standalone stream and the epoch
     /// it was read at: the commit fences it in the same script (condition 2 of the seed).
-    Open { fence: Option<(StreamId, u64)> },
+    Open {
+        fence: Option<(StreamId, u64)>,
+    },
     /// Deliver `stream` from after `after`. `expect_epoch` is the compare-and-set condition that
     /// bumps the stream epoch (`None` under naive: nothing is fenced). `adopt` is the lease epoch
     /// of a call whose runner's lease has expired: this replica takes the call over.

@@ -44,7 +44,12 @@ fn call(lease_until_ms: u64, done: u64) -> Option<CallRecord> {
 #[test]
 fn a_keyed_cursor_resumes_on_the_epoch_it_read() {
     let r = record(2, StreamKind::Standalone);
-    let plan = decide_get(Policy::Fenced, Some(&keyed(2, 4, 0xfeed)), Some(&r), Some(&r));
+    let plan = decide_get(
+        Policy::Fenced,
+        Some(&keyed(2, 4, 0xfeed)),
+        Some(&r),
+        Some(&r),
+    );
     assert_eq!(
         plan,
         GetPlan::Resume {
@@ -79,18 +84,33 @@ fn fenced_refuses_what_it_cannot_prove() {
     let mut evicted = r.clone();
     evicted.oldest_kept = 7;
     assert!(matches!(
-        decide_get(Policy::Fenced, Some(&keyed(2, 4, 0xfeed)), Some(&evicted), None),
+        decide_get(
+            Policy::Fenced,
+            Some(&keyed(2, 4, 0xfeed)),
+            Some(&evicted),
+            None
+        ),
         GetPlan::Reject(ResumeRejected::CursorEvicted { oldest_kept: 7, .. })
     ));
     // The event just before the oldest kept one is still a gap-free cursor.
     assert!(matches!(
-        decide_get(Policy::Fenced, Some(&keyed(2, 6, 0xfeed)), Some(&evicted), None),
+        decide_get(
+            Policy::Fenced,
+            Some(&keyed(2, 6, 0xfeed)),
+            Some(&evicted),
+            None
+        ),
         GetPlan::Resume { after: 6, .. }
     ));
     let mut fenced = r.clone();
     fenced.state = RecordState::Fenced;
     assert!(matches!(
-        decide_get(Policy::Fenced, Some(&keyed(2, 4, 0xfeed)), Some(&fenced), None),
+        decide_get(
+            Policy::Fenced,
+            Some(&keyed(2, 4, 0xfeed)),
+            Some(&fenced),
+            None
+        ),
         GetPlan::Reject(ResumeRejected::StreamFenced { .. })
     ));
 }
