@@ -185,7 +185,7 @@ impl Sse {
         tokio::time::timeout(PATIENCE, read).await.unwrap_or(false)
     }
 
-    async fn to_end(&mut self) {
+    async fn read_to_end(&mut self) {
         self.until(|_| false).await;
     }
 
@@ -267,7 +267,7 @@ async fn a_call_resumed_on_the_other_replica_delivers_each_step_once(backend: Ba
     assert_eq!(resumed.served_by(), "b");
     assert_eq!(resumed.header("mcp-stream-resumed"), Some("true"));
     assert!(resumed.until(|e| results_of(e) == 1).await);
-    resumed.to_end().await;
+    resumed.read_to_end().await;
     let mut seen = progress_of(&first.events);
     seen.extend(progress_of(&resumed.events));
     assert_eq!(
@@ -295,7 +295,7 @@ async fn a_resume_on_another_replica_fences_the_orphan(backend: Backend) {
     assert_eq!(resumed.served_by(), "b");
     assert!(resumed.until(|e| seqs_of(e).len() >= 20).await);
     // a's emitter was refused at its next emit, and a's delivery ended: no orphan.
-    original.to_end().await;
+    original.read_to_end().await;
     assert!(original.ended);
     assert!(lab.counter(0, |c| &c.late_writes_refused) >= 1);
     assert_eq!(lab.counter(0, |c| &c.deliveries_fenced), 1);
@@ -346,7 +346,7 @@ async fn a_call_outlives_its_replica(backend: Backend) {
     assert!(first.until(|e| progress_of(e).len() >= 5).await);
     // Replica a dies mid-call: its runner and its connections stop at once.
     lab.replicas.remove(0).kill();
-    first.to_end().await;
+    first.read_to_end().await;
     let cursor = first.last_id();
     let b = lab.url(0);
     let mut resumed = Sse::open(lab.get(&b, &session, Some(&cursor))).await;

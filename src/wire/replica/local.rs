@@ -18,9 +18,11 @@ pub(super) enum Local {
     Finished,
 }
 
+type Channels = HashMap<(SessionKey, StreamId), broadcast::Sender<Local>>;
+
 #[derive(Clone, Debug, Default)]
 pub(super) struct LocalHub {
-    streams: Arc<Mutex<HashMap<(SessionKey, StreamId), broadcast::Sender<Local>>>>,
+    streams: Arc<Mutex<Channels>>,
 }
 
 impl LocalHub {

@@ -2,6 +2,9 @@
 //! ([`forkscope_core::replica::decide_get`]), and commits the plan by compare-and-set on the
 //! epoch it read; a conflict (another replica moved first) reads again and decides again.
 
+// A refusal is the response itself, sent as soon as it is made: boxing it would buy nothing.
+#![allow(clippy::result_large_err)]
+
 use super::deliver::{self, Delivery};
 use super::work::{self, CallStart};
 use super::{Replica, session_key};
@@ -34,7 +37,7 @@ fn store_unavailable(id: &Value, why: &StoreError) -> Response {
     tracing::warn!("store: {why}");
     unavailable(
         id,
-        Unavailable::StoreUnavailable,
+        Unavailable::StoreUnreachable,
         &format!("this replica cannot reach the shared store: {why}"),
         1,
     )
@@ -252,7 +255,7 @@ pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) 
     }
     unavailable(
         &Value::Null,
-        Unavailable::StoreUnavailable,
+        Unavailable::StoreUnreachable,
         "the stream's epoch kept moving under this resume (other replicas resuming it at once); retry",
         1,
     )

@@ -2,6 +2,9 @@
 //! and the replica on a shared store): the body's media type, one JSON-RPC 2.0 message, the
 //! method; `initialize`'s negotiated revision and result; a `tools/call`'s arguments.
 
+// A refusal is the response itself, sent as soon as it is made: boxing it would buy nothing.
+#![allow(clippy::result_large_err)]
+
 use super::refusal::{json_response, session_error};
 use super::tool;
 use crate::wire::headers::{MODELLED_REVISION, SUPPORTED_REVISIONS};

@@ -71,7 +71,7 @@ pub(crate) enum Unavailable {
     /// The replay memory budget is used up.
     OverBudget,
     /// The shared store (Redis) does not answer this replica.
-    StoreUnavailable,
+    StoreUnreachable,
 }
 
 impl Unavailable {
@@ -79,7 +79,7 @@ impl Unavailable {
         match self {
             Unavailable::TooManySessions => "too_many_sessions",
             Unavailable::OverBudget => "over_budget",
-            Unavailable::StoreUnavailable => "store_unavailable",
+            Unavailable::StoreUnreachable => "store_unavailable",
         }
     }
 }
