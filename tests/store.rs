@@ -142,6 +142,7 @@ async fn stream_ids_come_from_the_store(b: Backend) {
     let w = Writer::Epoch {
         epoch: 1,
         name: "a",
+        background: None,
     };
     let hw = b
         .store
@@ -196,6 +197,7 @@ async fn a_resume_fences_the_old_epoch(b: Backend) {
             Writer::Epoch {
                 epoch: 1,
                 name: "a",
+                background: None,
             },
             &events(1),
             false,
@@ -212,7 +214,10 @@ async fn a_resume_fences_the_old_epoch(b: Backend) {
     let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
     assert_eq!(record.high_water, 0, "the refused write left nothing");
     // The naive replica writes without an epoch, as the SDKs' stores do.
-    let unfenced = Writer::Unfenced { name: "a" };
+    let unfenced = Writer::Unfenced {
+        name: "a",
+        background: None,
+    };
     let landed = b
         .store
         .append(&session, s, unfenced, &events(1), false)
@@ -253,6 +258,7 @@ async fn a_new_standalone_stream_fences_the_old_one(b: Backend) {
     let w = Writer::Epoch {
         epoch: 1,
         name: "a",
+        background: None,
     };
     let late = b.store.append(&session, s1, w, &events(1), false).await;
     assert!(matches!(late.unwrap(), Err(Refused::Stale(_))));
@@ -326,6 +332,7 @@ async fn a_blocked_read_wakes_on_an_append(b: Backend) {
     let w = Writer::Epoch {
         epoch: 1,
         name: "a",
+        background: None,
     };
     b.store
         .append(&session, s, w, &events(2), false)
@@ -344,6 +351,7 @@ async fn a_blocked_read_wakes_on_an_append(b: Backend) {
         let w = Writer::Epoch {
             epoch: 1,
             name: "a",
+            background: None,
         };
         store.append(&session2, s, w, &events(1), false).await
     });
@@ -393,6 +401,7 @@ async fn the_log_is_capped(b: Backend) {
     let w = Writer::Epoch {
         epoch: 1,
         name: "a",
+        background: None,
     };
     let total = LOG_MAXLEN as usize + 2_000;
     for chunk in events(total).chunks(500) {

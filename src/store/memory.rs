@@ -35,6 +35,7 @@ struct Inner {
 struct Session {
     streams: Vec<Stream>,
     standalone: Option<StreamId>,
+    background: u64,
     touched_ms: u64,
 }
 
@@ -117,6 +118,7 @@ impl MemoryStore {
         sessions.entry(key.clone()).or_insert(Session {
             streams: Vec::new(),
             standalone: None,
+            background: 0,
             touched_ms: now,
         });
         Ok(())
@@ -175,6 +177,11 @@ impl MemoryStore {
         drop(sessions);
         self.inner.appended.notify_waiters();
         Ok(Ok(id))
+    }
+
+    pub async fn background_number(&self, key: &SessionKey) -> Result<u64, StoreError> {
+        let now = self.now_ms();
+        Ok(self.live(&mut self.lock(), key, now)?.background)
     }
 
     pub async fn standalone(&self, key: &SessionKey) -> Result<Option<StreamId>, StoreError> {
@@ -301,6 +308,10 @@ impl MemoryStore {
         let now = self.now_ms();
         let lease_ms = self.inner.retention.lease_ms;
         let mut sessions = self.lock();
+        let background = match writer {
+            Writer::Epoch { background, .. } | Writer::Unfenced { background, .. } => background,
+            Writer::Lease { .. } => None,
+        };
         let s = self.stream_mut(&mut sessions, key, stream, now)?;
         let stale = |current: u64, holder: &str, name: &str, epoch: u64| {
             Ok(Err(Refused::Stale(StaleEpoch {
@@ -312,7 +323,7 @@ impl MemoryStore {
             })))
         };
         match writer {
-            Writer::Epoch { epoch, name } if !admits(Policy::Fenced, s.epoch, epoch) => {
+            Writer::Epoch { epoch, name, .. } if !admits(Policy::Fenced, s.epoch, epoch) => {
                 return stale(s.epoch, &s.owner, name, epoch);
             }
             Writer::Lease { epoch, name, .. } => match &s.call {
@@ -346,6 +357,9 @@ impl MemoryStore {
             s.finished_ms = Some(now);
         }
         let high_water = s.high_water;
+        if let Some(n) = background {
+            self.live(&mut sessions, key, now)?.background = n;
+        }
         drop(sessions);
         if !events.is_empty() || finish {
             self.inner.appended.notify_waiters();

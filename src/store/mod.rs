@@ -85,8 +85,14 @@ pub struct Snapshot {
 /// Who is writing, and on which fencing token.
 #[derive(Clone, Copy, Debug)]
 pub enum Writer<'a> {
-    /// An emit on a standalone stream, by the replica holding its stream epoch.
-    Epoch { epoch: u64, name: &'a str },
+    /// An emit on a standalone stream, by the replica holding its stream epoch. `background`
+    /// is the session-wide number of the background event it carries, recorded with it so that
+    /// the next holder numbers on from there ([`Store::background_number`]).
+    Epoch {
+        epoch: u64,
+        name: &'a str,
+        background: Option<u64>,
+    },
     /// A tool call's step, by the replica holding its lease; `done` is the call's progress once
     /// the batch lands. The write renews the lease.
     Lease {
@@ -95,7 +101,10 @@ pub enum Writer<'a> {
         done: Option<u64>,
     },
     /// The naive replica: no epoch, as in the SDKs' stores.
-    Unfenced { name: &'a str },
+    Unfenced {
+        name: &'a str,
+        background: Option<u64>,
+    },
 }
 
 /// Why a write did not land.
@@ -217,6 +226,11 @@ impl Store {
         new: &NewStream,
     ) -> Result<Result<StreamId, u64>, StoreError> {
         dispatch!(self, s => s.open_stream(session, new).await)
+    }
+
+    /// The number of the session's last background event: a new emitter numbers on from it.
+    pub async fn background_number(&self, session: &SessionKey) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.background_number(session).await)
     }
 
     /// The session's current standalone stream.

@@ -237,6 +237,17 @@ impl RedisStore {
         }
     }
 
+    pub async fn background_number(&self, session: &SessionKey) -> Result<u64, StoreError> {
+        let mut conn = self.conn();
+        let n: Option<u64> = redis::cmd("HGET")
+            .arg(meta(session))
+            .arg("bg")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(n.unwrap_or(0))
+    }
+
     pub async fn standalone(&self, session: &SessionKey) -> Result<Option<StreamId>, StoreError> {
         let mut conn = self.conn();
         let (streams, standalone): (Option<u64>, Option<u32>) = redis::cmd("HMGET")
@@ -349,10 +360,14 @@ impl RedisStore {
         events: &[String],
         finish: bool,
     ) -> Result<Result<u64, Refused>, StoreError> {
-        let (mode, epoch, name, done) = match writer {
-            Writer::Epoch { epoch, name } => ("epoch", epoch, name, None),
-            Writer::Lease { epoch, name, done } => ("lease", epoch, name, done),
-            Writer::Unfenced { name } => ("none", 0, name, None),
+        let (mode, epoch, name, done, background) = match writer {
+            Writer::Epoch {
+                epoch,
+                name,
+                background,
+            } => ("epoch", epoch, name, None, background),
+            Writer::Lease { epoch, name, done } => ("lease", epoch, name, done, None),
+            Writer::Unfenced { name, background } => ("none", 0, name, None, background),
         };
         let mut conn = self.conn();
         let mut invocation = SCRIPTS.append.prepare_invoke();
@@ -368,7 +383,8 @@ impl RedisStore {
             .arg(if finish { "1" } else { "0" })
             .arg(done.map_or(-1, |d| d as i64))
             .arg(self.retention.finished_ms)
-            .arg(self.retention.session_idle_ms);
+            .arg(self.retention.session_idle_ms)
+            .arg(background.map_or(String::new(), |n| n.to_string()));
         for data in events {
             invocation.arg(data);
         }

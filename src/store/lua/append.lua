@@ -3,7 +3,8 @@
 -- so no two replicas ever issue the same id.
 -- KEYS[1] meta, KEYS[2] stream, KEYS[3] log
 -- ARGV: mode ('epoch' | 'lease' | 'none'), writer epoch, writer name, lease_ms, maxlen,
---       finish (0/1), done (progress after the batch, or -1), retention_ms, ttl_ms, payloads...
+--       finish (0/1), done (progress after the batch, or -1), retention_ms, ttl_ms,
+--       background number ('' for none), payloads...
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
@@ -19,11 +20,12 @@ end
 if redis.call('HGET', KEYS[2], 'state') ~= 'live' then return {-3} end
 local hw = tonumber(redis.call('HGET', KEYS[2], 'hw'))
 local maxlen = ARGV[5]
-for i = 10, #ARGV do
+for i = 11, #ARGV do
   hw = hw + 1
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, hw .. '-1', 'd', ARGV[i])
 end
 redis.call('HSET', KEYS[2], 'hw', hw)
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'bg', ARGV[10]) end
 if mode == 'lease' then
   redis.call('HSET', KEYS[2], 'luntil', now + tonumber(ARGV[4]))
   if ARGV[7] ~= '-1' then redis.call('HSET', KEYS[2], 'done', ARGV[7]) end

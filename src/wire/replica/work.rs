@@ -141,6 +141,7 @@ async fn commit(
         },
         Policy::Naive => Writer::Unfenced {
             name: &replica.name,
+            background: None,
         },
     };
     let high_water = replica
@@ -174,17 +175,24 @@ fn tell_local(
     }
 }
 
-/// Emits background events on the standalone stream `stream` while this replica holds `epoch`.
+/// Emits background events on the standalone stream `stream` while this replica holds `epoch`,
+/// numbered on from the session's last one, whichever replica emitted it.
 pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: StreamId, epoch: u64) {
     let Some(rate) = replica.background else {
         return;
     };
     let task_replica = replica.clone();
     replica.spawn(async move {
+        let mut n = match task_replica.store.background_number(&session).await {
+            Ok(n) => n,
+            Err(why) => {
+                tracing::warn!(replica = %task_replica.name, %session, "background emitter not started: {why}");
+                return;
+            }
+        };
         let every = Duration::from_millis(rate.interval_ms());
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut n = 0u64;
         loop {
             ticks.tick().await;
             n += 1;
@@ -193,9 +201,11 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                 Policy::Fenced => Writer::Epoch {
                     epoch,
                     name: &task_replica.name,
+                    background: Some(n),
                 },
                 Policy::Naive => Writer::Unfenced {
                     name: &task_replica.name,
+                    background: Some(n),
                 },
             };
             let appended = task_replica
