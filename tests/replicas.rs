@@ -5,224 +5,11 @@
 
 mod common;
 
-use common::services::RedisServer;
-use forkscope::store::{Retention, Store};
+use common::replica_lab::{Backend, Lab, Spec, Sse, progress_of, results_of, seqs_of};
 use forkscope::wire::balance::{Balancer, Mode, Upstream};
-use forkscope::wire::replica::{self, Counters, ReplicaOptions, RunningReplica};
-use forkscope::wire::server::EmitRate;
-use forkscope::wire::sse::{Parser, SseEvent};
 use forkscope_core::Policy;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
-
-/// A safety net only: tests synchronise on what they observe, and this bounds a hang.
-const PATIENCE: Duration = Duration::from_secs(20);
-
-struct Lab {
-    store: Store,
-    replicas: Vec<RunningReplica>,
-    http: reqwest::Client,
-    redis: Option<RedisServer>,
-}
-
-#[derive(Clone, Copy)]
-enum Backend {
-    Memory,
-    Redis,
-}
-
-impl Lab {
-    async fn start(
-        backend: Backend,
-        policy: Policy,
-        emit_ms: Option<u64>,
-        lease_ms: u64,
-    ) -> Option<Lab> {
-        let retention = Retention {
-            lease_ms,
-            ..Retention::default()
-        };
-        let (store, redis) = match backend {
-            Backend::Memory => (Store::memory(retention), None),
-            Backend::Redis => {
-                let redis = RedisServer::start()?;
-                let store = Store::redis(&redis.url(), retention)
-                    .await
-                    .expect("connect");
-                (store, Some(redis))
-            }
-        };
-        let mut replicas = Vec::new();
-        for name in ["a", "b"] {
-            // Each replica connects on its own, as separate processes would.
-            let own = match backend {
-                Backend::Memory => store.clone(),
-                Backend::Redis => Store::redis(&redis.as_ref()?.url(), retention).await.ok()?,
-            };
-            let options = ReplicaOptions {
-                name: Some(name.into()),
-                policy,
-                background: emit_ms.map(EmitRate::every_ms),
-                allowed_hosts: Vec::new(),
-                max_deliveries: replica::MAX_DELIVERIES,
-            };
-            let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-            replicas.push(
-                replica::start(own, options, addr)
-                    .await
-                    .expect("start replica"),
-            );
-        }
-        Some(Lab {
-            store,
-            replicas,
-            http: reqwest::Client::new(),
-            redis,
-        })
-    }
-
-    fn url(&self, replica: usize) -> String {
-        format!("http://{}/mcp", self.replicas[replica].addr)
-    }
-
-    fn counter(&self, replica: usize, pick: impl Fn(&Counters) -> &AtomicU64) -> u64 {
-        Counters::get(pick(&self.replicas[replica].counters))
-    }
-
-    async fn initialize(&self, url: &str) -> String {
-        let response = self
-            .http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"replicas-test","version":"1"}}}).to_string())
-            .send()
-            .await
-            .expect("initialize");
-        assert_eq!(response.status(), 200);
-        response.headers()["mcp-session-id"]
-            .to_str()
-            .unwrap()
-            .to_owned()
-    }
-
-    fn post(&self, url: &str, session: &str, body: Value) -> reqwest::RequestBuilder {
-        self.http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .header("mcp-session-id", session)
-            .body(body.to_string())
-    }
-
-    async fn call(&self, url: &str, session: &str, steps: u64, delay_ms: u64) -> Sse {
-        let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":delay_ms},"_meta":{"progressToken":"p"}}});
-        Sse::open(self.post(url, session, body)).await
-    }
-
-    fn get(&self, url: &str, session: &str, cursor: Option<&str>) -> reqwest::RequestBuilder {
-        let mut get = self
-            .http
-            .get(url)
-            .header("accept", "text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .header("mcp-session-id", session);
-        if let Some(cursor) = cursor {
-            get = get.header("last-event-id", cursor);
-        }
-        get
-    }
-}
-
-/// An SSE response read as it arrives.
-struct Sse {
-    response: reqwest::Response,
-    parser: Parser,
-    events: Vec<SseEvent>,
-    ended: bool,
-}
-
-impl Sse {
-    async fn open(request: reqwest::RequestBuilder) -> Sse {
-        let response = request.send().await.expect("request");
-        assert_eq!(response.status(), 200, "an SSE stream");
-        Sse {
-            response,
-            parser: Parser::new(),
-            events: Vec::new(),
-            ended: false,
-        }
-    }
-
-    fn served_by(&self) -> &str {
-        self.response.headers()["mcp-served-by"].to_str().unwrap()
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-    }
-
-    /// Reads until `done` holds of what arrived, or the stream ends. Returns whether it held.
-    async fn until(&mut self, done: impl Fn(&[SseEvent]) -> bool) -> bool {
-        let read = async {
-            while !done(&self.events) {
-                match self.response.chunk().await {
-                    Ok(Some(chunk)) => self.events.extend(self.parser.feed(&chunk).unwrap()),
-                    _ => {
-                        self.ended = true;
-                        return false;
-                    }
-                }
-            }
-            true
-        };
-        tokio::time::timeout(PATIENCE, read).await.unwrap_or(false)
-    }
-
-    async fn read_to_end(&mut self) {
-        self.until(|_| false).await;
-    }
-
-    fn last_id(&self) -> String {
-        self.events
-            .iter()
-            .rev()
-            .find_map(|e| e.id.clone())
-            .expect("an event id")
-    }
-}
-
-fn progress_of(events: &[SseEvent]) -> Vec<u64> {
-    events
-        .iter()
-        .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
-        .filter_map(|v| v.pointer("/params/progress").and_then(Value::as_u64))
-        .collect()
-}
-
-fn results_of(events: &[SseEvent]) -> usize {
-    events
-        .iter()
-        .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
-        .filter(|v| v.get("result").is_some())
-        .count()
-}
-
-/// The sequence numbers of the events with data (`s2-41.<key>` → 41).
-fn seqs_of(events: &[SseEvent]) -> Vec<u64> {
-    events
-        .iter()
-        .filter(|e| !e.data.is_empty())
-        .filter_map(|e| e.id.as_deref())
-        .filter_map(|id| id.split_once('-')?.1.split('.').next()?.parse().ok())
-        .collect()
-}
 
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
@@ -439,4 +226,54 @@ async fn a_lost_redis_is_a_typed_503_and_an_empty_one_a_404() {
     assert_eq!(status, 404, "re-initialize, as the transport prescribes");
     let again = lab.initialize(&lab.url(1)).await;
     assert_ne!(again, session);
+}
+
+/// Replica a is cut off from Redis mid-call (its link slowed past the lease), the client
+/// resumes on b, b adopts the call; when a's link heals, its late step is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_runner_is_refused_when_it_comes_back() {
+    let spec = Spec {
+        backend: Backend::Redis,
+        policy: Policy::Fenced,
+        emit_ms: None,
+        lease_ms: 300,
+        partitionable: true,
+    };
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let Some(lab) = Lab::start_with(spec).await else {
+        return;
+    };
+    let session = lab.initialize(&lab.url(1)).await;
+    let mut first = lab.call(&lab.url(0), &session, 40, 20).await;
+    assert!(first.until(|e| progress_of(e).len() >= 5).await);
+    // Every command a sends now takes 0.4 s each way: its renewals reach the store further
+    // apart than its 0.3 s lease, as through a flapping link, yet each answer comes back
+    // within the client's timeout, so a hears the store's refusal.
+    lab.links[0].set_latency(400);
+    let cursor = first.last_id();
+    drop(first.response);
+    let mut resumed = Sse::open(lab.get(&lab.url(1), &session, Some(&cursor))).await;
+    assert!(resumed.until(|e| results_of(e) == 1).await);
+    let mut seen = progress_of(&first.events);
+    seen.extend(progress_of(&resumed.events));
+    assert_eq!(
+        seen,
+        (1..=40).collect::<Vec<_>>(),
+        "every step once, whoever ran it"
+    );
+    assert_eq!(lab.counter(1, |c| &c.calls_adopted), 1);
+    lab.links[0].set_latency(0);
+    // a's step, sent on the lease it held before the partition, lands late and is refused.
+    let mut refused = 0;
+    for _ in 0..200 {
+        refused = lab.counter(0, |c| &c.late_writes_refused);
+        if refused > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        refused, 1,
+        "the partitioned runner's late step is refused, once"
+    );
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test crate uses its own part
 
+pub mod replica_lab;
 pub mod services;
 
 use forkscope::lab::{LabOptions, Snapshot};

@@ -11,6 +11,7 @@ use super::Replica;
 use super::local::Local;
 use crate::store::{CallSpec, Refused, SessionKey, StoreError, Writer};
 use crate::wire::server::{background, tool};
+use forkscope_core::replica::StaleEpoch;
 use forkscope_core::work::ToolStep;
 use forkscope_core::{Policy, StreamId};
 use serde_json::Value;
@@ -85,7 +86,12 @@ async fn run_call(
                 tokio::time::sleep(Duration::from_millis(nap)).await;
                 left -= nap;
                 if left > 0 {
-                    commit(replica, session, stream, start.lease, None, &[], false).await?;
+                    let renewal = Batch {
+                        done: None,
+                        bodies: &[],
+                        finish: false,
+                    };
+                    commit_surely(replica, session, stream, start.lease, renewal).await?;
                 }
             }
         }
@@ -106,21 +112,101 @@ async fn run_call(
             let step = ToolStep::Result { steps: spec.steps };
             bodies.push(tool::step_body(&request_id, token.as_ref(), step));
         }
-        commit(
-            replica,
-            session,
-            stream,
-            start.lease,
-            Some(last),
-            &bodies,
+        let step = Batch {
+            done: Some(last),
+            bodies: &bodies,
             finish,
-        )
-        .await?;
+        };
+        commit_surely(replica, session, stream, start.lease, step).await?;
         if finish {
             return Ok(());
         }
         done = last;
     }
+}
+
+/// How often, and how far apart, a runner that lost its answer from the store reads again.
+const RECOVER_ATTEMPTS: u32 = 50;
+const RECOVER_PAUSE: Duration = Duration::from_millis(100);
+
+/// One commit of a call: the progress it reaches, its events, whether it holds the result.
+#[derive(Clone, Copy, Debug)]
+struct Batch<'a> {
+    done: Option<u64>,
+    bodies: &'a [String],
+    finish: bool,
+}
+
+/// Commits a batch; when the store's answer is lost (a timeout: the batch may or may not have
+/// landed), reads the call's record again and decides: the lease moved on (the store refused,
+/// or will refuse, this runner: a late write, counted), the batch landed (go on), or neither
+/// (commit again). Naive runners do not look: they stop.
+async fn commit_surely(
+    replica: &Replica,
+    session: &SessionKey,
+    stream: StreamId,
+    lease: u64,
+    batch: Batch<'_>,
+) -> Result<(), Stopped> {
+    let mut lost = match commit(
+        replica,
+        session,
+        stream,
+        lease,
+        batch.done,
+        batch.bodies,
+        batch.finish,
+    )
+    .await
+    {
+        Err(Stopped::Store(StoreError::Unavailable(why))) if replica.policy == Policy::Fenced => {
+            why
+        }
+        other => return other,
+    };
+    for _ in 0..RECOVER_ATTEMPTS {
+        tokio::time::sleep(RECOVER_PAUSE).await;
+        let snapshot = match replica.store.snapshot(session, stream).await {
+            Ok(Some(snapshot)) => snapshot,
+            Ok(None) => return Err(Stopped::Store(StoreError::SessionGone)),
+            Err(StoreError::Unavailable(why)) => {
+                lost = why;
+                continue;
+            }
+            Err(other) => return Err(other.into()),
+        };
+        let Some(call) = snapshot.record.call else {
+            return Err(StoreError::Corrupt(format!("call {stream} has no lease")).into());
+        };
+        if call.lease.epoch != lease {
+            let stale = StaleEpoch {
+                stream,
+                writer: replica.name.to_string(),
+                writer_epoch: lease,
+                current: call.lease.epoch,
+                holder: call.lease.owner,
+            };
+            return Err(refused(replica, Refused::Stale(stale)));
+        }
+        if batch.done.is_some_and(|d| call.done >= d) {
+            return Ok(());
+        }
+        match commit(
+            replica,
+            session,
+            stream,
+            lease,
+            batch.done,
+            batch.bodies,
+            batch.finish,
+        )
+        .await
+        {
+            Err(Stopped::Store(StoreError::Unavailable(why))) => lost = why,
+            other => return other,
+        }
+    }
+    Err(StoreError::Unavailable(lost).into())
 }
 
 /// Commits a batch of a call's steps (none: a lease renewal) on the lease epoch.
