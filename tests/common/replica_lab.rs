@@ -146,15 +146,14 @@ impl Lab {
     }
 
     pub async fn initialize(&self, url: &str) -> String {
-        let response = self
-            .http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"replicas-test","version":"1"}}}).to_string())
-            .send()
-            .await
-            .expect("initialize");
+        let initialize = || {
+            self.http
+                .post(url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"replicas-test","version":"1"}}}).to_string())
+        };
+        let response = retrying_unavailable(initialize).await;
         assert_eq!(response.status(), 200);
         response.headers()["mcp-session-id"]
             .to_str()
@@ -174,7 +173,9 @@ impl Lab {
 
     pub async fn call(&self, url: &str, session: &str, steps: u64, delay_ms: u64) -> Sse {
         let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"progress_task","arguments":{"steps":steps,"delay_ms":delay_ms},"_meta":{"progressToken":"p"}}});
-        Sse::open(self.post(url, session, body)).await
+        let response = retrying_unavailable(|| self.post(url, session, body.clone())).await;
+        assert_eq!(response.status(), 200, "a tool call's stream");
+        Sse::from_response(response)
     }
 
     pub fn get(&self, url: &str, session: &str, cursor: Option<&str>) -> reqwest::RequestBuilder {
@@ -191,6 +192,21 @@ impl Lab {
     }
 }
 
+/// Sends a request again while it is answered 503 (a replica reconnecting to its store) or 502
+/// (a balancer whose replica is restarting), as a client honouring Retry-After would; bounded.
+pub async fn retrying_unavailable(
+    request: impl Fn() -> reqwest::RequestBuilder,
+) -> reqwest::Response {
+    for _ in 0..100 {
+        let response = request().send().await.expect("request");
+        if !matches!(response.status().as_u16(), 502 | 503) {
+            return response;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    panic!("still unavailable after 100 tries")
+}
+
 /// An SSE response read as it arrives.
 pub struct Sse {
     pub response: reqwest::Response,
@@ -203,6 +219,10 @@ impl Sse {
     pub async fn open(request: reqwest::RequestBuilder) -> Sse {
         let response = request.send().await.expect("request");
         assert_eq!(response.status(), 200, "an SSE stream");
+        Sse::from_response(response)
+    }
+
+    pub fn from_response(response: reqwest::Response) -> Sse {
         Sse {
             response,
             parser: Parser::new(),
