@@ -66,6 +66,30 @@ const SKIPPED: &[(&str, &str)] = &[
         "interop/check-probe.sh",
         "needs the Python and TypeScript SDK servers; .ci/run runs it in its probe step",
     ),
+    (
+        r#"redis-server --port 6379 --save "" --appendonly no"#,
+        "needs redis-server and several servers at once; .ci/run runs the same setup in interop/check-replicas.sh",
+    ),
+    (
+        r#"forkscope serve --store redis://127.0.0.1:6379 --replica a --port 8941"#,
+        "needs redis-server and several servers at once; .ci/run runs the same setup in interop/check-replicas.sh",
+    ),
+    (
+        r#"forkscope serve --store redis://127.0.0.1:6379 --replica b --port 8942"#,
+        "needs redis-server and several servers at once; .ci/run runs the same setup in interop/check-replicas.sh",
+    ),
+    (
+        r#"forkscope balance --port 8940 --upstream http://127.0.0.1:8941 --upstream http://127.0.0.1:8942"#,
+        "needs redis-server and several servers at once; .ci/run runs the same setup in interop/check-replicas.sh",
+    ),
+    (
+        r#"forkscope probe http://127.0.0.1:8940/mcp"#,
+        "the battery against two replicas behind the balancer; .ci/run runs it in interop/check-replicas.sh",
+    ),
+    (
+        r#"curl -si http://127.0.0.1:8940/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}' | grep -i '^mcp-'"#,
+        "needs redis-server and several servers at once; .ci/run runs the same setup in interop/check-replicas.sh",
+    ),
 ];
 
 /// The curl walkthrough at the test's pace: the doc's timers are for people typing, and the
