@@ -16,6 +16,9 @@ use tokio::sync::Notify;
 
 /// Most sessions held at once; past it `initialize` is refused as the store being full.
 pub const MAX_SESSIONS: usize = 10_000;
+/// Most streams one session may hold whose events are still kept; past it a new stream is
+/// refused as the store being full (Redis bounds the same by expiring each stream's keys).
+pub const MAX_KEPT_STREAMS: usize = 1_024;
 
 #[derive(Clone, Debug)]
 pub struct MemoryStore {
@@ -142,7 +145,20 @@ impl MemoryStore {
     ) -> Result<Result<StreamId, u64>, StoreError> {
         let now = self.now_ms();
         let mut sessions = self.lock();
+        let finished_ms = self.inner.retention.finished_ms;
         let session = self.live(&mut sessions, key, now)?;
+        // A finished call's events go once its retention is over, as its keys expire on Redis.
+        for stream in &mut session.streams {
+            if stream.finished_ms.is_some_and(|at| now >= at + finished_ms) {
+                stream.log = VecDeque::new();
+            }
+        }
+        let kept = session.streams.iter().filter(|s| !s.log.is_empty()).count();
+        if kept >= MAX_KEPT_STREAMS {
+            return Err(StoreError::Full(format!(
+                "{MAX_KEPT_STREAMS} streams with events kept in one session"
+            )));
+        }
         if let Some((fenced, expect)) = new.fence {
             let Some(old) = session.streams.iter_mut().find(|s| s.id == fenced) else {
                 return Ok(Err(0));

@@ -50,6 +50,7 @@ fn gone() -> Response {
 fn store_failure(id: &Value, why: StoreError) -> Response {
     match why {
         StoreError::SessionGone => gone(),
+        StoreError::Full(_) => unavailable(id, Unavailable::TooManySessions, &why.to_string(), 60),
         other => store_unavailable(id, &other),
     }
 }
