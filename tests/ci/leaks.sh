@@ -156,6 +156,12 @@ interrupt sdk-clients-int INT 'resume_client\.mjs' SDK_INTEROP_SDKS=typescript \
     -- "$ROOT/interop/check-sdk-clients.sh" "$BIN"
 interrupt sdk-clients-term TERM 'resume_client\.py' SDK_INTEROP_SDKS=python \
     -- "$ROOT/interop/check-sdk-clients.sh" "$BIN"
+REPLICAS="$ROOT/interop/check-replicas.sh"
+run_to_end replicas-failure 1 REPLICAS_POLICIES=fenced REPLICAS_BALANCERS=balance REPLICAS_SDKS= \
+    LEAKS_FAIL_PROBE=1 -- "$REPLICAS" "$BIN"
+interrupt replicas-term TERM 'forkscope probe ' REPLICAS_POLICIES=fenced REPLICAS_BALANCERS=haproxy \
+    REPLICAS_SDKS= -- "$REPLICAS" "$BIN"
+interrupt replicas-int INT 'resume_client\.py' REPLICAS_POLICIES= REPLICAS_SDKS=python -- "$REPLICAS" "$BIN"
 interrupt tmux-term TERM 'forkscope$' -- "$ROOT/tests/tmux/dashboard.sh" "$BIN"
 interrupt tmux-hup HUP 'probe .*--watch' -- "$ROOT/tests/tmux/dashboard.sh" "$BIN"
 
