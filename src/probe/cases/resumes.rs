@@ -13,8 +13,8 @@ use tokio::time::{Instant, sleep};
 pub(super) async fn standalone_resume(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (a, mine) = ctx.standalone(case, s, 30, 20).await?;
     receive(ctx, case, a, &mine, 3).await;
-    let cursor = case.cursor(a);
     case.drop_connection(a);
+    let cursor = case.cursor(a);
     sleep(RECONNECT_DELAY).await;
     let had_cursor = cursor.is_some();
     let resumes = resume(ctx, case, s, &mine, cursor).await;
@@ -40,8 +40,8 @@ pub(super) async fn call_resume(
 ) -> Outcome {
     let (a, mine) = ctx.call(case, s, steps, delay_ms).await?;
     receive(ctx, case, a, &mine, 3).await;
-    let cursor = case.cursor(a);
     case.drop_connection(a);
+    let cursor = case.cursor(a);
     if cursor.is_none() {
         let seen = case.snapshot();
         return Ok((probe::judge::judge_unresumable_call(&mine, &seen[a]), seen));
@@ -96,8 +96,8 @@ pub(super) async fn plain_get_while_live(ctx: &Ctx, case: &Case, s: &Session) ->
 pub(super) async fn two_resumes_at_once(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
     let (a, mine) = ctx.standalone(case, s, 60, 20).await?;
     receive(ctx, case, a, &mine, 3).await;
-    let cursor = case.cursor(a);
     case.drop_connection(a);
+    let cursor = case.cursor(a);
     sleep(RECONNECT_DELAY).await;
     let (b, c) = tokio::join!(
         case.get(s, cursor_header(cursor.clone())),
@@ -175,8 +175,8 @@ pub(super) async fn resume_races_emission(ctx: &Ctx) -> Outcome {
                 }
             };
             receive(ctx, &case, a, &mine, 3).await;
-            let cursor = case.cursor(a);
             case.drop_connection(a);
+            let cursor = case.cursor(a);
             if cursor.is_none() && !standalone {
                 let seen = case.snapshot();
                 drop(case);

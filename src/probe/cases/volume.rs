@@ -37,8 +37,8 @@ pub(super) async fn past_replay_capacity(ctx: &Ctx, case: &Case, s: &Session) ->
     }
     let (a, mine) = ctx.call(case, s, 1000, 1).await?;
     receive(ctx, case, a, &mine, 1).await;
-    let cursor = case.cursor(a);
     case.drop_connection(a);
+    let cursor = case.cursor(a);
     if cursor.is_none() {
         let seen = case.snapshot();
         return Ok((probe::judge::judge_unresumable_call(&mine, &seen[a]), seen));

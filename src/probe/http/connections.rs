@@ -204,6 +204,11 @@ impl Case {
                         };
                         {
                             let mut conn = lock(&shared);
+                            // Dropped: what arrives after is not the client's (its cursor was
+                            // taken at the drop), however the abort races this task.
+                            if conn.end != End::Open {
+                                return;
+                            }
                             for e in events {
                                 conn.events.push(Received {
                                     item: item_of(&e.data),
@@ -219,7 +224,12 @@ impl Case {
                     }
                 }
             };
-            lock(&shared).end = end;
+            {
+                let mut conn = lock(&shared);
+                if conn.end == End::Open {
+                    conn.end = end;
+                }
+            }
             changed.send_modify(|n| *n += 1);
         });
         lock(&self.readers)[index] = Some(reader);
