@@ -1463,6 +1463,8 @@ async fn two_replica_rate(
 /// R4's figures: Redis bytes per idle session and per retained finished call.
 struct RedisMemory {
     baseline: u64,
+    /// `DBSIZE` after the warm-up, the idle sessions, the long calls and the short calls.
+    keys: [u64; 4],
     per_idle_session: f64,
     per_long_call: f64,
     per_short_call: f64,
@@ -1488,24 +1490,33 @@ async fn redis_memory(
         for steps in [SHORT, LONG] {
             tool_call_timed(http, &target, id(), steps, limits).await?;
         }
+        let keys = || -> Result<u64, String> {
+            let n = redis_command(redis, &["DBSIZE"])?;
+            n.parse().map_err(|_| format!("DBSIZE answered {n:?}"))
+        };
         let baseline = used_memory(redis)?;
+        let keys_baseline = keys()?;
         for _ in 0..sizes.idle_sessions {
             open_session(http, &serve.url()).await?;
         }
         let after_sessions = used_memory(redis)?;
+        let keys_sessions = keys()?;
         for _ in 0..sizes.retained_long_calls {
             tool_call_timed(http, &target, id(), LONG, limits).await?;
         }
         let after_long = used_memory(redis)?;
+        let keys_long = keys()?;
         for _ in 0..sizes.retained_short_calls {
             tool_call_timed(http, &target, id(), SHORT, limits).await?;
         }
         let after_short = used_memory(redis)?;
+        let keys_short = keys()?;
         let per = |after: u64, before: u64, count: u64| {
             (after as f64 - before as f64) / count.max(1) as f64
         };
         Ok(RedisMemory {
             baseline,
+            keys: [keys_baseline, keys_sessions, keys_long, keys_short],
             per_idle_session: per(after_sessions, baseline, sizes.idle_sessions),
             per_long_call: per(after_long, after_sessions, sizes.retained_long_calls),
             per_short_call: per(after_short, after_long, sizes.retained_short_calls),
@@ -1713,9 +1724,15 @@ async fn redis_measures(
             per_session.forkscope = Some(m.per_idle_session);
             per_long.forkscope = Some(m.per_long_call);
             per_short.forkscope = Some(m.per_short_call);
+            let [k0, k1, k2, k3] = m.keys;
             warnings.push(format!(
-                "Redis memory: used_memory {} bytes after the warm-up (one session, two calls)",
-                m.baseline
+                "Redis memory: used_memory {} bytes and {k0} keys after the warm-up (one session, \
+                 two calls); keys +{} for the idle sessions, +{} for the 1,000-step calls, +{} for \
+                 the 10-step calls",
+                m.baseline,
+                k1 - k0,
+                k2 - k1,
+                k3 - k2,
             ));
         }
         Err(e) => {
