@@ -1877,7 +1877,11 @@ fn ms(samples: &[Duration]) -> Vec<f64> {
     samples.iter().map(|d| d.as_secs_f64() * 1_000.0).collect()
 }
 
-/// The samples of measure 3 or 3b, each try's bare and forkscope resume side by side.
+/// A target as shown, and the check of a ratio against it.
+type RatioTarget = (&'static str, fn(f64) -> bool);
+
+/// The samples of measure 3 or 3b, each try's bare and forkscope resume side by side (R3: the
+/// in-memory server's, from measure 3, and the other replica's on Redis).
 #[derive(Default)]
 struct ResumeSamples {
     /// First replayed event, then all + result: [bare, forkscope].
@@ -1920,8 +1924,8 @@ impl ResumeSamples {
         keys: [&'static str; 4],
         label: String,
         missed: u64,
-        first_target: Option<(&'static str, fn(f64) -> bool)>,
-        all_target: (&'static str, fn(f64) -> bool),
+        first_target: Option<RatioTarget>,
+        all_target: RatioTarget,
     ) -> Vec<Row> {
         let mut first_p50 = Row::new(keys[0], label, "ms", first_target.map_or("—", |t| t.0));
         let mut first_p99 = Row::new(
