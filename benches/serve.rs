@@ -23,12 +23,21 @@
 //!    over a new connection, as a client cut off mid-call does.
 //! 4. idle CPU of a fresh `--emit-every 0` server holding one session with its GET stream open.
 //!
+//! R. Replicas on Redis (`--store redis://…`), each figure beside the in-memory `forkscope
+//! serve` of the same run rather than bare axum: R1 measure 1 on one replica; R2 two replicas,
+//! two clients at once, one call each on its own replica, aggregate events/s; R3 measure 3 with
+//! the resume landing on the other replica; R4 Redis `used_memory` per idle session and per
+//! retained finished call. The bench starts its own `redis-server` (no persistence) on a free
+//! 127.0.0.1 port, pinned to the servers' CPU, and kills it on every path. Without
+//! `redis-server` these are skipped in quick runs and FAILED in a full one.
+//!
 //! `cargo bench --bench serve`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
 //! `cargo test --all-targets` does) uses small sizes. Results are printed as a table and
 //! written as JSON to `target/bench-serve.json` (quick runs: `target/bench-serve.quick.json`,
 //! so a smoke test never overwrites a full run). `FORKSCOPE_BENCH_ONLY=resume` runs measures 3
 //! and 3b alone (with their JSON in `target/bench-serve.resume.json`), for iterating on the
-//! replay path.
+//! replay path. `FORKSCOPE_BENCH_ONLY=redis` runs measures 1 and 3 (the in-memory figures the
+//! Redis ones are compared with) and the R measures (JSON in `target/bench-serve.redis.json`).
 //! A measure that cannot run (a refused flag, a
 //! stream that stalls, a replay that loses or repeats an event) is reported as FAILED with its
 //! reason and makes the process exit non-zero; a missed target is reported, not fatal.
@@ -98,11 +107,20 @@ fn quick() -> bool {
     std::env::var_os("FORKSCOPE_BENCH_QUICK").is_some() || !std::env::args().any(|a| a == "--bench")
 }
 
+/// Which measures run (`FORKSCOPE_BENCH_ONLY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Only {
+    All,
+    /// `resume`: measures 3 and 3b.
+    Resume,
+    /// `redis`: measures 1 and 3 (the in-memory baselines) and the R measures.
+    Redis,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Sizes {
     quick: bool,
-    /// Measures 3 and 3b alone (`FORKSCOPE_BENCH_ONLY=resume`).
-    only_resume: bool,
+    only: Only,
     /// Measure 1: steps of one `progress_task`.
     progress_steps: u64,
     /// Measure 2: background events counted after the first one.
@@ -116,6 +134,10 @@ struct Sizes {
     idle: Duration,
     /// Measure 6: tool calls in one long session.
     long_session_calls: u64,
+    /// R4: idle sessions opened, and retained finished calls of 1,000 and of 10 steps.
+    idle_sessions: u64,
+    retained_long_calls: u64,
+    retained_short_calls: u64,
     limits: Limits,
 }
 
@@ -123,7 +145,11 @@ impl Sizes {
     fn new(quick: bool) -> Self {
         Sizes {
             quick,
-            only_resume: std::env::var("FORKSCOPE_BENCH_ONLY").is_ok_and(|v| v == "resume"),
+            only: match std::env::var("FORKSCOPE_BENCH_ONLY").as_deref() {
+                Ok("resume") => Only::Resume,
+                Ok("redis") => Only::Redis,
+                _ => Only::All,
+            },
             progress_steps: if quick { 2_000 } else { 10_000 }, // the tool's maximum
             background_events: if quick { 2_000 } else { 200_000 },
             best_of: 3,
@@ -131,6 +157,9 @@ impl Sizes {
             missed: 1_000,
             idle: Duration::from_secs(if quick { 1 } else { 10 }),
             long_session_calls: if quick { 2_000 } else { 100_000 },
+            idle_sessions: if quick { 50 } else { 1_000 },
+            retained_long_calls: if quick { 2 } else { 20 },
+            retained_short_calls: if quick { 10 } else { 200 },
             limits: Limits {
                 deadline: Duration::from_secs(if quick { 10 } else { 120 }),
                 stall: Duration::from_secs(5),
@@ -498,7 +527,7 @@ impl Serve {
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     return Err(format!(
-                        "{shown}: no `forkscope serve: MCP Streamable HTTP 2025-11-25 at …` line \
+                        "{shown}: no `forkscope serve: … at http://127.0.0.1:PORT/mcp …` line \
                          within {} s (stdout: {:?}){}",
                         START_TIMEOUT.as_secs(),
                         seen,
@@ -592,9 +621,18 @@ fn finished_call(line: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The port of the start line: `forkscope serve: MCP Streamable HTTP 2025-11-25 at URL …`, or a
+/// replica's `forkscope serve: replica NAME at URL on store STORE (policy …)`.
 fn announced_port(line: &str) -> Option<u16> {
-    let rest =
-        line.strip_prefix("forkscope serve: MCP Streamable HTTP 2025-11-25 at http://127.0.0.1:")?;
+    let at = match line.strip_prefix("forkscope serve: MCP Streamable HTTP 2025-11-25 at ") {
+        Some(at) => at,
+        None => {
+            line.strip_prefix("forkscope serve: replica ")?
+                .split_once(" at ")?
+                .1
+        }
+    };
+    let rest = at.strip_prefix("http://127.0.0.1:")?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     rest[digits.len()..].starts_with("/mcp").then_some(())?;
     digits.parse().ok()
@@ -857,6 +895,18 @@ async fn tool_call_rate(
     steps: u64,
     limits: Limits,
 ) -> Result<(f64, Option<String>), String> {
+    let (at, warning) = tool_call_timed(http, target, id, steps, limits).await?;
+    Ok((steps as f64 / at.as_secs_f64(), warning))
+}
+
+/// One `steps`-step tool call read to its end: the time from the send to the result.
+async fn tool_call_timed(
+    http: &reqwest::Client,
+    target: &Target,
+    id: u64,
+    steps: u64,
+    limits: Limits,
+) -> Result<(Duration, Option<String>), String> {
     let start = Instant::now();
     let response = send(
         post_request(http, target, &tool_call(id, steps)),
@@ -880,7 +930,7 @@ async fn tool_call_rate(
             limits.after_result.as_secs_f64()
         )
     });
-    Ok((steps as f64 / at.as_secs_f64(), warning))
+    Ok((at, warning))
 }
 
 /// Measure 2, one try: events/s over `count` events after the first one on a GET stream.
@@ -951,18 +1001,19 @@ struct Resumed {
     warning: Option<String>,
 }
 
-/// Measure 3, one try: a `missed`-step tool call read to its end, then a resume from its
-/// priming id.
+/// Measure 3, one try: a `missed`-step tool call on `call_on` read to its end, then a resume
+/// from its priming id on `resume_on` (the same server, or R3's other replica).
 async fn resume_try(
     http: &reqwest::Client,
-    target: &Target,
+    call_on: &Target,
+    resume_on: &Target,
     id: u64,
     missed: u64,
     limits: Limits,
 ) -> Result<Resumed, String> {
     let start = Instant::now();
     let response = send(
-        post_request(http, target, &tool_call(id, missed)),
+        post_request(http, call_on, &tool_call(id, missed)),
         "tools/call",
     )
     .await?;
@@ -979,7 +1030,7 @@ async fn resume_try(
     let priming = call
         .priming_id
         .ok_or("the tool call's stream had no priming event (empty data with an id)")?;
-    resume_from(http, target, &priming, missed, limits).await
+    resume_from(http, resume_on, &priming, missed, limits).await
 }
 
 /// Measure 3b, one try: a `missed`-step tool call whose stream is dropped right after its
@@ -1329,6 +1380,415 @@ fn client_ceiling(events: u64) -> f64 {
     events as f64 / start.elapsed().as_secs_f64()
 }
 
+// --- replicas on Redis: the R measures -----------------------------------------------------
+
+#[path = "../tests/common/services.rs"]
+#[allow(dead_code)] // the bench starts Redis alone, not the load balancer
+mod services;
+
+/// The bench's `redis-server`, started from the servers' CPU so it runs there. `Ok(None)`:
+/// not installed. A start that fails (a panic in the harness) becomes an error.
+fn start_redis() -> Result<Option<services::RedisServer>, String> {
+    pin(|c| c.server);
+    let started = std::panic::catch_unwind(services::RedisServer::start);
+    pin(|c| c.client);
+    started.map_err(|panic| format!("redis-server did not start: {}", panic_text(&*panic)))
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// One command to the bench's Redis; a Redis that cannot be reached is an error, not a panic.
+fn redis_command(redis: &services::RedisServer, args: &[&str]) -> Result<String, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| redis.command(args)))
+        .map_err(|panic| panic_text(&*panic))
+}
+
+/// Redis's `used_memory` (bytes its allocator holds for data, clients and scripts).
+fn used_memory(redis: &services::RedisServer) -> Result<u64, String> {
+    let info = redis_command(redis, &["INFO", "memory"])?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no used_memory in INFO memory: {}", clip(&info, 200)))
+}
+
+/// One replica on the bench's Redis, `--emit-every 0` like the in-memory server it is
+/// compared with.
+fn start_replica(
+    redis: &services::RedisServer,
+    name: &str,
+    extra: &[&str],
+) -> Result<Serve, String> {
+    let url = redis.url();
+    let mut args = vec![
+        "--store",
+        url.as_str(),
+        "--replica",
+        name,
+        "--port",
+        "0",
+        "--policy",
+        "fenced",
+        "--emit-every",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    Serve::start(&args)
+}
+
+/// R2, one try: a `steps`-step call on each replica at once, each from its own client and
+/// session; both calls' progress events over the time to the later result (each call's clock
+/// starts at its send, the two sends a poll apart).
+async fn two_replica_rate(
+    calls: [(&reqwest::Client, &Target, u64); 2],
+    steps: u64,
+    limits: Limits,
+) -> Result<f64, String> {
+    let [(http_a, a, id_a), (http_b, b, id_b)] = calls;
+    let (on_a, on_b) = tokio::join!(
+        tool_call_timed(http_a, a, id_a, steps, limits),
+        tool_call_timed(http_b, b, id_b, steps, limits),
+    );
+    let (at_a, _) = on_a.map_err(|e| format!("the call on replica a: {e}"))?;
+    let (at_b, _) = on_b.map_err(|e| format!("the call on replica b: {e}"))?;
+    Ok(2.0 * steps as f64 / at_a.max(at_b).as_secs_f64())
+}
+
+/// R4's figures: Redis bytes per idle session and per retained finished call.
+struct RedisMemory {
+    baseline: u64,
+    /// `DBSIZE` after the warm-up, the idle sessions, the long calls and the short calls.
+    keys: [u64; 4],
+    per_idle_session: f64,
+    per_long_call: f64,
+    per_short_call: f64,
+}
+
+/// R4: an emptied Redis and a fresh replica that keeps finished calls for 10 minutes (so none
+/// expires while counted); `used_memory` before and after idle sessions, then after finished
+/// calls of 1,000 and of 10 steps, each read to its end. A warm-up session and two calls come
+/// first, so the scripts' cache is in the baseline.
+async fn redis_memory(
+    http: &reqwest::Client,
+    redis: &services::RedisServer,
+    sizes: Sizes,
+    id: &mut impl FnMut() -> u64,
+) -> Result<RedisMemory, String> {
+    const LONG: u64 = 1_000;
+    const SHORT: u64 = 10;
+    redis_command(redis, &["FLUSHALL"])?;
+    let mut serve = start_replica(redis, "m", &["--retention-ms", "600000"])?;
+    let limits = sizes.limits;
+    let result = async {
+        let target = open_session(http, &serve.url()).await?;
+        for steps in [SHORT, LONG] {
+            tool_call_timed(http, &target, id(), steps, limits).await?;
+        }
+        let keys = || -> Result<u64, String> {
+            let n = redis_command(redis, &["DBSIZE"])?;
+            n.parse().map_err(|_| format!("DBSIZE answered {n:?}"))
+        };
+        let baseline = used_memory(redis)?;
+        let keys_baseline = keys()?;
+        for _ in 0..sizes.idle_sessions {
+            open_session(http, &serve.url()).await?;
+        }
+        let after_sessions = used_memory(redis)?;
+        let keys_sessions = keys()?;
+        for _ in 0..sizes.retained_long_calls {
+            tool_call_timed(http, &target, id(), LONG, limits).await?;
+        }
+        let after_long = used_memory(redis)?;
+        let keys_long = keys()?;
+        for _ in 0..sizes.retained_short_calls {
+            tool_call_timed(http, &target, id(), SHORT, limits).await?;
+        }
+        let after_short = used_memory(redis)?;
+        let keys_short = keys()?;
+        let per = |after: u64, before: u64, count: u64| {
+            (after as f64 - before as f64) / count.max(1) as f64
+        };
+        Ok(RedisMemory {
+            baseline,
+            keys: [keys_baseline, keys_sessions, keys_long, keys_short],
+            per_idle_session: per(after_sessions, baseline, sizes.idle_sessions),
+            per_long_call: per(after_long, after_sessions, sizes.retained_long_calls),
+            per_short_call: per(after_short, after_long, sizes.retained_short_calls),
+        })
+    }
+    .await;
+    result.map_err(|e| serve.explain(e))
+}
+
+/// The R rows; `skipped` says why there are none.
+#[derive(Default)]
+struct RedisReport {
+    rows: Vec<Row>,
+    skipped: Option<String>,
+    /// Body bytes of one R3 replay from the other replica.
+    resume_bytes: Option<u64>,
+}
+
+/// R1–R4 on a `redis-server` of their own. `in_memory_rate` is measure 1's forkscope figure
+/// and `in_memory_resume` measure 3's samples, both of this run.
+async fn redis_measures(
+    http: &reqwest::Client,
+    sizes: Sizes,
+    in_memory_rate: Option<f64>,
+    in_memory_resume: &ResumeSamples,
+    id: &mut impl FnMut() -> u64,
+    warnings: &mut Vec<String>,
+) -> RedisReport {
+    let limits = sizes.limits;
+    let steps = sizes.progress_steps;
+    let missed = sizes.missed;
+    let tries = sizes.resume_tries;
+    let mut rate = Row::new(
+        "redis_tool_call_progress_events_per_s",
+        format!(
+            "R1 tool-call progress on Redis, one replica, events/s ({steps} steps, best of {})",
+            sizes.best_of
+        ),
+        "events/s",
+        "Redis ≥ 0.25 × in-memory",
+    );
+    rate.bare = in_memory_rate;
+    let mut pair = Row::new(
+        "redis_two_replicas_events_per_s",
+        format!(
+            "R2 2 replicas, 2 clients at once, a {steps}-step call each, aggregate events/s (best of {})",
+            sizes.best_of
+        ),
+        "events/s",
+        "— (reported)",
+    );
+    pair.bare = in_memory_rate;
+    let mut elsewhere = ResumeSamples::default();
+    elsewhere.first[0] = in_memory_resume.first[1].clone();
+    elsewhere.all[0] = in_memory_resume.all[1].clone();
+    elsewhere.bytes[0] = in_memory_resume.bytes[1];
+    let mut per_session = Row::new(
+        "redis_bytes_per_idle_session",
+        format!(
+            "R4 Redis used_memory per idle session (initialize + initialized, {} sessions)",
+            sizes.idle_sessions
+        ),
+        "bytes",
+        "— (reported)",
+    );
+    let mut per_long = Row::new(
+        "redis_bytes_per_retained_call_1000",
+        format!(
+            "R4 Redis used_memory per retained finished call of 1,000 steps ({} calls)",
+            sizes.retained_long_calls
+        ),
+        "bytes",
+        "— (reported)",
+    );
+    let mut per_short = Row::new(
+        "redis_bytes_per_retained_call_10",
+        format!(
+            "R4 Redis used_memory per retained finished call of 10 steps ({} calls)",
+            sizes.retained_short_calls
+        ),
+        "bytes",
+        "— (reported)",
+    );
+
+    let redis = match start_redis() {
+        Ok(Some(redis)) => Ok(redis),
+        Ok(None) if sizes.quick => {
+            return RedisReport {
+                skipped: Some("redis-server is not installed".to_owned()),
+                ..RedisReport::default()
+            };
+        }
+        Ok(None) => Err("redis-server is not installed (a full run needs it)".to_owned()),
+        Err(e) => Err(e),
+    };
+    let redis = match redis {
+        Ok(redis) => redis,
+        Err(e) => {
+            for row in [
+                &mut rate,
+                &mut pair,
+                &mut per_session,
+                &mut per_long,
+                &mut per_short,
+            ] {
+                row.fail(e.clone());
+            }
+            elsewhere.error = Some(e);
+            return RedisReport {
+                rows: redis_rows(
+                    rate,
+                    pair,
+                    &elsewhere,
+                    missed,
+                    tries,
+                    [per_session, per_long, per_short],
+                ),
+                ..RedisReport::default()
+            };
+        }
+    };
+
+    // R1, R2, R3: replicas a and b on one Redis.
+    let mut a = start_replica(&redis, "a", &[]);
+    let mut b = start_replica(&redis, "b", &[]);
+    let session_a = match &mut a {
+        Ok(a) => {
+            let session = open_session(http, &a.url()).await;
+            session.map_err(|e| a.explain(e))
+        }
+        Err(e) => Err(e.clone()),
+    };
+    for _ in 0..sizes.best_of {
+        let Ok(target) = &session_a else { break };
+        if rate.error.is_some() {
+            break;
+        }
+        match tool_call_rate(http, target, id(), steps, limits).await {
+            Ok((r, _)) => rate.forkscope_samples.push(r),
+            Err(e) => {
+                let e = a.as_mut().map_or(e.clone(), |a| a.explain(e));
+                rate.fail(format!("replica a: {e}"));
+            }
+        }
+    }
+    if let Err(e) = &session_a {
+        rate.fail(format!("replica a: {e}"));
+    }
+
+    // R2: a session per client, each on its replica, each client its own connections.
+    let clients = [http_client(), http_client()];
+    let pair_sessions = match (&a, &b) {
+        (Ok(a), Ok(b)) => {
+            let on_a = open_session(&clients[0], &a.url()).await;
+            let on_b = open_session(&clients[1], &b.url()).await;
+            on_a.and_then(|on_a| on_b.map(|on_b| (on_a, on_b)))
+        }
+        (Err(e), _) => Err(format!("replica a: {e}")),
+        (_, Err(e)) => Err(format!("replica b: {e}")),
+    };
+    match &pair_sessions {
+        Ok((on_a, on_b)) => {
+            for _ in 0..sizes.best_of {
+                let calls = [(&clients[0], on_a, id()), (&clients[1], on_b, id())];
+                match two_replica_rate(calls, steps, limits).await {
+                    Ok(r) => pair.forkscope_samples.push(r),
+                    Err(e) => {
+                        pair.fail(e);
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => pair.fail(e.clone()),
+    }
+
+    // R3: the call on a read whole, the resume on b, in the same session.
+    match (&session_a, &b) {
+        (Ok(on_a), Ok(b)) => {
+            let on_b = Target {
+                url: b.url(),
+                session: on_a.session.clone(),
+            };
+            for _ in 0..tries {
+                let outcome = resume_try(http, on_a, &on_b, id(), missed, limits).await;
+                let failed = outcome.is_err();
+                elsewhere.note(1, outcome, "on Redis, call on a, resume on b", warnings);
+                if failed {
+                    break;
+                }
+            }
+        }
+        (Err(e), _) => elsewhere.error = Some(format!("replica a: {e}")),
+        (_, Err(e)) => elsewhere.error = Some(format!("replica b: {e}")),
+    }
+    if let (Some(e), Ok(b)) = (&mut elsewhere.error, &mut b) {
+        *e = b.explain(std::mem::take(e));
+    }
+    let resume_bytes = elsewhere.bytes[1];
+    drop((a, b));
+
+    // R4: Redis memory, on an emptied Redis.
+    match redis_memory(http, &redis, sizes, id).await {
+        Ok(m) => {
+            per_session.forkscope = Some(m.per_idle_session);
+            per_long.forkscope = Some(m.per_long_call);
+            per_short.forkscope = Some(m.per_short_call);
+            let [k0, k1, k2, k3] = m.keys;
+            warnings.push(format!(
+                "Redis memory: used_memory {} bytes and {k0} keys after the warm-up (one session, \
+                 two calls); keys +{} for the idle sessions, +{} for the 1,000-step calls, +{} for \
+                 the 10-step calls",
+                m.baseline,
+                k1 - k0,
+                k2 - k1,
+                k3 - k2,
+            ));
+        }
+        Err(e) => {
+            for row in [&mut per_session, &mut per_long, &mut per_short] {
+                row.fail(e.clone());
+            }
+        }
+    }
+    drop(redis);
+
+    rate.forkscope = best(&rate.forkscope_samples);
+    rate.compare(Some(|r| r >= 0.25));
+    pair.forkscope = best(&pair.forkscope_samples);
+    pair.compare(None);
+    RedisReport {
+        rows: redis_rows(
+            rate,
+            pair,
+            &elsewhere,
+            missed,
+            tries,
+            [per_session, per_long, per_short],
+        ),
+        skipped: None,
+        resume_bytes,
+    }
+}
+
+fn redis_rows(
+    rate: Row,
+    pair: Row,
+    elsewhere: &ResumeSamples,
+    missed: u64,
+    tries: usize,
+    memory: [Row; 3],
+) -> Vec<Row> {
+    let resume = elsewhere.rows(
+        [
+            "redis_resume_elsewhere_first_event_p50_ms",
+            "redis_resume_elsewhere_first_event_p99_ms",
+            "redis_resume_elsewhere_result_p50_ms",
+            "redis_resume_elsewhere_result_p99_ms",
+        ],
+        format!(
+            "R3 resume of a finished {missed}-step call on the other replica: first event p50 ({tries} tries)"
+        ),
+        missed,
+        None,
+        ("Redis ≤ 3 × in-memory", |r| r <= 3.0),
+    );
+    [vec![rate, pair], resume, memory.into()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 // --- results --------------------------------------------------------------------------------
 
 #[derive(Debug, Default)]
@@ -1374,19 +1834,27 @@ impl Row {
     }
 
     fn json(&self) -> Value {
-        json!({
-            "key": self.key,
-            "measure": self.label,
-            "unit": self.unit,
-            "bare_axum": self.bare,
-            "forkscope": self.forkscope,
-            "ratio_forkscope_over_bare": self.ratio,
-            "target": self.target,
-            "met": self.met,
-            "error": self.error,
-            "bare_samples": self.bare_samples,
-            "forkscope_samples": self.forkscope_samples,
-        })
+        self.json_named("bare_axum", "forkscope")
+    }
+
+    /// The row with its two columns named: what the baseline and the measured server are.
+    fn json_named(&self, baseline: &str, measured: &str) -> Value {
+        let mut row = serde_json::Map::new();
+        row.insert("key".into(), json!(self.key));
+        row.insert("measure".into(), json!(self.label));
+        row.insert("unit".into(), json!(self.unit));
+        row.insert(baseline.into(), json!(self.bare));
+        row.insert(measured.into(), json!(self.forkscope));
+        row.insert(
+            format!("ratio_{measured}_over_{baseline}"),
+            json!(self.ratio),
+        );
+        row.insert("target".into(), json!(self.target));
+        row.insert("met".into(), json!(self.met));
+        row.insert("error".into(), json!(self.error));
+        row.insert(format!("{baseline}_samples"), json!(self.bare_samples));
+        row.insert(format!("{measured}_samples"), json!(self.forkscope_samples));
+        Value::Object(row)
     }
 }
 
@@ -1409,7 +1877,11 @@ fn ms(samples: &[Duration]) -> Vec<f64> {
     samples.iter().map(|d| d.as_secs_f64() * 1_000.0).collect()
 }
 
-/// The samples of measure 3 or 3b, each try's bare and forkscope resume side by side.
+/// A target as shown, and the check of a ratio against it.
+type RatioTarget = (&'static str, fn(f64) -> bool);
+
+/// The samples of measure 3 or 3b, each try's bare and forkscope resume side by side (R3: the
+/// in-memory server's, from measure 3, and the other replica's on Redis).
 #[derive(Default)]
 struct ResumeSamples {
     /// First replayed event, then all + result: [bare, forkscope].
@@ -1452,10 +1924,10 @@ impl ResumeSamples {
         keys: [&'static str; 4],
         label: String,
         missed: u64,
-        first_target: (&'static str, fn(f64) -> bool),
-        all_target: (&'static str, fn(f64) -> bool),
+        first_target: Option<RatioTarget>,
+        all_target: RatioTarget,
     ) -> Vec<Row> {
-        let mut first_p50 = Row::new(keys[0], label, "ms", first_target.0);
+        let mut first_p50 = Row::new(keys[0], label, "ms", first_target.map_or("—", |t| t.0));
         let mut first_p99 = Row::new(
             keys[1],
             "  … first replayed event p99".to_owned(),
@@ -1488,7 +1960,7 @@ impl ResumeSamples {
             row.bare_samples = ms(&samples[0]);
             row.forkscope_samples = ms(&samples[1]);
         }
-        first_p50.compare(Some(first_target.1));
+        first_p50.compare(first_target.map(|t| t.1));
         all_p50.compare(Some(all_target.1));
         first_p99.compare(None);
         all_p99.compare(None);
@@ -1503,6 +1975,7 @@ struct Report {
     client_ceiling: f64,
     /// Body bytes of one resume's replay: bare, forkscope.
     resume_bytes: [Option<u64>; 2],
+    redis: RedisReport,
     warnings: Vec<String>,
 }
 
@@ -1547,7 +2020,11 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr, bare_ended: Ended) -> Report {
         progress.fail(format!("forkscope: {e}"));
     }
 
-    let best_of = if sizes.only_resume { 0 } else { sizes.best_of };
+    let best_of = if sizes.only == Only::Resume {
+        0
+    } else {
+        sizes.best_of
+    };
     for _ in 0..best_of {
         match tool_call_rate(&http, &bare, id(), steps, limits).await {
             Ok((rate, _)) => progress.bare_samples.push(rate),
@@ -1577,17 +2054,18 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr, bare_ended: Ended) -> Report {
     // 3: the whole call read before the resume (the pooled connection is reused).
     let mut read_whole = ResumeSamples::default();
     for _ in 0..tries {
-        let bare_try = resume_try(&http, &bare, id(), missed, limits).await;
+        let bare_try = resume_try(&http, &bare, &bare, id(), missed, limits).await;
         read_whole.note(0, bare_try, "bare", &mut warnings);
         if let (Ok(target), None) = (&session, &read_whole.error) {
-            let fork_try = resume_try(&http, target, id(), missed, limits).await;
+            let fork_try = resume_try(&http, target, target, id(), missed, limits).await;
             read_whole.note(1, fork_try, "forkscope", &mut warnings);
         }
     }
     // 3b: a real break — the call's stream dropped after its priming event.
     let mut after_break = ResumeSamples::default();
     let fork_ended = server.as_ref().map(|s| s.ended.clone());
-    for _ in 0..tries {
+    let break_tries = if sizes.only == Only::Redis { 0 } else { tries };
+    for _ in 0..break_tries {
         let bare_try = resume_after_break(&http, &bare, &bare_ended, id(), missed, limits).await;
         after_break.note(0, bare_try, "bare", &mut warnings);
         if let (Ok(target), Some(ended), None) = (&session, &fork_ended, &after_break.error) {
@@ -1613,7 +2091,7 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr, bare_ended: Ended) -> Report {
         ],
         format!("3 resume after {missed} missed, call read whole: first event p50 ({tries} tries)"),
         missed,
-        ("forkscope ≤ 1.5 × bare", |r| r <= 1.5),
+        Some(("forkscope ≤ 1.5 × bare", |r| r <= 1.5)),
         ("forkscope ≤ 1.5 × bare", |r| r <= 1.5),
     );
     resume_rows.extend(after_break.rows(
@@ -1627,17 +2105,41 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr, bare_ended: Ended) -> Report {
             "3b the same after a break (dropped after priming): first event p50 ({tries} tries)"
         ),
         missed,
-        ("forkscope ≤ 1.5 × bare", |r| r <= 1.5),
+        Some(("forkscope ≤ 1.5 × bare", |r| r <= 1.5)),
         ("forkscope ≤ 1.1 × bare", |r| r <= 1.1),
     ));
-    drop(server); // kills it: measure 2 gets the machine to itself
-    if sizes.only_resume {
+    drop(server); // kills it: the measures after get the machine to themselves
+    if sizes.only == Only::Resume {
         return Report {
             sizes,
             rows: resume_rows,
             idle: None,
             client_ceiling: client_ceiling(sizes.progress_steps),
             resume_bytes,
+            redis: RedisReport::default(),
+            warnings,
+        };
+    }
+
+    // --- R1–R4: replicas on Redis, against measures 1 and 3 just taken ----------------------
+    let redis = redis_measures(
+        &http,
+        sizes,
+        progress.forkscope,
+        &read_whole,
+        &mut id,
+        &mut warnings,
+    )
+    .await;
+    if sizes.only == Only::Redis {
+        resume_rows.truncate(4); // 3b did not run
+        return Report {
+            sizes,
+            rows: std::iter::once(progress).chain(resume_rows).collect(),
+            idle: None,
+            client_ceiling: client_ceiling(sizes.progress_steps),
+            resume_bytes,
+            redis,
             warnings,
         };
     }
@@ -1781,6 +2283,7 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr, bare_ended: Ended) -> Report {
         idle,
         client_ceiling: client_ceiling(sizes.progress_steps),
         resume_bytes,
+        redis,
         warnings,
     }
 }
@@ -1788,7 +2291,7 @@ async fn run(sizes: Sizes, bare_addr: SocketAddr, bare_ended: Ended) -> Report {
 fn number(value: Option<f64>, unit: &str) -> String {
     match value {
         None => "—".to_owned(),
-        Some(v) if unit == "events/s" => {
+        Some(v) if unit == "events/s" || unit == "bytes" => {
             let n = v.round() as u64;
             let s = n.to_string();
             let mut out = String::new();
@@ -1818,11 +2321,56 @@ fn print_table(report: &Report) {
             c.client.id, c.server.id
         ))
     );
+    print_rows(&report.rows, ["bare axum", "forkscope"]);
+    if let Some(idle) = &report.idle {
+        println!(
+            "    idle: {:.0} ms of CPU in {:.1} s; {} bytes arrived on the open GET stream meanwhile",
+            idle.cpu_ms, idle.seconds, idle.bytes_on_get
+        );
+    }
+    if let [Some(bare), Some(forkscope)] = report.resume_bytes {
+        println!(
+            "    resume: one replay of {} + result is {bare} bytes from bare, {forkscope} bytes from forkscope",
+            sizes.missed
+        );
+    }
+    if sizes.only != Only::Resume {
+        println!();
+        println!(
+            "replicas on Redis vs the in-memory forkscope serve above — each replica and redis-server {}",
+            cpus().map_or("not pinned (one CPU)".to_owned(), |c| format!(
+                "pinned to CPU {} with the servers",
+                c.server.id
+            ))
+        );
+        match &report.redis.skipped {
+            Some(why) => println!("    skipped: {why}"),
+            None => print_rows(&report.redis.rows, ["in-memory", "on Redis"]),
+        }
+        if let Some(bytes) = report.redis.resume_bytes {
+            println!(
+                "    R3: one replay of {} + result is {bytes} bytes from the other replica",
+                sizes.missed
+            );
+        }
+    }
+    println!(
+        "client ceiling (forkscope's SSE parser + classifier alone, in memory, {} events): {} events/s",
+        sizes.progress_steps,
+        number(Some(report.client_ceiling), "events/s")
+    );
+    for w in &report.warnings {
+        println!("warning: {w}");
+    }
+}
+
+/// Rows under a header naming the two columns compared.
+fn print_rows(rows: &[Row], columns: [&str; 2]) {
     println!(
         "{:<88} {:>14} {:>14} {:>8}  target",
-        "measure", "bare axum", "forkscope", "ratio"
+        "measure", columns[0], columns[1], "ratio"
     );
-    for row in &report.rows {
+    for row in rows {
         let verdict = match row.met {
             Some(true) => " ✔",
             Some(false) => " ✘",
@@ -1845,26 +2393,6 @@ fn print_table(report: &Report) {
             println!("    FAILED: {e}");
         }
     }
-    if let Some(idle) = &report.idle {
-        println!(
-            "    idle: {:.0} ms of CPU in {:.1} s; {} bytes arrived on the open GET stream meanwhile",
-            idle.cpu_ms, idle.seconds, idle.bytes_on_get
-        );
-    }
-    if let [Some(bare), Some(forkscope)] = report.resume_bytes {
-        println!(
-            "    resume: one replay of {} + result is {bare} bytes from bare, {forkscope} bytes from forkscope",
-            sizes.missed
-        );
-    }
-    println!(
-        "client ceiling (forkscope's SSE parser + classifier alone, in memory, {} events): {} events/s",
-        sizes.progress_steps,
-        number(Some(report.client_ceiling), "events/s")
-    );
-    for w in &report.warnings {
-        println!("warning: {w}");
-    }
 }
 
 fn write_json(report: &Report) -> Result<PathBuf, String> {
@@ -1881,8 +2409,17 @@ fn write_json(report: &Report) -> Result<PathBuf, String> {
             "resume_tries": sizes.resume_tries,
             "resume_missed": sizes.missed,
             "idle_seconds": sizes.idle.as_secs_f64(),
+            "redis_idle_sessions": sizes.idle_sessions,
+            "redis_retained_calls_1000_steps": sizes.retained_long_calls,
+            "redis_retained_calls_10_steps": sizes.retained_short_calls,
         },
         "measures": report.rows.iter().map(Row::json).collect::<Vec<_>>(),
+        "redis": {
+            "measures": report.redis.rows.iter().map(|r| r.json_named("in_memory", "redis")).collect::<Vec<_>>(),
+            "skipped": report.redis.skipped,
+            "resume_replay_bytes": report.redis.resume_bytes,
+            "redis_server_cpu": cpus().map(|c| c.server.id),
+        },
         "idle": report.idle.as_ref().map(|i| json!({
             "cpu_percent": i.cpu_percent,
             "cpu_ms": i.cpu_ms,
@@ -1892,15 +2429,17 @@ fn write_json(report: &Report) -> Result<PathBuf, String> {
         "client_ceiling_events_per_s": report.client_ceiling,
         "resume_replay_bytes": { "bare_axum": report.resume_bytes[0], "forkscope": report.resume_bytes[1] },
         "warnings": report.warnings,
-        "failed": report.rows.iter().any(|r| r.error.is_some()),
+        "failed": report.rows.iter().chain(&report.redis.rows).any(|r| r.error.is_some()),
     });
     // The target directory: the one holding the profile directory of the binary under test.
     let target_dir = std::path::Path::new(env!("CARGO_BIN_EXE_forkscope"))
         .parent()
         .and_then(|profile| profile.parent())
         .ok_or("no target directory")?;
-    let name = if sizes.only_resume {
+    let name = if sizes.only == Only::Resume {
         "bench-serve.resume.json"
+    } else if sizes.only == Only::Redis {
+        "bench-serve.redis.json"
     } else if sizes.quick {
         "bench-serve.quick.json"
     } else {
@@ -1934,7 +2473,12 @@ fn main() -> ExitCode {
         Ok(path) => println!("results written to {}", path.display()),
         Err(e) => eprintln!("bench: cannot write the JSON results: {e}"),
     }
-    if report.rows.iter().any(|r| r.error.is_some()) {
+    if report
+        .rows
+        .iter()
+        .chain(&report.redis.rows)
+        .any(|r| r.error.is_some())
+    {
         eprintln!("bench: at least one measure FAILED (see above)");
         return ExitCode::FAILURE;
     }
