@@ -79,6 +79,7 @@ both_stores!(
     a_blocked_read_wakes_on_an_append(2_000),
     a_finished_stream_takes_nothing_more(2_000),
     the_log_is_capped(2_000),
+    a_replay_read_carries_its_record(2_000),
 );
 
 async fn open(b: &Backend) -> SessionKey {
@@ -426,4 +427,68 @@ async fn the_log_is_capped(b: Backend) {
             );
         }
     }
+}
+
+async fn a_replay_read_carries_its_record(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &standalone("a", None))
+        .await
+        .unwrap()
+        .unwrap();
+    let w = Writer::Epoch {
+        epoch: 1,
+        name: "a",
+        background: None,
+    };
+    // Data with the packing's own separators in it comes back whole.
+    let odd = vec![
+        "12 34\nnot a header".to_owned(),
+        String::new(),
+        "é ✓".to_owned(),
+    ];
+    let mut all = events(2_000);
+    all.extend(odd.clone());
+    for chunk in all.chunks(500) {
+        b.store
+            .append(&session, s, w, chunk, false)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let (snapshot, got) = b
+        .store
+        .replay(&session, s, 1_990, 1_024)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snapshot.record.high_water, 2_003);
+    assert_eq!(snapshot.record.epoch, 1);
+    assert_eq!(got.first().map(|e| e.0), Some(1_991));
+    assert_eq!(got.len(), 13);
+    let tail: Vec<String> = got[10..].iter().map(|e| e.1.clone()).collect();
+    assert_eq!(tail, odd);
+    let (_, batch) = b
+        .store
+        .replay(&session, s, 0, 1_024)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(batch.len(), 1_024, "at most the batch asked for");
+    assert_eq!(batch[1_023].0, 1_024);
+    let (_, none) = b
+        .store
+        .replay(&session, s, 2_003, 1_024)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(none.is_empty());
+    assert!(
+        b.store
+            .replay(&session, StreamId(9), 0, 10)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

@@ -243,6 +243,33 @@ impl MemoryStore {
         }))
     }
 
+    pub async fn replay(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Option<(Snapshot, Events)>, StoreError> {
+        let Some(snapshot) = self.snapshot(key, stream).await? else {
+            return Ok(None);
+        };
+        let now = self.now_ms();
+        let mut sessions = self.lock();
+        let s = self.stream_mut(&mut sessions, key, stream, now)?;
+        // The log holds consecutive sequences: the first event after `after` is found by index.
+        let skip = s
+            .log
+            .front()
+            .map_or(0, |(first, _)| (after + 1).saturating_sub(*first) as usize);
+        let events = s.log.iter().skip(skip).take(max).cloned().collect();
+        // Read under the same lock as the events, so the epoch and the events agree.
+        let mut snapshot = snapshot;
+        snapshot.record.epoch = s.epoch;
+        snapshot.record.state = s.state;
+        snapshot.record.high_water = s.high_water;
+        Ok(Some((snapshot, events)))
+    }
+
     fn stream_mut<'a>(
         &self,
         sessions: &'a mut HashMap<SessionKey, Session>,
@@ -400,13 +427,11 @@ impl MemoryStore {
                 let now = self.now_ms();
                 let mut sessions = self.lock();
                 let s = self.stream_mut(&mut sessions, key, stream, now)?;
-                let events: Events = s
+                let skip = s
                     .log
-                    .iter()
-                    .skip_while(|(seq, _)| *seq <= after)
-                    .take(max)
-                    .cloned()
-                    .collect();
+                    .front()
+                    .map_or(0, |(first, _)| (after + 1).saturating_sub(*first) as usize);
+                let events: Events = s.log.iter().skip(skip).take(max).cloned().collect();
                 if !events.is_empty() {
                     return Ok(events);
                 }

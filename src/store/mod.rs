@@ -246,6 +246,18 @@ impl Store {
         dispatch!(self, s => s.snapshot(session, stream).await)
     }
 
+    /// The stream's record and up to `max` events after `after`, at one instant, in one round
+    /// trip: what a delivery checks its epoch on and writes. Does not wait for events.
+    pub async fn replay(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Option<(Snapshot, Events)>, StoreError> {
+        dispatch!(self, s => s.replay(session, stream, after, max).await)
+    }
+
     /// A resume: bumps the stream epoch from `expect`, naming `owner` the holder.
     pub async fn attach(
         &self,

@@ -34,6 +34,7 @@ struct Scripts {
     attach: Script,
     adopt: Script,
     append: Script,
+    replay: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -43,6 +44,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     attach: Script::new(include_str!("lua/attach.lua")),
     adopt: Script::new(include_str!("lua/adopt.lua")),
     append: Script::new(include_str!("lua/append.lua")),
+    replay: Script::new(include_str!("lua/replay.lua")),
 });
 
 /// Why `--store redis://…` could not be used at start.
@@ -290,6 +292,45 @@ impl RedisStore {
         }
     }
 
+    /// The stream's record and up to `max` events after `after`, read at one instant.
+    pub async fn replay(
+        &self,
+        session: &SessionKey,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Option<(Snapshot, Events)>, StoreError> {
+        let mut conn = self.conn();
+        let reply: Value = SCRIPTS
+            .replay
+            .key(meta(session))
+            .key(stream_key(session, stream))
+            .key(log_key(session, stream))
+            .arg(after)
+            .arg(max)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let Value::Array(parts) = reply else {
+            return Err(corrupt("replay reply", &reply));
+        };
+        match parts.as_slice() {
+            [Value::Int(-1)] => Err(StoreError::SessionGone),
+            [Value::Int(0), _] => Ok(None),
+            [
+                Value::Int(1),
+                Value::Int(now),
+                oldest,
+                Value::Array(fields),
+                Value::BulkString(packed),
+            ] => {
+                let snapshot = read_record(stream, *now as u64, oldest, fields)?;
+                Ok(Some((snapshot, unpack(packed)?)))
+            }
+            _ => Err(corrupt("replay reply", &parts)),
+        }
+    }
+
     pub async fn attach(
         &self,
         session: &SessionKey,
@@ -500,6 +541,32 @@ fn ints_and_text(v: &Value) -> Option<Vec<(i64, String)>> {
             other => text(other).map(|t| (0, t)),
         })
         .collect()
+}
+
+/// Events as `replay.lua` packs them: `SEQ LEN\n` and LEN bytes of data, one after another.
+fn unpack(mut packed: &[u8]) -> Result<Events, StoreError> {
+    let mut events = Vec::new();
+    while !packed.is_empty() {
+        let bad = || {
+            corrupt(
+                "packed events",
+                &String::from_utf8_lossy(&packed[..packed.len().min(64)]),
+            )
+        };
+        let newline = packed.iter().position(|b| *b == b'\n').ok_or_else(bad)?;
+        let head = std::str::from_utf8(&packed[..newline]).map_err(|_| bad())?;
+        let (seq, len) = head.split_once(' ').ok_or_else(bad)?;
+        let (seq, len): (u64, usize) = (
+            seq.parse().map_err(|_| bad())?,
+            len.parse().map_err(|_| bad())?,
+        );
+        let rest = &packed[newline + 1..];
+        let data = rest.get(..len).ok_or_else(bad)?;
+        let data = String::from_utf8(data.to_vec()).map_err(|_| bad())?;
+        events.push((seq, data));
+        packed = &rest[len..];
+    }
+    Ok(events)
 }
 
 /// `SEQ-1`, as the append script spells entry ids.

@@ -22,8 +22,10 @@ use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
 
-/// Events read and written per batch.
+/// Events read and written per batch by a naive delivery's replay.
 const BATCH: usize = 256;
+/// Events a fenced delivery reads and writes at once, with the record they were read with.
+const REPLAY_BATCH: usize = 1_024;
 /// Batches queued for a slow client before the delivery waits for it.
 const QUEUE: usize = 16;
 
@@ -130,18 +132,21 @@ async fn fenced(
     tx: &mpsc::Sender<Bytes>,
 ) -> Result<(), Ended> {
     let epoch = delivery.epoch.unwrap_or_default();
-    let mut reader: Reader = replica.store.reader().await?;
     prime(delivery, tx).await?;
+    // Opened only once the delivery has caught up: a replay of a finished call never needs one.
+    let mut waiter: Option<Reader> = None;
     let mut after = delivery.after;
     loop {
         if tx.is_closed() {
             return Err(Ended::ClientGone);
         }
-        let events = reader
-            .read(&delivery.session, delivery.stream, after, BATCH)
-            .await?;
-        // Every hand-off, replay and live alike, is checked against the epoch first.
-        let snapshot = read_record(replica, delivery).await?;
+        // Every hand-off, replay and live alike, comes with the record it was read with, and
+        // is checked against the epoch first.
+        let (snapshot, events) = replica
+            .store
+            .replay(&delivery.session, delivery.stream, after, REPLAY_BATCH)
+            .await?
+            .ok_or(Ended::Gone)?;
         let record = &snapshot.record;
         if record.epoch != epoch {
             replica
@@ -166,11 +171,20 @@ async fn fenced(
         if record.state == RecordState::Finished && after >= record.high_water {
             return Ok(());
         }
-        if events.is_empty()
-            && let Some(lease) = adoptable(replica.policy, record)
-        {
+        if !events.is_empty() {
+            continue;
+        }
+        if let Some(lease) = adoptable(replica.policy, record) {
             adopt(replica, delivery, &snapshot, lease).await?;
         }
+        // Caught up: wait for the next event (or READ_BLOCK), then read it with its record.
+        let reader = match &mut waiter {
+            Some(reader) => reader,
+            None => waiter.insert(replica.store.reader().await?),
+        };
+        reader
+            .read(&delivery.session, delivery.stream, after, 1)
+            .await?;
     }
 }
 
