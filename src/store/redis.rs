@@ -34,7 +34,6 @@ struct Scripts {
     attach: Script,
     adopt: Script,
     append: Script,
-    replay: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -44,7 +43,6 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     attach: Script::new(include_str!("lua/attach.lua")),
     adopt: Script::new(include_str!("lua/adopt.lua")),
     append: Script::new(include_str!("lua/append.lua")),
-    replay: Script::new(include_str!("lua/replay.lua")),
 });
 
 /// Why `--store redis://…` could not be used at start.
@@ -292,7 +290,9 @@ impl RedisStore {
         }
     }
 
-    /// The stream's record and up to `max` events after `after`, read at one instant.
+    /// The stream's record and up to `max` events after `after`, read at one instant: one
+    /// `MULTI`/`EXEC` of native reads (no script: Lua would copy every entry twice), sent as
+    /// one batch, so nothing runs between them and no `WATCH` is needed.
     pub async fn replay(
         &self,
         session: &SessionKey,
@@ -301,34 +301,49 @@ impl RedisStore {
         max: usize,
     ) -> Result<Option<(Snapshot, Events)>, StoreError> {
         let mut conn = self.conn();
-        let reply: Value = SCRIPTS
-            .replay
-            .key(meta(session))
-            .key(stream_key(session, stream))
-            .key(log_key(session, stream))
-            .arg(after)
-            .arg(max)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
-        let Value::Array(parts) = reply else {
-            return Err(corrupt("replay reply", &reply));
-        };
-        match parts.as_slice() {
-            [Value::Int(-1)] => Err(StoreError::SessionGone),
-            [Value::Int(0), _] => Ok(None),
-            [
-                Value::Int(1),
-                Value::Int(now),
-                oldest,
-                Value::Array(fields),
-                Value::BulkString(packed),
-            ] => {
-                let snapshot = read_record(stream, *now as u64, oldest, fields)?;
-                Ok(Some((snapshot, unpack(packed)?)))
-            }
-            _ => Err(corrupt("replay reply", &parts)),
+        let log = log_key(session, stream);
+        let (exists, fields, first, entries, time): (bool, Value, Value, Value, (u64, u64)) =
+            redis::pipe()
+                .atomic()
+                .exists(meta(session))
+                .hgetall(stream_key(session, stream))
+                .cmd("XRANGE")
+                .arg(&log)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(1)
+                .cmd("XRANGE")
+                .arg(&log)
+                .arg(format!("({after}-1"))
+                .arg("+")
+                .arg("COUNT")
+                .arg(max)
+                .cmd("TIME")
+                .query_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+        if !exists {
+            return Err(StoreError::SessionGone);
         }
+        let fields = match fields {
+            Value::Array(flat) => flat,
+            Value::Map(pairs) => pairs.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+            other => return Err(corrupt("HGETALL reply", &other)),
+        };
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let oldest = match &first {
+            Value::Array(entries) => match entries.first() {
+                Some(Value::Array(entry)) => entry.first().cloned().unwrap_or(Value::Nil),
+                _ => Value::Nil,
+            },
+            other => return Err(corrupt("XRANGE reply", other)),
+        };
+        let now_ms = time.0 * 1_000 + time.1 / 1_000;
+        let snapshot = read_record(stream, now_ms, &oldest, &fields)?;
+        Ok(Some((snapshot, entries_of(&entries)?)))
     }
 
     pub async fn attach(
@@ -541,32 +556,6 @@ fn ints_and_text(v: &Value) -> Option<Vec<(i64, String)>> {
             other => text(other).map(|t| (0, t)),
         })
         .collect()
-}
-
-/// Events as `replay.lua` packs them: `SEQ LEN\n` and LEN bytes of data, one after another.
-fn unpack(mut packed: &[u8]) -> Result<Events, StoreError> {
-    let mut events = Vec::new();
-    while !packed.is_empty() {
-        let bad = || {
-            corrupt(
-                "packed events",
-                &String::from_utf8_lossy(&packed[..packed.len().min(64)]),
-            )
-        };
-        let newline = packed.iter().position(|b| *b == b'\n').ok_or_else(bad)?;
-        let head = std::str::from_utf8(&packed[..newline]).map_err(|_| bad())?;
-        let (seq, len) = head.split_once(' ').ok_or_else(bad)?;
-        let (seq, len): (u64, usize) = (
-            seq.parse().map_err(|_| bad())?,
-            len.parse().map_err(|_| bad())?,
-        );
-        let rest = &packed[newline + 1..];
-        let data = rest.get(..len).ok_or_else(bad)?;
-        let data = String::from_utf8(data.to_vec()).map_err(|_| bad())?;
-        events.push((seq, data));
-        packed = &rest[len..];
-    }
-    Ok(events)
 }
 
 /// `SEQ-1`, as the append script spells entry ids.

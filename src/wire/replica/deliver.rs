@@ -24,7 +24,9 @@ use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
 
 /// Events read and written per batch by a naive delivery's replay.
 const BATCH: usize = 256;
-/// Events a fenced delivery reads and writes at once, with the record they were read with.
+/// Events a fenced delivery reads and writes at once, with the record they were read with: a
+/// small first batch, so the first event is out before a long replay is decoded, then larger.
+const FIRST_BATCH: usize = 64;
 const REPLAY_BATCH: usize = 1_024;
 /// Batches queued for a slow client before the delivery waits for it.
 const QUEUE: usize = 16;
@@ -136,6 +138,7 @@ async fn fenced(
     // Opened only once the delivery has caught up: a replay of a finished call never needs one.
     let mut waiter: Option<Reader> = None;
     let mut after = delivery.after;
+    let mut batch = FIRST_BATCH;
     loop {
         if tx.is_closed() {
             return Err(Ended::ClientGone);
@@ -144,7 +147,7 @@ async fn fenced(
         // is checked against the epoch first.
         let (snapshot, events) = replica
             .store
-            .replay(&delivery.session, delivery.stream, after, REPLAY_BATCH)
+            .replay(&delivery.session, delivery.stream, after, batch)
             .await?
             .ok_or(Ended::Gone)?;
         let record = &snapshot.record;
@@ -172,6 +175,7 @@ async fn fenced(
             return Ok(());
         }
         if !events.is_empty() {
+            batch = REPLAY_BATCH;
             continue;
         }
         if let Some(lease) = adoptable(replica.policy, record) {

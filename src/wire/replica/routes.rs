@@ -22,7 +22,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use forkscope_core::replica::{GetPlan, cursor_stream, decide_get};
+use forkscope_core::replica::{GetPlan, cursor_stream, decide_get, needs_standalone};
 use forkscope_core::{Policy, SessionError, StreamId, StreamKind};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
@@ -55,14 +55,20 @@ fn store_failure(id: &Value, why: StoreError) -> Response {
     }
 }
 
-/// The checks every request on a session passes: a revision this server speaks, a session id
-/// spelled as replicas spell them, and a session the store holds.
-async fn session_of(replica: &Replica, headers: &HeaderMap) -> Result<SessionKey, Response> {
+/// A revision this server speaks, and a session id spelled as replicas spell them; whether the
+/// store holds the session is asked next ([`session_of`]), or answered by the first read.
+fn session_named(headers: &HeaderMap) -> Result<SessionKey, Response> {
     check_protocol_version(headers).map_err(IntoResponse::into_response)?;
     let raw = identity_header(headers, headers::SESSION_ID)
         .map_err(IntoResponse::into_response)?
         .ok_or_else(|| Refusal::MissingSession.into_response())?;
-    let session = session_key(raw).ok_or_else(gone)?;
+    session_key(raw).ok_or_else(gone)
+}
+
+/// The checks every request on a session passes: [`session_named`], and a session the store
+/// holds.
+async fn session_of(replica: &Replica, headers: &HeaderMap) -> Result<SessionKey, Response> {
+    let session = session_named(headers)?;
     match replica.store.session_exists(&session).await {
         Ok(true) => Ok(session),
         Ok(false) => Err(gone()),
@@ -235,7 +241,9 @@ pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) 
             "GET /mcp answers text/event-stream only",
         );
     }
-    let session = match session_of(&replica, &headers).await {
+    // The session's existence is answered by the GET's first store read (a gone session is a
+    // 404 there): one round trip fewer on every resume.
+    let session = match session_named(&headers) {
         Ok(session) => session,
         Err(refused) => return refused,
     };
@@ -275,10 +283,23 @@ async fn attempt_get(
             None => Ok(None),
         }
     };
-    let standalone = read(replica.store.standalone(session).await.map_err(fail)?)
-        .await
-        .map_err(fail)?;
-    let named = read(cursor.and_then(cursor_stream)).await.map_err(fail)?;
+    let standalone = if needs_standalone(replica.policy, cursor) {
+        read(replica.store.standalone(session).await.map_err(fail)?)
+            .await
+            .map_err(fail)?
+    } else {
+        None
+    };
+    let named_stream = cursor.and_then(cursor_stream);
+    let named = read(named_stream).await.map_err(fail)?;
+    // Nothing was read (a cursor that names no stream, under fenced): ask whether the session
+    // is there, so an unknown session is a 404 before any other answer.
+    if !needs_standalone(replica.policy, cursor)
+        && named_stream.is_none()
+        && !replica.store.session_exists(session).await.map_err(fail)?
+    {
+        return Err(gone());
+    }
     let plan = decide_get(
         replica.policy,
         cursor,

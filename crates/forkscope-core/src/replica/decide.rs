@@ -38,6 +38,16 @@ pub fn cursor_stream(last_event_id: &str) -> Option<StreamId> {
         .map(|e| e.stream)
 }
 
+/// Whether [`decide_get`] reads the session's standalone stream for this GET: under fenced only
+/// a plain GET (whose new stream fences it), under naive also a bare id (which names no stream).
+/// A resume with a keyed id needs only the stream it names: one store read fewer.
+pub fn needs_standalone(policy: Policy, last_event_id: Option<&str>) -> bool {
+    match last_event_id {
+        None => true,
+        Some(raw) => policy == Policy::Naive && cursor_stream(raw).is_none(),
+    }
+}
+
 /// `named`: the record of the stream the cursor names, if the store has it. `standalone`: the
 /// session's current standalone stream, if any.
 pub fn decide_get(

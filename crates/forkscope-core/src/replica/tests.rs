@@ -180,3 +180,13 @@ fn cursor_stream_reads_the_stream_a_cursor_names() {
     assert_eq!(cursor_stream(&keyed(9, 1, 2)), Some(StreamId(9)));
     assert_eq!(cursor_stream("12"), None);
 }
+
+#[test]
+fn a_keyed_resume_reads_only_the_stream_it_names() {
+    let keyed_cursor = keyed(2, 4, 1);
+    assert!(!needs_standalone(Policy::Fenced, Some(&keyed_cursor)));
+    assert!(!needs_standalone(Policy::Fenced, Some("7")));
+    assert!(needs_standalone(Policy::Fenced, None));
+    assert!(needs_standalone(Policy::Naive, Some("7")));
+    assert!(!needs_standalone(Policy::Naive, Some(&keyed_cursor)));
+}
