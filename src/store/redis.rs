@@ -343,7 +343,7 @@ impl RedisStore {
         };
         let now_ms = time.0 * 1_000 + time.1 / 1_000;
         let snapshot = read_record(stream, now_ms, &oldest, &fields)?;
-        Ok(Some((snapshot, entries_of(&entries)?)))
+        Ok(Some((snapshot, entries_of(entries)?)))
     }
 
     pub async fn attach(
@@ -520,7 +520,7 @@ impl RedisReader {
             .query_async(&mut self.conn)
             .await
             .map_err(unavailable)?;
-        read_entries(&reply)
+        read_entries(reply)
     }
 }
 
@@ -563,43 +563,56 @@ fn entry_seq(id: &str) -> Option<u64> {
     id.strip_suffix("-1")?.parse().ok()
 }
 
-fn read_entries(reply: &Value) -> Result<Events, StoreError> {
+fn read_entries(reply: Value) -> Result<Events, StoreError> {
     let streams = match reply {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(streams) => streams,
         Value::Map(map) => {
             return map
-                .first()
+                .into_iter()
+                .next()
                 .map_or(Ok(Vec::new()), |(_, entries)| entries_of(entries));
         }
-        other => return Err(corrupt("XREAD reply", other)),
+        other => return Err(corrupt("XREAD reply", &other)),
     };
-    match streams.first() {
+    match streams.into_iter().next() {
         None => Ok(Vec::new()),
-        Some(Value::Array(pair)) if pair.len() == 2 => entries_of(&pair[1]),
-        Some(other) => Err(corrupt("XREAD reply", other)),
+        Some(Value::Array(mut pair)) if pair.len() == 2 => {
+            entries_of(pair.pop().unwrap_or(Value::Nil))
+        }
+        Some(other) => Err(corrupt("XREAD reply", &other)),
     }
 }
 
-fn entries_of(entries: &Value) -> Result<Events, StoreError> {
+/// A stream's entries as `(seq, data)`, taking the reply apart rather than copying it: a long
+/// replay is thousands of values.
+fn entries_of(entries: Value) -> Result<Events, StoreError> {
     let Value::Array(entries) = entries else {
-        return Err(corrupt("XREAD entries", entries));
+        return Err(corrupt("XRANGE entries", &entries));
     };
+    let bad = |why: &str| StoreError::Corrupt(format!("a stream entry {why}"));
     entries
-        .iter()
+        .into_iter()
         .map(|entry| {
-            let Value::Array(parts) = entry else {
-                return Err(corrupt("XREAD entry", entry));
+            let Value::Array(mut parts) = entry else {
+                return Err(bad("that is not [id, fields]"));
             };
-            let seq = parts.first().and_then(text).and_then(|id| entry_seq(&id));
-            let data = match parts.get(1) {
-                Some(Value::Array(fields)) => fields.get(1).and_then(text),
+            let (fields, id) = (parts.pop(), parts.pop());
+            let seq = match id {
+                Some(Value::BulkString(id)) => std::str::from_utf8(&id).ok().and_then(entry_seq),
+                Some(Value::SimpleString(id)) => entry_seq(&id),
+                _ => None,
+            }
+            .ok_or_else(|| bad("whose id is not SEQ-1"))?;
+            let data = match fields {
+                Some(Value::Array(mut fields)) if fields.len() == 2 => match fields.pop() {
+                    Some(Value::BulkString(data)) => String::from_utf8(data).ok(),
+                    _ => None,
+                },
                 _ => None,
             };
-            match (seq, data) {
-                (Some(seq), Some(data)) => Ok((seq, data)),
-                _ => Err(corrupt("XREAD entry", entry)),
-            }
+            data.map(|data| (seq, data))
+                .ok_or_else(|| bad("that holds no event"))
         })
         .collect()
 }
