@@ -405,7 +405,8 @@ async fn the_log_is_capped(b: Backend) {
         background: None,
     };
     let total = LOG_MAXLEN as usize + 2_000;
-    for chunk in events(total).chunks(500) {
+    // Committed as a call commits: batches of up to 64.
+    for chunk in events(total).chunks(64) {
         b.store
             .append(&session, s, w, chunk, false)
             .await
@@ -416,8 +417,8 @@ async fn the_log_is_capped(b: Backend) {
     assert_eq!(record.high_water, total as u64);
     let kept = record.high_water + 1 - record.oldest_kept;
     assert!(kept >= LOG_MAXLEN, "kept {kept}");
-    // Redis trims with `MAXLEN ~`: whole radix-tree nodes, so a little over the cap.
-    assert!(kept <= LOG_MAXLEN + 200, "kept {kept}");
+    // Redis trims whole batches: at most one batch over the cap.
+    assert!(kept < LOG_MAXLEN + 64, "kept {kept}");
     if let Some(redis) = &b.redis {
         let keys = redis.command(&["KEYS", "*"]);
         for key in keys.split_whitespace().filter(|k| k.starts_with("fs:")) {
@@ -475,8 +476,9 @@ async fn a_replay_read_carries_its_record(b: Backend) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(batch.len(), 1_024, "at most the batch asked for");
-    assert_eq!(batch[1_023].0, 1_024);
+    // At least what was asked for (Redis reads whole committed batches), in order, no gap.
+    assert!(batch.len() >= 1_024, "{}", batch.len());
+    assert!(batch.iter().enumerate().all(|(i, e)| e.0 == i as u64 + 1));
     let (_, none) = b
         .store
         .replay(&session, s, 2_003, 1_024)

@@ -18,7 +18,8 @@ use forkscope_core::StreamKind;
 use forkscope_core::replica::{StaleEpoch, StreamRecord};
 use std::time::Duration;
 
-/// Events a stream's log keeps (Redis `MAXLEN ~`): a call's 10,000 steps and its result fit.
+/// Events a stream's log keeps (on Redis, whole committed batches: up to one batch more): a
+/// call's 10,000 steps and its result fit.
 pub const LOG_MAXLEN: u64 = 10_016;
 /// Longest a blocked read waits before the reader looks at the stream's record again.
 pub const READ_BLOCK: Duration = Duration::from_millis(250);
@@ -246,8 +247,9 @@ impl Store {
         dispatch!(self, s => s.snapshot(session, stream).await)
     }
 
-    /// The stream's record and up to `max` events after `after`, at one instant, in one round
-    /// trip: what a delivery checks its epoch on and writes. Does not wait for events.
+    /// The stream's record and the events after `after`, at one instant, in one round trip:
+    /// what a delivery checks its epoch on and writes. Does not wait for events. `max` bounds
+    /// the log entries read: an event apiece in memory, a committed batch (up to 64) on Redis.
     pub async fn replay(
         &self,
         session: &SessionKey,

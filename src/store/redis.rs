@@ -283,7 +283,13 @@ impl RedisStore {
         match parts.as_slice() {
             [Value::Int(-1)] => Err(StoreError::SessionGone),
             [Value::Int(0), _] => Ok(None),
-            [Value::Int(1), Value::Int(now), oldest, Value::Array(fields)] => {
+            [
+                Value::Int(1),
+                Value::Int(now),
+                Value::Int(oldest),
+                Value::Array(fields),
+            ] => {
+                let oldest = u64::try_from(*oldest).ok();
                 Ok(Some(read_record(stream, *now as u64, oldest, fields)?))
             }
             _ => Err(corrupt("snapshot reply", &parts)),
@@ -334,16 +340,10 @@ impl RedisStore {
         if fields.is_empty() {
             return Ok(None);
         }
-        let oldest = match &first {
-            Value::Array(entries) => match entries.first() {
-                Some(Value::Array(entry)) => entry.first().cloned().unwrap_or(Value::Nil),
-                _ => Value::Nil,
-            },
-            other => return Err(corrupt("XRANGE reply", other)),
-        };
+        let oldest = entries_of(first, 0)?.first().map(|(seq, _)| *seq);
         let now_ms = time.0 * 1_000 + time.1 / 1_000;
-        let snapshot = read_record(stream, now_ms, &oldest, &fields)?;
-        Ok(Some((snapshot, entries_of(entries)?)))
+        let snapshot = read_record(stream, now_ms, oldest, &fields)?;
+        Ok(Some((snapshot, entries_of(entries, after)?)))
     }
 
     pub async fn attach(
@@ -440,10 +440,8 @@ impl RedisStore {
             .arg(done.map_or(-1, |d| d as i64))
             .arg(self.retention.finished_ms)
             .arg(self.retention.session_idle_ms)
-            .arg(background.map_or(String::new(), |n| n.to_string()));
-        for data in events {
-            invocation.arg(data);
-        }
+            .arg(background.map_or(String::new(), |n| n.to_string()))
+            .arg(pack(events));
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
@@ -520,7 +518,7 @@ impl RedisReader {
             .query_async(&mut self.conn)
             .await
             .map_err(unavailable)?;
-        read_entries(reply)
+        read_entries(reply, after)
     }
 }
 
@@ -563,7 +561,7 @@ fn entry_seq(id: &str) -> Option<u64> {
     id.strip_suffix("-1")?.parse().ok()
 }
 
-fn read_entries(reply: Value) -> Result<Events, StoreError> {
+fn read_entries(reply: Value, after: u64) -> Result<Events, StoreError> {
     let streams = match reply {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(streams) => streams,
@@ -571,56 +569,90 @@ fn read_entries(reply: Value) -> Result<Events, StoreError> {
             return map
                 .into_iter()
                 .next()
-                .map_or(Ok(Vec::new()), |(_, entries)| entries_of(entries));
+                .map_or(Ok(Vec::new()), |(_, entries)| entries_of(entries, after));
         }
         other => return Err(corrupt("XREAD reply", &other)),
     };
     match streams.into_iter().next() {
         None => Ok(Vec::new()),
         Some(Value::Array(mut pair)) if pair.len() == 2 => {
-            entries_of(pair.pop().unwrap_or(Value::Nil))
+            entries_of(pair.pop().unwrap_or(Value::Nil), after)
         }
         Some(other) => Err(corrupt("XREAD reply", &other)),
     }
 }
 
-/// A stream's entries as `(seq, data)`, taking the reply apart rather than copying it: a long
-/// replay is thousands of values.
-fn entries_of(entries: Value) -> Result<Events, StoreError> {
+/// The events of a stream's entries after `after`, taking the reply apart rather than copying
+/// it. Each entry is a batch (see [`pack`]) whose id is its last event's sequence.
+fn entries_of(entries: Value, after: u64) -> Result<Events, StoreError> {
     let Value::Array(entries) = entries else {
         return Err(corrupt("XRANGE entries", &entries));
     };
     let bad = |why: &str| StoreError::Corrupt(format!("a stream entry {why}"));
-    entries
-        .into_iter()
-        .map(|entry| {
-            let Value::Array(mut parts) = entry else {
-                return Err(bad("that is not [id, fields]"));
-            };
-            let (fields, id) = (parts.pop(), parts.pop());
-            let seq = match id {
-                Some(Value::BulkString(id)) => std::str::from_utf8(&id).ok().and_then(entry_seq),
-                Some(Value::SimpleString(id)) => entry_seq(&id),
-                _ => None,
-            }
-            .ok_or_else(|| bad("whose id is not SEQ-1"))?;
-            let data = match fields {
-                Some(Value::Array(mut fields)) if fields.len() == 2 => match fields.pop() {
-                    Some(Value::BulkString(data)) => String::from_utf8(data).ok(),
-                    _ => None,
-                },
-                _ => None,
-            };
-            data.map(|data| (seq, data))
-                .ok_or_else(|| bad("that holds no event"))
-        })
-        .collect()
+    let mut events = Vec::new();
+    for entry in entries {
+        let Value::Array(mut parts) = entry else {
+            return Err(bad("that is not [id, fields]"));
+        };
+        let (fields, id) = (parts.pop(), parts.pop());
+        let last = match id {
+            Some(Value::BulkString(id)) => std::str::from_utf8(&id).ok().and_then(entry_seq),
+            Some(Value::SimpleString(id)) => entry_seq(&id),
+            _ => None,
+        }
+        .ok_or_else(|| bad("whose id is not SEQ-1"))?;
+        let packed = match fields {
+            Some(Value::Array(mut fields)) if fields.len() == 2 => match fields.pop() {
+                Some(Value::BulkString(packed)) => packed,
+                _ => return Err(bad("that holds no batch")),
+            },
+            _ => return Err(bad("that holds no batch")),
+        };
+        unpack(&packed, last, after, &mut events).ok_or_else(|| bad("whose batch is torn"))?;
+    }
+    Ok(events)
+}
+
+/// A batch of events as one log entry: `COUNT\n`, then `LEN\n` and the data of each. One
+/// `XADD` a batch, and a replay reads a few large values instead of thousands of small ones.
+fn pack(events: &[String]) -> Vec<u8> {
+    if events.is_empty() {
+        return Vec::new();
+    }
+    let mut packed = Vec::with_capacity(events.iter().map(|e| e.len() + 8).sum::<usize>() + 8);
+    packed.extend_from_slice(format!("{}\n", events.len()).as_bytes());
+    for data in events {
+        packed.extend_from_slice(format!("{}\n", data.len()).as_bytes());
+        packed.extend_from_slice(data.as_bytes());
+    }
+    packed
+}
+
+/// Reads a batch whose last event is `last`, keeping the events after `after`.
+fn unpack(mut packed: &[u8], last: u64, after: u64, out: &mut Events) -> Option<()> {
+    fn number(packed: &mut &[u8]) -> Option<usize> {
+        let newline = packed.iter().position(|b| *b == b'\n')?;
+        let n = std::str::from_utf8(&packed[..newline]).ok()?.parse().ok()?;
+        *packed = &packed[newline + 1..];
+        Some(n)
+    }
+    let count = number(&mut packed)? as u64;
+    let first = (last + 1).checked_sub(count)?;
+    for seq in first..=last {
+        let len = number(&mut packed)?;
+        let data = packed.get(..len)?;
+        packed = &packed[len..];
+        if seq > after {
+            out.push((seq, String::from_utf8(data.to_vec()).ok()?));
+        }
+    }
+    packed.is_empty().then_some(())
 }
 
 fn read_record(
     stream: StreamId,
     now_ms: u64,
-    oldest: &Value,
+    oldest: Option<u64>,
     fields: &[Value],
 ) -> Result<Snapshot, StoreError> {
     let mut get = std::collections::HashMap::new();
@@ -653,10 +685,7 @@ fn read_record(
         other => return Err(corrupt("stream state", &other)),
     };
     let high_water = number("hw")?;
-    let oldest_kept = text(oldest)
-        .filter(|s| !s.is_empty())
-        .and_then(|id| entry_seq(&id))
-        .unwrap_or(high_water + 1);
+    let oldest_kept = oldest.unwrap_or(high_water + 1);
     let (call, spec) = if kind == StreamKind::Request {
         let record = CallRecord {
             steps: number("steps")?,

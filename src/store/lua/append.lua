@@ -4,7 +4,9 @@
 -- KEYS[1] meta, KEYS[2] stream, KEYS[3] log
 -- ARGV: mode ('epoch' | 'lease' | 'none'), writer epoch, writer name, lease_ms, maxlen,
 --       finish (0/1), done (progress after the batch, or -1), retention_ms, ttl_ms,
---       background number ('' for none), payloads...
+--       background number ('' for none), the batch ('' for none: a renewal)
+-- The batch is one log entry, packed by the replica: `COUNT\n`, then `LEN\n` + data for each
+-- event; the entry's id is its last event's sequence, so a batch costs one XADD.
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
@@ -19,10 +21,16 @@ elseif mode == 'lease' then
 end
 if redis.call('HGET', KEYS[2], 'state') ~= 'live' then return {-3} end
 local hw = tonumber(redis.call('HGET', KEYS[2], 'hw'))
-local maxlen = ARGV[5]
-for i = 11, #ARGV do
-  hw = hw + 1
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, hw .. '-1', 'd', ARGV[i])
+if ARGV[11] ~= '' then
+  hw = hw + tonumber(string.match(ARGV[11], '^(%d+)\n'))
+  -- Keeps the newest ARGV[5] events (whole batches: up to one batch more): an entry whose
+  -- last event is older than that goes.
+  local floor = hw - tonumber(ARGV[5]) + 1
+  if floor > 1 then
+    redis.call('XADD', KEYS[3], 'MINID', floor .. '-0', hw .. '-1', 'd', ARGV[11])
+  else
+    redis.call('XADD', KEYS[3], hw .. '-1', 'd', ARGV[11])
+  end
 end
 redis.call('HSET', KEYS[2], 'hw', hw)
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'bg', ARGV[10]) end

@@ -6,7 +6,11 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local fields = redis.call('HGETALL', KEYS[2])
 if #fields == 0 then return {0, now} end
+-- An entry holds a batch of events, `COUNT\n` first; its id is its last event's sequence.
 local first = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', 1)
-local oldest = ''
-if #first > 0 then oldest = first[1][1] end
+local oldest = -1
+if #first > 0 then
+  local last = tonumber(string.match(first[1][1], '^(%d+)'))
+  oldest = last - tonumber(string.match(first[1][2][2], '^(%d+)\n')) + 1
+end
 return {1, now, oldest, fields}

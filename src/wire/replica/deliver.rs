@@ -24,9 +24,10 @@ use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
 
 /// Events read and written per batch by a naive delivery's replay.
 const BATCH: usize = 256;
-/// Events a fenced delivery reads and writes at once, with the record they were read with: a
-/// small first batch, so the first event is out before a long replay is decoded, then larger.
-const FIRST_BATCH: usize = 64;
+/// Log entries a fenced delivery reads and writes at once, with the record they were read with
+/// (see [`crate::store::Store::replay`]): a small first read, so the first event is out before
+/// a long replay is read, then larger ones.
+const FIRST_BATCH: usize = 4;
 const REPLAY_BATCH: usize = 1_024;
 /// Batches queued for a slow client before the delivery waits for it.
 const QUEUE: usize = 16;
