@@ -11,7 +11,6 @@
 mod common;
 
 use common::replica_lab::{Backend, Lab, Spec, Sse, progress_of, results_of, seqs_of};
-use forkscope::wire::balance::{Balancer, Mode, Upstream};
 use forkscope_core::{Entropy, Policy, SplitMix64};
 use serde_json::Value;
 use std::time::Duration;
@@ -254,14 +253,7 @@ async fn random_schedules_over_two_replicas_on_redis_hold_the_invariant() {
     let Some(mut lab) = Lab::start_with(spec).await else {
         return;
     };
-    let upstreams = lab
-        .replicas
-        .iter()
-        .map(|r| Upstream::parse(&format!("http://{}", r.addr)).unwrap())
-        .collect();
-    let balancer = Balancer::start("127.0.0.1:0".parse().unwrap(), upstreams, Mode::RoundRobin)
-        .await
-        .expect("balancer");
+    let balancer = lab.balancer().await;
     let url = format!("http://{}/mcp", balancer.addr);
     let count: u64 = std::env::var("FORKSCOPE_SCHEDULES")
         .ok()

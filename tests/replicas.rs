@@ -6,7 +6,6 @@
 mod common;
 
 use common::replica_lab::{Backend, Lab, Spec, Sse, progress_of, results_of, seqs_of};
-use forkscope::wire::balance::{Balancer, Mode, Upstream};
 use forkscope_core::Policy;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -153,14 +152,7 @@ async fn round_robin_through_the_balancer(backend: Backend) {
     let Some(lab) = Lab::start(backend, Policy::Fenced, None, 2_000).await else {
         return;
     };
-    let upstreams = lab
-        .replicas
-        .iter()
-        .map(|r| Upstream::parse(&format!("http://{}", r.addr)).unwrap())
-        .collect();
-    let balancer = Balancer::start("127.0.0.1:0".parse().unwrap(), upstreams, Mode::RoundRobin)
-        .await
-        .expect("balancer");
+    let balancer = lab.balancer().await;
     let url = format!("http://{}/mcp", balancer.addr);
     let session = lab.initialize(&url).await;
     let mut call = lab.call(&url, &session, 10, 5).await;

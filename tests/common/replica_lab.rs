@@ -3,6 +3,7 @@
 
 use super::services::RedisServer;
 use forkscope::store::{Retention, Store};
+use forkscope::wire::balance::{Balancer, Mode, Upstream};
 use forkscope::wire::proxy::Proxy;
 use forkscope::wire::replica::{self, Counters, ReplicaOptions, RunningReplica};
 use forkscope::wire::server::EmitRate;
@@ -135,6 +136,18 @@ impl Lab {
         old.kill();
         let replica = self.start_replica(&name, addr).await.expect("restart");
         self.replicas.insert(index, replica);
+    }
+
+    /// `forkscope balance` in front of the replicas: round-robin, no stickiness.
+    pub async fn balancer(&self) -> Balancer {
+        let upstreams = self
+            .replicas
+            .iter()
+            .map(|r| Upstream::parse(&format!("http://{}", r.addr)).unwrap())
+            .collect();
+        Balancer::start("127.0.0.1:0".parse().unwrap(), upstreams, Mode::RoundRobin)
+            .await
+            .expect("balancer")
     }
 
     pub fn url(&self, replica: usize) -> String {

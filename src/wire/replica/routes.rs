@@ -11,12 +11,11 @@ use super::{Replica, session_key};
 use crate::store::{Adoption, CallSpec, NewStream, SessionKey, StoreError};
 use crate::wire::headers;
 use crate::wire::jsonrpc;
-use crate::wire::server::incoming::{self, Incoming};
+use crate::wire::server::incoming::{self, Incoming, Routed};
 use crate::wire::server::refusal::{
     Refusal, Unavailable, accepts, check_protocol_version, identity_header, json_response,
     resume_rejected, session_error, unavailable,
 };
-use crate::wire::server::tool;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -24,7 +23,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forkscope_core::replica::{GetPlan, cursor_stream, decide_get, needs_standalone};
 use forkscope_core::{Policy, SessionError, StreamId, StreamKind};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::atomic::Ordering;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -154,31 +153,9 @@ pub(super) async fn post_mcp(
         // A notification or a response: accepted, nothing to answer.
         return StatusCode::ACCEPTED.into_response();
     };
-    match method {
-        "ping" => json_response(StatusCode::OK, jsonrpc::result(&id, json!({}))),
-        "tools/list" => json_response(
-            StatusCode::OK,
-            jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
-        ),
-        "tools/call" if !accepts(&headers, "text/event-stream") => json_response(
-            StatusCode::NOT_ACCEPTABLE,
-            jsonrpc::error(
-                &id,
-                jsonrpc::INVALID_REQUEST,
-                "tools/call answers with an SSE stream: Accept must include text/event-stream",
-                None,
-            ),
-        ),
-        "tools/call" => call_tool(&replica, session, id, &params).await,
-        other => json_response(
-            StatusCode::OK,
-            jsonrpc::error(
-                &id,
-                jsonrpc::METHOD_NOT_FOUND,
-                &format!("method not found: {other}"),
-                None,
-            ),
-        ),
+    match incoming::route(method, &id, &headers) {
+        Routed::Answered { response, .. } => response,
+        Routed::CallTool => call_tool(&replica, session, id, &params).await,
     }
 }
 

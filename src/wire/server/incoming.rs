@@ -111,6 +111,58 @@ impl Incoming {
     }
 }
 
+/// Where a request on a session goes, for every server alike.
+#[derive(Debug)]
+pub(crate) enum Routed {
+    /// Answered here. `served`: the request was served (`ping`, `tools/list`), not refused, so
+    /// it counts as the session's activity.
+    Answered { response: Response, served: bool },
+    /// A `tools/call` that may stream: the server opens its stream.
+    CallTool,
+}
+
+pub(crate) fn route(method: &str, id: &Value, headers: &HeaderMap) -> Routed {
+    let (response, served) = match method {
+        "ping" => (
+            json_response(StatusCode::OK, jsonrpc::result(id, json!({}))),
+            true,
+        ),
+        "tools/list" => (
+            json_response(
+                StatusCode::OK,
+                jsonrpc::result(id, json!({ "tools": [tool::schema()] })),
+            ),
+            true,
+        ),
+        "tools/call" if !super::refusal::accepts(headers, "text/event-stream") => (
+            json_response(
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::error(
+                    id,
+                    jsonrpc::INVALID_REQUEST,
+                    "tools/call answers with an SSE stream: Accept must include text/event-stream",
+                    None,
+                ),
+            ),
+            false,
+        ),
+        "tools/call" => return Routed::CallTool,
+        other => (
+            json_response(
+                StatusCode::OK,
+                jsonrpc::error(
+                    id,
+                    jsonrpc::METHOD_NOT_FOUND,
+                    &format!("method not found: {other}"),
+                    None,
+                ),
+            ),
+            false,
+        ),
+    };
+    Routed::Answered { response, served }
+}
+
 /// The revision an `initialize` settles on: the client's, when this server speaks it.
 pub(crate) fn negotiated_version(message: &Value) -> &'static str {
     let requested = message

@@ -5,13 +5,13 @@
 
 use super::App;
 use super::handles::Handle;
-use super::incoming::{self, Incoming};
+use super::incoming::{self, Incoming, Routed};
 use super::refusal::{
     Refusal, Unavailable, accepts, identity_header, json_response, resume_rejected, session_error,
     session_request, unavailable,
 };
 use super::stream_body::{Announcement, sse_response};
-use super::tool::{self, RunningCall};
+use super::tool::RunningCall;
 use crate::wire::headers;
 use crate::wire::jsonrpc;
 use axum::body::Bytes;
@@ -50,37 +50,14 @@ pub(super) async fn post_mcp(
         admitted(&app, session);
         return StatusCode::ACCEPTED.into_response();
     };
-    match method {
-        "ping" => {
-            admitted(&app, session);
-            json_response(StatusCode::OK, jsonrpc::result(&id, json!({})))
+    match incoming::route(method, &id, &headers) {
+        Routed::Answered { response, served } => {
+            if served {
+                admitted(&app, session);
+            }
+            response
         }
-        "tools/list" => {
-            admitted(&app, session);
-            json_response(
-                StatusCode::OK,
-                jsonrpc::result(&id, json!({ "tools": [tool::schema()] })),
-            )
-        }
-        "tools/call" if !accepts(&headers, "text/event-stream") => json_response(
-            StatusCode::NOT_ACCEPTABLE,
-            jsonrpc::error(
-                &id,
-                jsonrpc::INVALID_REQUEST,
-                "tools/call answers with an SSE stream: Accept must include text/event-stream",
-                None,
-            ),
-        ),
-        "tools/call" => call_tool(&app, session, id, &params, tcp),
-        other => json_response(
-            StatusCode::OK,
-            jsonrpc::error(
-                &id,
-                jsonrpc::METHOD_NOT_FOUND,
-                &format!("method not found: {other}"),
-                None,
-            ),
-        ),
+        Routed::CallTool => call_tool(&app, session, id, &params, tcp),
     }
 }
 
