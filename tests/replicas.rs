@@ -269,3 +269,30 @@ async fn a_partitioned_runner_is_refused_when_it_comes_back() {
         "the partitioned runner's late step is refused, once"
     );
 }
+
+/// A quiet stream on a replica gets `: keep-alive` comments, so a client that went away is
+/// noticed by a write, as on the single-process server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_replica_stream_keeps_alive() {
+    let Some(lab) = Lab::start(Backend::Memory, Policy::Fenced, None, 2_000).await else {
+        return;
+    };
+    let session = lab.initialize(&lab.url(0)).await;
+    let mut response = lab.get(&lab.url(0), &session, None).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut seen = Vec::new();
+    let read = async {
+        while !String::from_utf8_lossy(&seen).contains(": keep-alive") {
+            match response.chunk().await {
+                Ok(Some(chunk)) => seen.extend_from_slice(&chunk),
+                _ => return false,
+            }
+        }
+        true
+    };
+    assert!(
+        tokio::time::timeout(common::replica_lab::PATIENCE, read)
+            .await
+            .unwrap_or(false)
+    );
+}

@@ -12,7 +12,7 @@
 use super::local::Local;
 use super::{Replica, work};
 use crate::store::{Adoption, Reader, SessionKey, Snapshot, StoreError};
-use crate::wire::server::RETRY_HINT_MS;
+use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
 use axum::body::{Body, Bytes};
 use bytes::BytesMut;
@@ -20,7 +20,9 @@ use forkscope_core::replica::{RecordState, adoptable};
 use forkscope_core::{EventId, StreamId, WireCursor};
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc};
+use tokio::time::Instant;
 
 /// Events read and written per batch by a naive delivery's replay.
 const BATCH: usize = 256;
@@ -29,6 +31,9 @@ const BATCH: usize = 256;
 /// a long replay is read, then larger ones.
 const FIRST_BATCH: usize = 4;
 const REPLAY_BATCH: usize = 1_024;
+/// How long a delivery with nothing to send waits before a keep-alive comment, as the
+/// single-process server does by default.
+const KEEPALIVE: Duration = Duration::from_millis(liveness::KEEPALIVE_MS);
 /// Batches queued for a slow client before the delivery waits for it.
 const QUEUE: usize = 16;
 
@@ -102,6 +107,16 @@ async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Ended> {
     tx.send(bytes).await.map_err(|_| Ended::ClientGone)
 }
 
+/// A `: keep-alive` comment when the connection has been quiet for [`KEEPALIVE`]: a write, so a
+/// client that went away is noticed, and its delivery ends, without waiting for an event.
+async fn keep_alive(tx: &mpsc::Sender<Bytes>, quiet_since: &mut Instant) -> Result<(), Ended> {
+    if quiet_since.elapsed() >= KEEPALIVE {
+        send(tx, Bytes::from_static(KEEPALIVE_FRAME)).await?;
+        *quiet_since = Instant::now();
+    }
+    Ok(())
+}
+
 fn render(delivery: &Delivery, events: &[(u64, String)]) -> Bytes {
     let mut out = BytesMut::with_capacity(events.iter().map(|(_, d)| d.len() + 64).sum());
     for (seq, data) in events {
@@ -140,6 +155,7 @@ async fn fenced(
     let mut waiter: Option<Reader> = None;
     let mut after = delivery.after;
     let mut batch = FIRST_BATCH;
+    let mut quiet_since = Instant::now();
     loop {
         if tx.is_closed() {
             return Err(Ended::ClientGone);
@@ -171,6 +187,7 @@ async fn fenced(
         if let Some((last, _)) = events.last() {
             send(tx, render(delivery, &events)).await?;
             after = *last;
+            quiet_since = Instant::now();
         }
         if record.state == RecordState::Finished && after >= record.high_water {
             return Ok(());
@@ -179,6 +196,7 @@ async fn fenced(
             batch = REPLAY_BATCH;
             continue;
         }
+        keep_alive(tx, &mut quiet_since).await?;
         if let Some(lease) = adoptable(replica.policy, record) {
             adopt(replica, delivery, &snapshot, lease).await?;
         }
@@ -250,11 +268,17 @@ async fn naive(
     if record.state != RecordState::Live {
         return Ok(());
     }
+    let mut quiet_since = Instant::now();
     loop {
-        match live.recv().await {
+        let Ok(heard) = tokio::time::timeout(KEEPALIVE, live.recv()).await else {
+            keep_alive(tx, &mut quiet_since).await?;
+            continue;
+        };
+        match heard {
             Ok(Local::Event(seq, data)) if seq > after => {
                 send(tx, render(delivery, &[(seq, data.to_string())])).await?;
                 after = seq;
+                quiet_since = Instant::now();
             }
             Ok(Local::Event(..)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
             Ok(Local::Finished) | Err(broadcast::error::RecvError::Closed) => return Ok(()),

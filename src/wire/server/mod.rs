@@ -26,7 +26,7 @@ pub mod writers;
 
 pub use background::{EmitRate, emit_background};
 pub use driver::{Next, run_due, run_until_idle};
-pub use handles::Wake;
+pub use handles::{KEEPALIVE_FRAME, Wake};
 pub use writers::{RETRY_HINT_MS, WRITER_QUEUE, Writers};
 
 use crate::clock::LabClock;
