@@ -88,6 +88,23 @@ async fn open(b: &Backend) -> SessionKey {
     session
 }
 
+/// A standalone stream opened by replica a, fencing nothing.
+async fn open_standalone(b: &Backend, session: &SessionKey) -> StreamId {
+    let opened = b.store.open_stream(session, &standalone("a", None)).await;
+    opened
+        .expect("the store answers")
+        .expect("nothing to fence")
+}
+
+/// Replica a's emit on the stream epoch `epoch`.
+fn by_a(epoch: u64) -> Writer<'static> {
+    Writer::Epoch {
+        epoch,
+        name: "a",
+        background: None,
+    }
+}
+
 fn standalone(owner: &str, fence: Option<(StreamId, u64)>) -> NewStream {
     NewStream {
         kind: StreamKind::Standalone,
@@ -140,11 +157,7 @@ async fn stream_ids_come_from_the_store(b: Backend) {
     let s2 = b.store.open_stream(&session, &call("b", 3)).await;
     assert_eq!(s1.unwrap(), Ok(StreamId(1)));
     assert_eq!(s2.unwrap(), Ok(StreamId(2)));
-    let w = Writer::Epoch {
-        epoch: 1,
-        name: "a",
-        background: None,
-    };
+    let w = by_a(1);
     let hw = b
         .store
         .append(&session, StreamId(1), w, &events(3), false)
@@ -179,12 +192,7 @@ async fn stream_ids_come_from_the_store(b: Backend) {
 
 async fn a_resume_fences_the_old_epoch(b: Backend) {
     let session = open(&b).await;
-    let s = b
-        .store
-        .open_stream(&session, &standalone("a", None))
-        .await
-        .unwrap()
-        .unwrap();
+    let s = open_standalone(&b, &session).await;
     let epoch = b.store.attach(&session, s, 1, "b").await.unwrap();
     assert_eq!(epoch, Ok(2));
     // A second resume decided on the same snapshot loses the race: read again, decide again.
@@ -192,17 +200,7 @@ async fn a_resume_fences_the_old_epoch(b: Backend) {
     assert_eq!(lost.unwrap_err().current, 2);
     let late = b
         .store
-        .append(
-            &session,
-            s,
-            Writer::Epoch {
-                epoch: 1,
-                name: "a",
-                background: None,
-            },
-            &events(1),
-            false,
-        )
+        .append(&session, s, by_a(1), &events(1), false)
         .await
         .unwrap();
     match late {
@@ -228,12 +226,7 @@ async fn a_resume_fences_the_old_epoch(b: Backend) {
 
 async fn a_new_standalone_stream_fences_the_old_one(b: Backend) {
     let session = open(&b).await;
-    let s1 = b
-        .store
-        .open_stream(&session, &standalone("a", None))
-        .await
-        .unwrap()
-        .unwrap();
+    let s1 = open_standalone(&b, &session).await;
     // Decided on a stale epoch: refused, nothing opened.
     let stale = b
         .store
@@ -256,11 +249,7 @@ async fn a_new_standalone_stream_fences_the_old_one(b: Backend) {
         .unwrap()
         .record;
     assert_eq!((old.state, old.epoch), (RecordState::Fenced, 2));
-    let w = Writer::Epoch {
-        epoch: 1,
-        name: "a",
-        background: None,
-    };
+    let w = by_a(1);
     let late = b.store.append(&session, s1, w, &events(1), false).await;
     assert!(matches!(late.unwrap(), Err(Refused::Stale(_))));
 }
@@ -324,17 +313,8 @@ async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
 
 async fn a_blocked_read_wakes_on_an_append(b: Backend) {
     let session = open(&b).await;
-    let s = b
-        .store
-        .open_stream(&session, &standalone("a", None))
-        .await
-        .unwrap()
-        .unwrap();
-    let w = Writer::Epoch {
-        epoch: 1,
-        name: "a",
-        background: None,
-    };
+    let s = open_standalone(&b, &session).await;
+    let w = by_a(1);
     b.store
         .append(&session, s, w, &events(2), false)
         .await
@@ -349,11 +329,7 @@ async fn a_blocked_read_wakes_on_an_append(b: Backend) {
     let store = b.store.clone();
     let session2 = session.clone();
     let writer = tokio::spawn(async move {
-        let w = Writer::Epoch {
-            epoch: 1,
-            name: "a",
-            background: None,
-        };
+        let w = by_a(1);
         store.append(&session2, s, w, &events(1), false).await
     });
     let mut got = Vec::new();
@@ -393,17 +369,8 @@ async fn a_finished_stream_takes_nothing_more(b: Backend) {
 
 async fn the_log_is_capped(b: Backend) {
     let session = open(&b).await;
-    let s = b
-        .store
-        .open_stream(&session, &standalone("a", None))
-        .await
-        .unwrap()
-        .unwrap();
-    let w = Writer::Epoch {
-        epoch: 1,
-        name: "a",
-        background: None,
-    };
+    let s = open_standalone(&b, &session).await;
+    let w = by_a(1);
     let total = LOG_MAXLEN as usize + 2_000;
     // Committed as a call commits: batches of up to 64.
     for chunk in events(total).chunks(64) {
@@ -432,17 +399,8 @@ async fn the_log_is_capped(b: Backend) {
 
 async fn a_replay_read_carries_its_record(b: Backend) {
     let session = open(&b).await;
-    let s = b
-        .store
-        .open_stream(&session, &standalone("a", None))
-        .await
-        .unwrap()
-        .unwrap();
-    let w = Writer::Epoch {
-        epoch: 1,
-        name: "a",
-        background: None,
-    };
+    let s = open_standalone(&b, &session).await;
+    let w = by_a(1);
     // Data with the packing's own separators in it comes back whole.
     let odd = vec![
         "12 34\nnot a header".to_owned(),

@@ -56,6 +56,18 @@ struct Stream {
     finished_ms: Option<u64>,
 }
 
+impl Stream {
+    /// Up to `max` events after `after`. The log holds consecutive sequences, so the first one
+    /// is found by index, not by a scan.
+    fn after(&self, after: u64, max: usize) -> Events {
+        let skip = self
+            .log
+            .front()
+            .map_or(0, |(first, _)| (after + 1).saturating_sub(*first) as usize);
+        self.log.iter().skip(skip).take(max).cloned().collect()
+    }
+}
+
 impl MemoryStore {
     pub fn new(retention: Retention) -> MemoryStore {
         MemoryStore {
@@ -210,10 +222,24 @@ impl MemoryStore {
         key: &SessionKey,
         stream: StreamId,
     ) -> Result<Option<Snapshot>, StoreError> {
+        Ok(self
+            .replay(key, stream, 0, 0)
+            .await?
+            .map(|(snapshot, _)| snapshot))
+    }
+
+    /// The record and the events after `after`, under one lock: the epoch and the events agree.
+    pub async fn replay(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Option<(Snapshot, Events)>, StoreError> {
         let now = self.now_ms();
+        let finished_ms = self.inner.retention.finished_ms;
         let mut sessions = self.lock();
         let session = self.live(&mut sessions, key, now)?;
-        let finished_ms = self.inner.retention.finished_ms;
         let Some(s) = session.streams.iter().find(|s| s.id == stream) else {
             return Ok(None);
         };
@@ -237,37 +263,11 @@ impl MemoryStore {
             }),
             now_ms: now,
         };
-        Ok(Some(Snapshot {
+        let snapshot = Snapshot {
             record,
             call: s.call.as_ref().map(|(spec, ..)| spec.clone()),
-        }))
-    }
-
-    pub async fn replay(
-        &self,
-        key: &SessionKey,
-        stream: StreamId,
-        after: u64,
-        max: usize,
-    ) -> Result<Option<(Snapshot, Events)>, StoreError> {
-        let Some(snapshot) = self.snapshot(key, stream).await? else {
-            return Ok(None);
         };
-        let now = self.now_ms();
-        let mut sessions = self.lock();
-        let s = self.stream_mut(&mut sessions, key, stream, now)?;
-        // The log holds consecutive sequences: the first event after `after` is found by index.
-        let skip = s
-            .log
-            .front()
-            .map_or(0, |(first, _)| (after + 1).saturating_sub(*first) as usize);
-        let events = s.log.iter().skip(skip).take(max).cloned().collect();
-        // Read under the same lock as the events, so the epoch and the events agree.
-        let mut snapshot = snapshot;
-        snapshot.record.epoch = s.epoch;
-        snapshot.record.state = s.state;
-        snapshot.record.high_water = s.high_water;
-        Ok(Some((snapshot, events)))
+        Ok(Some((snapshot, s.after(after, max))))
     }
 
     fn stream_mut<'a>(
@@ -427,11 +427,7 @@ impl MemoryStore {
                 let now = self.now_ms();
                 let mut sessions = self.lock();
                 let s = self.stream_mut(&mut sessions, key, stream, now)?;
-                let skip = s
-                    .log
-                    .front()
-                    .map_or(0, |(first, _)| (after + 1).saturating_sub(*first) as usize);
-                let events: Events = s.log.iter().skip(skip).take(max).cloned().collect();
+                let events = s.after(after, max);
                 if !events.is_empty() {
                     return Ok(events);
                 }

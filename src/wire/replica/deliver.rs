@@ -16,8 +16,8 @@ use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
 use axum::body::{Body, Bytes};
 use bytes::BytesMut;
-use forkscope_core::replica::{RecordState, adoptable};
-use forkscope_core::{EventId, StreamId, WireCursor};
+use forkscope_core::replica::{RecordState, admits, adoptable};
+use forkscope_core::{EventId, Policy, StreamId, WireCursor};
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -168,7 +168,7 @@ async fn fenced(
             .await?
             .ok_or(Ended::Gone)?;
         let record = &snapshot.record;
-        if record.epoch != epoch {
+        if !admits(Policy::Fenced, record.epoch, epoch) {
             replica
                 .counters
                 .deliveries_fenced
@@ -189,7 +189,7 @@ async fn fenced(
             after = *last;
             quiet_since = Instant::now();
         }
-        if record.state == RecordState::Finished && after >= record.high_water {
+        if record.delivered_all(after) {
             return Ok(());
         }
         if !events.is_empty() {

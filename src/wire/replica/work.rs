@@ -148,35 +148,33 @@ async fn commit_surely(
     lease: u64,
     batch: Batch<'_>,
 ) -> Result<(), Stopped> {
-    let mut lost = match commit(
-        replica,
-        session,
-        stream,
-        lease,
-        batch.done,
-        batch.bodies,
-        batch.finish,
-    )
-    .await
-    {
-        Err(Stopped::Store(StoreError::Unavailable(why))) if replica.policy == Policy::Fenced => {
-            why
-        }
-        other => return other,
-    };
-    for _ in 0..RECOVER_ATTEMPTS {
-        tokio::time::sleep(RECOVER_PAUSE).await;
-        let snapshot = match replica.store.snapshot(session, stream).await {
-            Ok(Some(snapshot)) => snapshot,
-            Ok(None) => return Err(Stopped::Store(StoreError::SessionGone)),
-            Err(StoreError::Unavailable(why)) => {
-                lost = why;
-                continue;
+    let mut reads = 0;
+    loop {
+        let mut lost = match commit(replica, session, stream, lease, batch).await {
+            Err(Stopped::Store(StoreError::Unavailable(why)))
+                if replica.policy == Policy::Fenced =>
+            {
+                why
             }
-            Err(other) => return Err(other.into()),
+            other => return other,
         };
-        let Some(call) = snapshot.record.call else {
-            return Err(StoreError::Corrupt(format!("call {stream} has no lease")).into());
+        // Read (a bounded number of times) until the store says what became of the batch.
+        let call = loop {
+            if reads == RECOVER_ATTEMPTS {
+                return Err(StoreError::Unavailable(lost).into());
+            }
+            reads += 1;
+            tokio::time::sleep(RECOVER_PAUSE).await;
+            match replica.store.snapshot(session, stream).await {
+                Ok(Some(snapshot)) => {
+                    break snapshot.record.call.ok_or_else(|| {
+                        StoreError::Corrupt(format!("call {stream} has no lease"))
+                    })?;
+                }
+                Ok(None) => return Err(StoreError::SessionGone.into()),
+                Err(StoreError::Unavailable(why)) => lost = why,
+                Err(other) => return Err(other.into()),
+            }
         };
         if call.lease.epoch != lease {
             let stale = StaleEpoch {
@@ -191,22 +189,8 @@ async fn commit_surely(
         if batch.done.is_some_and(|d| call.done >= d) {
             return Ok(());
         }
-        match commit(
-            replica,
-            session,
-            stream,
-            lease,
-            batch.done,
-            batch.bodies,
-            batch.finish,
-        )
-        .await
-        {
-            Err(Stopped::Store(StoreError::Unavailable(why))) => lost = why,
-            other => return other,
-        }
+        // Neither fenced nor landed: commit it again.
     }
-    Err(StoreError::Unavailable(lost).into())
 }
 
 /// Commits a batch of a call's steps (none: a lease renewal) on the lease epoch.
@@ -215,10 +199,13 @@ async fn commit(
     session: &SessionKey,
     stream: StreamId,
     lease: u64,
-    done: Option<u64>,
-    bodies: &[String],
-    finish: bool,
+    batch: Batch<'_>,
 ) -> Result<(), Stopped> {
+    let Batch {
+        done,
+        bodies,
+        finish,
+    } = batch;
     let writer = match replica.policy {
         Policy::Fenced => Writer::Lease {
             epoch: lease,

@@ -74,6 +74,14 @@ pub struct StreamRecord {
     pub now_ms: u64,
 }
 
+impl StreamRecord {
+    /// Whether a delivery that has handed over everything up to `after` is done: the stream
+    /// finished (a call's result is in the log) and nothing after `after` is left.
+    pub fn delivered_all(&self, after: u64) -> bool {
+        self.state == RecordState::Finished && after >= self.high_water
+    }
+}
+
 /// Whether the store takes a write carrying `writer`'s epoch on a record at `stored`: the fence.
 /// Under the naive policy every write lands, as in the SDKs' stores. The in-memory store calls
 /// this; the Redis store's scripts compare the same two numbers, atomically.

@@ -190,3 +190,12 @@ fn a_keyed_resume_reads_only_the_stream_it_names() {
     assert!(needs_standalone(Policy::Naive, Some("7")));
     assert!(!needs_standalone(Policy::Naive, Some(&keyed_cursor)));
 }
+
+#[test]
+fn a_delivery_is_done_only_once_a_finished_stream_is_handed_over() {
+    let mut r = record(4, StreamKind::Request);
+    assert!(!r.delivered_all(10), "a live stream may still grow");
+    r.state = RecordState::Finished;
+    assert!(!r.delivered_all(9));
+    assert!(r.delivered_all(10));
+}
