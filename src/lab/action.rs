@@ -1,6 +1,6 @@
 //! Everything a person (a key) or a scenario step can do to a lab: one enum, serde snake_case.
 
-use forkscope_core::Tuning;
+use forkscope_core::{ReplicaId, Tuning};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -37,6 +37,26 @@ pub enum Action {
     /// The fault proxy waits this many real milliseconds before forwarding each chunk, each
     /// way (0: none): a slow link, with the knobs overlay or `action = { add_latency = 50 }`.
     AddLatency(u64),
+    // A lab of replicas behind a balancer (`forkscope --replicas 2`); refused by a lab of one.
+    /// Replica R stops at once, as a crash does: its tasks end, and the client's connections
+    /// through it go silent (half-open) rather than closing.
+    KillReplica(ReplicaId),
+    /// Start a killed replica again under its name (with nothing in memory).
+    ReviveReplica(ReplicaId),
+    /// Cut replica R off from the store: it keeps running and serving, and its store calls fail
+    /// (its lease cannot be renewed).
+    Partition(ReplicaId),
+    /// Replica R reaches the store again.
+    Heal(ReplicaId),
+    /// Switch the balancer between round-robin and sticky routing.
+    ToggleRouting,
+    /// The balancer sends the next request (an initialize, a GET, a POST) to replica R.
+    RouteNext(ReplicaId),
+    /// Replica R's background emitters for the session emit once each, now.
+    EmitOn(ReplicaId),
+    /// The store loses everything, as a Redis without persistence that restarts: every
+    /// session and stream is gone, and the replicas' store connections drop.
+    RestartStore,
 }
 
 impl Action {
@@ -92,6 +112,14 @@ impl Action {
             Action::Restart => "restart the lab",
             Action::Tune(_) => "turn the lab's knobs",
             Action::AddLatency(_) => "set the link's added latency",
+            Action::KillReplica(_) => "kill a replica (a crash: its connections go half-open)",
+            Action::ReviveReplica(_) => "start a killed replica again",
+            Action::Partition(_) => "partition a replica from the store (it keeps running)",
+            Action::Heal(_) => "heal a replica's partition",
+            Action::ToggleRouting => "switch routing between round-robin and sticky",
+            Action::RouteNext(_) => "send the next request to a chosen replica",
+            Action::EmitOn(_) => "a replica's background emitters emit once now",
+            Action::RestartStore => "restart the store (everything in it is lost)",
         }
     }
 }
@@ -102,6 +130,18 @@ pub const STEP_MS: u64 = 100;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_actions_name_their_replica() {
+        let a = ReplicaId::new(0).unwrap();
+        let json = serde_json::to_string(&Action::KillReplica(a)).unwrap();
+        assert_eq!(json, r#"{"kill_replica":"A"}"#);
+        assert_eq!(
+            serde_json::from_str::<Action>(&json).unwrap(),
+            Action::KillReplica(a)
+        );
+        assert!(serde_json::from_str::<Action>(r#"{"kill_replica":"a"}"#).is_err());
+    }
 
     #[test]
     fn actions_roundtrip_as_snake_case() {

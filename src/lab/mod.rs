@@ -160,8 +160,23 @@ pub enum Outcome {
     /// The owner should replace this lab with a fresh one.
     RestartRequested,
     /// The lab refused the change (a knob, or a policy its configuration breaks condition 5
-    /// under) and changed nothing.
-    Refused(ConfigError),
+    /// under, or a replica action in a lab of one) and changed nothing.
+    Refused(Refusal),
+}
+
+/// Why a lab refused an action.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("this lab runs one server; replica keys need a lab of replicas (forkscope --replicas 2)")]
+    NotReplicas,
+    #[error("this lab has no replica {0}")]
+    NoSuchReplica(forkscope_core::ReplicaId),
+    #[error("replica {0} is {1}")]
+    ReplicaState(forkscope_core::ReplicaId, &'static str),
+    #[error("the store cannot do that: {0}")]
+    Store(String),
 }
 
 #[derive(Debug)]
@@ -305,7 +320,7 @@ impl Lab {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "policy not changed");
-                        return Outcome::Refused(e);
+                        return Outcome::Refused(e.into());
                     }
                 }
             }
@@ -340,6 +355,14 @@ impl Lab {
             }
             Action::Restart => return Outcome::RestartRequested,
             Action::AddLatency(ms) => self.proxy.set_latency(ms),
+            Action::KillReplica(_)
+            | Action::ReviveReplica(_)
+            | Action::Partition(_)
+            | Action::Heal(_)
+            | Action::ToggleRouting
+            | Action::RouteNext(_)
+            | Action::EmitOn(_)
+            | Action::RestartStore => return Outcome::Refused(Refusal::NotReplicas),
             Action::Tune(tuning) => {
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;
@@ -355,7 +378,7 @@ impl Lab {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "knobs not changed");
-                        return Outcome::Refused(e);
+                        return Outcome::Refused(e.into());
                     }
                 }
             }

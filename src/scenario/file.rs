@@ -267,6 +267,10 @@ pub struct ScenarioFile {
     pub policy: Policies,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_every_ms: Option<u64>,
+    /// Run the lab as this many replicas behind a balancer on one store (2 to 4); absent: one
+    /// server. Replica steps (`kill_replica`, `partition`, …) need it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u8>,
     /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolArgs>,
@@ -330,6 +334,7 @@ impl ScenarioFile {
             teaches,
             policy,
             background_every_ms: None,
+            replicas: None,
             tool: None,
             config: LabConfig::default(),
             steps: Vec::new(),

@@ -130,6 +130,71 @@ impl fmt::Display for SessionId {
     }
 }
 
+/// One replica of a lab that runs several behind a balancer, spelled `A`, `B`, … in the order
+/// the lab started them: what the history tags each server-side fact with, so a fork across
+/// replicas is named by the replicas it spans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReplicaId(u8);
+
+impl ReplicaId {
+    /// The most replicas a lab runs: one letter each.
+    pub const MAX: u8 = 26;
+
+    pub fn new(index: u8) -> Option<ReplicaId> {
+        (index < Self::MAX).then_some(ReplicaId(index))
+    }
+
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+
+    /// Reads a replica's name, `A`, only as `Display` writes it.
+    pub fn parse(s: &str) -> Option<ReplicaId> {
+        match s.as_bytes() {
+            [c @ b'A'..=b'Z'] => Some(ReplicaId(c - b'A')),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ReplicaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", char::from(b'A' + self.0))
+    }
+}
+
+impl Serialize for ReplicaId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReplicaId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ReplicaId::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a replica (A to Z)")))
+    }
+}
+
+/// Which replica made a fact, and the stream epoch it held when it did (`None` under naive,
+/// which takes none). The epoch orders facts the way the store did: a send made on an older
+/// epoch than an attach was handed over before that attach, whenever it is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ByReplica {
+    pub replica: ReplicaId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+}
+
+impl ByReplica {
+    /// Whether this fact was made on an epoch older than `other`'s: before `other` in the
+    /// store's order.
+    pub fn precedes(&self, other: &ByReplica) -> bool {
+        matches!((self.epoch, other.epoch), (Some(a), Some(b)) if a < b)
+    }
+}
+
 /// One stream identity within a session, numbered from 1 in the order the session minted them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StreamId(pub u32);

@@ -341,6 +341,7 @@ mod tests {
         let session = SessionId::generate(&mut SplitMix64::new(3));
         let entries = [Entry {
             at: LabTime::ZERO,
+            by: None,
             record: Record::StreamOpened {
                 session,
                 stream: StreamId(1),

@@ -1,6 +1,6 @@
 //! The anomalies the checker names, each explaining itself in one sentence.
 
-use crate::ids::{EventId, SessionId, StreamId};
+use crate::ids::{EventId, ReplicaId, SessionId, StreamId};
 use crate::time::LabTime;
 use serde::Serialize;
 use std::fmt;
@@ -92,13 +92,17 @@ pub struct AppliedAt {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Anomaly {
-    /// Two live streams on one session, with an emit on the one the client is not bound to.
+    /// Two live streams on one session, with an emit on the one the client is not bound to;
+    /// or, across replicas, one stream sent from a replica other than the one the client is
+    /// bound to it on (`across`).
     Fork {
         session: SessionId,
         orphan: StreamId,
         bound: StreamId,
         seq: u64,
         at: LabTime,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        across: Option<Across>,
     },
     Duplicate {
         key: Arc<str>,
@@ -124,6 +128,13 @@ pub enum Anomaly {
         drift: Drift,
         at: LabTime,
     },
+}
+
+/// The two replicas of a fork across replicas: one sent, the client was bound on the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Across {
+    pub from: ReplicaId,
+    pub bound_on: ReplicaId,
 }
 
 /// How the server's session position and the client's cursor came apart.
@@ -169,11 +180,24 @@ impl fmt::Display for Anomaly {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Anomaly::Fork {
+                orphan,
+                bound,
+                seq,
+                at,
+                across: Some(Across { from, bound_on }),
+                ..
+            } => write!(
+                f,
+                "fork across replicas: stream {orphan} received event {seq} from replica {from} at \
+                 {at} while the client was bound to {bound} on replica {bound_on}"
+            ),
+            Anomaly::Fork {
                 session,
                 orphan,
                 bound,
                 seq,
                 at,
+                across: None,
             } => write!(
                 f,
                 "fork: stream {orphan} received event {seq} at {at} while the client was bound to \

@@ -4,10 +4,10 @@
 //!
 //! Incremental, so the dashboard's verdict is always current and costs O(1) per record.
 
-use super::anomaly::{Anomaly, AnomalyKind, AppliedAt, Drift};
+use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift};
 use super::caused::Caused;
 use super::record::{Entry, Record};
-use crate::ids::{EventId, IdScheme, SessionId, StreamId};
+use crate::ids::{ByReplica, EventId, IdScheme, SessionId, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::{RejectReason, StreamKind};
 use serde::Serialize;
@@ -63,6 +63,11 @@ pub struct Checker {
     streams: HashMap<(SessionId, StreamId), Track>,
     /// The standalone stream each session last attached: what the client is bound to.
     bound: HashMap<SessionId, StreamId>,
+    /// In a lab of replicas: the replica (and epoch) each stream was last attached on. A send
+    /// from another replica, on an epoch not older, is a fork across replicas.
+    attached_on: HashMap<(SessionId, StreamId), ByReplica>,
+    /// Streams already reported forked across replicas, with the replica that sent.
+    forked_across: HashSet<(SessionId, StreamId, crate::ids::ReplicaId)>,
     cursor: Option<(SessionId, EventId)>,
     applied: HashMap<Arc<str>, AppliedAt>,
     forked: HashSet<(SessionId, StreamId)>,
@@ -96,6 +101,8 @@ impl Checker {
                 self.witnessed.remove(session);
                 self.streams.retain(|(s, _), _| s != session);
                 self.bound.remove(session);
+                self.attached_on.retain(|(s, _), _| s != session);
+                self.forked_across.retain(|(s, _, _)| s != session);
                 self.session_counters.remove(session);
             }
             Record::StreamOpened {
@@ -126,6 +133,9 @@ impl Checker {
             Record::Attached {
                 session, stream, ..
             } => {
+                if let Some(by) = entry.by {
+                    self.attach_on(*session, *stream, by);
+                }
                 if self
                     .track(*session, *stream)
                     .is_some_and(|t| t.kind == StreamKind::Standalone)
@@ -150,6 +160,8 @@ impl Checker {
                 self.settle_stream(*session, *stream, at);
                 self.streams.remove(&(*session, *stream));
                 self.forked.remove(&(*session, *stream));
+                self.attached_on.remove(&(*session, *stream));
+                self.forked_across.retain(|(s, id, _)| (s, id) != (session, stream));
             }
             Record::Emitted {
                 session,
@@ -160,6 +172,9 @@ impl Checker {
             } => {
                 let forked =
                     !copied && self.check_emit_lands_on_bound_stream(*session, *stream, *seq, at);
+                if let Some(by) = entry.by {
+                    self.check_sent_from_bound_replica(*session, *stream, *seq, by, at);
+                }
                 if !copied {
                     self.counters.emits += 1;
                 }
@@ -175,7 +190,10 @@ impl Checker {
                     }
                 }
             }
-            Record::LateEmitRefused { .. } => self.counters.late_emits_refused += 1,
+            Record::LateEmitRefused { .. } | Record::StaleWriteRefused { .. } => {
+                self.counters.late_emits_refused += 1;
+            }
+            Record::CallAdopted { .. } => {}
             Record::ResumeAccepted { .. } => self.counters.resumes_accepted += 1,
             Record::ResumeRejected { reason, .. } => {
                 *self.counters.resumes_rejected.entry(*reason).or_default() += 1;
@@ -284,6 +302,7 @@ impl Checker {
                 bound,
                 seq,
                 at,
+                across: None,
             });
         }
         self.report(Anomaly::Lost {
@@ -300,6 +319,47 @@ impl Checker {
             self.report(Anomaly::CursorDrift { session, drift, at });
         }
         true
+    }
+
+    /// A new attach on a replica; under fenced only a newer epoch replaces the one held, so a
+    /// late-recorded older attach cannot move the binding back.
+    fn attach_on(&mut self, session: SessionId, stream: StreamId, by: ByReplica) {
+        let held = self.attached_on.entry((session, stream)).or_insert(by);
+        if !by.precedes(held) {
+            *held = by;
+        }
+    }
+
+    /// Fork across replicas: `by` sent an event of `stream` while the client was bound to that
+    /// stream on another replica, on an epoch no older than the send's. The event stays owed:
+    /// the shared log may still deliver it, and whether it was is judged as for any emit.
+    fn check_sent_from_bound_replica(
+        &mut self,
+        session: SessionId,
+        stream: StreamId,
+        seq: u64,
+        by: ByReplica,
+        at: LabTime,
+    ) {
+        let Some(bound) = self.attached_on.get(&(session, stream)).copied() else {
+            return;
+        };
+        if bound.replica == by.replica || by.precedes(&bound) {
+            return;
+        }
+        if self.forked_across.insert((session, stream, by.replica)) {
+            self.report(Anomaly::Fork {
+                session,
+                orphan: stream,
+                bound: stream,
+                seq,
+                at,
+                across: Some(Across {
+                    from: by.replica,
+                    bound_on: bound.replica,
+                }),
+            });
+        }
     }
 
     fn check_delivery(
@@ -507,6 +567,27 @@ impl Checker {
             c.session(*session);
             c.stream(*stream);
         });
+        let attached: Vec<_> = self
+            .attached_on
+            .iter()
+            .filter(|((s, _), _)| known(c, s))
+            .collect();
+        c.unordered(attached, |c, ((session, stream), by)| {
+            c.session(*session);
+            c.stream(*stream);
+            c.number(by.replica.index() as u64);
+            c.number(by.epoch.map_or(0, |e| e + 1));
+        });
+        let across: Vec<_> = self
+            .forked_across
+            .iter()
+            .filter(|(s, _, _)| known(c, s))
+            .collect();
+        c.unordered(across, |c, (session, stream, replica)| {
+            c.session(*session);
+            c.stream(*stream);
+            c.number(replica.index() as u64);
+        });
         match self.cursor {
             Some((session, event)) if known(c, &session) => {
                 c.tag(1);
@@ -553,6 +634,7 @@ mod tests {
         let session = SessionId::generate(&mut SplitMix64::new(7));
         checker.observe(&Entry {
             at: LabTime::ZERO,
+            by: None,
             record: Record::SessionOpened { session },
             caused: Caused::NOTHING,
         });

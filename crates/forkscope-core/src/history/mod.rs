@@ -9,11 +9,12 @@ mod caused;
 mod checker;
 mod record;
 
-pub use anomaly::{Anomaly, AnomalyKind, AnomalyKinds, AppliedAt, Drift};
+pub use anomaly::{Across, Anomaly, AnomalyKind, AnomalyKinds, AppliedAt, Drift};
 pub use caused::Caused;
 pub use checker::{Checker, Counters, Verdict};
 pub use record::{Entry, Record};
 
+use crate::ids::ByReplica;
 use crate::time::LabTime;
 use std::collections::VecDeque;
 
@@ -36,8 +37,14 @@ impl History {
     }
 
     pub fn record(&mut self, at: LabTime, record: Record) {
+        self.record_by(at, None, record);
+    }
+
+    /// Records a fact that a replica (of a lab of several) made.
+    pub fn record_by(&mut self, at: LabTime, by: Option<ByReplica>, record: Record) {
         let mut entry = Entry {
             at,
+            by,
             record,
             caused: Caused::NOTHING,
         };
@@ -126,5 +133,66 @@ mod tests {
         };
         assert_eq!(second.event, event);
         assert_ne!(first.event, event, "against the first application");
+    }
+
+    /// Across replicas: a send from the replica the client left is a fork named by both
+    /// replicas, unless it was made on an older epoch than the attach (the store ordered it
+    /// first, and the new holder replays it).
+    #[test]
+    fn a_send_from_the_replica_the_client_left_is_a_fork_across_replicas() {
+        use crate::ids::{ByReplica, IdScheme, ReplicaId, SessionId, SplitMix64, StreamId};
+        use crate::vocabulary::StreamKind;
+        let session = SessionId::generate(&mut SplitMix64::new(9));
+        let (a, b) = (ReplicaId::new(0).unwrap(), ReplicaId::new(1).unwrap());
+        let stream = StreamId(1);
+        let run = |fenced: bool| {
+            let by = |replica, epoch| {
+                Some(ByReplica {
+                    replica,
+                    epoch: fenced.then_some(epoch),
+                })
+            };
+            let mut history = History::new(64);
+            let at = LabTime::ZERO;
+            history.record_by(at, by(a, 1), Record::SessionOpened { session });
+            history.record_by(
+                at,
+                by(a, 1),
+                Record::StreamOpened {
+                    session,
+                    stream,
+                    stream_kind: StreamKind::Standalone,
+                    ids: IdScheme::Keyed,
+                    flagged_new: fenced,
+                },
+            );
+            let attached = Record::Attached {
+                session,
+                stream,
+                connection: crate::ids::ConnectionId(1),
+            };
+            history.record_by(at, by(a, 1), attached.clone());
+            let emit = |seq| Record::Emitted {
+                session,
+                stream,
+                seq,
+                key: format!("{}:bg:{seq}", session.short()).into(),
+                copied: false,
+            };
+            history.record_by(at, by(a, 1), emit(1));
+            history.record_by(at, by(b, 2), attached);
+            // A's send on the epoch it held, recorded after B's attach.
+            history.record_by(at, by(a, 1), emit(2));
+            history
+        };
+        let naive = run(false);
+        assert_eq!(naive.checker().count(AnomalyKind::Fork), 1);
+        let fork = naive.checker().anomalies()[0].to_string();
+        assert!(
+            fork.contains("from replica A") && fork.contains("on replica B"),
+            "{fork}"
+        );
+        let fenced = run(true);
+        assert_eq!(fenced.checker().count(AnomalyKind::Fork), 0);
     }
 }

@@ -1,7 +1,7 @@
 //! What really happened, as the server and client report it: the checker's evidence.
 
 use super::caused::Caused;
-use crate::ids::{ConnectionId, EventId, IdScheme, SessionId, StreamId};
+use crate::ids::{ConnectionId, EventId, IdScheme, ByReplica, ReplicaId, SessionId, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::{IdentityProof, OrphanCause, RejectReason, StreamKind};
 use serde::Serialize;
@@ -12,6 +12,10 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Entry {
     pub at: LabTime,
+    /// The replica that did it, and on which epoch, in a lab of several behind a balancer;
+    /// `None` for one server and for the client's own facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<ByReplica>,
     pub record: Record,
     #[serde(skip_serializing_if = "Caused::is_empty")]
     pub caused: Caused,
@@ -75,6 +79,23 @@ pub enum Record {
         session: SessionId,
         stream: StreamId,
         key: Arc<str>,
+    },
+    /// A write a replica made on an epoch that was no longer current, refused by the shared
+    /// store: a late emit that the fence across replicas stopped. `epoch` is the writer's,
+    /// `current` the store's, held by `holder`.
+    StaleWriteRefused {
+        session: SessionId,
+        stream: StreamId,
+        epoch: u64,
+        current: u64,
+        holder: Option<ReplicaId>,
+    },
+    /// A replica took over a tool call whose runner's lease expired, from step `done`.
+    CallAdopted {
+        session: SessionId,
+        stream: StreamId,
+        lease: u64,
+        done: u64,
     },
     ResumeAccepted {
         session: SessionId,
@@ -181,6 +202,22 @@ impl Record {
             Record::LateEmitRefused { stream, key, .. } => {
                 format!("late emit {} onto fenced {stream} refused", short_key(key))
             }
+            Record::StaleWriteRefused {
+                stream,
+                epoch,
+                current,
+                holder,
+                ..
+            } => {
+                let holder = holder.map_or(String::new(), |h| format!(", held by {h}"));
+                format!(
+                    "store refuses a late write onto {stream}: epoch {epoch} is stale \
+                     (now {current}{holder})"
+                )
+            }
+            Record::CallAdopted {
+                stream, done, lease, ..
+            } => format!("call on {stream} adopted after step {done}: its lease is now epoch {lease}"),
             Record::ResumeAccepted {
                 stream,
                 after,

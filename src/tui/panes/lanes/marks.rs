@@ -300,6 +300,7 @@ mod tests {
         let session = SessionId::generate(&mut SplitMix64::new(5));
         let at = |record: Record| Entry {
             at: LabTime::ZERO,
+            by: None,
             record,
             caused: Caused::NOTHING,
         };
