@@ -68,6 +68,7 @@ fn options(policy: Policy) -> LabOptions {
         tool_delay_ms: 100,
         start_paused: true,
         via_proxy: true,
+        replicas: None,
         latency_ms: 0,
     }
 }

@@ -198,6 +198,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
             background,
             allowed_hosts: options.allowed_hosts,
             max_deliveries: replica::MAX_DELIVERIES,
+            ..ReplicaOptions::default()
         };
         return runtime().block_on(serve_replica(addr, store, retention, replica));
     }

@@ -3,6 +3,7 @@
 
 pub mod action;
 pub mod exchanges;
+pub mod replicas;
 
 /// What a lab holds under its lock (server, client, history) and its emitter's rate: the
 /// lab's own vocabulary, so the screen and the scenarios never reach into the wire for them.
@@ -10,6 +11,7 @@ pub use crate::wire::Core;
 pub use action::Action;
 pub use exchanges::{Exchange, Exchanges};
 pub use forkscope_core::EmitRate;
+pub use replicas::{ReplicaSetup, Replicas, ReplicasView, Routing, StoreChoice};
 
 use crate::clock::LabClock;
 use crate::wire::Shared;
@@ -42,6 +44,8 @@ pub struct LabOptions {
     pub via_proxy: bool,
     /// Real milliseconds the proxy adds to each chunk, each way.
     pub latency_ms: u64,
+    /// Run the server as replicas behind a balancer on one store; `None`: one server.
+    pub replicas: Option<ReplicaSetup>,
 }
 
 impl Default for LabOptions {
@@ -55,6 +59,7 @@ impl Default for LabOptions {
             start_paused: false,
             via_proxy: true,
             latency_ms: 0,
+            replicas: None,
         }
     }
 }
@@ -76,6 +81,8 @@ pub enum LabError {
     Config(#[from] ConfigError),
     #[error("could not open a loopback socket: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Replicas(#[from] replicas::StartError),
 }
 
 /// Everything the views show, taken at one instant.
@@ -96,6 +103,8 @@ pub struct Snapshot {
     pub bytes_up: u64,
     pub server_addr: SocketAddr,
     pub proxy_addr: SocketAddr,
+    /// A lab of replicas: each replica, the balancer's routing, the store's records.
+    pub replicas: Option<ReplicasView>,
 }
 
 impl Snapshot {
@@ -118,6 +127,7 @@ impl Snapshot {
             bytes_up: 0,
             server_addr: SocketAddr::from(([127, 0, 0, 1], 8931)),
             proxy_addr: SocketAddr::from(([127, 0, 0, 1], 8932)),
+            replicas: None,
         }
     }
 }
@@ -169,7 +179,9 @@ pub enum Outcome {
 pub enum Refusal {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("this lab runs one server; replica keys need a lab of replicas (forkscope --replicas 2)")]
+    #[error(
+        "this lab runs one server; replica keys need a lab of replicas (forkscope --replicas 2)"
+    )]
     NotReplicas,
     #[error("this lab has no replica {0}")]
     NoSuchReplica(forkscope_core::ReplicaId),
@@ -185,6 +197,7 @@ pub struct Lab {
     shared: Shared,
     clock: Arc<LabClock>,
     server: Option<RunningServer>,
+    replicas: Option<Arc<Replicas>>,
     proxy: Proxy,
     client: Arc<LabClient>,
     exchanges: Arc<Exchanges>,
@@ -203,25 +216,45 @@ impl Lab {
         let config = options.config;
         let core = Core::new(config, options.policy)?;
         let shared = Shared::new(core);
-        let serve = ServeOptions {
-            background: options.background,
-            ..ServeOptions::default()
+        let (running, replicas) = match &options.replicas {
+            None => {
+                let serve = ServeOptions {
+                    background: options.background,
+                    ..ServeOptions::default()
+                };
+                let running = server::start(
+                    shared.clone(),
+                    clock.clone(),
+                    serve,
+                    SocketAddr::from(([127, 0, 0, 1], 0)),
+                )
+                .await?;
+                (Some(running), None)
+            }
+            Some(setup) => {
+                let replicas = Replicas::start(
+                    setup.clone(),
+                    options.policy,
+                    options.background,
+                    shared.clone(),
+                    clock.clone(),
+                )
+                .await?;
+                (None, Some(Arc::new(replicas)))
+            }
         };
-        let running = server::start(
-            shared.clone(),
-            clock.clone(),
-            serve,
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-        )
-        .await?;
-        let proxy = Proxy::start(running.addr).await?;
+        let upstream = running
+            .as_ref()
+            .map_or_else(|| replicas.as_ref().map(|r| r.addr()), |r| Some(r.addr))
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let proxy = Proxy::start(upstream).await?;
         if options.latency_ms > 0 {
             proxy.set_latency(options.latency_ms);
         }
         let target = if options.via_proxy {
             proxy.addr
         } else {
-            running.addr
+            upstream
         };
         let exchanges = Arc::new(Exchanges::default());
         let client = LabClient::new(
@@ -235,7 +268,8 @@ impl Lab {
             options,
             shared,
             clock,
-            server: Some(running),
+            server: running,
+            replicas,
             proxy,
             client,
             exchanges,
@@ -264,9 +298,19 @@ impl Lab {
         &self.exchanges
     }
 
-    /// The server's own address (not through the proxy), for other clients.
+    /// The server's own address (not through the proxy), for other clients: a lab of
+    /// replicas' balancer.
     pub fn server_addr(&self) -> SocketAddr {
-        self.server.as_ref().map_or(self.proxy.addr, |s| s.addr)
+        match (&self.server, &self.replicas) {
+            (Some(server), _) => server.addr,
+            (None, Some(replicas)) => replicas.addr(),
+            (None, None) => self.proxy.addr,
+        }
+    }
+
+    /// The replicas, in a lab of several.
+    pub fn replicas(&self) -> Option<&Replicas> {
+        self.replicas.as_deref()
     }
 
     /// Locks the lab's core for a direct look (tests, benches).
@@ -305,6 +349,19 @@ impl Lab {
             Action::Reset => self.proxy.inject(Fault::Reset),
             Action::ExpireHalfOpen => self.proxy.inject(Fault::ExpireHalfOpen),
             Action::StripToken => self.shared.lock().client.strip_token_on_next_reconnect(),
+            // Replicas run the policy they started with: `n` starts the lab again under the
+            // other one.
+            Action::ToggleNaive if self.replicas.is_some() => {
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                let policy = core.server.policy().toggled();
+                let now = self.clock.now();
+                if let Err(e) = core.server.set_policy(now, policy, &mut core.history) {
+                    return Outcome::Refused(e.into());
+                }
+                core.client.set_policy(policy);
+                return Outcome::RestartRequested;
+            }
             Action::ToggleNaive => {
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;
@@ -325,6 +382,14 @@ impl Lab {
                 }
             }
             Action::ReconnectNow => self.client.reconnect_now(),
+            Action::EmitBackground if self.replicas.is_some() => match self.client.session() {
+                Some(session) => {
+                    if let Some(replicas) = &self.replicas {
+                        replicas.emit_everywhere(session);
+                    }
+                }
+                None => tracing::warn!("no event emitted: the client has no session yet"),
+            },
             Action::EmitBackground => {
                 let now = self.clock.now();
                 let mut core = self.shared.lock();
@@ -362,7 +427,15 @@ impl Lab {
             | Action::ToggleRouting
             | Action::RouteNext(_)
             | Action::EmitOn(_)
-            | Action::RestartStore => return Outcome::Refused(Refusal::NotReplicas),
+            | Action::RestartStore => {
+                let Some(replicas) = &self.replicas else {
+                    return Outcome::Refused(Refusal::NotReplicas);
+                };
+                if let Err(refused) = self.apply_to_replicas(replicas, action) {
+                    tracing::warn!(error = %refused, "not done");
+                    return Outcome::Refused(refused);
+                }
+            }
             Action::Tune(tuning) => {
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;
@@ -384,6 +457,45 @@ impl Lab {
             }
         }
         Outcome::Done
+    }
+
+    fn apply_to_replicas(&self, replicas: &Replicas, action: Action) -> Result<(), Refusal> {
+        match action {
+            Action::KillReplica(id) => replicas.kill(id),
+            Action::ReviveReplica(id) => {
+                let index_ok = id.index() < usize::from(replicas.setup().count);
+                if !index_ok {
+                    return Err(Refusal::NoSuchReplica(id));
+                }
+                // Binding is async; the replica shows as up once it is.
+                let this = self.replicas.clone();
+                tokio::spawn(async move {
+                    if let Some(replicas) = this
+                        && let Err(e) = replicas.revive(id).await
+                    {
+                        tracing::warn!(error = %e, "replica not started again");
+                    }
+                });
+                Ok(())
+            }
+            Action::Partition(id) => replicas.partition(id, true),
+            Action::Heal(id) => replicas.partition(id, false),
+            Action::ToggleRouting => {
+                let routing = replicas.toggle_routing();
+                tracing::info!(routing = routing.as_str(), "routing switched");
+                Ok(())
+            }
+            Action::RouteNext(id) => replicas.route_next(id),
+            Action::EmitOn(id) => match self.client.session() {
+                Some(session) => replicas.emit_on(id, session).map(|_| ()),
+                None => Ok(()),
+            },
+            Action::RestartStore => {
+                replicas.restart_store();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Moves lab time forward by `ms` and runs the server's timers at once, so a script's next
@@ -500,6 +612,7 @@ impl Lab {
             bytes_up: stats.bytes_up.load(Ordering::Relaxed),
             server_addr: self.server_addr(),
             proxy_addr: self.proxy.addr,
+            replicas: self.replicas.as_deref().map(Replicas::view),
         }
     }
 
@@ -535,6 +648,9 @@ impl Lab {
         self.proxy.inject(Fault::Reset);
         if let Some(server) = self.server.take() {
             server.stop().await;
+        }
+        if let Some(replicas) = self.replicas.take() {
+            replicas.stop();
         }
     }
 }

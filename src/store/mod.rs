@@ -151,12 +151,50 @@ pub enum StoreError {
 /// Events read from a stream's log, in order: `(seq, data)`.
 pub type Events = Vec<(u64, String)>;
 
-/// The store, in memory or on Redis. One enum rather than a trait object: two variants, and
-/// async calls with no boxing on the hot path.
+/// The store, in memory or on Redis, as one replica reaches it. One enum rather than a trait
+/// object: two variants, and async calls with no boxing on the hot path.
 #[derive(Clone, Debug)]
-pub enum Store {
+pub struct Store {
+    backend: Backend,
+    /// The lab's partition switch for this handle ([`Store::with_link`]); `None`: always up.
+    link: Option<Link>,
+}
+
+#[derive(Clone, Debug)]
+enum Backend {
     Memory(memory::MemoryStore),
     Redis(redis::RedisStore),
+}
+
+/// A switch that cuts one replica off from the store, for the lab's partition fault. A call
+/// made while it is cut waits as long as an unanswered Redis call does, then fails as one: the
+/// replica sees what a real partition shows it, and keeps running.
+#[derive(Clone, Debug, Default)]
+pub struct Link(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+/// How long a call across a cut link waits before it fails.
+pub const PARTITION_STALL: Duration = redis::RESPONSE_TIMEOUT;
+
+impl Link {
+    pub fn cut(&self, cut: bool) {
+        self.0.store(cut, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_cut(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn check(link: Option<&Link>) -> Result<(), StoreError> {
+        match link {
+            Some(link) if link.is_cut() => {
+                tokio::time::sleep(PARTITION_STALL).await;
+                Err(StoreError::Unavailable(
+                    "no answer: this replica is partitioned from the store".into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A store's settings, the same for both.
@@ -180,32 +218,61 @@ impl Default for Retention {
 }
 
 macro_rules! dispatch {
+    ($self:ident, $s:ident => $call:expr) => {{
+        Link::check($self.link.as_ref()).await?;
+        match &$self.backend {
+            Backend::Memory($s) => $call,
+            Backend::Redis($s) => $call,
+        }
+    }};
+}
+
+macro_rules! dispatch_sync {
     ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            Store::Memory($s) => $call,
-            Store::Redis($s) => $call,
+        match &$self.backend {
+            Backend::Memory($s) => $call,
+            Backend::Redis($s) => $call,
         }
     };
 }
 
 impl Store {
     pub fn memory(retention: Retention) -> Store {
-        Store::Memory(memory::MemoryStore::new(retention))
+        Store {
+            backend: Backend::Memory(memory::MemoryStore::new(retention)),
+            link: None,
+        }
     }
 
     /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks that it answers.
     pub async fn redis(url: &str, retention: Retention) -> Result<Store, redis::ConnectError> {
-        Ok(Store::Redis(
-            redis::RedisStore::connect(url, retention).await?,
-        ))
+        Ok(Store {
+            backend: Backend::Redis(redis::RedisStore::connect(url, retention).await?),
+            link: None,
+        })
+    }
+
+    /// The same store, reached through `link`: the lab cuts it to partition one replica.
+    pub fn with_link(&self, link: Link) -> Store {
+        Store {
+            backend: self.backend.clone(),
+            link: Some(link),
+        }
     }
 
     pub fn retention(&self) -> Retention {
-        dispatch!(self, s => s.retention())
+        dispatch_sync!(self, s => s.retention())
     }
 
     pub fn label(&self) -> String {
-        dispatch!(self, s => s.label())
+        dispatch_sync!(self, s => s.label())
+    }
+
+    /// Everything in the store is lost, as when a Redis without persistence restarts: on
+    /// Redis the database is flushed and every other client's connection dropped (the
+    /// replicas reconnect, as after a restart); in memory every session is forgotten.
+    pub async fn wipe(&self) -> Result<(), StoreError> {
+        dispatch!(self, s => s.wipe().await)
     }
 
     pub async fn open_session(&self, session: &SessionKey) -> Result<(), StoreError> {
@@ -296,9 +363,14 @@ impl Store {
 
     /// A reader for one delivery: waits for events after a cursor.
     pub async fn reader(&self) -> Result<Reader, StoreError> {
-        Ok(match self {
-            Store::Memory(s) => Reader::Memory(s.clone()),
-            Store::Redis(s) => Reader::Redis(s.reader().await?),
+        Link::check(self.link.as_ref()).await?;
+        let backend = match &self.backend {
+            Backend::Memory(s) => ReaderBackend::Memory(s.clone()),
+            Backend::Redis(s) => ReaderBackend::Redis(s.reader().await?),
+        };
+        Ok(Reader {
+            backend,
+            link: self.link.clone(),
         })
     }
 }
@@ -306,7 +378,13 @@ impl Store {
 /// One delivery's view of a log. On Redis it holds a connection of its own, since a blocked
 /// `XREAD` would stall every other command on a shared one.
 #[derive(Debug)]
-pub enum Reader {
+pub struct Reader {
+    backend: ReaderBackend,
+    link: Option<Link>,
+}
+
+#[derive(Debug)]
+enum ReaderBackend {
     Memory(memory::MemoryStore),
     Redis(redis::RedisReader),
 }
@@ -321,9 +399,10 @@ impl Reader {
         after: u64,
         max: usize,
     ) -> Result<Events, StoreError> {
-        match self {
-            Reader::Memory(s) => s.read(session, stream, after, max).await,
-            Reader::Redis(r) => r.read(session, stream, after, max).await,
+        Link::check(self.link.as_ref()).await?;
+        match &mut self.backend {
+            ReaderBackend::Memory(s) => s.read(session, stream, after, max).await,
+            ReaderBackend::Redis(r) => r.read(session, stream, after, max).await,
         }
     }
 }

@@ -251,7 +251,7 @@ impl Balancer {
         let shared = Arc::new(Shared {
             routing: Mutex::new(Routing::new(upstreams.len())),
             upstreams,
-            mode,
+            mode: Mutex::new(mode),
         });
         let accept = tokio::spawn(accept(listener, shared.clone()));
         Ok(Balancer {
@@ -266,7 +266,18 @@ impl Balancer {
     }
 
     pub fn mode(&self) -> Mode {
-        self.shared.mode
+        self.shared.mode()
+    }
+
+    /// Routes from the next request on as `mode` says. Sticky learns sessions from responses
+    /// it routes from now on: a session answered under round-robin goes on in rotation until a
+    /// response names it again.
+    pub fn set_mode(&self, mode: Mode) {
+        *self
+            .shared
+            .mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = mode;
     }
 
     /// Takes upstream `index` (0-based, in the order given) out of rotation: no request is
@@ -284,6 +295,12 @@ impl Balancer {
     /// (out of rotation too), once.
     pub fn send_next_to(&self, index: usize) -> Result<(), NoSuchUpstream> {
         self.with_upstream(index, |routing| routing.next = Some(index))
+    }
+
+    /// Sticky mode sends session `id` to upstream `index` from now on, as if that upstream had
+    /// answered its `initialize`: for a session that began under round-robin.
+    pub fn learn(&self, id: &str, index: usize) -> Result<(), NoSuchUpstream> {
+        self.with_upstream(index, |routing| routing.sessions.learn(id, index))
     }
 
     /// Each upstream in the order given.
@@ -320,11 +337,14 @@ impl Balancer {
 #[derive(Debug)]
 struct Shared {
     upstreams: Vec<Upstream>,
-    mode: Mode,
+    mode: Mutex<Mode>,
     routing: Mutex<Routing>,
 }
 
 impl Shared {
+    fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
+    }
     /// Held briefly, never across an await; a panic elsewhere leaves it consistent, so poisoning
     /// is ignored.
     fn routing(&self) -> MutexGuard<'_, Routing> {
@@ -503,7 +523,8 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> 
             );
         }
     };
-    let session = match shared.mode {
+    let mode = shared.mode();
+    let session = match mode {
         Mode::Sticky => parts
             .headers
             .get("mcp-session-id")
@@ -538,7 +559,7 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> 
         let outgoing = upstream_request(&parts, body.clone(), upstream);
         return match send(tcp, outgoing).await {
             Ok(response) => {
-                if shared.mode == Mode::Sticky
+                if mode == Mode::Sticky
                     && let Some(id) = response
                         .headers()
                         .get("mcp-session-id")

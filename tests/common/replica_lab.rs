@@ -117,6 +117,7 @@ impl Lab {
             background: self.spec.emit_ms.map(EmitRate::every_ms),
             allowed_hosts: Vec::new(),
             max_deliveries: replica::MAX_DELIVERIES,
+            ..ReplicaOptions::default()
         };
         let store = self.store_for(index).await?;
         // A restarted replica binds its old port again: the kernel may hold it a moment.

@@ -10,6 +10,7 @@
 //! own writes arrive ([`super::local`]), as in the SDKs.
 
 use super::local::Local;
+use super::witness::{Fact, effect_of};
 use super::{Replica, work};
 use crate::store::{Adoption, Reader, SessionKey, Snapshot, StoreError};
 use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
@@ -17,7 +18,7 @@ use crate::wire::sse;
 use axum::body::{Body, Bytes};
 use bytes::BytesMut;
 use forkscope_core::replica::{RecordState, admits, adoptable};
-use forkscope_core::{EventId, Policy, StreamId, WireCursor};
+use forkscope_core::{EventId, PayloadKey, Policy, SessionId, StreamId, StreamKind, WireCursor};
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -42,9 +43,13 @@ const QUEUE: usize = 16;
 pub(super) struct Delivery {
     pub session: SessionKey,
     pub stream: StreamId,
+    pub kind: StreamKind,
     pub key: u64,
     /// The client's cursor: delivery starts after it.
     pub after: u64,
+    /// Events up to here were in the log when the GET was decided: a replay. Later ones are
+    /// sent live (what a watching lab is told of, one by one).
+    pub live_after: u64,
     /// The stream epoch this delivery holds (fenced); `None` under naive.
     pub epoch: Option<u64>,
     /// A new stream opens with its priming event (an id, and empty data).
@@ -68,6 +73,12 @@ impl Delivery {
 pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphorePermit) -> Body {
     let (tx, rx) = mpsc::channel::<Bytes>(QUEUE);
     let task_replica = replica.clone();
+    replica.tell(|| Fact::Attached {
+        session: delivery.session.clone(),
+        stream: delivery.stream,
+        connection: replica.connections.fetch_add(1, Ordering::Relaxed) + 1,
+        epoch: delivery.epoch,
+    });
     replica.spawn(async move {
         let _permit = permit;
         let ended = if delivery.epoch.is_some() {
@@ -77,6 +88,11 @@ pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphore
         };
         if let Err(why) = ended {
             tracing::info!(replica = %task_replica.name, session = %delivery.session, stream = %delivery.stream, "delivery ended: {why}");
+            task_replica.tell(|| Fact::DeliveryEnded {
+                session: delivery.session.clone(),
+                stream: delivery.stream,
+                why: why.to_string(),
+            });
         }
     });
     Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
@@ -117,19 +133,50 @@ async fn keep_alive(tx: &mpsc::Sender<Bytes>, quiet_since: &mut Instant) -> Resu
     Ok(())
 }
 
-fn render(delivery: &Delivery, events: &[(u64, String)]) -> Bytes {
+/// The events as SSE frames (with their ground truth, for a lab's client); a watching lab is
+/// told of each one sent live.
+fn render(replica: &Replica, delivery: &Delivery, events: &[(u64, String)]) -> Bytes {
     let mut out = BytesMut::with_capacity(events.iter().map(|(_, d)| d.len() + 64).sum());
+    let watched = replica.truth || replica.witness.is_some();
     for (seq, data) in events {
-        sse::write_frame(&mut out, None, &delivery.id(*seq), None, data);
+        let effect = watched
+            .then(|| effect_of(delivery.kind, delivery.stream, data))
+            .flatten();
+        let key = effect.and_then(|effect| {
+            let session = SessionId::parse(delivery.session.as_str())?;
+            Some(PayloadKey::new(session, effect).to_string())
+        });
+        let truth = replica
+            .truth
+            .then_some((delivery.stream.0, *seq, key.as_deref()));
+        sse::write_frame(&mut out, truth, &delivery.id(*seq), None, data);
+        if *seq > delivery.live_after {
+            replica.tell(|| Fact::Sent {
+                session: delivery.session.clone(),
+                stream: delivery.stream,
+                seq: *seq,
+                effect,
+                epoch: delivery.epoch,
+            });
+        }
     }
     out.freeze()
 }
 
-async fn prime(delivery: &Delivery, tx: &mpsc::Sender<Bytes>) -> Result<(), Ended> {
+async fn prime(
+    replica: &Replica,
+    delivery: &Delivery,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), Ended> {
     if delivery.priming {
+        let truth = replica.truth.then_some(sse::Truth {
+            stream: delivery.stream.0,
+            seq: 0,
+            key: None,
+        });
         send(
             tx,
-            sse::frame(None, &delivery.id(0), Some(RETRY_HINT_MS), ""),
+            sse::frame(truth.as_ref(), &delivery.id(0), Some(RETRY_HINT_MS), ""),
         )
         .await?;
     }
@@ -150,7 +197,7 @@ async fn fenced(
     tx: &mpsc::Sender<Bytes>,
 ) -> Result<(), Ended> {
     let epoch = delivery.epoch.unwrap_or_default();
-    prime(delivery, tx).await?;
+    prime(replica, delivery, tx).await?;
     // Opened only once the delivery has caught up: a replay of a finished call never needs one.
     let mut waiter: Option<Reader> = None;
     let mut after = delivery.after;
@@ -185,7 +232,7 @@ async fn fenced(
             return Err(Ended::Evicted { after });
         }
         if let Some((last, _)) = events.last() {
-            send(tx, render(delivery, &events)).await?;
+            send(tx, render(replica, delivery, &events)).await?;
             after = *last;
             quiet_since = Instant::now();
         }
@@ -228,6 +275,12 @@ async fn adopt(
             .calls_adopted
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(replica = %replica.name, session = %delivery.session, stream = %delivery.stream, done, "adopted a tool call whose lease expired");
+        replica.tell(|| Fact::Adopted {
+            session: delivery.session.clone(),
+            stream: delivery.stream,
+            lease,
+            done,
+        });
         work::start_call(
             replica,
             delivery.session.clone(),
@@ -248,7 +301,7 @@ async fn naive(
     let mut live = replica.local.subscribe(&delivery.session, delivery.stream);
     let record = read_record(replica, delivery).await?.record;
     let mut reader = replica.store.reader().await?;
-    prime(delivery, tx).await?;
+    prime(replica, delivery, tx).await?;
     let mut after = delivery.after;
     while after < record.high_water {
         let events = reader
@@ -262,7 +315,7 @@ async fn naive(
             .into_iter()
             .filter(|(seq, _)| *seq <= record.high_water)
             .collect();
-        send(tx, render(delivery, &upto)).await?;
+        send(tx, render(replica, delivery, &upto)).await?;
         after = last.min(record.high_water);
     }
     if record.state != RecordState::Live {
@@ -276,7 +329,7 @@ async fn naive(
         };
         match heard {
             Ok(Local::Event(seq, data)) if seq > after => {
-                send(tx, render(delivery, &[(seq, data.to_string())])).await?;
+                send(tx, render(replica, delivery, &[(seq, data.to_string())])).await?;
                 after = seq;
                 quiet_since = Instant::now();
             }

@@ -35,10 +35,12 @@ impl LocalHub {
         // Senders nobody listens to any more are dropped here: the map stays bounded by the
         // streams with a live listener.
         streams.retain(|_, tx| tx.receiver_count() > 0);
-        streams
-            .entry((session.clone(), stream))
-            .or_insert_with(|| broadcast::channel(LOCAL_QUEUE).0)
-            .subscribe()
+        // One listener per stream on a replica, as one SDK process keeps one writer per stream
+        // id: a resume on the same replica takes the stream over, and the delivery it replaced
+        // ends (its channel closes). Only a resume on another replica leaves an orphan.
+        let (tx, rx) = broadcast::channel(LOCAL_QUEUE);
+        streams.insert((session.clone(), stream), tx);
+        rx
     }
 
     pub(super) fn publish(&self, session: &SessionKey, stream: StreamId, item: Local) {

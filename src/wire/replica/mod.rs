@@ -14,6 +14,7 @@
 mod deliver;
 mod local;
 mod routes;
+pub mod witness;
 mod work;
 
 use crate::store::{SessionKey, Store};
@@ -27,10 +28,11 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::serve::ListenerExt;
 use forkscope_core::Policy;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use tokio::sync::{Semaphore, oneshot};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
 
 /// Deliveries (open SSE responses) one replica serves at once; past it a GET or a call is
@@ -47,6 +49,28 @@ pub struct ReplicaOptions {
     pub background: Option<EmitRate>,
     pub allowed_hosts: Vec<String>,
     pub max_deliveries: usize,
+    /// A lab watching this replica: it is told every decision and every live send.
+    pub witness: Option<witness::Witness>,
+    /// Write each event's ground truth in an SSE comment, for the lab's own client.
+    pub truth_comments: bool,
+    /// Run a background emitter for every standalone stream, emitting on
+    /// [`RunningReplica::emit_now`] (and on `background`'s rate, if any): the lab's `EmitOn`.
+    pub emit_on_demand: bool,
+}
+
+impl Default for ReplicaOptions {
+    fn default() -> Self {
+        ReplicaOptions {
+            name: None,
+            policy: Policy::Fenced,
+            background: None,
+            allowed_hosts: Vec::new(),
+            max_deliveries: MAX_DELIVERIES,
+            witness: None,
+            truth_comments: false,
+            emit_on_demand: false,
+        }
+    }
 }
 
 /// What a replica counted: the fence at work, seen from one replica.
@@ -81,9 +105,23 @@ struct Replica {
     /// The replica's own tasks (deliveries, calls, emitters): [`RunningReplica::kill`] stops
     /// them all at once, as a crash would.
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
+    witness: Option<witness::Witness>,
+    truth: bool,
+    emit_on_demand: bool,
+    pokes: Pokes,
+    connections: Arc<AtomicU64>,
 }
 
+/// The emitters of each session on this replica, poked by [`RunningReplica::emit_now`].
+type Pokes = Arc<Mutex<HashMap<SessionKey, Vec<Weak<Notify>>>>>;
+
 impl Replica {
+    fn tell(&self, fact: impl FnOnce() -> witness::Fact) {
+        if let Some(witness) = &self.witness {
+            witness.tell(fact());
+        }
+    }
+
     fn spawn<F>(&self, task: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
@@ -104,9 +142,24 @@ pub struct RunningReplica {
     stop: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
+    pokes: Pokes,
 }
 
 impl RunningReplica {
+    /// Each background emitter this replica runs for `session` emits once, now. Returns how
+    /// many were poked.
+    pub fn emit_now(&self, session: &SessionKey) -> usize {
+        let mut pokes = self.pokes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(emitters) = pokes.get_mut(session) else {
+            return 0;
+        };
+        emitters.retain(|e| e.strong_count() > 0);
+        for emitter in emitters.iter().filter_map(Weak::upgrade) {
+            emitter.notify_one();
+        }
+        emitters.len()
+    }
+
     /// Stops at once, everything this replica runs included, with nothing said to anyone: a
     /// crash, for the tests that kill a replica mid-call.
     pub fn kill(mut self) {
@@ -157,7 +210,13 @@ pub async fn start(
     })?;
     let counters = Arc::new(Counters::default());
     let tasks = Arc::new(Mutex::new(Vec::new()));
+    let pokes = Pokes::default();
     let replica = Replica {
+        witness: options.witness,
+        truth: options.truth_comments,
+        emit_on_demand: options.emit_on_demand,
+        pokes: pokes.clone(),
+        connections: Arc::new(AtomicU64::new(0)),
         store,
         name: name.as_str().into(),
         policy: options.policy,
@@ -201,6 +260,7 @@ pub async fn start(
         stop: Some(stop),
         server,
         tasks,
+        pokes,
     })
 }
 

@@ -6,6 +6,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::deliver::{self, Delivery};
+use super::witness::Fact;
 use super::work::{self, CallStart};
 use super::{Replica, session_key};
 use crate::store::{Adoption, CallSpec, NewStream, SessionKey, StoreError};
@@ -136,6 +137,9 @@ pub(super) async fn post_mcp(
             return store_failure(id, why);
         }
         tracing::info!(replica = %replica.name, %session, version, "session initialized");
+        replica.tell(|| Fact::SessionOpened {
+            session: session.clone(),
+        });
         let result = incoming::initialize_result(version);
         let mut response = json_response(StatusCode::OK, jsonrpc::result(id, result));
         insert(
@@ -193,6 +197,12 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
         Err(why) => return store_failure(&id, why),
     };
     tracing::info!(replica = %replica.name, %session, %stream, steps = args.steps, "tool call started");
+    replica.tell(|| Fact::StreamOpened {
+        session: session.clone(),
+        stream,
+        kind: StreamKind::Request,
+        flagged_new: replica.policy == Policy::Fenced,
+    });
     work::start_call(
         replica,
         session.clone(),
@@ -203,8 +213,10 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
     let delivery = Delivery {
         session,
         stream,
+        kind: StreamKind::Request,
         key,
         after: 0,
+        live_after: 0,
         epoch: (replica.policy == Policy::Fenced).then_some(1),
         priming: true,
     };
@@ -286,6 +298,10 @@ async fn attempt_get(
     match plan {
         GetPlan::Reject(rejected) => {
             tracing::info!(replica = %replica.name, %session, reason = %rejected.reason(), "resume rejected");
+            replica.tell(|| Fact::Rejected {
+                session: session.clone(),
+                reason: rejected.reason(),
+            });
             Err(resume_rejected(&rejected))
         }
         GetPlan::Open { fence } => {
@@ -306,12 +322,20 @@ async fn attempt_get(
                 return Ok(None);
             };
             tracing::info!(replica = %replica.name, %session, %stream, "new standalone stream");
+            replica.tell(|| Fact::StreamOpened {
+                session: session.clone(),
+                stream,
+                kind: StreamKind::Standalone,
+                flagged_new: replica.policy == Policy::Fenced,
+            });
             work::start_emitter(replica, session.clone(), stream, 1);
             let delivery = Delivery {
                 session: session.clone(),
                 stream,
+                kind: StreamKind::Standalone,
                 key,
                 after: 0,
+                live_after: 0,
                 epoch: (replica.policy == Policy::Fenced).then_some(1),
                 priming: true,
             };
@@ -342,6 +366,14 @@ async fn attempt_get(
                 None => None,
             };
             tracing::info!(replica = %replica.name, %session, %stream, after, ?epoch, "resumed");
+            let high_water = snapshot.record.high_water;
+            replica.tell(|| Fact::Resumed {
+                session: session.clone(),
+                stream,
+                after,
+                replay: high_water.saturating_sub(after),
+                epoch,
+            });
             if let (Some(lease), Some(spec)) = (adopt, snapshot.call.clone()) {
                 let adopted = replica
                     .store
@@ -353,6 +385,12 @@ async fn attempt_get(
                         .counters
                         .calls_adopted
                         .fetch_add(1, Ordering::Relaxed);
+                    replica.tell(|| Fact::Adopted {
+                        session: session.clone(),
+                        stream,
+                        lease,
+                        done,
+                    });
                     work::start_call(
                         replica,
                         session.clone(),
@@ -368,8 +406,10 @@ async fn attempt_get(
             let delivery = Delivery {
                 session: session.clone(),
                 stream,
+                kind: snapshot.record.kind,
                 key: snapshot.record.key,
                 after,
+                live_after: high_water.max(after),
                 epoch,
                 priming: false,
             };

@@ -9,14 +9,17 @@
 
 use super::Replica;
 use super::local::Local;
+use super::witness::Fact;
 use crate::store::{CallSpec, Refused, SessionKey, StoreError, Writer};
 use crate::wire::server::{background, tool};
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::work::ToolStep;
 use forkscope_core::{Policy, StreamId};
 use serde_json::Value;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// Steps committed in one script call when a call runs with no delay: one round trip per batch.
 const STEP_BATCH: u64 = 64;
@@ -52,13 +55,17 @@ enum Stopped {
 }
 
 /// Counts a stale write, names the replica, and stops the writer.
-fn refused(replica: &Replica, why: Refused) -> Stopped {
+fn refused(replica: &Replica, session: &SessionKey, why: Refused) -> Stopped {
     if let Refused::Stale(stale) = &why {
         replica
             .counters
             .late_writes_refused
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(replica = %replica.name, "{stale}");
+        replica.tell(|| Fact::Refused {
+            session: session.clone(),
+            stale: stale.clone(),
+        });
     }
     Stopped::Refused(why)
 }
@@ -184,7 +191,7 @@ async fn commit_surely(
                 current: call.lease.epoch,
                 holder: call.lease.owner,
             };
-            return Err(refused(replica, Refused::Stale(stale)));
+            return Err(refused(replica, session, Refused::Stale(stale)));
         }
         if batch.done.is_some_and(|d| call.done >= d) {
             return Ok(());
@@ -221,8 +228,14 @@ async fn commit(
         .store
         .append(session, stream, writer, bodies, finish)
         .await?
-        .map_err(|why| refused(replica, why))?;
+        .map_err(|why| refused(replica, session, why))?;
     tell_local(replica, session, stream, high_water, bodies, finish);
+    if finish {
+        replica.tell(|| Fact::Finished {
+            session: session.clone(),
+            stream,
+        });
+    }
     Ok(())
 }
 
@@ -251,9 +264,22 @@ fn tell_local(
 /// Emits background events on the standalone stream `stream` while this replica holds `epoch`,
 /// numbered on from the session's last one, whichever replica emitted it.
 pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: StreamId, epoch: u64) {
-    let Some(rate) = replica.background else {
+    if replica.background.is_none() && !replica.emit_on_demand {
         return;
-    };
+    }
+    let rate = replica.background;
+    let poke = Arc::new(Notify::new());
+    if replica.emit_on_demand {
+        let mut pokes = replica.pokes.lock().unwrap_or_else(|p| p.into_inner());
+        pokes.retain(|_, emitters| {
+            emitters.retain(|e| e.strong_count() > 0);
+            !emitters.is_empty()
+        });
+        pokes
+            .entry(session.clone())
+            .or_default()
+            .push(Arc::downgrade(&poke));
+    }
     let task_replica = replica.clone();
     replica.spawn(async move {
         let mut n = match task_replica.store.background_number(&session).await {
@@ -263,11 +289,18 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                 return;
             }
         };
-        let every = Duration::from_millis(rate.interval_ms());
+        // No rate: emits only when poked (an hour between ticks stands for never).
+        let every = Duration::from_millis(rate.map_or(3_600_000, |r| r.interval_ms()));
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            ticks.tick().await;
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = poke.notified() => {}
+            }
+            // Counted on from the session's number when this emitter started: two naive
+            // emitters of one session (the orphan's, the resume's) can give one number twice,
+            // a duplicate side effect; under fenced only one of them can still write.
             n += 1;
             let body = [background::body(n)];
             let writer = match task_replica.policy {
@@ -290,7 +323,7 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                     tell_local(&task_replica, &session, stream, high_water, &body, false);
                 }
                 Ok(Err(why)) => {
-                    let _ = refused(&task_replica, why);
+                    let _ = refused(&task_replica, &session, why);
                     return;
                 }
                 Err(StoreError::SessionGone) => return,

@@ -1,0 +1,821 @@
+//! A lab of replicas (`forkscope --replicas 2`): the MCP server as two or more replicas on one
+//! store (in memory, or a real Redis), behind the balancer, with the fault proxy and the lab's
+//! client in front as in a lab of one. What each replica decides and sends reaches the lab's
+//! history tagged with the replica and the epoch it held ([`forkscope_core::ByReplica`]), so
+//! the core's checker names a fork across replicas by the replicas it spans.
+//!
+//! The lab only wires and reports: the replicas decide with the core's rules
+//! ([`forkscope_core::replica`]), and the store commits on epochs.
+
+use crate::clock::LabClock;
+use crate::store::{Link, Retention, SessionKey, Store};
+use crate::wire::Shared;
+use crate::wire::balance::{Balancer, Mode, Upstream};
+use crate::wire::replica::witness::{Fact, Witness};
+use crate::wire::replica::{self, ReplicaOptions, RunningReplica};
+use forkscope_core::history::Record;
+use forkscope_core::replica::{DEFAULT_LEASE_MS, RecordState};
+use forkscope_core::{
+    ByReplica, ConnectionId, EmitRate, IdScheme, IdentityProof, PayloadKey, Policy, ReplicaId,
+    SessionId, StreamId, StreamKind,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// The most replicas a lab runs.
+pub const MAX_REPLICAS: u8 = 4;
+/// Facts each replica's pane keeps, newest last.
+const RECENT_FACTS: usize = 8;
+/// Streams of the client's session the lab reads back from the store for the panes.
+const WATCHED_STREAMS: usize = 8;
+/// How often the panes' copy of the store's records is read again.
+const STORE_POLL: Duration = Duration::from_millis(100);
+
+/// Where the replicas keep what they share.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StoreChoice {
+    #[default]
+    Memory,
+    /// A real Redis, `redis://HOST:PORT[/DB]`.
+    Redis(String),
+}
+
+/// How the balancer picks a replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Every request to the next replica in turn: a reconnect may land anywhere.
+    #[default]
+    RoundRobin,
+    /// A session's requests to the replica that answered its `initialize`.
+    Sticky,
+}
+
+impl Routing {
+    fn mode(self) -> Mode {
+        match self {
+            Routing::RoundRobin => Mode::RoundRobin,
+            Routing::Sticky => Mode::Sticky,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Routing::RoundRobin => "round-robin",
+            Routing::Sticky => "sticky",
+        }
+    }
+}
+
+/// How a lab of replicas is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSetup {
+    /// 2 to [`MAX_REPLICAS`].
+    pub count: u8,
+    pub store: StoreChoice,
+    /// How long a tool call's runner holds its lease without renewing it.
+    pub lease_ms: u64,
+    pub routing: Routing,
+}
+
+impl Default for ReplicaSetup {
+    fn default() -> Self {
+        ReplicaSetup {
+            count: 2,
+            store: StoreChoice::Memory,
+            lease_ms: DEFAULT_LEASE_MS,
+            routing: Routing::RoundRobin,
+        }
+    }
+}
+
+/// A replica as the panes show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaState {
+    Up,
+    /// Running, serving, and cut off from the store.
+    Partitioned,
+    Killed,
+}
+
+impl ReplicaState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaState::Up => "up",
+            ReplicaState::Partitioned => "partitioned",
+            ReplicaState::Killed => "killed",
+        }
+    }
+}
+
+/// A stream whose delivery runs on a replica: the client's connection, or an orphan's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub stream: StreamId,
+    pub connection: u64,
+    pub epoch: Option<u64>,
+    /// The stream is attached on another replica now (or on a newer connection here).
+    pub superseded: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplicaView {
+    pub id: ReplicaId,
+    pub addr: SocketAddr,
+    pub state: ReplicaState,
+    pub holds: Vec<Held>,
+    /// Requests the balancer sent it.
+    pub forwarded: u64,
+    /// The balancer's next request goes here.
+    pub next: bool,
+    pub late_writes_refused: u64,
+    pub deliveries_fenced: u64,
+    pub calls_adopted: u64,
+    pub resumes: u64,
+    /// Events it sent live, all streams.
+    pub sent: u64,
+    /// What it did last, in words, newest last.
+    pub recent: Vec<String>,
+}
+
+/// One stream's record in the store, as last read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredStream {
+    pub stream: StreamId,
+    pub kind: StreamKind,
+    pub state: RecordState,
+    pub epoch: u64,
+    /// The replica that took the epoch (or opened the stream).
+    pub owner: String,
+    pub high_water: u64,
+    /// A tool call's lease: epoch, holder, steps committed.
+    pub lease: Option<(u64, String, u64)>,
+}
+
+/// Everything the replica panes show, at one instant.
+#[derive(Clone, Debug)]
+pub struct ReplicasView {
+    pub store: String,
+    pub routing: Routing,
+    pub lease_ms: u64,
+    pub replicas: Vec<ReplicaView>,
+    /// The client's session's streams in the store, oldest first.
+    pub streams: Vec<StoredStream>,
+    /// The last store read failed (the store is down or restarting).
+    pub store_error: Option<String>,
+}
+
+/// What the lab learned from the replicas' facts, for the panes.
+#[derive(Debug, Default)]
+struct Watch {
+    replicas: Vec<Seen>,
+    /// Streams opened, per session, newest last.
+    streams: Vec<(SessionKey, StreamId)>,
+    stored: Vec<StoredStream>,
+    store_error: Option<String>,
+    /// The session's standalone stream and the replica it was last attached on (for sticky).
+    standalone_on: Option<(SessionKey, ReplicaId)>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    holds: Vec<(SessionKey, Held)>,
+    sent: u64,
+    recent: VecDeque<String>,
+}
+
+impl Watch {
+    fn note(&mut self, replica: ReplicaId, line: String) {
+        if let Some(seen) = self.replicas.get_mut(replica.index()) {
+            if seen.recent.len() == RECENT_FACTS {
+                seen.recent.pop_front();
+            }
+            seen.recent.push_back(line);
+        }
+    }
+}
+
+/// One replica's place in the lab: its address, its link to the store, and the replica while
+/// it runs.
+#[derive(Debug)]
+struct Slot {
+    id: ReplicaId,
+    addr: SocketAddr,
+    link: Link,
+    running: Option<RunningReplica>,
+}
+
+/// The running replicas, their store and balancer.
+pub struct Replicas {
+    setup: ReplicaSetup,
+    store: Store,
+    slots: Mutex<Vec<Slot>>,
+    balancer: Balancer,
+    watch: Arc<Mutex<Watch>>,
+    template: ReplicaOptions,
+    shared: Shared,
+    clock: Arc<LabClock>,
+    poller: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Replicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replicas")
+            .field("setup", &self.setup)
+            .field("balancer", &self.balancer.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a lab of replicas could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("a lab runs 2 to {MAX_REPLICAS} replicas, not {0}")]
+    Count(u8),
+    #[error(transparent)]
+    Store(#[from] crate::store::redis::ConnectError),
+    #[error("could not open a loopback socket: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Replicas {
+    /// Starts the store, `setup.count` replicas under `policy`, and the balancer in front.
+    pub async fn start(
+        setup: ReplicaSetup,
+        policy: Policy,
+        background: Option<EmitRate>,
+        shared: Shared,
+        clock: Arc<LabClock>,
+    ) -> Result<Replicas, StartError> {
+        if !(2..=MAX_REPLICAS).contains(&setup.count) {
+            return Err(StartError::Count(setup.count));
+        }
+        let retention = Retention {
+            lease_ms: setup.lease_ms,
+            ..Retention::default()
+        };
+        let store = match &setup.store {
+            StoreChoice::Memory => Store::memory(retention),
+            StoreChoice::Redis(url) => Store::redis(url, retention).await?,
+        };
+        let watch = Arc::new(Mutex::new(Watch {
+            replicas: (0..setup.count).map(|_| Seen::default()).collect(),
+            ..Watch::default()
+        }));
+        let template = ReplicaOptions {
+            policy,
+            background,
+            truth_comments: true,
+            emit_on_demand: true,
+            ..ReplicaOptions::default()
+        };
+        let mut slots = Vec::new();
+        for index in 0..setup.count {
+            let id = ReplicaId::new(index).unwrap_or_else(|| unreachable!("count ≤ 4"));
+            let link = Link::default();
+            let options = options_for(&template, id, &shared, &clock, &watch);
+            let running = replica::start(
+                store.with_link(link.clone()),
+                options,
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+            )
+            .await?;
+            slots.push(Slot {
+                id,
+                addr: running.addr,
+                link,
+                running: Some(running),
+            });
+        }
+        let upstreams = slots
+            .iter()
+            .map(|s| Upstream::parse(&format!("http://{}", s.addr)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let balancer = Balancer::start(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            upstreams,
+            setup.routing.mode(),
+        )
+        .await?;
+        let poller = tokio::spawn(poll_store(store.clone(), watch.clone()));
+        Ok(Replicas {
+            setup,
+            store,
+            slots: Mutex::new(slots),
+            balancer,
+            watch,
+            template,
+            shared,
+            clock,
+            poller,
+        })
+    }
+
+    /// Where the client's requests go: the balancer.
+    pub fn addr(&self) -> SocketAddr {
+        self.balancer.addr
+    }
+
+    pub fn setup(&self) -> &ReplicaSetup {
+        &self.setup
+    }
+
+    fn index(&self, id: ReplicaId) -> Result<usize, super::Refusal> {
+        let index = id.index();
+        if index < usize::from(self.setup.count) {
+            Ok(index)
+        } else {
+            Err(super::Refusal::NoSuchReplica(id))
+        }
+    }
+
+    /// Kills replica `id`: its tasks stop at once, its connections end, its port refuses.
+    pub fn kill(&self, id: ReplicaId) -> Result<(), super::Refusal> {
+        let index = self.index(id)?;
+        let running = lock(&self.slots)[index].running.take();
+        let Some(running) = running else {
+            return Err(super::Refusal::ReplicaState(id, "already killed"));
+        };
+        let _ = self.balancer.take_out(index);
+        running.kill();
+        let mut watch = lock(&self.watch);
+        watch.replicas[index].holds.clear();
+        watch.note(id, "killed".into());
+        Ok(())
+    }
+
+    /// Starts a killed replica again on its address, with nothing in memory.
+    pub async fn revive(&self, id: ReplicaId) -> Result<(), super::Refusal> {
+        let index = self.index(id)?;
+        let (addr, link) = {
+            let slots = lock(&self.slots);
+            if slots[index].running.is_some() {
+                return Err(super::Refusal::ReplicaState(id, "running"));
+            }
+            (slots[index].addr, slots[index].link.clone())
+        };
+        let options = options_for(&self.template, id, &self.shared, &self.clock, &self.watch);
+        // The port was just closed: the kernel may hold it a moment.
+        let mut last = None;
+        for _ in 0..50 {
+            match replica::start(self.store.with_link(link.clone()), options.clone(), addr).await {
+                Ok(running) => {
+                    lock(&self.slots)[index].running = Some(running);
+                    let _ = self.balancer.put_in(index);
+                    lock(&self.watch).note(id, "started again".into());
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(super::Refusal::Store(format!(
+            "replica {id} could not bind {addr} again: {}",
+            last.map_or_else(String::new, |e| e.to_string())
+        )))
+    }
+
+    pub fn partition(&self, id: ReplicaId, cut: bool) -> Result<(), super::Refusal> {
+        let index = self.index(id)?;
+        let slots = lock(&self.slots);
+        if slots[index].running.is_none() {
+            return Err(super::Refusal::ReplicaState(id, "killed"));
+        }
+        slots[index].link.cut(cut);
+        drop(slots);
+        let line = if cut {
+            "partitioned from the store"
+        } else {
+            "reaches the store again"
+        };
+        lock(&self.watch).note(id, line.into());
+        Ok(())
+    }
+
+    pub fn routing(&self) -> Routing {
+        match self.balancer.mode() {
+            Mode::RoundRobin => Routing::RoundRobin,
+            Mode::Sticky => Routing::Sticky,
+        }
+    }
+
+    /// Switches routing; a session that began under round-robin sticks to the replica its
+    /// standalone stream is on.
+    pub fn toggle_routing(&self) -> Routing {
+        let next = match self.routing() {
+            Routing::RoundRobin => Routing::Sticky,
+            Routing::Sticky => Routing::RoundRobin,
+        };
+        self.balancer.set_mode(next.mode());
+        if next == Routing::Sticky
+            && let Some((session, on)) = lock(&self.watch).standalone_on.clone()
+        {
+            let _ = self.balancer.learn(session.as_str(), on.index());
+        }
+        next
+    }
+
+    pub fn route_next(&self, id: ReplicaId) -> Result<(), super::Refusal> {
+        let index = self.index(id)?;
+        self.balancer
+            .send_next_to(index)
+            .map_err(|e| super::Refusal::Store(e.to_string()))
+    }
+
+    /// Replica `id`'s emitters for `session` emit once each; returns how many did.
+    pub fn emit_on(&self, id: ReplicaId, session: SessionId) -> Result<usize, super::Refusal> {
+        let index = self.index(id)?;
+        let slots = lock(&self.slots);
+        let Some(running) = &slots[index].running else {
+            return Err(super::Refusal::ReplicaState(id, "killed"));
+        };
+        let key = SessionKey::parse(&session.to_string())
+            .ok_or_else(|| super::Refusal::Store("a session id the store cannot spell".into()))?;
+        Ok(running.emit_now(&key))
+    }
+
+    /// Every running replica's emitters for `session` emit once.
+    pub fn emit_everywhere(&self, session: SessionId) -> usize {
+        (0..self.setup.count)
+            .filter_map(ReplicaId::new)
+            .filter_map(|id| self.emit_on(id, session).ok())
+            .sum()
+    }
+
+    /// Empties the store, as a restart of a Redis without persistence does.
+    pub fn restart_store(&self) {
+        let store = self.store.clone();
+        let watch = self.watch.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.wipe().await {
+                tracing::warn!("store restart failed: {e}");
+                return;
+            }
+            let mut watch = watch
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            watch.streams.clear();
+            watch.stored.clear();
+            watch.standalone_on = None;
+            for seen in &mut watch.replicas {
+                seen.holds.clear();
+            }
+        });
+    }
+
+    pub fn view(&self) -> ReplicasView {
+        let status = self.balancer.status();
+        let slots = lock(&self.slots);
+        let watch = lock(&self.watch);
+        let replicas = slots
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| {
+                let seen = &watch.replicas[i];
+                let counters = slot.running.as_ref().map(|r| r.counters.clone());
+                let count = |f: fn(&replica::Counters) -> &std::sync::atomic::AtomicU64| {
+                    counters
+                        .as_ref()
+                        .map_or(0, |c| f(c).load(Ordering::Relaxed))
+                };
+                ReplicaView {
+                    id: slot.id,
+                    addr: slot.addr,
+                    state: match (&slot.running, slot.link.is_cut()) {
+                        (None, _) => ReplicaState::Killed,
+                        (Some(_), true) => ReplicaState::Partitioned,
+                        (Some(_), false) => ReplicaState::Up,
+                    },
+                    holds: seen.holds.iter().map(|(_, h)| h.clone()).collect(),
+                    forwarded: status.get(i).map_or(0, |s| s.forwarded),
+                    next: status.get(i).is_some_and(|s| s.next),
+                    late_writes_refused: count(|c| &c.late_writes_refused),
+                    deliveries_fenced: count(|c| &c.deliveries_fenced),
+                    calls_adopted: count(|c| &c.calls_adopted),
+                    resumes: count(|c| &c.resumes),
+                    sent: seen.sent,
+                    recent: seen.recent.iter().cloned().collect(),
+                }
+            })
+            .collect();
+        ReplicasView {
+            store: self.store.label(),
+            routing: self.routing(),
+            lease_ms: self.setup.lease_ms,
+            replicas,
+            streams: watch.stored.clone(),
+            store_error: watch.store_error.clone(),
+        }
+    }
+
+    pub fn stop(&self) {
+        self.poller.abort();
+        for slot in lock(&self.slots).iter_mut() {
+            if let Some(running) = slot.running.take() {
+                running.kill();
+            }
+        }
+    }
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The options replica `id` starts with: the lab's, its name, and a witness that writes its
+/// facts into the lab's history.
+fn options_for(
+    template: &ReplicaOptions,
+    id: ReplicaId,
+    shared: &Shared,
+    clock: &Arc<LabClock>,
+    watch: &Arc<Mutex<Watch>>,
+) -> ReplicaOptions {
+    let (shared, clock, watch) = (shared.clone(), clock.clone(), watch.clone());
+    let witness = Witness::new(move |fact| record(&shared, &clock, &watch, id, fact));
+    ReplicaOptions {
+        name: Some(id.to_string()),
+        witness: Some(witness),
+        ..template.clone()
+    }
+}
+
+/// One replica fact, into the lab's history (for the checker) and its watch (for the panes).
+fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId, fact: Fact) {
+    let now = clock.now();
+    let by = |epoch: Option<u64>| Some(ByReplica { replica: id, epoch });
+    let session_of = |key: &SessionKey| SessionId::parse(key.as_str());
+    let mut watch = lock(watch);
+    let (by, record) = match fact {
+        Fact::SessionOpened { session } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            watch.note(id, format!("opens session {}", s.short()));
+            (by(None), Record::SessionOpened { session: s })
+        }
+        Fact::StreamOpened {
+            session,
+            stream,
+            kind,
+            flagged_new,
+        } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            watch.streams.push((session.clone(), stream));
+            let excess = watch.streams.len().saturating_sub(64);
+            watch.streams.drain(..excess);
+            watch.note(id, format!("opens {stream}"));
+            let epoch = flagged_new.then_some(1);
+            let record = Record::StreamOpened {
+                session: s,
+                stream,
+                stream_kind: kind,
+                ids: IdScheme::Keyed,
+                flagged_new,
+            };
+            (by(epoch), record)
+        }
+        Fact::Resumed {
+            session,
+            stream,
+            after,
+            replay,
+            epoch,
+        } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            let line = match epoch {
+                Some(e) => format!("resumes {stream} after #{after}: takes epoch {e}"),
+                None => format!("resumes {stream} after #{after}, no epoch taken"),
+            };
+            watch.note(id, line);
+            let proof = if epoch.is_some() {
+                IdentityProof::EventIdKey
+            } else {
+                IdentityProof::Unchecked
+            };
+            let record = Record::ResumeAccepted {
+                session: s,
+                stream,
+                after,
+                replay_len: usize::try_from(replay).unwrap_or(usize::MAX),
+                proof,
+            };
+            (by(epoch), record)
+        }
+        Fact::Rejected { session, reason } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            watch.note(id, format!("refuses a resume: {reason}"));
+            (by(None), Record::ResumeRejected { session: s, reason })
+        }
+        Fact::Attached {
+            session,
+            stream,
+            connection,
+            epoch,
+        } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            // Every other replica's delivery of this stream is an orphan now, and so is an
+            // older one here.
+            for seen in &mut watch.replicas {
+                for (k, held) in &mut seen.holds {
+                    if *k == session && held.stream == stream {
+                        held.superseded = true;
+                    }
+                }
+            }
+            let seen = &mut watch.replicas[id.index()];
+            seen.holds.push((
+                session.clone(),
+                Held {
+                    stream,
+                    connection,
+                    epoch,
+                    superseded: false,
+                },
+            ));
+            let excess = seen.holds.len().saturating_sub(WATCHED_STREAMS);
+            seen.holds.drain(..excess);
+            if stream_kind(&watch, &session, stream) == Some(StreamKind::Standalone)
+                || watch.standalone_on.is_none()
+            {
+                watch.standalone_on = Some((session.clone(), id));
+            }
+            let record = Record::Attached {
+                session: s,
+                stream,
+                connection: ConnectionId(((id.index() as u64) << 32) | connection),
+            };
+            (by(epoch), record)
+        }
+        Fact::Sent {
+            session,
+            stream,
+            seq,
+            effect,
+            epoch,
+        } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            let Some(effect) = effect else { return };
+            watch.replicas[id.index()].sent += 1;
+            let record = Record::Emitted {
+                session: s,
+                stream,
+                seq,
+                key: PayloadKey::new(s, effect).to_shared(),
+                copied: false,
+            };
+            (by(epoch), record)
+        }
+        Fact::Refused { session, stale } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            watch.note(
+                id,
+                format!(
+                    "write on {} refused: epoch {} < {} (held by {})",
+                    stale.stream, stale.writer_epoch, stale.current, stale.holder
+                ),
+            );
+            let record = Record::StaleWriteRefused {
+                session: s,
+                stream: stale.stream,
+                epoch: stale.writer_epoch,
+                current: stale.current,
+                holder: ReplicaId::parse(&stale.holder),
+            };
+            (by(Some(stale.writer_epoch)), record)
+        }
+        Fact::Adopted {
+            session,
+            stream,
+            lease,
+            done,
+        } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            watch.note(id, format!("adopts the call on {stream} after step {done}"));
+            let record = Record::CallAdopted {
+                session: s,
+                stream,
+                lease,
+                done,
+            };
+            (by(None), record)
+        }
+        Fact::Finished { session, stream } => {
+            let Some(s) = session_of(&session) else {
+                return;
+            };
+            watch.note(id, format!("finishes the call on {stream}"));
+            (by(None), Record::StreamClosed { session: s, stream })
+        }
+        Fact::DeliveryEnded {
+            session,
+            stream,
+            why,
+        } => {
+            let seen = &mut watch.replicas[id.index()];
+            seen.holds
+                .retain(|(k, h)| !(*k == session && h.stream == stream && h.superseded));
+            watch.note(id, format!("stops sending {stream}: {why}"));
+            return;
+        }
+    };
+    drop(watch);
+    let mut core = shared.lock();
+    core.history.record_by(now, by, record);
+}
+
+fn stream_kind(watch: &Watch, session: &SessionKey, stream: StreamId) -> Option<StreamKind> {
+    watch
+        .stored
+        .iter()
+        .find(|s| s.stream == stream)
+        .map(|s| s.kind)
+        .or_else(|| {
+            // Not read back yet: a session's first stream is its standalone one.
+            watch
+                .streams
+                .iter()
+                .find(|(k, _)| k == session)
+                .filter(|(_, first)| *first == stream)
+                .map(|_| StreamKind::Standalone)
+        })
+}
+
+/// Reads the watched session's streams back from the store, for the panes.
+async fn poll_store(store: Store, watch: Arc<Mutex<Watch>>) {
+    let mut ticks = tokio::time::interval(STORE_POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticks.tick().await;
+        let wanted: Vec<(SessionKey, StreamId)> = {
+            let watch = lock(&watch);
+            let Some((session, _)) = watch.streams.last() else {
+                continue;
+            };
+            let session = session.clone();
+            let mut wanted: Vec<_> = watch
+                .streams
+                .iter()
+                .filter(|(k, _)| *k == session)
+                .cloned()
+                .collect();
+            let excess = wanted.len().saturating_sub(WATCHED_STREAMS);
+            wanted.drain(..excess);
+            wanted
+        };
+        let mut stored = Vec::new();
+        let mut error = None;
+        for (session, stream) in wanted {
+            match store.snapshot(&session, stream).await {
+                Ok(Some(snapshot)) => {
+                    let record = snapshot.record;
+                    stored.push(StoredStream {
+                        stream: record.stream,
+                        kind: record.kind,
+                        state: record.state,
+                        epoch: record.epoch,
+                        owner: record.owner,
+                        high_water: record.high_water,
+                        lease: record.call.map(|c| (c.lease.epoch, c.lease.owner, c.done)),
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let mut watch = lock(&watch);
+        if error.is_none() {
+            watch.stored = stored;
+        }
+        watch.store_error = error;
+    }
+}
