@@ -1,7 +1,7 @@
 //! The dashboard, the default command: its flags sit on `forkscope` itself.
 
-use super::{IdentityArg, PolicyArg, out, outln};
-use forkscope::lab::LabOptions;
+use super::{IdentityArg, PolicyArg, RoutingArg, out, outln, parse_store};
+use forkscope::lab::{LabOptions, ReplicaSetup, StoreChoice};
 use forkscope::scenario::{self, ScenarioError};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,6 +33,22 @@ pub struct DashboardArgs {
     /// Predict, then reveal: the verdict stays hidden until V (so a room can vote first).
     #[arg(long)]
     predict: bool,
+    /// Run the server as this many replicas (2-4) behind a load balancer on one store, to see
+    /// the fork across replicas (keys 1-4 pick a replica; K kills it, P partitions it, H heals
+    /// it, G switches routing, > sends the next request to it).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=4))]
+    replicas: Option<u8>,
+    /// With --replicas: where the replicas share state, `memory` (default) or
+    /// `redis://HOST:PORT[/DB]` (a running Redis).
+    #[arg(long, requires = "replicas", value_name = "memory|redis://HOST:PORT[/DB]", value_parser = parse_store)]
+    store: Option<StoreChoice>,
+    /// With --replicas: how long a tool call's runner holds its lease without a step, in
+    /// milliseconds (100-600000; default 2000).
+    #[arg(long, requires = "replicas", value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    lease_ms: Option<u64>,
+    /// With --replicas: how the balancer routes at the start (G switches it).
+    #[arg(long, requires = "replicas", value_enum, default_value_t = RoutingArg::RoundRobin)]
+    routing: RoutingArg,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +73,14 @@ pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailur
     }
     options.config.identity = args.identity.into();
     options.config.validate(options.policy)?;
+    options.replicas = args.replicas.map(|count| ReplicaSetup {
+        count,
+        store: args.store.clone().unwrap_or_default(),
+        lease_ms: args
+            .lease_ms
+            .unwrap_or(forkscope_core::replica::DEFAULT_LEASE_MS),
+        routing: args.routing.into(),
+    });
     let scenario = args.scenario.as_deref().map(scenario::load).transpose()?;
     let scenario_dir = args
         .scenario

@@ -12,6 +12,7 @@ mod run;
 mod serve;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use forkscope::lab::StoreChoice;
 use forkscope_core::{Policy, StreamIdentity};
 use std::process::ExitCode;
 
@@ -275,6 +276,32 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     {
         async {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `--store` for a lab of replicas: `memory`, or a Redis URL checked as `serve --store` checks it.
+fn parse_store(s: &str) -> Result<StoreChoice, String> {
+    if s == "memory" {
+        return Ok(StoreChoice::Memory);
+    }
+    forkscope::store::redis::parse_url(s)
+        .map(|_| StoreChoice::Redis(s.to_owned()))
+        .map_err(|e| format!("{e} (or `memory`)"))
+}
+
+/// How a lab of replicas' balancer routes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RoutingArg {
+    RoundRobin,
+    Sticky,
+}
+
+impl From<RoutingArg> for forkscope::lab::Routing {
+    fn from(r: RoutingArg) -> Self {
+        match r {
+            RoutingArg::RoundRobin => forkscope::lab::Routing::RoundRobin,
+            RoutingArg::Sticky => forkscope::lab::Routing::Sticky,
         }
     }
 }

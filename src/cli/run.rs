@@ -15,6 +15,10 @@ pub struct RunArgs {
     policy: Option<Which>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Where a file's replicas (`replicas = 2`) share state: `memory` (default) or
+    /// `redis://HOST:PORT[/DB]`, a running Redis. Files of one server ignore it.
+    #[arg(long, value_name = "memory|redis://HOST:PORT[/DB]", value_parser = super::parse_store)]
+    store: Option<forkscope::lab::StoreChoice>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +30,16 @@ pub enum RunError {
 /// Exit 0 when every expectation held, 1 when one failed.
 pub fn run(args: RunArgs) -> Result<ExitCode, RunError> {
     // Every file is read and checked before anything runs: bad input fails fast, with exit 2.
-    let scenarios = args
+    let mut scenarios = args
         .files
         .iter()
         .map(|file| scenario::load(file))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(store) = &args.store {
+        for setup in scenarios.iter_mut().filter_map(|s| s.replicas.as_mut()) {
+            setup.store = store.clone();
+        }
+    }
     let all_ok = runtime().block_on(async {
         let mut all_ok = true;
         let mut reports = Vec::new();

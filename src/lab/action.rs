@@ -92,6 +92,34 @@ impl Action {
         }
     }
 
+    /// Whether only a lab of replicas can do it.
+    pub fn needs_replicas(self) -> bool {
+        matches!(
+            self,
+            Action::KillReplica(_)
+                | Action::ReviveReplica(_)
+                | Action::Partition(_)
+                | Action::Heal(_)
+                | Action::ToggleRouting
+                | Action::RouteNext(_)
+                | Action::EmitOn(_)
+                | Action::RestartStore
+        )
+    }
+
+    /// The replica it names, if it names one.
+    pub fn replica(self) -> Option<ReplicaId> {
+        match self {
+            Action::KillReplica(r)
+            | Action::ReviveReplica(r)
+            | Action::Partition(r)
+            | Action::Heal(r)
+            | Action::RouteNext(r)
+            | Action::EmitOn(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// What it does, in a few words (help screens, narration).
     pub fn describe(self) -> &'static str {
         match self {

@@ -37,7 +37,8 @@ const WATCHED_STREAMS: usize = 8;
 const STORE_POLL: Duration = Duration::from_millis(100);
 
 /// Where the replicas keep what they share.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StoreChoice {
     #[default]
     Memory,
@@ -73,7 +74,7 @@ impl Routing {
 }
 
 /// How a lab of replicas is set up.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReplicaSetup {
     /// 2 to [`MAX_REPLICAS`].
     pub count: u8,

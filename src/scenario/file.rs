@@ -61,6 +61,11 @@ pub enum WaitFor {
     ToolProgress,
     /// The latest tool call is over: its result applied, or given up as lost.
     ToolDone,
+    /// The store has refused at least `count` late writes (emits or call steps on a stale
+    /// epoch), or a fenced stream refused them.
+    Refused,
+    /// Replicas have adopted at least `count` tool calls whose lease expired.
+    Adopted,
 }
 
 /// The arguments of the `progress_task` call a `start_tool_call` step makes.
@@ -155,6 +160,9 @@ pub struct Expect {
     pub resumes_accepted: Option<Count>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_emits_refused: Option<Count>,
+    /// Tool calls a replica adopted (a lab of replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_adopted: Option<Count>,
     /// Conditions (1–5) the dashboard must show red.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conditions_broken: Option<Vec<u8>>,
@@ -271,6 +279,14 @@ pub struct ScenarioFile {
     /// server. Replica steps (`kill_replica`, `partition`, …) need it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u8>,
+    /// With `replicas`: how long a tool call's runner holds its lease (100 to 600,000 ms;
+    /// default 2,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// With `replicas`: how the balancer routes at the start (`round_robin`, the default, or
+    /// `sticky`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<crate::lab::Routing>,
     /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolArgs>,
@@ -335,6 +351,8 @@ impl ScenarioFile {
             policy,
             background_every_ms: None,
             replicas: None,
+            lease_ms: None,
+            routing: None,
             tool: None,
             config: LabConfig::default(),
             steps: Vec::new(),

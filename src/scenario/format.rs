@@ -92,6 +92,9 @@ pub struct Scenario {
     pub config: LabConfig,
     pub background_every_ms: Option<u64>,
     pub tool: Option<ToolArgs>,
+    /// A lab of replicas (`replicas = 2` in the file), on `store` (chosen when it is run:
+    /// `forkscope run --store`).
+    pub replicas: Option<crate::lab::ReplicaSetup>,
     pub steps: Vec<Step>,
     pub expect: Expectations,
 }
@@ -222,6 +225,57 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             ));
         }
     }
+    let replicas = match (file.replicas, file.lease_ms, file.routing) {
+        (None, None, None) => {
+            if let Some(n) = steps.iter().position(|s| s.needs_replicas()) {
+                return Err(invalid(
+                    1,
+                    format!(
+                        "step {}: a replica step needs a lab of replicas (replicas = 2 at the top of the file)",
+                        n + 1
+                    ),
+                ));
+            }
+            None
+        }
+        (None, _, _) => {
+            return Err(invalid(
+                1,
+                "lease_ms and routing are for a lab of replicas: add replicas = 2".into(),
+            ));
+        }
+        (Some(count), lease_ms, routing) => {
+            let max = crate::lab::replicas::MAX_REPLICAS;
+            if !(2..=max).contains(&count) {
+                return Err(invalid(
+                    1,
+                    format!("replicas: a lab runs 2 to {max} replicas, not {count}"),
+                ));
+            }
+            let lease_ms = lease_ms.unwrap_or(forkscope_core::replica::DEFAULT_LEASE_MS);
+            if !(100..=600_000).contains(&lease_ms) {
+                return Err(invalid(
+                    1,
+                    format!("lease_ms: 100 to 600000 milliseconds, not {lease_ms}"),
+                ));
+            }
+            if let Some(n) = steps.iter().position(|s| s.names_replica_past(count)) {
+                return Err(invalid(
+                    1,
+                    format!(
+                        "step {}: names a replica past the {count} this lab runs",
+                        n + 1
+                    ),
+                ));
+            }
+            Some(crate::lab::ReplicaSetup {
+                count,
+                lease_ms,
+                routing: routing.unwrap_or_default(),
+                ..crate::lab::ReplicaSetup::default()
+            })
+        }
+    };
     Ok(Scenario {
         path: path.to_path_buf(),
         name: file.name,
@@ -230,6 +284,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         config: file.config,
         background_every_ms: file.background_every_ms,
         tool: file.tool,
+        replicas,
         steps,
         expect: file.expect,
     })
@@ -249,6 +304,25 @@ pub enum StepMistake {
 }
 
 impl Step {
+    fn action(&self) -> Option<Action> {
+        match self.kind {
+            StepKind::Action { action, .. } => Some(action),
+            _ => None,
+        }
+    }
+
+    /// A step only a lab of replicas can play.
+    fn needs_replicas(&self) -> bool {
+        self.action().is_some_and(Action::needs_replicas)
+    }
+
+    /// A replica step naming a replica past the first `count`.
+    fn names_replica_past(&self, count: u8) -> bool {
+        self.action()
+            .and_then(Action::replica)
+            .is_some_and(|r| r.index() >= usize::from(count))
+    }
+
     /// What this step asks of the scenario's bounds.
     fn cost(&self) -> Cost {
         let (repeat, advance_ms, wait_timeout_ms) = match self.kind {

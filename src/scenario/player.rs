@@ -300,6 +300,7 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
         start_paused: true,
         tool_steps: scenario.tool.map_or(defaults.tool_steps, |t| t.steps),
         tool_delay_ms: scenario.tool.map_or(defaults.tool_delay_ms, |t| t.delay_ms),
+        replicas: scenario.replicas.clone(),
         ..defaults
     }
 }
@@ -348,6 +349,8 @@ async fn wait(
         WaitFor::Decision => decisions(core) >= baseline + count,
         WaitFor::Emits => core.history.checker().counters().emits >= count,
         WaitFor::Orphaned => core.history.checker().counters().orphaned >= count,
+        WaitFor::Refused => core.history.checker().counters().late_emits_refused >= count,
+        WaitFor::Adopted => core.history.checker().counters().calls_adopted >= count,
         WaitFor::ToolProgress => core
             .client
             .requests()
@@ -443,6 +446,14 @@ fn judge(run: &mut Run, expect: &Expect) {
         let got = counters.late_emits_refused;
         check(
             format!("late emits refused {count}"),
+            count.holds(got),
+            got.to_string(),
+        );
+    }
+    if let Some(count) = expect.calls_adopted {
+        let got = counters.calls_adopted;
+        check(
+            format!("calls adopted {count}"),
             count.holds(got),
             got.to_string(),
         );

@@ -9,7 +9,7 @@ use forkscope_core::{AnomalyKind, Policy, RejectReason, Tuning};
 use proptest::prelude::*;
 use std::path::Path;
 
-const WAITS: [WaitFor; 8] = [
+const WAITS: [WaitFor; 10] = [
     WaitFor::Connected,
     WaitFor::Reconnecting,
     WaitFor::Applied,
@@ -18,6 +18,8 @@ const WAITS: [WaitFor; 8] = [
     WaitFor::Orphaned,
     WaitFor::ToolProgress,
     WaitFor::ToolDone,
+    WaitFor::Refused,
+    WaitFor::Adopted,
 ];
 
 /// Fails to compile when a wait is added without being listed in [`WAITS`].
@@ -31,7 +33,9 @@ fn listed(what: WaitFor) {
         | WaitFor::Emits
         | WaitFor::Orphaned
         | WaitFor::ToolProgress
-        | WaitFor::ToolDone => {}
+        | WaitFor::ToolDone
+        | WaitFor::Refused
+        | WaitFor::Adopted => {}
     }
 }
 
@@ -44,7 +48,16 @@ fn every_step() -> Vec<Step> {
         line: 0,
     };
     let mut steps = Vec::new();
+    let b = forkscope_core::ReplicaId::new(1).unwrap();
     let actions = Action::ALL.into_iter().chain([
+        Action::KillReplica(b),
+        Action::ReviveReplica(b),
+        Action::Partition(b),
+        Action::Heal(b),
+        Action::ToggleRouting,
+        Action::RouteNext(b),
+        Action::EmitOn(b),
+        Action::RestartStore,
         Action::AddLatency(50),
         Action::Tune(Tuning {
             grace_ms: Some(2_000),
@@ -128,6 +141,9 @@ fn scenario_with(name: &str, teaches: &str, steps: &[Step]) -> ScenarioFile {
     file.config.grace_ms = 1_000;
     file.config.retry.budget_ms = 2_500;
     file.config.identity = forkscope_core::StreamIdentity::TokenHeader;
+    file.replicas = Some(2);
+    file.lease_ms = Some(900);
+    file.routing = Some(crate::lab::Routing::Sticky);
     for step in steps {
         file.push(step.to_file());
     }
@@ -142,6 +158,7 @@ fn scenario_with(name: &str, teaches: &str, steps: &[Step]) -> ScenarioFile {
     let fenced = file.expect.of(Policy::Fenced);
     fenced.clean = Some(true);
     fenced.tool_results = Some(Count::Exactly(1));
+    fenced.calls_adopted = Some(Count::AtLeast(1));
     file
 }
 
@@ -154,6 +171,10 @@ fn round_trip(file: &ScenarioFile, steps: &[Step]) {
     assert_eq!(read.policy, file.policy);
     assert_eq!(read.background_every_ms, file.background_every_ms);
     assert_eq!(read.tool, file.tool);
+    let setup = read.replicas.as_ref();
+    assert_eq!(setup.map(|r| r.count), file.replicas, "{text}");
+    assert_eq!(setup.map(|r| r.lease_ms), file.lease_ms, "{text}");
+    assert_eq!(setup.map(|r| r.routing), file.routing, "{text}");
     assert_eq!(read.config, file.config, "{text}");
     assert_eq!(read.expect, file.expect, "{text}");
     assert_eq!(read.steps.len(), steps.len());

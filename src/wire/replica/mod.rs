@@ -27,12 +27,12 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::post;
 use axum::serve::ListenerExt;
-use forkscope_core::Policy;
+use forkscope_core::{Policy, StreamId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
 
 /// Deliveries (open SSE responses) one replica serves at once; past it a GET or a call is
@@ -112,8 +112,12 @@ struct Replica {
     connections: Arc<AtomicU64>,
 }
 
-/// The emitters of each session on this replica, poked by [`RunningReplica::emit_now`].
-type Pokes = Arc<Mutex<HashMap<SessionKey, Vec<Weak<Notify>>>>>;
+/// The emitters of each session on this replica, by stream, poked by
+/// [`RunningReplica::emit_now`].
+type Pokes = Arc<Mutex<HashMap<SessionKey, Vec<(StreamId, Weak<Semaphore>)>>>>;
+
+/// Pokes an emitter holds before more are dropped: a key held down is not a thousand emits.
+pub(crate) const MAX_POKES: usize = 64;
 
 impl Replica {
     fn tell(&self, fact: impl FnOnce() -> witness::Fact) {
@@ -153,9 +157,12 @@ impl RunningReplica {
         let Some(emitters) = pokes.get_mut(session) else {
             return 0;
         };
-        emitters.retain(|e| e.strong_count() > 0);
-        for emitter in emitters.iter().filter_map(Weak::upgrade) {
-            emitter.notify_one();
+        emitters.retain(|(_, e)| e.strong_count() > 0);
+        // Counted, not coalesced: three pokes are three emits.
+        for emitter in emitters.iter().filter_map(|(_, e)| e.upgrade()) {
+            if emitter.available_permits() < MAX_POKES {
+                emitter.add_permits(1);
+            }
         }
         emitters.len()
     }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::Semaphore;
 
 /// Steps committed in one script call when a call runs with no delay: one round trip per batch.
 const STEP_BATCH: u64 = 64;
@@ -268,17 +268,21 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
         return;
     }
     let rate = replica.background;
-    let poke = Arc::new(Notify::new());
-    if replica.emit_on_demand {
+    let poke = Arc::new(Semaphore::new(0));
+    {
         let mut pokes = replica.pokes.lock().unwrap_or_else(|p| p.into_inner());
         pokes.retain(|_, emitters| {
-            emitters.retain(|e| e.strong_count() > 0);
+            emitters.retain(|(_, e)| e.strong_count() > 0);
             !emitters.is_empty()
         });
-        pokes
-            .entry(session.clone())
-            .or_default()
-            .push(Arc::downgrade(&poke));
+        let emitters = pokes.entry(session.clone()).or_default();
+        // Naive: one emitter per stream on a replica, as one SDK process runs one task per
+        // session; a resume here keeps it. Fenced: the old one is on an epoch the resume
+        // moved, so its next write is refused and it stops; this one takes over.
+        if replica.policy == Policy::Naive && emitters.iter().any(|(s, _)| *s == stream) {
+            return;
+        }
+        emitters.push((stream, Arc::downgrade(&poke)));
     }
     let task_replica = replica.clone();
     replica.spawn(async move {
@@ -296,7 +300,10 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
-                () = poke.notified() => {}
+                permit = poke.acquire() => match permit {
+                    Ok(permit) => permit.forget(),
+                    Err(_) => return,
+                },
             }
             // Counted on from the session's number when this emitter started: two naive
             // emitters of one session (the orphan's, the resume's) can give one number twice,

@@ -50,6 +50,8 @@ pub struct Counters {
     pub fences: u64,
     /// Grace windows started: the server judged a stream's client gone.
     pub orphaned: u64,
+    /// Tool calls a replica took over after their runner's lease expired.
+    pub calls_adopted: u64,
 }
 
 impl Counters {
@@ -194,7 +196,7 @@ impl Checker {
             Record::LateEmitRefused { .. } | Record::StaleWriteRefused { .. } => {
                 self.counters.late_emits_refused += 1;
             }
-            Record::CallAdopted { .. } => {}
+            Record::CallAdopted { .. } => self.counters.calls_adopted += 1,
             Record::ResumeAccepted { .. } => self.counters.resumes_accepted += 1,
             Record::ResumeRejected { reason, .. } => {
                 *self.counters.resumes_rejected.entry(*reason).or_default() += 1;
