@@ -160,6 +160,9 @@ pub struct Expect {
     pub resumes_accepted: Option<Count>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_emits_refused: Option<Count>,
+    /// Side effects the client applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Count>,
     /// Tool calls a replica adopted (a lab of replicas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_adopted: Option<Count>,

@@ -450,6 +450,10 @@ fn judge(run: &mut Run, expect: &Expect) {
             got.to_string(),
         );
     }
+    if let Some(count) = expect.applied {
+        let got = counters.applied;
+        check(format!("applied {count}"), count.holds(got), got.to_string());
+    }
     if let Some(count) = expect.calls_adopted {
         let got = counters.calls_adopted;
         check(

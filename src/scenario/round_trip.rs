@@ -159,6 +159,7 @@ fn scenario_with(name: &str, teaches: &str, steps: &[Step]) -> ScenarioFile {
     fenced.clean = Some(true);
     fenced.tool_results = Some(Count::Exactly(1));
     fenced.calls_adopted = Some(Count::AtLeast(1));
+    fenced.applied = Some(Count::AtMost(9));
     file
 }
 
