@@ -162,6 +162,8 @@ run_to_end replicas-failure 1 REPLICAS_POLICIES=fenced REPLICAS_BALANCERS=balanc
 interrupt replicas-term TERM 'forkscope probe ' REPLICAS_POLICIES=fenced REPLICAS_BALANCERS=haproxy \
     REPLICAS_SDKS= -- "$REPLICAS" "$BIN"
 interrupt replicas-int INT 'resume_client\.py' REPLICAS_POLICIES= REPLICAS_SDKS=python -- "$REPLICAS" "$BIN"
+interrupt replica-scenarios-term TERM 'forkscope run --store redis' RUNS=1 REPLICA_STORES=redis \
+    -- "$ROOT/interop/check-replica-scenarios.sh" "$BIN"
 interrupt tmux-term TERM 'forkscope$' -- "$ROOT/tests/tmux/dashboard.sh" "$BIN"
 interrupt tmux-hup HUP 'probe .*--watch' -- "$ROOT/tests/tmux/dashboard.sh" "$BIN"
 
