@@ -737,11 +737,13 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
         Fact::DeliveryEnded {
             session,
             stream,
+            connection,
             why,
         } => {
             let seen = &mut watch.replicas[id.index()];
-            seen.holds
-                .retain(|(k, h)| !(*k == session && h.stream == stream && h.superseded));
+            seen.holds.retain(|(k, h)| {
+                !(*k == session && h.stream == stream && h.connection == connection)
+            });
             watch.note(id, format!("stops sending {stream}: {why}"));
             return;
         }

@@ -73,10 +73,11 @@ impl Delivery {
 pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphorePermit) -> Body {
     let (tx, rx) = mpsc::channel::<Bytes>(QUEUE);
     let task_replica = replica.clone();
+    let connection = replica.connections.fetch_add(1, Ordering::Relaxed) + 1;
     replica.tell(|| Fact::Attached {
         session: delivery.session.clone(),
         stream: delivery.stream,
-        connection: replica.connections.fetch_add(1, Ordering::Relaxed) + 1,
+        connection,
         epoch: delivery.epoch,
     });
     replica.spawn(async move {
@@ -86,14 +87,15 @@ pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphore
         } else {
             naive(&task_replica, &delivery, &tx).await
         };
-        if let Err(why) = ended {
+        if let Err(why) = &ended {
             tracing::info!(replica = %task_replica.name, session = %delivery.session, stream = %delivery.stream, "delivery ended: {why}");
-            task_replica.tell(|| Fact::DeliveryEnded {
-                session: delivery.session.clone(),
-                stream: delivery.stream,
-                why: why.to_string(),
-            });
         }
+        task_replica.tell(|| Fact::DeliveryEnded {
+            session: delivery.session.clone(),
+            stream: delivery.stream,
+            connection,
+            why: ended.map_or_else(|why| why.to_string(), |()| "the stream ended".to_owned()),
+        });
     });
     Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))

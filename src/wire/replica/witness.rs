@@ -69,11 +69,12 @@ pub enum Fact {
         session: SessionKey,
         stream: StreamId,
     },
-    /// A delivery on this replica ended before its stream did (the client went, a resume
-    /// elsewhere fenced it, the store failed).
+    /// A delivery on this replica ended: its stream did, or the client went, a resume
+    /// elsewhere fenced it, the store failed.
     DeliveryEnded {
         session: SessionKey,
         stream: StreamId,
+        connection: u64,
         why: String,
     },
 }
