@@ -1,7 +1,8 @@
 //! Breadth-first over the replica lab's schedules, deduplicated on the canonical fingerprint,
-//! so the first anomaly found has a shortest schedule. The model's states are small, so a
-//! level is kept whole (no replay as in the single-server search); each state found keeps a
-//! link to its parent to spell the schedule back.
+//! so the first anomaly found has a shortest schedule. As in the single-server search, a state
+//! found costs a fingerprint and a link to its parent, never a whole lab (each holds a
+//! checker: a level of them kept whole took 7 GB at depth 16); a level is rebuilt by replay,
+//! depth first, when it is expanded.
 //!
 //! The core reads no clock: the caller says when time is up (`out_of_time`), and the search
 //! stops at the last depth it explored in full.
@@ -11,6 +12,7 @@ use crate::history::Anomaly;
 use crate::model::search::Visited;
 use crate::policy::Policy;
 use serde::Serialize;
+use std::ops::ControlFlow;
 
 /// States expanded between two questions to `out_of_time`.
 const ASK_EVERY: u64 = 4_096;
@@ -105,19 +107,19 @@ pub fn explore(
         levels: Vec::new(),
         counterexample: None,
     };
-    // Each level's states, and each state's link: (index of its parent in the level above,
-    // the step taken).
-    let mut frontier = vec![root];
+    // Each level's links: (index of the parent in the level above, the step taken), in the
+    // parents' order, so the children of one state are contiguous. A level is rebuilt from
+    // these when it is expanded: a state found costs its fingerprint and a link, not a lab.
     let mut links: Vec<Vec<(u32, u8)>> = Vec::new();
     let mut expanded = 0u64;
     for level in 1..=depth {
-        let mut next = Vec::new();
         let mut next_links = Vec::new();
-        for (parent, state) in frontier.iter().enumerate() {
+        let mut stop = false;
+        let mut expand = |parent: u32, state: ReplicaLab| {
             expanded += 1;
-            if expanded.is_multiple_of(ASK_EVERY) && out_of_time() {
-                out.out_of_time = true;
-                return out;
+            if expanded % ASK_EVERY == 0 && out_of_time() {
+                stop = true;
+                return ControlFlow::Break(());
             }
             for (i, &step) in alphabet.iter().enumerate() {
                 if !state.enabled(step, &params) {
@@ -127,35 +129,53 @@ pub fn explore(
                 let mut child = state.clone();
                 child.take(step, &params);
                 if let Some(anomaly) = child.anomaly() {
-                    let mut steps = schedule(&links, &alphabet, parent as u32);
+                    let mut steps = schedule(&links, &alphabet, parent);
                     steps.push(step);
                     out.counterexample = Some(Counterexample {
                         steps,
                         anomaly: anomaly.clone(),
                     });
-                    return out;
+                    return ControlFlow::Break(());
                 }
                 if seen.insert(child.fingerprint()) {
-                    next.push(child);
-                    next_links.push((parent as u32, i as u8));
+                    next_links.push((parent, i as u8));
                 }
             }
+            ControlFlow::Continue(())
+        };
+        let mut cursors = vec![0usize; links.len()];
+        let _ = rebuild(
+            &root,
+            0,
+            0,
+            &links,
+            &mut cursors,
+            &alphabet,
+            &params,
+            &mut expand,
+        );
+        if stop {
+            out.out_of_time = true;
+            return out;
         }
+        if out.counterexample.is_some() {
+            return out;
+        }
+        let new_states = next_links.len() as u64;
         let found = Level {
             depth: level,
-            new_states: next.len() as u64,
-            distinct: out.distinct + next.len() as u64,
+            new_states,
+            distinct: out.distinct + new_states,
             transitions: out.transitions,
         };
         out.distinct = found.distinct;
         out.proven_depth = level;
         on_level(&found);
         out.levels.push(found);
-        if next.is_empty() {
+        if new_states == 0 {
             out.exhausted = true;
             break;
         }
-        frontier = next;
         links.push(next_links);
         if level < depth && out_of_time() {
             out.out_of_time = true;
@@ -165,8 +185,52 @@ pub fn explore(
     out
 }
 
+/// Rebuilds, depth first, every state of the deepest level of `links` below `state` (state
+/// `index` of level `level`), and hands each to `visit` in the level's order: one clone and one
+/// step per state of the tree, the path's states held at once. `cursors[k]` is the next link of
+/// level `k + 1` to rebuild.
+#[allow(clippy::too_many_arguments)]
+fn rebuild(
+    state: &ReplicaLab,
+    level: usize,
+    index: u32,
+    links: &[Vec<(u32, u8)>],
+    cursors: &mut [usize],
+    alphabet: &[ReplicaStep],
+    params: &Params,
+    visit: &mut dyn FnMut(u32, ReplicaLab) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    let Some(below) = links.get(level) else {
+        return visit(index, state.clone());
+    };
+    while let Some(&(parent, step)) = below.get(cursors[level]) {
+        if parent != index {
+            break;
+        }
+        let child_index = cursors[level] as u32;
+        cursors[level] += 1;
+        let mut child = state.clone();
+        child.take(alphabet[usize::from(step)], params);
+        rebuild(
+            &child,
+            level + 1,
+            child_index,
+            links,
+            cursors,
+            alphabet,
+            params,
+            visit,
+        )?;
+    }
+    ControlFlow::Continue(())
+}
+
 /// The steps from the start to state `index` of the deepest level in `links`.
-fn schedule(links: &[Vec<(u32, u8)>], alphabet: &[ReplicaStep], mut index: u32) -> Vec<ReplicaStep> {
+fn schedule(
+    links: &[Vec<(u32, u8)>],
+    alphabet: &[ReplicaStep],
+    mut index: u32,
+) -> Vec<ReplicaStep> {
     let mut steps = Vec::with_capacity(links.len() + 1);
     for level in links.iter().rev() {
         let (parent, step) = level[index as usize];

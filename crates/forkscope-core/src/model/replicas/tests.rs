@@ -107,9 +107,14 @@ fn fenced_partition_lease_expiry_adoption_and_heal_refuse_the_late_writes() {
     );
     let records: Vec<&Record> = lab.history().recent().iter().map(|e| &e.record).collect();
     assert!(
-        records
-            .iter()
-            .any(|r| matches!(r, Record::CallAdopted { lease: 2, done: 1, .. })),
+        records.iter().any(|r| matches!(
+            r,
+            Record::CallAdopted {
+                lease: 2,
+                done: 1,
+                ..
+            }
+        )),
         "{records:#?}"
     );
     let refused: Vec<StreamId> = records
@@ -182,7 +187,11 @@ fn the_trace_names_the_fork_on_its_step() {
     let steps = found.counterexample.expect("naive forks").steps;
     let told = trace(Policy::Naive, &params, &steps);
     assert_eq!(told.len(), steps.len());
-    assert!(told[..told.len() - 1].iter().all(|t| t.anomalies.is_empty()));
+    assert!(
+        told[..told.len() - 1]
+            .iter()
+            .all(|t| t.anomalies.is_empty())
+    );
     let last = told.last().unwrap();
     assert!(
         last.anomalies.iter().any(|a| a.contains("from replica A")),
