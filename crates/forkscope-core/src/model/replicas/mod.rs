@@ -318,11 +318,6 @@ impl ReplicaLab {
         }
     }
 
-    /// Whether the client's connection is through `r` (a step's scenario waits on it).
-    pub fn connected_through(&self, r: ReplicaId) -> bool {
-        self.connection == Connection::On(r)
-    }
-
     /// Keeps only the verdict of the history: the search holds states by the hundred thousand.
     pub(crate) fn keep_verdict_only(&mut self) {
         self.history.keep_verdict_only();
