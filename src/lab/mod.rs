@@ -169,9 +169,7 @@ pub enum Outcome {
 pub enum Refusal {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error(
-        "this lab runs one server; replica keys need a lab of replicas (forkscope --replicas 2)"
-    )]
+    #[error("this lab runs one server; replica keys need a lab of replicas (forkscope --replicas 2)")]
     NotReplicas,
     #[error("this lab has no replica {0}")]
     NoSuchReplica(forkscope_core::ReplicaId),

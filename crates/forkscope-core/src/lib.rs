@@ -47,8 +47,8 @@ pub use config::{ConfigError, LabConfig, RetryConfig, StreamIdentity, Tuning};
 pub use event::{Event, Payload};
 pub use history::{Anomaly, AnomalyKind, History, Record, Verdict};
 pub use ids::{
-    ByReplica, ConnectionId, Entropy, EventId, IdScheme, ReplicaId, ResumptionToken, SessionId,
-    SplitMix64, StreamId, WireCursor,
+    ByReplica, ConnectionId, Entropy, EventId, IdScheme, ReplicaId, ResumptionToken, SessionId, SplitMix64,
+    StreamId, WireCursor,
 };
 pub use policy::{Condition, Policy};
 pub use resume::{

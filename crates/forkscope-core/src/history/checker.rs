@@ -161,8 +161,7 @@ impl Checker {
                 self.streams.remove(&(*session, *stream));
                 self.forked.remove(&(*session, *stream));
                 self.attached_on.remove(&(*session, *stream));
-                self.forked_across
-                    .retain(|(s, id, _)| (s, id) != (session, stream));
+                self.forked_across.retain(|(s, id, _)| (s, id) != (session, stream));
             }
             Record::Emitted {
                 session,

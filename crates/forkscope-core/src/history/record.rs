@@ -1,7 +1,7 @@
 //! What really happened, as the server and client report it: the checker's evidence.
 
 use super::caused::Caused;
-use crate::ids::{ByReplica, ConnectionId, EventId, IdScheme, ReplicaId, SessionId, StreamId};
+use crate::ids::{ConnectionId, EventId, IdScheme, ByReplica, ReplicaId, SessionId, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::{IdentityProof, OrphanCause, RejectReason, StreamKind};
 use serde::Serialize;
@@ -216,13 +216,8 @@ impl Record {
                 )
             }
             Record::CallAdopted {
-                stream,
-                done,
-                lease,
-                ..
-            } => format!(
-                "call on {stream} adopted after step {done}: its lease is now epoch {lease}"
-            ),
+                stream, done, lease, ..
+            } => format!("call on {stream} adopted after step {done}: its lease is now epoch {lease}"),
             Record::ResumeAccepted {
                 stream,
                 after,
