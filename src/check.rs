@@ -2,6 +2,8 @@
 //! and for scripts, and a counterexample turned into a scenario `forkscope run` replays over
 //! real sockets.
 
+pub mod replicas;
+
 use crate::lab::{Action, Probe, ProbeToken};
 use crate::scenario::file::{
     Count, Policies, ScenarioFile, StepFile, ToolArgs, WaitFor, WriteError,

@@ -249,3 +249,83 @@ fn bad_input_exits_2_and_nothing_is_overwritten() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--replicas 2 --policy naive --write F`: the shortest fork across replicas, exit 1, written
+/// as a scenario of two replicas that parses back, expecting the fork under naive and none
+/// under fenced, in the replica lab's own steps.
+#[test]
+fn replicas_naive_writes_its_fork_across_replicas_as_a_scenario() {
+    use forkscope::lab::Action;
+    use forkscope::scenario::file::ScenarioFile;
+    use forkscope_core::AnomalyKind;
+    let dir = scratch("replicas");
+    let file = dir.join("fork.toml");
+    let out = forkscope()
+        .args(["check", "--replicas", "2", "--policy", "naive", "--write"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("naive across 2 replicas: counterexample in 3 steps: fork"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("from replica A"), "{stdout}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let scenario: ScenarioFile = toml::from_str(&text).unwrap();
+    assert_eq!(scenario.replicas, Some(2));
+    let naive = scenario.expect.naive.as_ref().unwrap();
+    assert!(naive.anomalies.contains_key(&AnomalyKind::Fork), "{text}");
+    let fenced = scenario.expect.fenced.as_ref().unwrap();
+    assert_eq!(fenced.anomalies.len(), 1, "{text}");
+    let actions: Vec<Action> = scenario
+        .steps
+        .iter()
+        .filter_map(|s| s.get_ref().action)
+        .collect();
+    let (a, b) = (
+        forkscope_core::ReplicaId::new(0).unwrap(),
+        forkscope_core::ReplicaId::new(1).unwrap(),
+    );
+    assert_eq!(
+        actions,
+        [
+            Action::DropConnection,
+            Action::RouteNext(b),
+            Action::ReconnectNow,
+            Action::EmitOn(a),
+        ],
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Fenced holds across replicas to a small depth (exit 0); a lab of three is refused (exit 2).
+#[test]
+fn replicas_fenced_holds_and_other_counts_are_refused() {
+    let out = forkscope()
+        .args([
+            "check",
+            "--replicas",
+            "2",
+            "--policy",
+            "fenced",
+            "--depth",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("fenced across 2 replicas: no fork, duplicate, gap, drift or lost event"),
+        "{stdout}"
+    );
+    let out = forkscope()
+        .args(["check", "--replicas", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exactly 2 replicas"));
+}

@@ -72,7 +72,10 @@ enum Command {
     /// code, breadth-first, so a counterexample is a shortest one.
     /// Exit status: 0 no counterexample, 1 one found, 2 bad input, 3 no counterexample but a
     /// limit (--memory-budget, --max-states) stopped the search short of --depth: the report
-    /// says to which depth every schedule holds.
+    /// says to which depth every schedule holds. With --replicas 2 it explores two replicas on
+    /// a shared store instead (compare-and-set, lease expiry, partition, heal, kill): naive's
+    /// fork across replicas exits 1 (expected), fenced holding exits 0, and 3 when
+    /// --time-budget ran out short of --depth.
     Check(check::CheckArgs),
     /// Test another MCP server's stream resumption for forks, duplicates and gaps: a battery
     /// of resume cases (break a stream and resume it, resume twice, resume with a wrong cursor),

@@ -15,6 +15,7 @@
 
 pub mod memory;
 mod reached;
+pub mod replicas;
 mod search;
 mod step;
 mod trace;

@@ -33,7 +33,7 @@ const PIECE: u32 = 128;
 /// Pieces per worker merged at once: the merge waits for the slowest piece of a round.
 const PIECES_PER_WORKER: usize = 64;
 
-type Visited = HashSet<u128, BuildHasherDefault<Prehashed>>;
+pub(super) type Visited = HashSet<u128, BuildHasherDefault<Prehashed>>;
 
 /// One step from one state, as a worker saw it.
 #[derive(Debug)]
@@ -285,7 +285,7 @@ fn expand_state(
 /// The hasher of the visited set: its keys are fingerprints, already hashes, so their low
 /// bits are used as they are.
 #[derive(Default)]
-struct Prehashed(u64);
+pub(super) struct Prehashed(u64);
 
 impl Hasher for Prehashed {
     fn finish(&self) -> u64 {
