@@ -469,7 +469,9 @@ impl Lab {
                 }
                 // Binding is async; the replica shows as up once it is.
                 let this = self.replicas.clone();
+                let pending = replicas.pending();
                 tokio::spawn(async move {
+                    let _pending = pending;
                     if let Some(replicas) = this
                         && let Err(e) = replicas.revive(id).await
                     {
@@ -496,6 +498,22 @@ impl Lab {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Waits (bounded) until every action handed to a lab of replicas in the background (a
+    /// store restart, a replica starting again) has been carried out: a script's next step
+    /// then sees its effect. A lab of one does everything at once.
+    pub async fn until_applied(&self) {
+        let Some(replicas) = &self.replicas else {
+            return;
+        };
+        for _ in 0..500 {
+            if replicas.idle() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::warn!("a replica action was still under way after 5 s");
     }
 
     /// Moves lab time forward by `ms` and runs the server's timers at once, so a script's next

@@ -222,6 +222,25 @@ pub struct Replicas {
     shared: Shared,
     clock: Arc<LabClock>,
     poller: JoinHandle<()>,
+    /// Actions still being carried out in the background (a store restart, a replica starting
+    /// again): a script's next step waits for them ([`Replicas::idle`]).
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one background action from its start until it is dropped.
+struct Pending(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Pending {
+    fn start(count: &Arc<std::sync::atomic::AtomicUsize>) -> Pending {
+        count.fetch_add(1, Ordering::SeqCst);
+        Pending(count.clone())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Replicas {
@@ -319,7 +338,18 @@ impl Replicas {
             shared,
             clock,
             poller,
+            pending: Arc::default(),
         })
+    }
+
+    /// Whether every action handed to the replicas has been carried out.
+    pub fn idle(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) == 0
+    }
+
+    /// Counts a background action until the returned guard is dropped.
+    pub(super) fn pending(&self) -> impl Drop + Send + 'static {
+        Pending::start(&self.pending)
     }
 
     /// Where the client's requests go: the balancer.
@@ -457,7 +487,9 @@ impl Replicas {
     pub fn restart_store(&self) {
         let store = self.store.clone();
         let watch = self.watch.clone();
+        let pending = self.pending();
         tokio::spawn(async move {
+            let _pending = pending;
             if let Err(e) = store.wipe().await {
                 tracing::warn!("store restart failed: {e}");
                 return;

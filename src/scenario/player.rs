@@ -249,6 +249,7 @@ pub async fn drive_paced(
                             run.transcript.push(format!("{at:>8}  refused: {e}"));
                         }
                     }
+                    lab.until_applied().await;
                 }
                 StepKind::Advance { ms, repeat } => {
                     for i in 0..*repeat {
