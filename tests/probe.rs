@@ -87,7 +87,10 @@ async fn the_naive_server_is_caught_forking() {
         "{text}"
     );
     assert!(report.violated());
-    assert!(text.contains("VIOLATED  resume-while-old-open"), "{text}");
+    assert!(
+        text.contains("VIOLATED       resume-while-old-open"),
+        "{text}"
+    );
     // The evidence names both connections and what each received.
     assert!(text.contains("A GET → 200 stream"), "{text}");
     running.stop().await;

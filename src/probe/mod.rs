@@ -10,7 +10,7 @@ pub mod items;
 
 use crate::wire::mcp::{Call, method};
 use cases::{CASES, CallTool, Ctx, Emitter, NotRun};
-use forkscope_core::probe::{Connection, Item};
+use forkscope_core::probe::{Connection, Item, Judged, Verdict};
 use http::{Bounds, HttpError, Target};
 use serde::Serialize;
 use serde_json::Value;
@@ -65,6 +65,11 @@ pub enum Outcome {
     Holds,
     Violated,
     NotRun,
+    /// Run, but it saw too little to judge (the core's [`Judged::NotExercised`]): neither a
+    /// pass nor a violation, counted apart.
+    ///
+    /// [`Judged::NotExercised`]: forkscope_core::probe::Judged::NotExercised
+    NotExercised,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -271,17 +276,21 @@ pub async fn probe_with(
             Ok((finding, connections)) => CaseReport {
                 case: name,
                 does,
-                outcome: if finding.holds {
-                    Outcome::Holds
-                } else {
-                    Outcome::Violated
+                outcome: match finding.judged {
+                    Judged::Holds => Outcome::Holds,
+                    Judged::Violated => Outcome::Violated,
+                    Judged::NotExercised => Outcome::NotExercised,
                 },
                 verdict: Some(finding.verdict.word()),
                 status: match finding.verdict {
-                    forkscope_core::probe::Verdict::TypedRejection { status, .. } => Some(status),
+                    Verdict::TypedRejection { status, .. } => Some(status),
                     _ => None,
                 },
-                says: finding.verdict.describe(),
+                // The mark says `not exercised`; the line says why.
+                says: match &finding.verdict {
+                    Verdict::NotExercised { because } => because.describe(),
+                    other => other.describe(),
+                },
                 why: finding.why,
                 marked: finding.marked,
                 connections,
@@ -386,29 +395,31 @@ pub fn text(report: &Report) -> String {
     let width = report.cases.iter().map(|c| c.case.len()).max().unwrap_or(0);
     for c in &report.cases {
         let mark = match c.outcome {
-            Outcome::Holds => "holds   ",
+            Outcome::Holds => "holds",
             Outcome::Violated => "VIOLATED",
-            Outcome::NotRun => "not run ",
+            Outcome::NotRun => "not run",
+            Outcome::NotExercised => "not exercised",
         };
         let says = match c.outcome {
             Outcome::NotRun => c.why.clone(),
             _ => format!("{} — {}", c.says, c.why),
         };
-        let _ = writeln!(out, "  {mark}  {:width$}  {says}", c.case);
+        let _ = writeln!(out, "  {mark:13}  {:width$}  {says}", c.case);
         if matches!(c.outcome, Outcome::Violated) {
-            let _ = writeln!(out, "  {:10}{:width$}  ({})", "", "", c.does);
+            let _ = writeln!(out, "  {:15}{:width$}  ({})", "", "", c.does);
             for conn in &c.connections {
-                let _ = writeln!(out, "  {:10}{:width$}  {}", "", "", evidence(conn));
+                let _ = writeln!(out, "  {:15}{:width$}  {}", "", "", evidence(conn));
             }
         }
     }
     let holds = report.count(|o| matches!(o, Outcome::Holds));
     let violated = report.count(|o| matches!(o, Outcome::Violated));
     let not_run = report.count(|o| matches!(o, Outcome::NotRun));
+    let not_exercised = report.count(|o| matches!(o, Outcome::NotExercised));
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{} cases: {holds} hold, {violated} violated, {not_run} not run",
+        "{} cases: {holds} hold, {violated} violated, {not_run} not run, {not_exercised} not exercised",
         report.cases.len()
     );
     let _ = writeln!(

@@ -452,7 +452,11 @@ fn judge(run: &mut Run, expect: &Expect) {
     }
     if let Some(count) = expect.applied {
         let got = counters.applied;
-        check(format!("applied {count}"), count.holds(got), got.to_string());
+        check(
+            format!("applied {count}"),
+            count.holds(got),
+            got.to_string(),
+        );
     }
     if let Some(count) = expect.calls_adopted {
         let got = counters.calls_adopted;

@@ -41,7 +41,14 @@ pub(super) async fn cursor_of_another_session(ctx: &Ctx, case: &Case, s: &Sessio
     let worst = findings
         .iter()
         .enumerate()
-        .max_by_key(|(i, f)| (!f.holds, f.verdict.severity(), std::cmp::Reverse(*i)))
+        .max_by_key(|(i, f)| {
+            (
+                f.is_violated(),
+                f.held(),
+                f.verdict.severity(),
+                std::cmp::Reverse(*i),
+            )
+        })
         .map(|(i, _)| i);
     match worst.and_then(|i| findings.into_iter().nth(i)) {
         Some(finding) => Ok((finding, seen)),
