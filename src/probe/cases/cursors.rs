@@ -5,7 +5,6 @@ use super::{
     Case, Ctx, Emitter, Extra, NotRun, Outcome, Session, cursor_header, emit, known, receive,
 };
 use forkscope_core::probe::{End, Finding, Known, StreamOf, judge_foreign_cursor};
-use serde_json::json;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -97,12 +96,9 @@ pub(super) async fn bad_cursor(ctx: &Ctx, case: &Case, s: &Session, cursor: Vec<
         )
         .await;
     if case.connection(b).answer.opened().is_some() {
-        if let Emitter::Tool(name) = &ctx.emitter {
-            let args = json!({ "count": 5, "delay_ms": 10, "label": s.label });
-            let _ = ctx
-                .target
-                .request("emit_standalone", s, emit(name, args))
-                .await;
+        if let Emitter::Tool(plan) = &ctx.emitter {
+            let (args, _) = plan.args(5, 10, &s.label);
+            let _ = ctx.target.request("emit", s, emit(&plan.name, args)).await;
         }
         let within = Instant::now() + ctx.window.min(Duration::from_secs(1));
         case.wait_until(within, |cs| cs[b].end != End::Open).await;
