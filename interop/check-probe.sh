@@ -7,6 +7,11 @@
 #                                     store (mcp from PyPI, in the interop venv);
 #   the official TypeScript SDK       interop/typescript/probe_server.mjs, with the SDK's
 #                                     InMemoryEventStore (npm).
+#   python-other, typescript-other    the same SDK servers with their tools named as another
+#                                     server might (`--names other`: countdown {count, delay_ms},
+#                                     ping_all {count, delay_ms}), probed with no flag at all: the
+#                                     probe must find both by schema, and leave at most
+#                                     $MAX_UNJUDGED cases not run or not exercised, each saying why.
 # A finding that changes (a fixed bug, a new one, an SDK upgrade) in two runs in a row fails the
 # check until the file is updated (one run outside a race's written-down set is probed again).
 # Every wait is bounded; every process started is stopped by its PID, with whatever it started,
@@ -14,7 +19,8 @@
 #
 # Usage: interop/check-probe.sh [path/to/forkscope]
 # Exit: 0 every server gave its written-down findings, 1 one did not, 2 cannot run.
-# Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript");
+# Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript
+# python-other typescript-other");
 # PROBE_TIMEOUT bounds one probe run (s, default 240); FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT
 # as for the other interop checks.
 set -uo pipefail
@@ -22,7 +28,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INTEROP="$ROOT/interop"
 BIN="${1:-$ROOT/target/release/forkscope}"
-SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript}"
+SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript python-other typescript-other}"
+MAX_UNJUDGED=2 # cases not run or not exercised a discovery-only run may leave
 START_TIMEOUT=20  # s: a server not answering by then failed to start
 PROBE_TIMEOUT="${PROBE_TIMEOUT:-240}" # s: one probe run (it bounds every read itself)
 
@@ -75,6 +82,8 @@ start() {
         python) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port") ;;
         python-store) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory) ;;
         typescript) server=(node "$TS_DIR/probe_server.mjs" --port "$port") ;;
+        python-other) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory --names other) ;;
+        typescript-other) server=(node "$TS_DIR/probe_server.mjs" --port "$port" --names other) ;;
         *) die "no server named $name" ;;
     esac
     # The server itself in the background, not the `case` around it: `case … esac &` is a
@@ -92,8 +101,57 @@ start() {
     return 1
 }
 
+# A discovery-only run: the tools found under their own names, and few cases left unjudged,
+# each with its reason.
+check_discovery() {
+    local name="$1" json="$WORK/$1.json"
+    "$PYTHON" - "$json" "$MAX_UNJUDGED" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+limit = int(sys.argv[2])
+problems = []
+if not (report.get("call_tool") or "").startswith("countdown (count arg `count`, pace arg `delay_ms`)"):
+    problems.append(f"call tool not found by schema: {report.get('call_tool')}")
+if not report["standalone"].startswith("ping_all"):
+    problems.append(f"standalone notifier not found: {report['standalone']}")
+counts = {}
+for case in report["cases"]:
+    counts[case["outcome"]] = counts.get(case["outcome"], 0) + 1
+    if case["outcome"] in ("not_run", "not_exercised") and not case["why"]:
+        problems.append(f"{case['case']} is {case['outcome']} without a reason")
+unjudged = [c for c in report["cases"] if c["outcome"] in ("not_run", "not_exercised")]
+for c in unjudged:
+    print(f"  {c['outcome']}: {c['case']}: {c['says']} — {c['why']}")
+if len(unjudged) > limit:
+    problems.append(f"{len(unjudged)} cases not run or not exercised, at most {limit} allowed")
+print("  " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+for p in problems:
+    print(f"check-probe: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+}
+
 FAILED=0
 for name in $SERVERS; do
+    case "$name" in
+        python-other | typescript-other)
+            echo
+            if ! start "$name"; then
+                FAILED=1
+                stop_server
+                continue
+            fi
+            echo "== $name at $URL (no flags: the tools are found by schema)"
+            rc=0
+            run_bounded "$PROBE_TIMEOUT" "$BIN" probe "$URL" --format json >"$WORK/$name.json" || rc=$?
+            if [[ $rc -gt 1 ]] || ! check_discovery "$name"; then
+                echo "check-probe: $name: discovery-only run failed (probe exit $rc)" >&2
+                FAILED=1
+            fi
+            stop_server
+            continue
+            ;;
+    esac
     case "$name" in
         fenced) file=forkscope-fenced ;;
         naive) file=forkscope-naive ;;

@@ -28,6 +28,9 @@ fn options(url: String) -> Options {
         repeat: 1,
         tool: None,
         args: None,
+        count_arg: None,
+        standalone_tool: None,
+        standalone_args: None,
         only: None,
         allow_remote: false,
         window_ms: 5_000,
@@ -87,7 +90,10 @@ async fn the_naive_server_is_caught_forking() {
         "{text}"
     );
     assert!(report.violated());
-    assert!(text.contains("VIOLATED  resume-while-old-open"), "{text}");
+    assert!(
+        text.contains("VIOLATED       resume-while-old-open"),
+        "{text}"
+    );
     // The evidence names both connections and what each received.
     assert!(text.contains("A GET → 200 stream"), "{text}");
     running.stop().await;
@@ -165,4 +171,109 @@ fn an_expectations_file_is_checked_word_by_word() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `forkscope serve` behind a proxy that renames its tool as another server might:
+/// `progress_task {steps, delay_ms}` is offered as `countdown {count, pause_ms}`. Requests are
+/// renamed back on the way in, so the server sees its own names.
+async fn renamed(upstream: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use axum::body::Body;
+    use axum::extract::{Request, State};
+    use axum::response::Response;
+    use futures_util::StreamExt;
+    fn swap(text: &str, pairs: &[(&str, &str)]) -> String {
+        pairs
+            .iter()
+            .fold(text.to_owned(), |t, (a, b)| t.replace(a, b))
+    }
+    async fn forward(State(upstream): State<SocketAddr>, req: Request) -> Response {
+        let client = reqwest::Client::new();
+        let (parts, body) = req.into_parts();
+        let body = axum::body::to_bytes(body, 1 << 20)
+            .await
+            .unwrap_or_default();
+        let body = swap(
+            &String::from_utf8_lossy(&body),
+            &[
+                ("\"countdown\"", "\"progress_task\""),
+                ("\"count\"", "\"steps\""),
+                ("\"pause_ms\"", "\"delay_ms\""),
+            ],
+        );
+        let mut out = client.request(
+            parts.method.clone(),
+            format!("http://{upstream}{}", parts.uri.path()),
+        );
+        for (name, value) in &parts.headers {
+            if name != "host" && name != "content-length" {
+                out = out.header(name, value);
+            }
+        }
+        let resp = out.body(body).send().await.unwrap();
+        let mut answer = Response::builder().status(resp.status());
+        for (name, value) in resp.headers() {
+            if name != "content-length" {
+                answer = answer.header(name, value);
+            }
+        }
+        // Each chunk renamed on its own: the tool list is one small JSON body.
+        let stream = resp.bytes_stream().map(|chunk| {
+            chunk.map(|bytes| {
+                swap(
+                    &String::from_utf8_lossy(&bytes),
+                    &[
+                        ("\"progress_task\"", "\"countdown\""),
+                        ("\"steps\"", "\"count\""),
+                        ("\"delay_ms\"", "\"pause_ms\""),
+                    ],
+                )
+            })
+        });
+        answer.body(Body::from_stream(stream)).unwrap()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(forward).with_state(upstream);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_under_another_name_is_found_by_its_schema_and_used() {
+    let running = serve(Policy::Fenced).await;
+    let (proxy, task) = renamed(running.addr).await;
+    let mut opts = options(format!("http://{proxy}/mcp"));
+    opts.only = Some(vec![
+        "call-resume".into(),
+        "call-resume-after-result".into(),
+        "burst-order".into(),
+    ]);
+    let report = probe::probe(&opts).await.unwrap();
+    let text = probe::text(&report);
+    let tool = report.call_tool.as_deref().unwrap_or_default();
+    assert!(
+        tool.starts_with("countdown (count arg `count`, pace arg `pause_ms`): chosen because"),
+        "{text}"
+    );
+    assert!(text.contains("  tool: countdown"), "{text}");
+    for case in &report.cases {
+        assert!(
+            matches!(case.outcome, Outcome::Holds),
+            "{} did not hold:\n{text}",
+            case.case
+        );
+        // Observed, not vacuous: events on both sides of the break, or a whole burst.
+        assert!(!case.why.contains(", 0 after it"), "{text}");
+    }
+    // The burst's size reached the server through the renamed count argument.
+    let burst = report
+        .cases
+        .iter()
+        .find(|c| c.case == "burst-order")
+        .unwrap();
+    assert!(burst.why.starts_with("501 events"), "{text}");
+    task.abort();
+    running.stop().await;
 }

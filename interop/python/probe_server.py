@@ -8,11 +8,15 @@ transport: what the probe finds is what the SDK does. Two tools give the probe e
   `notifications/resources/updated` (uri `urn:forkscope-probe:<label>:<n>`) on the session's
   standalone GET stream.
 
+`--names other` names them as another server might, for the probe to find by schema alone:
+`countdown {count, delay_ms}` (the progress tool) and `ping_all {count, delay_ms}`, which
+notifies the session's standalone stream with `urn:ping-all:<n>`, unlabelled.
+
 `--event-store memory` gives the session manager an in-memory event store written the way the
 SDK's examples write theirs (uuid event ids, a bounded history per stream, replay of what
 followed the given id on the same stream); without it the SDK has nothing to replay from.
 
-Usage: probe_server.py --port N [--event-store none|memory] [--history N]
+Usage: probe_server.py --port N [--event-store none|memory] [--history N] [--names probe|other]
 """
 
 import argparse
@@ -57,13 +61,11 @@ class BoundedMemoryEventStore(EventStore):
         return stream_id
 
 
-def build(store):
+def build(store, names):
     server = MCPServer(name="forkscope-probe-python", version="1")
     background = set()
 
-    @server.tool()
-    async def progress_task(ctx: Context, steps: int = 5, delay_ms: int = 100) -> str:
-        """Sends a progress notification per step, one every delay_ms milliseconds."""
+    async def progress(ctx, steps, delay_ms):
         steps = max(1, min(steps, 10_000))
         for n in range(1, steps + 1):
             if delay_ms > 0:
@@ -71,9 +73,7 @@ def build(store):
             await ctx.report_progress(n, steps, f"step {n} of {steps}")
         return f"done after {steps} steps"
 
-    @server.tool()
-    async def emit_standalone(ctx: Context, count: int = 10, delay_ms: int = 20, label: str = "x") -> str:
-        """Sends count numbered notifications on the session's standalone stream, in the background."""
+    def notify(ctx, count, delay_ms, uri):
         session = ctx.session
         count = max(1, min(count, 10_000))
 
@@ -81,7 +81,7 @@ def build(store):
             for n in range(1, count + 1):
                 await asyncio.sleep(max(delay_ms, 0) / 1000)
                 try:
-                    await session.send_resource_updated(f"urn:forkscope-probe:{label}:{n}")
+                    await session.send_resource_updated(uri(n))
                 except Exception:  # the session ended: nothing left to send to
                     return
 
@@ -89,6 +89,30 @@ def build(store):
         background.add(task)
         task.add_done_callback(background.discard)
         return f"emitting {count}"
+
+    if names == "probe":
+
+        @server.tool()
+        async def progress_task(ctx: Context, steps: int = 5, delay_ms: int = 100) -> str:
+            """Sends a progress notification per step, one every delay_ms milliseconds."""
+            return await progress(ctx, steps, delay_ms)
+
+        @server.tool()
+        async def emit_standalone(ctx: Context, count: int = 10, delay_ms: int = 20, label: str = "x") -> str:
+            """Sends count numbered notifications on the session's standalone stream, in the background."""
+            return notify(ctx, count, delay_ms, lambda n: f"urn:forkscope-probe:{label}:{n}")
+
+    else:
+
+        @server.tool()
+        async def countdown(ctx: Context, count: int = 200, delay_ms: int = 0) -> str:
+            """Counts to count, reporting each number as it goes."""
+            return await progress(ctx, count, delay_ms)
+
+        @server.tool()
+        async def ping_all(ctx: Context, count: int = 5, delay_ms: int = 50) -> str:
+            """Pings this session's clients count times on the standalone stream, in the background."""
+            return notify(ctx, count, delay_ms, lambda n: f"urn:ping-all:{n}")
 
     return server.streamable_http_app(event_store=store)
 
@@ -98,10 +122,11 @@ def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--event-store", choices=["none", "memory"], default="none")
     parser.add_argument("--history", type=int, default=100, help="events kept per stream")
+    parser.add_argument("--names", choices=["probe", "other"], default="probe", help="the tools' names")
     args = parser.parse_args()
     store = BoundedMemoryEventStore(args.history) if args.event_store == "memory" else None
     logging.basicConfig(level=logging.WARNING)
-    uvicorn.run(build(store), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(build(store, args.names), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

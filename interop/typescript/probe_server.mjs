@@ -10,7 +10,11 @@
 //     notifications/resources/updated (uri urn:forkscope-probe:<label>:<n>) on the session's
 //     standalone GET stream.
 //
-// Usage: node probe_server.mjs --port N [--store per-session|shared]
+// `--names other` names them as another server might, for the probe to find by schema alone:
+//   countdown {count, delay_ms}: the progress tool;
+//   ping_all {count, delay_ms}: notifies the standalone stream with urn:ping-all:<n>, unlabelled.
+//
+// Usage: node probe_server.mjs --port N [--store per-session|shared] [--names probe|other]
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -25,10 +29,11 @@ const { values } = parseArgs({
     options: {
         port: { type: 'string' },
         store: { type: 'string', default: 'per-session' },
+        names: { type: 'string', default: 'probe' },
     },
 });
-if (!values.port || !['per-session', 'shared'].includes(values.store)) {
-    console.error('usage: node probe_server.mjs --port N [--store per-session|shared]');
+if (!values.port || !['per-session', 'shared'].includes(values.store) || !['probe', 'other'].includes(values.names)) {
+    console.error('usage: node probe_server.mjs --port N [--store per-session|shared] [--names probe|other]');
     process.exit(2);
 }
 const shared = new InMemoryEventStore();
@@ -42,13 +47,21 @@ function mcpServer() {
         { name: 'forkscope-probe-typescript', version: '1' },
         { capabilities: { resources: { subscribe: true } } },
     );
+    const other = values.names === 'other';
     server.registerTool(
-        'progress_task',
-        {
-            description: 'Sends a progress notification per step, one every delay_ms milliseconds.',
-            inputSchema: { steps: z.number().int().min(1).max(10000).default(5), delay_ms: z.number().int().min(0).max(60000).default(100) },
-        },
-        async ({ steps, delay_ms }, extra) => {
+        other ? 'countdown' : 'progress_task',
+        other
+            ? {
+                  description: 'Counts to count, reporting each number as it goes.',
+                  inputSchema: { count: z.number().int().min(1).max(10000).default(200), delay_ms: z.number().int().min(0).max(60000).default(0) },
+              }
+            : {
+                  description: 'Sends a progress notification per step, one every delay_ms milliseconds.',
+                  inputSchema: { steps: z.number().int().min(1).max(10000).default(5), delay_ms: z.number().int().min(0).max(60000).default(100) },
+              },
+        async (args, extra) => {
+            const steps = other ? args.count : args.steps;
+            const delay_ms = args.delay_ms;
             const token = extra._meta?.progressToken;
             for (let n = 1; n <= steps; n++) {
                 if (delay_ms > 0) await sleep(delay_ms);
@@ -63,17 +76,23 @@ function mcpServer() {
         },
     );
     server.registerTool(
-        'emit_standalone',
-        {
-            description: 'Sends count numbered notifications on the session standalone stream, in the background.',
-            inputSchema: { count: z.number().int().min(1).max(10000).default(10), delay_ms: z.number().int().min(0).max(60000).default(20), label: z.string().max(64).default('x') },
-        },
+        other ? 'ping_all' : 'emit_standalone',
+        other
+            ? {
+                  description: "Pings this session's clients count times on the standalone stream, in the background.",
+                  inputSchema: { count: z.number().int().min(1).max(10000).default(5), delay_ms: z.number().int().min(0).max(60000).default(50) },
+              }
+            : {
+                  description: 'Sends count numbered notifications on the session standalone stream, in the background.',
+                  inputSchema: { count: z.number().int().min(1).max(10000).default(10), delay_ms: z.number().int().min(0).max(60000).default(20), label: z.string().max(64).default('x') },
+              },
         async ({ count, delay_ms, label }) => {
+            const uri = (n) => (other ? `urn:ping-all:${n}` : `urn:forkscope-probe:${label}:${n}`);
             (async () => {
                 for (let n = 1; n <= count; n++) {
                     await sleep(delay_ms);
                     try {
-                        await server.server.sendResourceUpdated({ uri: `urn:forkscope-probe:${label}:${n}` });
+                        await server.server.sendResourceUpdated({ uri: uri(n) });
                     } catch {
                         return; // the session ended
                     }

@@ -81,8 +81,14 @@ enum Command {
     /// of resume cases (break a stream and resume it, resume twice, resume with a wrong cursor),
     /// each judged in the checker's words with its evidence. Loopback targets only unless
     /// --allow-remote (the probe sends hostile inputs).
-    /// Exit status: 0 every case run holds, 1 one is violated, 2 bad input or no MCP server;
-    /// with --expect, 0 the findings match the file, 1 one changed.
+    /// The tools are found by schema in tools/list (--tool, --count-arg, --standalone-tool
+    /// name them otherwise). A case that saw too little to judge — the stream ended before the
+    /// break, nothing came after it — says `not exercised`, with why: it neither holds nor
+    /// is violated, and the summary counts it apart.
+    /// Exit status: 0 no case is violated (`not exercised` and `not run` are not violations),
+    /// 1 one is violated, 2 bad input or no MCP server; with --expect, 0 the findings match
+    /// the file, 1 one changed (`not_exercised` is written as a case's verdict, and a case
+    /// going to or from it is a change).
     Probe(probe::ProbeArgs),
     /// Open the dashboard (the default).
     Dashboard,

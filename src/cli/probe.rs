@@ -15,14 +15,28 @@ pub struct ProbeArgs {
     /// Rounds of the racing case (1-100).
     #[arg(long, default_value_t = 3)]
     repeat: u32,
-    /// The tool whose calls stream progress notifications (default: `progress_task`, or
-    /// the first tool that takes `steps`).
+    /// The tool whose calls stream progress notifications (default: found by schema in
+    /// tools/list: an integer argument that sets how many notifications a call sends —
+    /// `steps`, `count`, `n`, `total`, `iterations`, … — and one that paces them, `delay_ms`,
+    /// `interval_ms`, …).
     #[arg(long)]
     tool: Option<String>,
-    /// The tool's arguments, a JSON object (default: `steps` and `delay_ms` where the
-    /// tool's schema has them).
+    /// The tool's arguments, a JSON object; the count and pace arguments are filled in where
+    /// it does not set them.
     #[arg(long, value_name = "JSON")]
     args: Option<String>,
+    /// The call tool's integer argument that sets how many notifications it sends, when its
+    /// name does not say so.
+    #[arg(long, value_name = "NAME")]
+    count_arg: Option<String>,
+    /// The tool that sends notifications on the standalone GET stream (default: a tool whose
+    /// name or description says it notifies — emit, notify, broadcast, background, … — once a
+    /// trial call shows it does; else whatever the server sends on its own).
+    #[arg(long, value_name = "NAME")]
+    standalone_tool: Option<String>,
+    /// The standalone tool's arguments, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    standalone_args: Option<String>,
     /// Run only these cases (comma-separated names, as the report prints them).
     #[arg(long, value_delimiter = ',', value_name = "CASE,...")]
     only: Option<Vec<String>>,
@@ -52,7 +66,9 @@ pub enum ProbeFailure {
     Watch(#[from] WatchError),
 }
 
-/// Exit 0 when every case run holds (or, with `--expect`, the findings match), else 1.
+/// Exit 0 when no case is violated (or, with `--expect`, the findings match), else 1. A case
+/// `not exercised` (it saw too little to judge) or `not run` is no violation; the summary line
+/// counts each apart.
 pub fn run(args: ProbeArgs) -> Result<ExitCode, ProbeFailure> {
     let expected = args
         .expect
@@ -64,6 +80,9 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode, ProbeFailure> {
         repeat: args.repeat,
         tool: args.tool,
         args: args.args,
+        count_arg: args.count_arg,
+        standalone_tool: args.standalone_tool,
+        standalone_args: args.standalone_args,
         only: args.only,
         allow_remote: args.allow_remote,
         window_ms: args.window_ms,

@@ -9,7 +9,11 @@
 //! standalone-resume = ["gap", "clean_continuation"]  # the lost event is a race
 //! unsupported-version = "typed_rejection:405"        # a rejection may name its status
 //! cursor-ahead = "not_run"
+//! call-resume-after-result = "not_exercised"        # it saw too little to judge
 //! ```
+//!
+//! `not_exercised` is a verdict like the others: a case that starts or stops being exercised
+//! is a change.
 
 use super::Report;
 use super::cases::CASES;

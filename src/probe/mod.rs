@@ -4,13 +4,15 @@
 //! ([`cases`]) over real HTTP ([`http`]), and reports.
 
 pub mod cases;
+pub mod discover;
 pub mod expect;
 pub mod http;
 pub mod items;
 
 use crate::wire::mcp::{Call, method};
-use cases::{CASES, CallTool, Ctx, Emitter, NotRun};
-use forkscope_core::probe::{Connection, Item};
+use cases::{CASES, Ctx, Emitter, NotRun};
+use discover::ToolPlan;
+use forkscope_core::probe::{Connection, Item, Judged, Verdict};
 use http::{Bounds, HttpError, Target};
 use serde::Serialize;
 use serde_json::Value;
@@ -24,6 +26,11 @@ pub struct Options {
     pub repeat: u32,
     pub tool: Option<String>,
     pub args: Option<String>,
+    /// The call tool's argument that sets how many notifications it sends.
+    pub count_arg: Option<String>,
+    /// The tool that notifies on the standalone stream, and its arguments.
+    pub standalone_tool: Option<String>,
+    pub standalone_args: Option<String>,
     pub only: Option<Vec<String>>,
     pub allow_remote: bool,
     /// How long a case waits for what it expects, in milliseconds.
@@ -46,6 +53,10 @@ pub enum ProbeError {
     BadArgs(String),
     #[error("--args needs --tool")]
     ArgsWithoutTool,
+    #[error("--standalone-args must be a JSON object: {0}")]
+    BadStandaloneArgs(String),
+    #[error("--standalone-args needs --standalone-tool")]
+    StandaloneArgsWithoutTool,
     #[error("--repeat must be 1-100, got {0}")]
     BadRepeat(u32),
     #[error("the server is unreachable or not an MCP server: {0}")]
@@ -65,6 +76,11 @@ pub enum Outcome {
     Holds,
     Violated,
     NotRun,
+    /// Run, but it saw too little to judge (the core's [`Judged::NotExercised`]): neither a
+    /// pass nor a violation, counted apart.
+    ///
+    /// [`Judged::NotExercised`]: forkscope_core::probe::Judged::NotExercised
+    NotExercised,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -138,16 +154,37 @@ pub fn validate(
             picked
         }
     };
-    let args = match (&opts.tool, &opts.args) {
-        (None, Some(_)) => return Err(ProbeError::ArgsWithoutTool),
-        (_, Some(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(v @ Value::Object(_)) => Some(v),
-            Ok(other) => return Err(ProbeError::BadArgs(format!("got {other}"))),
-            Err(e) => return Err(ProbeError::BadArgs(e.to_string())),
-        },
-        _ => None,
-    };
+    let args = json_object(
+        &opts.tool,
+        &opts.args,
+        ProbeError::ArgsWithoutTool,
+        ProbeError::BadArgs,
+    )?;
+    json_object(
+        &opts.standalone_tool,
+        &opts.standalone_args,
+        ProbeError::StandaloneArgsWithoutTool,
+        ProbeError::BadStandaloneArgs,
+    )?;
     Ok((url, names, args))
+}
+
+/// A flag's JSON object, which needs the flag naming its tool.
+fn json_object(
+    tool: &Option<String>,
+    args: &Option<String>,
+    without_tool: ProbeError,
+    bad: fn(String) -> ProbeError,
+) -> Result<Option<Value>, ProbeError> {
+    match (tool, args) {
+        (None, Some(_)) => Err(without_tool),
+        (_, Some(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => Ok(Some(v)),
+            Ok(other) => Err(bad(format!("got {other}"))),
+            Err(e) => Err(bad(e.to_string())),
+        },
+        _ => Ok(None),
+    }
 }
 
 /// Refuses anything but loopback unless allowed: every address the host resolves to counts.
@@ -221,22 +258,22 @@ pub async fn probe_with(
         (Err(e), Some(_)) => return Err(ProbeError::ToolsList(e)),
         (Err(_), None) => Vec::new(),
     };
-    let call_tool = pick_call_tool(&tools, opts.tool.as_deref(), args)?;
-    let emitter = if tools
-        .iter()
-        .any(|t| t.get("name").and_then(Value::as_str) == Some("emit_standalone"))
-    {
-        Emitter::Tool("emit_standalone".into())
-    } else {
-        Emitter::OnItsOwn
+    let unknown = |u: discover::Unknown| ProbeError::NoSuchTool {
+        name: u.name,
+        offered: u.offered,
     };
-    let report_tool = call_tool
-        .as_ref()
-        .map(|t| format!("{} {} ({})", t.name, t.args, t.found));
-    let standalone = match &emitter {
-        Emitter::Tool(name) => format!("{name} (found in tools/list)"),
-        Emitter::OnItsOwn => "whatever the server sends on its own".into(),
-    };
+    let call_tool = discover::call_tool(
+        &tools,
+        opts.tool.as_deref(),
+        args,
+        opts.count_arg.as_deref(),
+    )
+    .map_err(unknown)?;
+    let (emitter, standalone) =
+        pick_emitter(&target, &run, &tools, call_tool.as_ref(), opts, window)
+            .await
+            .map_err(unknown)?;
+    let report_tool = call_tool.as_ref().map(ToolPlan::describe);
     let ctx = Ctx::new(target, call_tool, emitter, opts.repeat, window, run);
     progress(Progress::Discovered {
         server: discovery.server.clone(),
@@ -271,17 +308,21 @@ pub async fn probe_with(
             Ok((finding, connections)) => CaseReport {
                 case: name,
                 does,
-                outcome: if finding.holds {
-                    Outcome::Holds
-                } else {
-                    Outcome::Violated
+                outcome: match finding.judged {
+                    Judged::Holds => Outcome::Holds,
+                    Judged::Violated => Outcome::Violated,
+                    Judged::NotExercised => Outcome::NotExercised,
                 },
                 verdict: Some(finding.verdict.word()),
                 status: match finding.verdict {
-                    forkscope_core::probe::Verdict::TypedRejection { status, .. } => Some(status),
+                    Verdict::TypedRejection { status, .. } => Some(status),
                     _ => None,
                 },
-                says: finding.verdict.describe(),
+                // The mark says `not exercised`; the line says why.
+                says: match &finding.verdict {
+                    Verdict::NotExercised { because } => because.describe(),
+                    other => other.describe(),
+                },
                 why: finding.why,
                 marked: finding.marked,
                 connections,
@@ -312,53 +353,85 @@ pub async fn probe_with(
     })
 }
 
-fn pick_call_tool(
+/// Where the standalone stream's events come from, and the report's line saying why:
+/// `--standalone-tool`, else the first candidate of [`discover::standalone_candidates`] that a
+/// trial call shows putting a numbered event on the standalone GET stream.
+async fn pick_emitter(
+    target: &Target,
+    run: &str,
     tools: &[Value],
-    named: Option<&str>,
-    args: Option<Value>,
-) -> Result<Option<CallTool>, ProbeError> {
-    let name_of = |t: &Value| {
-        t.get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let takes = |t: &Value, field: &str| {
-        t.pointer(&format!("/inputSchema/properties/{field}"))
-            .is_some()
-    };
-    let (tool, found) = match named {
-        Some(name) => {
-            let Some(t) = tools.iter().find(|t| name_of(t) == name) else {
-                return Err(ProbeError::NoSuchTool {
-                    name: name.into(),
-                    offered: tools.iter().map(name_of).collect::<Vec<_>>().join(", "),
-                });
-            };
-            (t, "--tool")
+    call_tool: Option<&ToolPlan>,
+    opts: &Options,
+    window: Duration,
+) -> Result<(Emitter, String), discover::Unknown> {
+    if let Some(name) = &opts.standalone_tool {
+        let tool = discover::find(tools, name)?;
+        let base = opts
+            .standalone_args
+            .as_deref()
+            .and_then(|a| serde_json::from_str(a).ok());
+        let plan = discover::standalone_plan(tool, base, "--standalone-tool names it".into());
+        let line = plan.describe();
+        return Ok((Emitter::Tool(plan), line));
+    }
+    let mut tried = Vec::new();
+    for (i, tool) in discover::standalone_candidates(tools, call_tool.map(|t| t.name.as_str()))
+        .into_iter()
+        .enumerate()
+    {
+        let plan = discover::standalone_plan(
+            tool,
+            None,
+            "its name or description says it notifies, and a trial call put a numbered event on the standalone GET stream".into(),
+        );
+        if tries_standalone(target, &format!("{run}t{i}"), &plan, window).await {
+            let line = plan.describe();
+            return Ok((Emitter::Tool(plan), line));
         }
-        None => match tools
-            .iter()
-            .find(|t| name_of(t) == "progress_task")
-            .map(|t| (t, "found in tools/list"))
-            .or_else(|| {
-                tools
-                    .iter()
-                    .find(|t| takes(t, "steps"))
-                    .map(|t| (t, "takes `steps`"))
-            }) {
-            Some(found) => found,
-            None => return Ok(None),
-        },
+        tried.push(plan.name);
+    }
+    let line = if tried.is_empty() {
+        "whatever the server sends on its own: no tool says it notifies on the standalone stream (name one with --standalone-tool)".to_owned()
+    } else {
+        format!(
+            "whatever the server sends on its own: a trial call of {} put nothing numbered on the standalone stream",
+            tried.join(", ")
+        )
     };
-    let given = args.is_some();
-    Ok(Some(CallTool {
-        name: name_of(tool),
-        args: args.unwrap_or_else(|| serde_json::json!({})),
-        takes_steps: !given && takes(tool, "steps"),
-        takes_delay: !given && takes(tool, "delay_ms"),
-        found,
-    }))
+    Ok((Emitter::OnItsOwn, line))
+}
+
+/// Calls `plan`'s tool with the standalone GET stream open: did a numbered event arrive on it?
+async fn tries_standalone(target: &Target, label: &str, plan: &ToolPlan, window: Duration) -> bool {
+    let Ok(session) = target.open_session(label.to_owned()).await else {
+        return false;
+    };
+    let case = http::Case::new(target);
+    let get = case.get(&session, http::Extra::default()).await;
+    let (args, _) = plan.args(3, 10, &session.label);
+    let called = target
+        .request(
+            "emit",
+            &session,
+            Call::ToolsCall(crate::wire::mcp::ToolCall::plain(&plan.name, args)),
+        )
+        .await
+        .is_ok();
+    let numbered = |c: &Connection| {
+        c.events
+            .iter()
+            .any(|r| matches!(r.item, Item::Numbered { .. }))
+    };
+    let seen = called
+        && case
+            .wait_until(
+                tokio::time::Instant::now() + window.min(Duration::from_secs(2)),
+                |cs| numbered(&cs[get]),
+            )
+            .await;
+    drop(case);
+    target.end_session(&session).await;
+    seen
 }
 
 pub fn json(report: &Report) -> String {
@@ -375,40 +448,42 @@ pub fn text(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  call tool   {}",
+        "  tool: {}",
         report
             .call_tool
             .as_deref()
-            .unwrap_or("none: the call cases are not run")
+            .unwrap_or("none: no tool has an integer argument that sets how many notifications it sends (name one with --tool and --count-arg), so the call cases are not run")
     );
-    let _ = writeln!(out, "  standalone  {}", report.standalone);
+    let _ = writeln!(out, "  standalone: {}", report.standalone);
     let _ = writeln!(out);
     let width = report.cases.iter().map(|c| c.case.len()).max().unwrap_or(0);
     for c in &report.cases {
         let mark = match c.outcome {
-            Outcome::Holds => "holds   ",
+            Outcome::Holds => "holds",
             Outcome::Violated => "VIOLATED",
-            Outcome::NotRun => "not run ",
+            Outcome::NotRun => "not run",
+            Outcome::NotExercised => "not exercised",
         };
         let says = match c.outcome {
             Outcome::NotRun => c.why.clone(),
             _ => format!("{} — {}", c.says, c.why),
         };
-        let _ = writeln!(out, "  {mark}  {:width$}  {says}", c.case);
+        let _ = writeln!(out, "  {mark:13}  {:width$}  {says}", c.case);
         if matches!(c.outcome, Outcome::Violated) {
-            let _ = writeln!(out, "  {:10}{:width$}  ({})", "", "", c.does);
+            let _ = writeln!(out, "  {:15}{:width$}  ({})", "", "", c.does);
             for conn in &c.connections {
-                let _ = writeln!(out, "  {:10}{:width$}  {}", "", "", evidence(conn));
+                let _ = writeln!(out, "  {:15}{:width$}  {}", "", "", evidence(conn));
             }
         }
     }
     let holds = report.count(|o| matches!(o, Outcome::Holds));
     let violated = report.count(|o| matches!(o, Outcome::Violated));
     let not_run = report.count(|o| matches!(o, Outcome::NotRun));
+    let not_exercised = report.count(|o| matches!(o, Outcome::NotExercised));
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{} cases: {holds} hold, {violated} violated, {not_run} not run",
+        "{} cases: {holds} hold, {violated} violated, {not_run} not run, {not_exercised} not exercised",
         report.cases.len()
     );
     let _ = writeln!(

@@ -5,7 +5,6 @@ use super::{
     Case, Ctx, Emitter, Extra, NotRun, Outcome, Session, cursor_header, emit, known, receive,
 };
 use forkscope_core::probe::{End, Finding, Known, StreamOf, judge_foreign_cursor};
-use serde_json::json;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -41,7 +40,14 @@ pub(super) async fn cursor_of_another_session(ctx: &Ctx, case: &Case, s: &Sessio
     let worst = findings
         .iter()
         .enumerate()
-        .max_by_key(|(i, f)| (!f.holds, f.verdict.severity(), std::cmp::Reverse(*i)))
+        .max_by_key(|(i, f)| {
+            (
+                f.is_violated(),
+                f.held(),
+                f.verdict.severity(),
+                std::cmp::Reverse(*i),
+            )
+        })
         .map(|(i, _)| i);
     match worst.and_then(|i| findings.into_iter().nth(i)) {
         Some(finding) => Ok((finding, seen)),
@@ -90,12 +96,9 @@ pub(super) async fn bad_cursor(ctx: &Ctx, case: &Case, s: &Session, cursor: Vec<
         )
         .await;
     if case.connection(b).answer.opened().is_some() {
-        if let Emitter::Tool(name) = &ctx.emitter {
-            let args = json!({ "count": 5, "delay_ms": 10, "label": s.label });
-            let _ = ctx
-                .target
-                .request("emit_standalone", s, emit(name, args))
-                .await;
+        if let Emitter::Tool(plan) = &ctx.emitter {
+            let (args, _) = plan.args(5, 10, &s.label);
+            let _ = ctx.target.request("emit", s, emit(&plan.name, args)).await;
         }
         let within = Instant::now() + ctx.window.min(Duration::from_secs(1));
         case.wait_until(within, |cs| cs[b].end != End::Open).await;

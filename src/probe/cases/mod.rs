@@ -6,10 +6,11 @@ mod cursors;
 mod resumes;
 mod volume;
 
+use super::discover::ToolPlan;
 use super::http::{Case, Conn, Extra, Session, Target, count};
 use crate::wire::mcp::{Call, ToolCall};
 use forkscope_core::probe::{self, Connection, End, Finding, Item, Known, StreamOf, judge_resume};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
@@ -87,39 +88,11 @@ pub const CASES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The tool that gives a call a stream of progress notifications.
-#[derive(Debug, Clone)]
-pub struct CallTool {
-    pub name: String,
-    /// `--args`, or `{}` filled with `steps` and `delay_ms` where the schema has them.
-    pub args: Value,
-    pub takes_steps: bool,
-    pub takes_delay: bool,
-    pub found: &'static str,
-}
-
-impl CallTool {
-    /// Arguments for a call of `steps` steps, and the steps the call will send if known.
-    fn args(&self, steps: u64, delay_ms: u64) -> (Value, Option<u64>) {
-        let mut args = self.args.clone();
-        if let Value::Object(map) = &mut args {
-            if self.takes_steps {
-                map.insert("steps".into(), json!(steps));
-            }
-            if self.takes_delay {
-                map.insert("delay_ms".into(), json!(delay_ms));
-            }
-        }
-        let steps = args.get("steps").and_then(Value::as_u64);
-        (args, steps)
-    }
-}
-
 /// Where standalone-stream events come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Emitter {
-    /// A tool (`emit_standalone {count, delay_ms, label}`) the probe asks for numbered events.
-    Tool(String),
+    /// A tool the probe asks for numbered events on the standalone stream.
+    Tool(ToolPlan),
     /// Whatever the server sends on its own, if anything.
     OnItsOwn,
 }
@@ -128,9 +101,13 @@ pub enum Emitter {
 #[derive(Debug)]
 pub struct Ctx {
     pub target: Target,
-    pub call_tool: Option<CallTool>,
+    pub call_tool: Option<ToolPlan>,
     pub emitter: Emitter,
     pub repeat: u32,
+    /// How many times longer than a case asks the probe makes a call or a standalone run: it
+    /// grows when a whole stream arrived before the probe could break it, and stays grown.
+    /// Indexed by whether the stream is the standalone one.
+    stretch: [AtomicU64; 2],
     /// How long a case waits for what it expects before judging what it has.
     pub window: Duration,
     sessions: AtomicU64,
@@ -150,7 +127,7 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(100);
 impl Ctx {
     pub fn new(
         target: Target,
-        call_tool: Option<CallTool>,
+        call_tool: Option<ToolPlan>,
         emitter: Emitter,
         repeat: u32,
         window: Duration,
@@ -161,6 +138,7 @@ impl Ctx {
             call_tool,
             emitter,
             repeat,
+            stretch: [AtomicU64::new(1), AtomicU64::new(1)],
             window,
             sessions: AtomicU64::new(0),
             run,
@@ -177,6 +155,41 @@ impl Ctx {
 
     fn deadline(&self) -> Instant {
         Instant::now() + self.window
+    }
+
+    fn emitter_plan(&self) -> Option<&ToolPlan> {
+        match &self.emitter {
+            Emitter::Tool(plan) => Some(plan),
+            Emitter::OnItsOwn => None,
+        }
+    }
+
+    /// A run of `count` events `delay_ms` apart made longer by the stretch: more of them where
+    /// the tool takes a count, else further apart.
+    fn stretched(&self, standalone: bool, count: u64, delay_ms: u64) -> (u64, u64) {
+        let k = self.stretch[usize::from(standalone)].load(Ordering::Relaxed);
+        let plan = if standalone {
+            self.emitter_plan()
+        } else {
+            self.call_tool.as_ref()
+        };
+        match plan {
+            Some(p) if p.count_arg.is_some() => {
+                ((count * k).min(MAX_STRETCHED.max(count)), delay_ms)
+            }
+            Some(p) if p.pace.is_some() => (count, delay_ms.max(1) * k),
+            _ => (count, delay_ms),
+        }
+    }
+
+    /// The tool whose runs a case's streams come from can be made longer.
+    fn can_lengthen(&self, standalone: bool) -> bool {
+        let plan = if standalone {
+            self.emitter_plan()
+        } else {
+            self.call_tool.as_ref()
+        };
+        plan.is_some_and(ToolPlan::can_lengthen)
     }
 
     /// Opens the standalone stream and gets numbered events flowing on it: `count` of them, one
@@ -196,25 +209,26 @@ impl Ctx {
                 answer_words(&conn)
             )));
         }
-        let label = match &self.emitter {
-            Emitter::Tool(name) => {
-                let args = json!({ "count": count, "delay_ms": delay_ms, "label": s.label });
+        let (count, delay_ms) = self.stretched(true, count, delay_ms);
+        let (label, sent) = match &self.emitter {
+            Emitter::Tool(plan) => {
+                let (args, sent) = plan.args(count, delay_ms, &s.label);
                 self.target
-                    .request("emit_standalone", s, emit(name, args))
+                    .request("emit", s, emit(&plan.name, args))
                     .await
-                    .map_err(|e| NotRun(format!("{name} failed: {e}")))?;
-                Some(s.label.clone())
+                    .map_err(|e| NotRun(format!("{} failed: {e}", plan.name)))?;
+                (plan.label_arg.as_ref().map(|_| s.label.clone()), sent)
             }
-            Emitter::OnItsOwn => None,
+            Emitter::OnItsOwn => (None, None),
         };
         let numbered = |c: &Connection| {
             c.events.iter().find_map(|r| match &r.item {
-                Item::Numbered { channel, .. }
+                Item::Numbered { channel, n }
                     if label
                         .as_ref()
                         .is_none_or(|l| channel.contains(&format!(":{l}:"))) =>
                 {
-                    Some(channel.clone())
+                    Some((channel.clone(), *n))
                 }
                 _ => None,
             })
@@ -223,19 +237,21 @@ impl Ctx {
         let within = Instant::now() + wait;
         case.wait_until(within, |cs| numbered(&cs[a]).is_some())
             .await;
-        let Some(channel) = numbered(&case.connection(a)) else {
+        let Some((channel, first)) = numbered(&case.connection(a)) else {
             return Err(NotRun(match &self.emitter {
-                Emitter::Tool(name) => format!(
-                    "{name} was called, but no numbered event reached the standalone stream within {} ms",
+                Emitter::Tool(plan) => format!(
+                    "{} was called, but no numbered event reached the standalone stream within {} ms",
+                    plan.name,
                     wait.as_millis()
                 ),
                 Emitter::OnItsOwn => format!(
-                    "the server sent nothing numbered on the standalone stream within {} ms, and has no `emit_standalone` tool to ask for some",
+                    "the server sent nothing numbered on the standalone stream within {} ms, and no tool of tools/list notifies on it (name one with --standalone-tool)",
                     wait.as_millis()
                 ),
             }));
         };
-        let last = label.map(|_| count);
+        // A run of `sent` events numbered on from the first one seen ends at a known number.
+        let last = sent.map(|sent| first + sent.saturating_sub(1));
         Ok((a, StreamOf::Channel { channel, last }))
     }
 
@@ -247,12 +263,25 @@ impl Ctx {
         steps: u64,
         delay_ms: u64,
     ) -> Result<(Conn, StreamOf), NotRun> {
+        let (steps, delay_ms) = self.stretched(false, steps, delay_ms);
+        self.call_exactly(case, s, steps, delay_ms).await
+    }
+
+    /// [`Ctx::call`] at exactly this size, whatever the stretch (the volume cases size their
+    /// calls themselves).
+    async fn call_exactly(
+        &self,
+        case: &Case,
+        s: &Session,
+        steps: u64,
+        delay_ms: u64,
+    ) -> Result<(Conn, StreamOf), NotRun> {
         let Some(tool) = &self.call_tool else {
-            return Err(NotRun("no tool to call: tools/list offers none that takes `steps` (name one with --tool and --args)".into()));
+            return Err(NotRun("no tool to call: tools/list offers none with an integer argument that sets how many notifications it sends (name one with --tool and --count-arg)".into()));
         };
         let request = s.request_id();
         let token = format!("{}-{}", s.label, request);
-        let (args, steps) = tool.args(steps, delay_ms);
+        let (args, steps) = tool.args(steps, delay_ms, &s.label);
         let c = case.call(s, request, &tool.name, &args, &token).await;
         let conn = case.connection(c);
         match &conn.answer {
@@ -409,8 +438,71 @@ fn cursor_header(cursor: Option<String>) -> Extra {
     }
 }
 
-/// Runs one case by name.
+/// The cases that break a stream the probe sized by the stretch, and whether it is the
+/// standalone stream's (else a call's).
+fn breaks_a_stretched_stream(name: &str) -> Option<bool> {
+    match name {
+        "standalone-resume"
+        | "resume-while-old-open"
+        | "plain-get-while-live"
+        | "two-resumes-at-once" => Some(true),
+        "call-resume" | "call-resume-after-result" | "cursor-of-another-stream" => Some(false),
+        _ => None,
+    }
+}
+
+/// The most events a lengthened run asks for: past a server's replay history a resume is
+/// refused or lost, which `past-replay-capacity` tests on purpose and these cases must not.
+const MAX_STRETCHED: u64 = 250;
+
+/// Lengthenings a case may ask for, each ten times the last.
+const MAX_LENGTHENINGS: u32 = 2;
+
+/// Runs one case by name. A case whose whole stream arrived before the probe could break it
+/// tested nothing: the probe makes the tool's runs ten times longer — for this case and every
+/// later one — and runs it again, while the tool lets it.
 pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
+    let mut lengthened = 0;
+    loop {
+        let outcome = run_once(ctx, name).await;
+        let ended_early = matches!(
+            &outcome,
+            Ok((
+                Finding {
+                    verdict: probe::Verdict::NotExercised {
+                        because: probe::Unexercised::EndedBeforeBreak { .. }
+                    },
+                    ..
+                },
+                _
+            ))
+        );
+        let standalone = breaks_a_stretched_stream(name);
+        let can = standalone.is_some_and(|s| ctx.can_lengthen(s));
+        let stretch = &ctx.stretch[usize::from(standalone.unwrap_or(false))];
+        if !ended_early || !can || lengthened == MAX_LENGTHENINGS {
+            return outcome.map(|(mut finding, seen)| {
+                if lengthened > 0 {
+                    let k = stretch.load(Ordering::Relaxed);
+                    finding.why = format!(
+                        "{} (the tool's runs made up to {k} times longer than asked: at first the whole stream arrived before the break)",
+                        finding.why
+                    );
+                } else if ended_early && !can {
+                    finding.why = format!(
+                        "{} (the tool has no count or pace argument the probe knows, so it cannot make the run outlast the break)",
+                        finding.why
+                    );
+                }
+                (finding, seen)
+            });
+        }
+        stretch.fetch_max(10 * stretch.load(Ordering::Relaxed), Ordering::Relaxed);
+        lengthened += 1;
+    }
+}
+
+async fn run_once(ctx: &Ctx, name: &str) -> Outcome {
     let s = ctx.session().await?;
     let case = Case::new(&ctx.target);
     let outcome = match name {

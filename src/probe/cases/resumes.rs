@@ -19,7 +19,7 @@ pub(super) async fn standalone_resume(ctx: &Ctx, case: &Case, s: &Session) -> Ou
     let had_cursor = cursor.is_some();
     let resumes = resume(ctx, case, s, &mine, cursor).await;
     let (mut finding, seen) = judged_resume(case, &known(&mine), a, &resumes, false);
-    if !had_cursor && !finding.holds {
+    if !had_cursor && finding.is_violated() {
         finding.why = format!(
             "the events carry no ids, so the client reconnected without a cursor ({})",
             finding.why
@@ -148,7 +148,7 @@ pub(super) async fn two_resumes_at_once(ctx: &Ctx, case: &Case, s: &Session) -> 
 
 pub(super) async fn resume_races_emission(ctx: &Ctx) -> Outcome {
     let mut runs = 0;
-    let mut last = None;
+    let mut last: Option<Outcome> = None;
     let mut sources = vec![true, false];
     for _ in 0..ctx.repeat.max(1) {
         for standalone in sources.clone() {
@@ -188,17 +188,26 @@ pub(super) async fn resume_races_emission(ctx: &Ctx) -> Outcome {
             let (finding, seen) = judged_resume(&case, &known(&mine), a, &resumes, false);
             drop(case);
             ctx.target.end_session(s).await;
-            runs += 1;
-            if !finding.holds {
+            if finding.is_violated() {
                 return Ok((finding, seen));
             }
-            if !matches!(last, Some(Ok(_))) || standalone {
+            // A round that saw too little says nothing of the race: it is kept only if no
+            // round was judged.
+            let judged = finding.held();
+            if judged {
+                runs += 1;
+            }
+            let keep = match &last {
+                Some(Ok((kept, _))) => judged && (!kept.held() || standalone),
+                _ => true,
+            };
+            if keep {
                 last = Some(Ok((finding, seen)));
             }
         }
     }
     match last {
-        Some(Ok((mut finding, seen))) if runs > 0 => {
+        Some(Ok((mut finding, seen))) if runs > 0 && finding.held() => {
             finding.why = format!(
                 "{runs} racing resume{} ({} rounds), each clean",
                 if runs == 1 { "" } else { "s" },
@@ -206,8 +215,9 @@ pub(super) async fn resume_races_emission(ctx: &Ctx) -> Outcome {
             );
             Ok((finding, seen))
         }
+        Some(Ok(not_exercised)) => Ok(not_exercised),
         Some(Err(why)) => Err(why),
-        _ => Err(NotRun("nothing to race".into())),
+        None => Err(NotRun("nothing to race".into())),
     }
 }
 

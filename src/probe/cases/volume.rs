@@ -9,12 +9,13 @@ use std::time::Duration;
 use tokio::time::sleep;
 
 pub(super) async fn burst_order(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
-    if ctx.call_tool.as_ref().is_some_and(|t| !t.takes_steps) {
-        return Err(NotRun(
-            "the call tool takes no `steps`: the probe cannot ask for a burst".into(),
-        ));
+    if let Some(tool) = ctx.call_tool.as_ref().filter(|t| t.count_arg.is_none()) {
+        return Err(NotRun(format!(
+            "{} has no argument the probe knows sets how many notifications it sends, so it cannot ask for a burst (name it with --count-arg)",
+            tool.name
+        )));
     }
-    let (a, mine) = ctx.call(case, s, 500, 0).await?;
+    let (a, mine) = ctx.call_exactly(case, s, 500, 0).await?;
     case.wait_until(ctx.deadline(), |cs| finished(&cs[a], &mine))
         .await;
     let first = case.connection(a);
@@ -30,12 +31,13 @@ pub(super) async fn burst_order(ctx: &Ctx, case: &Case, s: &Session) -> Outcome 
 }
 
 pub(super) async fn past_replay_capacity(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
-    if ctx.call_tool.as_ref().is_some_and(|t| !t.takes_steps) {
-        return Err(NotRun(
-            "the call tool takes no `steps`: the probe cannot outrun a replay buffer".into(),
-        ));
+    if let Some(tool) = ctx.call_tool.as_ref().filter(|t| t.count_arg.is_none()) {
+        return Err(NotRun(format!(
+            "{} has no argument the probe knows sets how many notifications it sends, so it cannot outrun a replay buffer (name it with --count-arg)",
+            tool.name
+        )));
     }
-    let (a, mine) = ctx.call(case, s, 1000, 1).await?;
+    let (a, mine) = ctx.call_exactly(case, s, 1000, 1).await?;
     receive(ctx, case, a, &mine, 1).await;
     case.drop_connection(a);
     let cursor = case.cursor(a);

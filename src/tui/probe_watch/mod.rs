@@ -234,6 +234,7 @@ impl Watch {
                         Outcome::Holds => ("✓", t.good()),
                         Outcome::Violated => ("✗", t.bad()),
                         Outcome::NotRun => ("–", t.dim()),
+                        Outcome::NotExercised => ("○", t.dim()),
                     },
                     (None, false) => (" ", t.dim()),
                 };
@@ -283,6 +284,7 @@ impl Watch {
             Outcome::Holds => ("holds", t.verdict(true)),
             Outcome::Violated => ("VIOLATED", t.verdict(false)),
             Outcome::NotRun => ("not run", t.dim()),
+            Outcome::NotExercised => ("not exercised", t.dim()),
         };
         let mut head = vec![
             Line::styled(does, t.dim()),

@@ -6,7 +6,7 @@
 
 use super::continuity::{continuity, counts_by_one, position, reached_end, span};
 use super::observed::{Answer, Connection, End, Received, StreamOf};
-use super::verdict::{Finding, Verdict};
+use super::verdict::{Finding, Unexercised, Verdict};
 
 /// What the probe knows about streams: the one a case follows, the session's others, and
 /// streams of other sessions it can tell apart.
@@ -68,6 +68,46 @@ fn not_a_stream(answer: &Answer) -> Option<Verdict> {
         }),
         Answer::NoAnswer { why } => Some(Verdict::NoAnswer { why: why.clone() }),
     }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// A resume after which nothing of the stream arrived, when that says nothing about the
+/// server: nothing was seen at all, the stream had ended before the break, or its source has no
+/// known end and may simply have gone quiet.
+fn nothing_after(
+    mine: &StreamOf,
+    old: &Connection,
+    old_mine: u64,
+    new_mine: u64,
+) -> Option<Finding> {
+    if new_mine > 0 {
+        return None;
+    }
+    if old_mine == 0 {
+        return Some(Finding::not_exercised(
+            Unexercised::NoEventAtAll,
+            "neither the broken connection nor the resume carried an event of the stream",
+        ));
+    }
+    if mine.ended_in(old) {
+        return Some(Finding::not_exercised(
+            Unexercised::EndedBeforeBreak { before: old_mine },
+            "the resume had nothing to carry, so whether the server replays from a cursor was not tested",
+        ));
+    }
+    if matches!(mine, StreamOf::Channel { last: None, .. }) {
+        return Some(Finding::not_exercised(
+            Unexercised::SourceWentQuiet,
+            format!(
+                "{old_mine} event{} before the break, none after it",
+                plural(old_mine)
+            ),
+        ));
+    }
+    None
 }
 
 /// A resume: `chain[0]` was the stream's connection; each later one reconnected with the
@@ -143,6 +183,10 @@ pub fn judge_resume(
         .collect();
     let from_start = matches!(known.mine, StreamOf::Call { .. });
     let by_one = counts_by_one(known.mine, old.carried());
+    let old_mine = mine(old);
+    if let Some(vacuous) = nothing_after(known.mine, old, old_mine, new_mine) {
+        return vacuous;
+    }
     if new_mine == 0 && !reached_end(known.mine, &[old]) {
         let others: usize = resumes.iter().map(|c| c.carried().count()).sum();
         return Finding::violated(
@@ -169,6 +213,27 @@ pub fn judge_resume(
             }
         }
         return finding;
+    }
+    if old_mine == 0 {
+        return Finding::not_exercised(
+            Unexercised::NothingBeforeBreak,
+            format!(
+                "{new_mine} event{} after the break, but the resume continued from nothing: the break itself was not tested",
+                plural(new_mine)
+            ),
+        );
+    }
+    let positioned_after = resumes
+        .iter()
+        .flat_map(|c| c.carried())
+        .filter(|r| known.mine.owns(&r.item))
+        .filter(|r| position(&r.item).is_some_and(|p| p != u64::MAX))
+        .count();
+    if positioned_after == 0 && by_one && matches!(known.mine, StreamOf::Call { steps: None, .. }) {
+        return Finding::not_exercised(
+            Unexercised::OnlyTheEndAfterBreak,
+            format!("{old_mine} progress events before the break, then the result"),
+        );
     }
     let before = applied.len() as u64 - new_mine;
     let reconnects = resumes.len();
@@ -259,6 +324,12 @@ pub fn judge_second_get(known: &Known<'_>, first: &Connection, second: &Connecti
     ) {
         return finding;
     }
+    if first_after.is_empty() && second_mine.is_empty() {
+        return Finding::not_exercised(
+            Unexercised::NothingWhileBothOpen,
+            "the second GET was answered with a stream, but no event followed on either",
+        );
+    }
     let why = match (first.end, first_after.is_empty()) {
         (End::ClosedByServer, _) => {
             "the server ended the first stream and carried on in the second"
@@ -305,6 +376,19 @@ pub fn judge_burst(known: &Known<'_>, conn: &Connection, complete: bool) -> Find
     let by_one = counts_by_one(known.mine, conn.carried());
     if let Some(finding) = continuity(known.mine, &applied, true, complete, by_one) {
         return finding;
+    }
+    let seen = applied.len() as u64;
+    if seen == 0 {
+        return Finding::not_exercised(
+            Unexercised::NoEventAtAll,
+            "the call's stream carried nothing of the call",
+        );
+    }
+    if seen < 2 {
+        return Finding::not_exercised(
+            Unexercised::TooFew { seen },
+            "a burst needs events to order",
+        );
     }
     Finding::holds(
         Verdict::CleanContinuation,
@@ -365,6 +449,13 @@ pub fn judge_foreign_origin(answer: &Answer) -> Finding {
 /// A call's stream broke and its events carried no ids: no client can resume it, so what the
 /// tool sent after the break, its result included, is lost.
 pub fn judge_unresumable_call(mine: &StreamOf, old: &Connection) -> Finding {
+    let had = old.carried().filter(|r| mine.owns(&r.item)).count() as u64;
+    if mine.ended_in(old) {
+        return Finding::not_exercised(
+            Unexercised::EndedBeforeBreak { before: had },
+            "the whole call arrived before the break, so nothing was lost to it",
+        );
+    }
     let reached = old
         .carried()
         .filter(|r| mine.owns(&r.item))
@@ -428,7 +519,7 @@ pub fn judge_concurrent_resumes(
             b
         };
     let mut finding = judge_resume(known, &[old, winner], false, complete);
-    if finding.holds {
+    if finding.held() {
         finding.why = format!(
             "one of the two stayed live ({}); {}",
             winner.label, finding.why

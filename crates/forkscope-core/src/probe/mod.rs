@@ -21,4 +21,4 @@ pub use judge::{
     judge_unsupported_version,
 };
 pub use observed::{Answer, Connection, End, Item, Received, StreamOf};
-pub use verdict::{Finding, Verdict};
+pub use verdict::{Finding, Judged, Unexercised, Verdict};

@@ -54,7 +54,7 @@ fn verdict_of(old: &Connection, new: &Connection) -> (Verdict, bool) {
         other_sessions: &[],
     };
     let f = judge_resume(&known, &[old, new], false, true);
-    (f.verdict, f.holds)
+    (f.verdict.clone(), f.held())
 }
 
 #[test]
@@ -156,14 +156,17 @@ fn a_bad_cursor_must_be_refused_not_answered_with_silence() {
         End::Open,
     );
     let f = judge_foreign_cursor(&known, &leaked);
-    assert_eq!((f.verdict.word(), f.holds), ("cross_session_replay", false));
+    assert_eq!(
+        (f.verdict.word(), f.held()),
+        ("cross_session_replay", false)
+    );
     let mut refused = conn("B", 0, vec![], End::Open);
     refused.answer = Answer::Rejected {
         status: 404,
         reason: None,
     };
     let f = judge_foreign_cursor(&known, &refused);
-    assert!(f.holds);
+    assert!(f.held());
     assert_eq!(
         f.verdict,
         Verdict::TypedRejection {
@@ -200,7 +203,7 @@ fn one_event_on_two_connections_is_a_broadcast() {
     );
     let handed_over = conn("A", 0, vec![tick(1, 1)], End::ClosedByServer);
     let f = judge_second_get(&known, &handed_over, &second);
-    assert!(f.holds, "{f:?}");
+    assert!(f.held(), "{f:?}");
 }
 
 #[test]
@@ -209,16 +212,16 @@ fn session_basics_follow_the_transport() {
         status,
         reason: None,
     };
-    assert!(judge_unknown_session(&answer(404)).holds);
-    assert!(!judge_unknown_session(&answer(400)).holds);
-    assert!(judge_unsupported_version(&answer(400)).holds);
-    assert!(judge_foreign_origin(&answer(403)).holds);
+    assert!(judge_unknown_session(&answer(404)).held());
+    assert!(!judge_unknown_session(&answer(400)).held());
+    assert!(judge_unsupported_version(&answer(400)).held());
+    assert!(judge_foreign_origin(&answer(403)).held());
     assert!(
         !judge_foreign_origin(&Answer::Stream {
             status: 200,
             opened: 0
         })
-        .holds
+        .held()
     );
 }
 
@@ -273,10 +276,162 @@ fn only_a_stream_counting_by_one_has_gaps_and_only_a_finished_one_has_a_missing_
         same_session: &[],
         other_sessions: &[],
     };
-    assert!(judge_resume(&known, &[&old, &new], false, true).holds);
+    assert!(judge_resume(&known, &[&old, &new], false, true).held());
     // Still open when the window ended: late, not lost.
     let old = conn("A", 0, vec![p(1, 1), p(2, 2)], End::DroppedByProbe);
     let running = conn("B", 3, vec![p(3, 4)], End::Open);
     let f = judge_resume(&known, &[&old, &running], false, false);
-    assert!(f.holds, "{f:?}");
+    assert!(f.held(), "{f:?}");
+}
+
+/// Every way a case can see too little to judge, and the reason it gives: never `holds`.
+#[test]
+fn a_case_that_saw_too_little_is_not_exercised_with_its_reason() {
+    use super::verdict::{Judged, Unexercised};
+    let tick = |n, order| Received {
+        item: Item::Numbered {
+            channel: "tick".into(),
+            n,
+        },
+        event_id: Some(format!("t{n}")),
+        order,
+    };
+    let call_of_unknown_length = StreamOf::Call {
+        token: "t1".into(),
+        request: "7".into(),
+        steps: None,
+    };
+    let quiet_source = StreamOf::Channel {
+        channel: "tick".into(),
+        last: None,
+    };
+    let counted_source = StreamOf::Channel {
+        channel: "tick".into(),
+        last: Some(30),
+    };
+    fn known(mine: &StreamOf) -> Known<'_> {
+        Known {
+            mine,
+            same_session: &[],
+            other_sessions: &[],
+        }
+    }
+    fn resume(mine: &StreamOf, old: Connection, new: Connection) -> super::verdict::Finding {
+        judge_resume(&known(mine), &[&old, &new], false, true)
+    }
+    let four_steps = call();
+    let whole_call = || vec![p(1, 1), p(2, 2), p(3, 3), p(4, 4), result(5)];
+    let table: Vec<(&str, super::verdict::Finding, Unexercised)> = vec![
+        (
+            "nothing on either connection",
+            resume(
+                &four_steps,
+                conn("A", 0, vec![], End::DroppedByProbe),
+                conn("B", 1, vec![], End::Open),
+            ),
+            Unexercised::NoEventAtAll,
+        ),
+        (
+            "no standalone event at all",
+            resume(
+                &counted_source,
+                conn("A", 0, vec![], End::DroppedByProbe),
+                conn("B", 1, vec![], End::Open),
+            ),
+            Unexercised::NoEventAtAll,
+        ),
+        (
+            "the call finished before the break, nothing after it",
+            resume(
+                &four_steps,
+                conn("A", 0, whole_call(), End::DroppedByProbe),
+                conn("B", 6, vec![], End::ClosedByServer),
+            ),
+            Unexercised::EndedBeforeBreak { before: 5 },
+        ),
+        (
+            "the call finished before the break, its stream unresumable",
+            judge_unresumable_call(
+                &four_steps,
+                &conn("A", 0, whole_call(), End::DroppedByProbe),
+            ),
+            Unexercised::EndedBeforeBreak { before: 5 },
+        ),
+        (
+            "a source with no known end went quiet after the break",
+            resume(
+                &quiet_source,
+                conn("A", 0, vec![tick(1, 1), tick(2, 2)], End::DroppedByProbe),
+                conn("B", 3, vec![], End::Open),
+            ),
+            Unexercised::SourceWentQuiet,
+        ),
+        (
+            "the break came before the first event",
+            resume(
+                &quiet_source,
+                conn("A", 0, vec![], End::DroppedByProbe),
+                conn("B", 1, vec![tick(1, 2), tick(2, 3)], End::Open),
+            ),
+            Unexercised::NothingBeforeBreak,
+        ),
+        (
+            "only the result after the break, the call's length unknown",
+            resume(
+                &call_of_unknown_length,
+                conn("A", 0, vec![p(1, 1), p(2, 2)], End::DroppedByProbe),
+                conn("B", 3, vec![result(4)], End::ClosedByServer),
+            ),
+            Unexercised::OnlyTheEndAfterBreak,
+        ),
+        (
+            "a second GET, and no event on either connection since",
+            judge_second_get(
+                &known(&quiet_source),
+                &conn("A", 0, vec![tick(1, 1)], End::Open),
+                &conn("B", 2, vec![], End::Open),
+            ),
+            Unexercised::NothingWhileBothOpen,
+        ),
+        (
+            "a burst that carried nothing of the call",
+            judge_burst(
+                &known(&call_of_unknown_length),
+                &conn("A", 0, vec![], End::Open),
+                false,
+            ),
+            Unexercised::NoEventAtAll,
+        ),
+        (
+            "a burst of one event",
+            judge_burst(
+                &known(&call_of_unknown_length),
+                &conn("A", 0, vec![p(1, 1)], End::Open),
+                false,
+            ),
+            Unexercised::TooFew { seen: 1 },
+        ),
+    ];
+    for (what, finding, because) in table {
+        assert_eq!(finding.judged, Judged::NotExercised, "{what}: {finding:?}");
+        assert_eq!(
+            finding.verdict,
+            Verdict::NotExercised { because },
+            "{what}: {finding:?}"
+        );
+        assert_eq!(finding.verdict.word(), "not_exercised");
+        assert!(
+            finding.verdict.describe().starts_with("not exercised: "),
+            "{what}"
+        );
+        assert!(!finding.why.is_empty(), "{what}");
+    }
+    // What a vacuous case would have hidden is still found when it happened: a replay of the
+    // finished call is a duplicate, not `not exercised`.
+    let replayed = resume(
+        &four_steps,
+        conn("A", 0, whole_call(), End::DroppedByProbe),
+        conn("B", 6, vec![result(7)], End::ClosedByServer),
+    );
+    assert_eq!(replayed.verdict.word(), "duplicate");
 }

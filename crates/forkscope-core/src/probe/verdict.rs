@@ -29,6 +29,63 @@ pub enum Verdict {
     TwoLiveStreams { old: u64, new: u64 },
     /// No usable answer: a timeout, a reset, or a 5xx.
     NoAnswer { why: String },
+    /// The case saw too little to judge what it tests: neither holds nor violated.
+    NotExercised { because: Unexercised },
+}
+
+/// Why a case observed too little to judge: each way a case can be vacuous, named, so a
+/// report never says `holds` of a behaviour it did not see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Unexercised {
+    /// No event of the stream arrived on any connection.
+    NoEventAtAll,
+    /// The stream's last event arrived before the break: nothing was left to resume.
+    EndedBeforeBreak { before: u64 },
+    /// The break came before any event of the stream: there was no place to resume from.
+    NothingBeforeBreak,
+    /// Nothing arrived after the break from a source with no known end: a lost event cannot be
+    /// told from a source gone quiet.
+    SourceWentQuiet,
+    /// After the break only the call's result arrived, and how many progress notifications the
+    /// call sends is unknown: a gap cannot be told from a short call.
+    OnlyTheEndAfterBreak,
+    /// No event arrived while both connections were open: which of them the stream went to
+    /// was never shown.
+    NothingWhileBothOpen,
+    /// Too few events of the stream to judge its order and gaps.
+    TooFew { seen: u64 },
+}
+
+impl Unexercised {
+    /// The reason in a sentence.
+    pub fn describe(&self) -> String {
+        match self {
+            Unexercised::NoEventAtAll => "no event of the stream arrived at all".into(),
+            Unexercised::EndedBeforeBreak { before } => format!(
+                "the whole stream ({before} event{}) arrived before the break: nothing was left to resume",
+                plural(*before)
+            ),
+            Unexercised::NothingBeforeBreak => {
+                "the break came before any event of the stream: there was no place to resume from"
+                    .into()
+            }
+            Unexercised::SourceWentQuiet => {
+                "nothing arrived after the break, and the source has no known end: a lost event cannot be told from a quiet source".into()
+            }
+            Unexercised::OnlyTheEndAfterBreak => {
+                "only the result arrived after the break, and the call's length is unknown: a gap cannot be told from a short call".into()
+            }
+            Unexercised::NothingWhileBothOpen => {
+                "no event arrived while both connections were open: where the stream went was never shown".into()
+            }
+            Unexercised::TooFew { seen } => format!(
+                "{seen} event{} of the stream arrived: too few to judge order and gaps",
+                plural(*seen)
+            ),
+        }
+    }
 }
 
 impl Verdict {
@@ -42,7 +99,7 @@ impl Verdict {
     /// first, a clean continuation last.
     pub fn severity(&self) -> u8 {
         match self {
-            Verdict::CleanContinuation => 0,
+            Verdict::NotExercised { .. } | Verdict::CleanContinuation => 0,
             Verdict::TypedRejection { .. } => 1,
             Verdict::NoAnswer { .. } => 2,
             Verdict::SilentEmptyStream { .. } => 3,
@@ -89,6 +146,7 @@ impl Verdict {
                 plural(*old)
             ),
             Verdict::NoAnswer { why } => format!("no answer: {why}"),
+            Verdict::NotExercised { because } => format!("not exercised: {}", because.describe()),
         }
     }
 }
@@ -97,11 +155,21 @@ fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// How a case came out: what a correct server does, what it must not, or not seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judged {
+    Holds,
+    Violated,
+    /// The case saw too little to judge; the verdict says why.
+    NotExercised,
+}
+
 /// A verdict and whether it is what a correct server does in this case.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
     pub verdict: Verdict,
-    pub holds: bool,
+    pub judged: Judged,
     /// Why it holds or not, for this case.
     pub why: String,
     /// The arrival order of the events that break the rule (the duplicate, the late one, the
@@ -114,7 +182,7 @@ impl Finding {
     pub fn holds(verdict: Verdict, why: impl Into<String>) -> Finding {
         Finding {
             verdict,
-            holds: true,
+            judged: Judged::Holds,
             why: why.into(),
             marked: Vec::new(),
         }
@@ -123,10 +191,28 @@ impl Finding {
     pub fn violated(verdict: Verdict, why: impl Into<String>) -> Finding {
         Finding {
             verdict,
-            holds: false,
+            judged: Judged::Violated,
             why: why.into(),
             marked: Vec::new(),
         }
+    }
+
+    /// The case saw too little to judge, for this reason; `why` says what that leaves untested.
+    pub fn not_exercised(because: Unexercised, why: impl Into<String>) -> Finding {
+        Finding {
+            verdict: Verdict::NotExercised { because },
+            judged: Judged::NotExercised,
+            why: why.into(),
+            marked: Vec::new(),
+        }
+    }
+
+    pub fn held(&self) -> bool {
+        self.judged == Judged::Holds
+    }
+
+    pub fn is_violated(&self) -> bool {
+        self.judged == Judged::Violated
     }
 
     /// The same finding, with these events marked.
