@@ -7,8 +7,9 @@
 use super::{block, fields, shorten};
 use crate::lab::replicas::{Held, ReplicaState, ReplicaView, ReplicasView, StoredStream};
 use crate::tui::theme::Theme;
+use forkscope_core::history::{Entry, Record};
 use forkscope_core::replica::RecordState;
-use forkscope_core::{ReplicaId, StreamKind};
+use forkscope_core::{LabTime, ReplicaId, StreamId, StreamKind};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -23,29 +24,104 @@ pub fn first() -> ReplicaId {
     ReplicaId::new(0).unwrap_or_else(|| unreachable!("a lab's replicas start at A"))
 }
 
+/// `recent`: the lab's history, for the store's last refusal of each replica's write.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     view: &ReplicasView,
+    recent: &[Entry],
     chosen: ReplicaId,
     theme: &Theme,
 ) {
     let inner = usize::from(area.width.saturating_sub(2));
     let rows = usize::from(area.height.saturating_sub(2));
-    let lines = lines(view, chosen, inner, rows, theme);
+    let refused: Vec<Option<Refused>> = view
+        .replicas
+        .iter()
+        .map(|r| last_refusal(recent, r.id))
+        .collect();
+    let lines = lines(view, &refused, chosen, inner, rows, theme);
+    // The store's name goes before the routing when the border is short.
     let title = format!(
         "replicas · {} · store {}",
         view.routing.as_str(),
         view.store
     );
+    let title = if title.chars().count() + 4 <= inner + 2 {
+        title
+    } else {
+        format!("replicas · {}", view.routing.as_str())
+    };
     frame.render_widget(Paragraph::new(lines).block(block(&title, theme)), area);
 }
 
+/// The store's last refusal of a write by `replica`: the fence across replicas at work, kept
+/// in view after newer facts.
+fn last_refusal(recent: &[Entry], replica: ReplicaId) -> Option<Refused> {
+    recent.iter().rev().find_map(|e| match &e.record {
+        Record::StaleWriteRefused {
+            stream,
+            epoch,
+            current,
+            holder,
+            ..
+        } if e.by.is_some_and(|b| b.replica == replica) => Some(Refused {
+            stream: *stream,
+            epoch: *epoch,
+            current: *current,
+            holder: *holder,
+            at: e.at,
+        }),
+        _ => None,
+    })
+}
+
+/// A write the store refused: on `stream`, at `epoch`, when the stream was at `current`.
+#[derive(Clone, Copy, Debug)]
+struct Refused {
+    stream: StreamId,
+    epoch: u64,
+    current: u64,
+    holder: Option<ReplicaId>,
+    at: LabTime,
+}
+
+impl Refused {
+    /// How the lab's list of facts words it.
+    fn said(&self) -> String {
+        format!(
+            "write on {} refused: epoch {} < {}{}",
+            self.stream,
+            self.epoch,
+            self.current,
+            self.holder
+                .map_or_else(String::new, |h| format!(" (held by {h})"))
+        )
+    }
+
+    /// The longest of its wordings that fits `width`.
+    fn fitted(&self, width: usize) -> String {
+        let (s, e, c) = (self.stream, self.epoch, self.current);
+        let holder = self
+            .holder
+            .map_or_else(|| "?".to_owned(), |h| h.to_string());
+        let forms = [
+            format!("{} at {}", self.said(), self.at),
+            format!("{s} write refused: epoch {e} < {c} (held by {holder})"),
+            format!("{s} refused: epoch {e} < {c}, held by {holder}"),
+            format!("{s} refused: ep {e} < {c} ({holder})"),
+        ];
+        let fits = forms.iter().find(|f| f.chars().count() <= width);
+        shorten(fits.unwrap_or(&forms[3]), width)
+    }
+}
+
 /// How many rows each part gets: every replica's state first, then a line of the store, then
-/// what each replica holds, the rest of the store, and last what each did (rows too few for
-/// every replica's next fact go to the chosen replica's).
+/// the store's last refusal of each replica, what each replica holds, the rest of the store,
+/// and last what each did (rows too few for every replica's next fact go to the chosen one's).
 #[derive(Debug, PartialEq, Eq)]
 struct Rows {
+    refusals: bool,
     holds: bool,
     facts: usize,
     store: usize,
@@ -53,7 +129,7 @@ struct Rows {
     chosen: usize,
 }
 
-fn share(replicas: usize, stored: usize, rows: usize) -> Rows {
+fn share(replicas: usize, refused: usize, stored: usize, rows: usize) -> Rows {
     let mut left = rows.saturating_sub(replicas);
     let mut take = |n: usize| {
         let ok = left >= n;
@@ -63,6 +139,7 @@ fn share(replicas: usize, stored: usize, rows: usize) -> Rows {
         ok
     };
     let mut store = usize::from(take(1));
+    let refusals = take(refused);
     let holds = take(replicas);
     while store < stored.max(1) && take(1) {
         store += 1;
@@ -73,6 +150,7 @@ fn share(replicas: usize, stored: usize, rows: usize) -> Rows {
     }
     let chosen = left.min(FACTS - facts);
     Rows {
+        refusals,
         holds,
         facts,
         store,
@@ -82,15 +160,23 @@ fn share(replicas: usize, stored: usize, rows: usize) -> Rows {
 
 fn lines(
     view: &ReplicasView,
+    refused: &[Option<Refused>],
     chosen: ReplicaId,
     width: usize,
     rows: usize,
     theme: &Theme,
 ) -> Vec<Line<'static>> {
-    let share = share(view.replicas.len(), view.streams.len(), rows);
+    let count = refused.iter().flatten().count();
+    let share = share(view.replicas.len(), count, view.streams.len(), rows);
     let mut lines = Vec::new();
-    for replica in &view.replicas {
+    for (replica, refusal) in view.replicas.iter().zip(refused) {
         lines.push(fields(header(replica, replica.id == chosen, theme), width));
+        if let Some(refusal) = refusal.as_ref().filter(|_| share.refusals) {
+            lines.push(Line::styled(
+                format!("   × {}", refusal.fitted(width.saturating_sub(5))),
+                theme.warn(),
+            ));
+        }
         if share.holds {
             lines.push(fields(holds(&replica.holds, theme), width));
         }
@@ -99,8 +185,15 @@ fn lines(
         } else {
             0
         };
-        let facts = replica.recent.len().min(share.facts + more);
-        for fact in &replica.recent[replica.recent.len() - facts..] {
+        // The refusal is on screen already.
+        let said = refusal.map(|r| r.said());
+        let recent: Vec<&String> = replica
+            .recent
+            .iter()
+            .filter(|f| said.as_ref() != Some(*f))
+            .collect();
+        let facts = recent.len().min(share.facts + more);
+        for fact in &recent[recent.len() - facts..] {
             lines.push(Line::styled(
                 format!("   {}", shorten(fact, width.saturating_sub(3))),
                 theme.dim(),
@@ -265,8 +358,9 @@ mod tests {
     #[test]
     fn every_replica_keeps_its_state_line_first() {
         assert_eq!(
-            share(2, 3, 2),
+            share(2, 0, 3, 2),
             Rows {
+                refusals: true,
                 holds: false,
                 facts: 0,
                 store: 0,
@@ -274,8 +368,9 @@ mod tests {
             }
         );
         assert_eq!(
-            share(2, 3, 6),
+            share(2, 0, 3, 6),
             Rows {
+                refusals: true,
                 holds: true,
                 facts: 0,
                 store: 2,
@@ -283,18 +378,31 @@ mod tests {
             }
         );
         assert_eq!(
-            share(2, 1, 12),
+            share(2, 0, 1, 12),
             Rows {
+                refusals: true,
                 holds: true,
                 facts: 3,
                 store: 1,
                 chosen: 0
             }
         );
+        // 80×24 under fenced: the store's refusal of A's write before what each sends.
+        assert_eq!(
+            share(2, 1, 1, 6),
+            Rows {
+                refusals: true,
+                holds: true,
+                facts: 0,
+                store: 1,
+                chosen: 0
+            }
+        );
         // 80×24: a row to spare goes to the chosen replica's last fact.
         assert_eq!(
-            share(2, 1, 6),
+            share(2, 0, 1, 6),
             Rows {
+                refusals: true,
                 holds: true,
                 facts: 0,
                 store: 1,
