@@ -333,6 +333,10 @@ replicas() {
     fi
     T send-keys -t fs K
     check "replicas $policy: K kills $other" wait_for "^│▸$other killed"
+    check "replicas $policy: after the kill, $holder sends s1 again" wait_for "^│ +sends s1 "
+    check "replicas $policy: both replicas' lanes of one session's s1" \
+        wait_for "^│s1@$holder .*●"
+    check "replicas $policy: … and the killed one's" wait_for "^│s1@$other .*●"
     T resize-window -t fs -x 40 -y 12
     check "replicas $policy: a tiny terminal asks to be enlarged" wait_for "enlarge the terminal"
     T resize-window -t fs -x "$width" -y "$height"
