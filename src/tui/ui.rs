@@ -233,7 +233,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
 /// The server's side: its streams, or in a lab of replicas each replica and the store.
 fn server_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, chosen: ReplicaId, theme: &Theme) {
     match &snap.replicas {
-        Some(view) => replicas::render(frame, area, view, &snap.recent, chosen, theme),
+        Some(view) => {
+            let session = snap.view.client.as_ref().and_then(|c| c.session);
+            replicas::render(frame, area, view, &snap.recent, session, chosen, theme);
+        }
         None => streams::render(frame, area, snap, theme),
     }
 }

@@ -9,7 +9,7 @@ use crate::lab::replicas::{Held, ReplicaState, ReplicaView, ReplicasView, Stored
 use crate::tui::theme::Theme;
 use forkscope_core::history::{Entry, Record};
 use forkscope_core::replica::RecordState;
-use forkscope_core::{LabTime, ReplicaId, StreamId, StreamKind};
+use forkscope_core::{LabTime, ReplicaId, SessionId, StreamId, StreamKind};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -24,12 +24,14 @@ pub fn first() -> ReplicaId {
     ReplicaId::new(0).unwrap_or_else(|| unreachable!("a lab's replicas start at A"))
 }
 
-/// `recent`: the lab's history, for the store's last refusal of each replica's write.
+/// `recent`: the lab's history, for the store's last refusal of each replica's write in the
+/// client's `session`.
 pub fn render(
     frame: &mut Frame,
     area: Rect,
     view: &ReplicasView,
     recent: &[Entry],
+    session: Option<SessionId>,
     chosen: ReplicaId,
     theme: &Theme,
 ) {
@@ -38,7 +40,7 @@ pub fn render(
     let refused: Vec<Option<Refused>> = view
         .replicas
         .iter()
-        .map(|r| last_refusal(recent, r.id))
+        .map(|r| last_refusal(recent, session, r.id))
         .collect();
     let lines = lines(view, &refused, chosen, inner, rows, theme);
     // The store's name goes before the routing when the border is short.
@@ -57,15 +59,20 @@ pub fn render(
 
 /// The store's last refusal of a write by `replica`: the fence across replicas at work, kept
 /// in view after newer facts.
-fn last_refusal(recent: &[Entry], replica: ReplicaId) -> Option<Refused> {
+fn last_refusal(
+    recent: &[Entry],
+    session: Option<SessionId>,
+    replica: ReplicaId,
+) -> Option<Refused> {
     recent.iter().rev().find_map(|e| match &e.record {
         Record::StaleWriteRefused {
+            session: of,
             stream,
             epoch,
             current,
             holder,
             ..
-        } if e.by.is_some_and(|b| b.replica == replica) => Some(Refused {
+        } if Some(*of) == session && e.by.is_some_and(|b| b.replica == replica) => Some(Refused {
             stream: *stream,
             epoch: *epoch,
             current: *current,
