@@ -402,3 +402,50 @@ async fn a_lab_of_replicas() {
     assert!(screen.contains("L runs replicas"), "{screen}");
     app.stop().await;
 }
+
+/// Fenced replicas by the same keys: the resume on B takes epoch 2, and the store refuses A's
+/// late write on epoch 1 — said in the replicas pane with the holder, marked on A's lane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_replicas_show_the_stores_refusal() {
+    use forkscope::lab::ReplicaSetup;
+    let options = LabOptions {
+        policy: Policy::Fenced,
+        replicas: Some(ReplicaSetup::default()),
+        background: None,
+        ..LabOptions::default()
+    };
+    let (mut app, mut terminal) = idle_with(options, 2).await;
+    app.handle(key('d')).await;
+    until(&mut app, &mut terminal, "the drop noticed", |s| {
+        s.iter().all(|s| {
+            s.view
+                .client
+                .as_ref()
+                .is_some_and(|c| matches!(c.phase, Phase::Reconnecting { .. }))
+        })
+    })
+    .await;
+    for k in ['B', 'N', 'c'] {
+        app.handle(key(k)).await;
+    }
+    until_shown(&mut app, 100, 30, "takes epoch 2").await;
+    app.handle(key('e')).await;
+    for (width, height) in [(80, 24), (100, 30)] {
+        until_shown(&mut app, width, height, "refused: epoch 1 < 2 (held by B)").await;
+        // The store's record as last read (every 100 ms).
+        let owner = "store s1  GET  live    ep 2 owner B";
+        let screen = until_shown(&mut app, width, height, owner).await;
+        assert!(
+            screen.contains("refused: epoch 1 < 2 (held by B)"),
+            "{screen}"
+        );
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.trim_start_matches(['"', '│']).starts_with("s1@A") && l.contains('×')),
+            "the refusal on A's lane:\n{screen}"
+        );
+        assert!(screen.contains("verdict CLEAN"), "{screen}");
+    }
+    app.stop().await;
+}
