@@ -43,7 +43,7 @@ pub fn render(
         .map(|r| last_refusal(recent, session, r.id))
         .collect();
     let lines = lines(view, &refused, chosen, inner, rows, theme);
-    // The store's name goes before the routing when the border is short.
+    // A short border drops the store's name first: the routing is what the keys change.
     let title = format!(
         "replicas · {} · store {}",
         view.routing.as_str(),
