@@ -90,8 +90,7 @@ check "naive: two live GET streams" wait_for "2 live GET streams on one session"
 check "naive: duplicates applied" wait_for "duplicates +[1-9]"
 check "naive: the first violation is pinned as evidence" wait_for "evidence · naive lab · Enter dismisses"
 T send-keys -t fs Enter
-gone() { ! screen | grep -q 'evidence · '; }
-check "Enter dismisses the evidence card" gone
+check "Enter dismisses the evidence card" wait_without "evidence · "
 T resize-window -t fs -x 80 -y 24
 check "80×24 still shows the verdict" wait_for "verdict FORK"
 check "80×24: the key line ends with the way out" wait_for "^ \\? help .* … q quit *$"
@@ -125,8 +124,7 @@ check "←: one change earlier there was no fork yet" wait_without "verdict FORK
 T send-keys -t fs ,
 check ", selects an event and explains it" wait_for "selected event · , . move"
 T send-keys -t fs Escape
-unselected() { ! screen | grep -q 'selected event · '; }
-check "Esc clears the selection" unselected
+check "Esc clears the selection" wait_without "selected event · "
 T send-keys -t fs End
 check "End: back to live" wait_for "▶ running"
 no_travel() { ! screen | grep -q 'TIME TRAVEL'; }
