@@ -305,3 +305,147 @@ async fn the_prove_it_card_shows_the_counterexample() {
     assert!(small.contains("Enter plays"), "{small}");
     app.stop().await;
 }
+
+/// A lab of replicas by keys: the replicas pane (each replica, what it sends, the store's
+/// records) and the replica keys at the sizes a room uses; the fork across replicas as two
+/// lanes of one stream; a kill, a routing switch, a replica started again; and in a lab of one
+/// the replica keys say why not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lab_of_replicas() {
+    use forkscope::lab::ReplicaSetup;
+    let options = LabOptions {
+        policy: Policy::Naive,
+        replicas: Some(ReplicaSetup::default()),
+        // Events only on demand (`e`), so what each replica sent is what the keys made.
+        background: None,
+        ..LabOptions::default()
+    };
+    let (mut app, _) = idle_with(options, 2).await;
+    for (width, height) in [(80, 24), (100, 30)] {
+        let screen = until_shown(&mut app, width, height, "store s1").await;
+        for shown in [
+            "replicas · round-robin · store memory",
+            "▸A up",
+            " B up",
+            "sends s1 conn 1",
+            "s1@A",
+        ] {
+            assert!(
+                screen.contains(shown),
+                "{width}×{height}: {shown}\n{screen}"
+            );
+        }
+        assert!(!screen.contains("server · streams"), "{screen}");
+    }
+    // The fork across replicas: the client's connection dropped (A keeps its side), the
+    // reconnect sent to B, an emit on each: two lanes of s1 receiving.
+    app.handle(key('d')).await;
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    until(&mut app, &mut terminal, "the drop noticed", |s| {
+        s.iter().all(|s| {
+            s.view
+                .client
+                .as_ref()
+                .is_some_and(|c| matches!(c.phase, Phase::Reconnecting { .. }))
+        })
+    })
+    .await;
+    app.handle(key('B')).await;
+    app.handle(key('N')).await;
+    app.handle(key('c')).await;
+    until_shown(&mut app, 100, 30, "resumes s1").await;
+    app.handle(key('e')).await;
+    // A lane named `name` with an event on it.
+    let receives = |screen: &str, name: &str| {
+        screen.lines().any(|l| {
+            let l = l.trim_start_matches(['"', '│']);
+            l.starts_with(name) && l.contains('●')
+        })
+    };
+    until(&mut app, &mut terminal, "B's emit", |s| {
+        s.iter().all(|s| {
+            s.recent.iter().any(|e| {
+                matches!(e.record, forkscope_core::Record::Emitted { .. })
+                    && e.by.is_some_and(|b| b.replica.to_string() == "B")
+            })
+        })
+    })
+    .await;
+    for (width, height) in [(80, 24), (100, 30)] {
+        let screen = until_shown(&mut app, width, height, "fork across replicas").await;
+        assert!(
+            receives(&screen, "s1@A") && receives(&screen, "s1@B"),
+            "{width}×{height}: both replicas' lanes of s1 receiving\n{screen}"
+        );
+        assert!(screen.contains(ORPHAN_EMIT), "{screen}");
+        assert!(
+            screen.contains("orphan"),
+            "A's delivery is an orphan:\n{screen}"
+        );
+    }
+    // The replica keys, on B.
+    app.handle(key('G')).await;
+    until_shown(&mut app, 80, 24, "replicas · sticky").await;
+    app.handle(key('K')).await;
+    let screen = until_shown(&mut app, 80, 24, "B killed").await;
+    assert!(screen.contains("replica B killed"), "{screen}");
+    until_shown(&mut app, 100, 30, "B killed").await;
+    app.handle(key('K')).await;
+    until_shown(&mut app, 80, 24, "▸B up").await;
+    app.handle(key('C')).await;
+    until_shown(&mut app, 80, 24, "this lab runs 2 replicas, A to B").await;
+    // Back to one server: the replica keys are refused, and say how to get replicas.
+    app.handle(key('L')).await;
+    until_shown(&mut app, 80, 24, "server · streams").await;
+    app.handle(key('K')).await;
+    let screen = until_shown(&mut app, 120, 40, "not done: this lab runs one server").await;
+    assert!(screen.contains("L runs replicas"), "{screen}");
+    app.stop().await;
+}
+
+/// Fenced replicas by the same keys: the resume on B takes epoch 2, and the store refuses A's
+/// late write on epoch 1 — said in the replicas pane with the holder, marked on A's lane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_replicas_show_the_stores_refusal() {
+    use forkscope::lab::ReplicaSetup;
+    let options = LabOptions {
+        policy: Policy::Fenced,
+        replicas: Some(ReplicaSetup::default()),
+        background: None,
+        ..LabOptions::default()
+    };
+    let (mut app, mut terminal) = idle_with(options, 2).await;
+    app.handle(key('d')).await;
+    until(&mut app, &mut terminal, "the drop noticed", |s| {
+        s.iter().all(|s| {
+            s.view
+                .client
+                .as_ref()
+                .is_some_and(|c| matches!(c.phase, Phase::Reconnecting { .. }))
+        })
+    })
+    .await;
+    for k in ['B', 'N', 'c'] {
+        app.handle(key(k)).await;
+    }
+    until_shown(&mut app, 100, 30, "takes epoch 2").await;
+    app.handle(key('e')).await;
+    for (width, height) in [(80, 24), (100, 30)] {
+        until_shown(&mut app, width, height, "refused: epoch 1 < 2 (held by B)").await;
+        // The store's record as last read (every 100 ms).
+        let owner = "store s1  GET  live    ep 2 owner B";
+        let screen = until_shown(&mut app, width, height, owner).await;
+        assert!(
+            screen.contains("refused: epoch 1 < 2 (held by B)"),
+            "{screen}"
+        );
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.trim_start_matches(['"', '│']).starts_with("s1@A") && l.contains('×')),
+            "the refusal on A's lane:\n{screen}"
+        );
+        assert!(screen.contains("verdict CLEAN"), "{screen}");
+    }
+    app.stop().await;
+}

@@ -34,8 +34,9 @@ pub struct DashboardArgs {
     #[arg(long)]
     predict: bool,
     /// Run the server as this many replicas (2-4) behind a load balancer on one store, to see
-    /// the fork across replicas (keys 1-4 pick a replica; K kills it, P partitions it, H heals
-    /// it, G switches routing, > sends the next request to it).
+    /// the fork across replicas (keys A-D choose a replica; K kills it or starts it again, I
+    /// partitions it from the store or heals it, N sends the next request to it, G switches
+    /// routing; L in the dashboard switches between replicas and one server).
     #[arg(long, value_parser = clap::value_parser!(u8).range(2..=4))]
     replicas: Option<u8>,
     /// With --replicas: where the replicas share state, `memory` (default) or

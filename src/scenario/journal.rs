@@ -122,6 +122,12 @@ impl Journal {
             delay_ms: self.options.tool_delay_ms,
         });
         file.config = self.options.config;
+        // A lab of replicas replays as one (its store is chosen when it is run).
+        if let Some(setup) = &self.options.replicas {
+            file.replicas = Some(setup.count);
+            file.lease_ms = Some(setup.lease_ms);
+            file.routing = Some(setup.routing);
+        }
 
         // Per lab: what was last waited for, and whether a fault awaits its reconnect.
         let mut applied = vec![0; self.policies.len()];
@@ -322,5 +328,33 @@ mod tests {
             "pacing keys are not steps"
         );
         assert_eq!(s.expect.fenced.unwrap().clean, Some(true));
+    }
+
+    /// What was done in a lab of replicas (`L`, or `--replicas 2`) replays in one.
+    #[test]
+    fn a_journal_of_replicas_replays_on_replicas() {
+        let setup = crate::lab::ReplicaSetup {
+            routing: crate::lab::Routing::Sticky,
+            ..crate::lab::ReplicaSetup::default()
+        };
+        let options = LabOptions {
+            replicas: Some(setup.clone()),
+            ..LabOptions::default()
+        };
+        let mut j = Journal::new(&options, &[Policy::Naive]);
+        let at = |at_ms| {
+            vec![Observed {
+                at_ms,
+                applied: 1,
+                connected: true,
+                policy: Policy::Naive,
+            }]
+        };
+        let b = forkscope_core::ReplicaId::new(1).unwrap();
+        j.record(Action::RouteNext(b), at(1_000));
+        j.record(Action::KillReplica(b), at(2_000));
+        let text = j.to_toml(&at(3_000), &[], "replicas").unwrap();
+        let s = parse(&text, Path::new("saved.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(s.replicas, Some(setup), "{text}");
     }
 }

@@ -30,11 +30,30 @@ pub enum Command {
     SaveScenario,
     /// Explain condition 1–5 on the invariant panel (again: close it).
     Explain(u8),
+    /// Restart the labs as a lab of replicas on the in-memory store, or back as one server.
+    ToggleReplicas,
+    /// Choose the replica (0 = A) the replica keys act on.
+    PickReplica(u8),
+    /// A replica key, on the chosen replica.
+    Replica(ReplicaKey),
     Quit,
 }
 
+/// What a replica key does to the chosen replica; a toggle reads the replica's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaKey {
+    /// Kill it, or start it again once killed.
+    KillOrStart,
+    /// Partition it from the store, or heal it.
+    IsolateOrHeal,
+    /// The balancer's next request goes to it.
+    RouteNext,
+    /// Its background emitters emit once.
+    Emit,
+}
+
 /// The bindings, in the order help lists them: key label, command, words.
-pub const BINDINGS: [(&str, Command, &str); 29] = [
+pub const BINDINGS: [(&str, Command, &str); 30] = [
     (
         "d",
         Command::Lab(Action::DropConnection),
@@ -113,9 +132,50 @@ pub const BINDINGS: [(&str, Command, &str); 29] = [
     ("V", Command::HideVerdict, "predict: hide ⇄ reveal verdict"),
     ("k", Command::Knobs, "knobs: grace, retry, rates…"),
     ("w", Command::SaveScenario, "save what I did as a scenario"),
+    ("L", Command::ToggleReplicas, "lab of replicas ⇄ one server"),
     ("1–5", Command::Explain(1), "explain a condition"),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (Esc closes things first)"),
+];
+
+/// The keys of a lab of replicas (`--replicas 2`, or `L`), listed by help only there. Every
+/// replica action has one; A–D choose the replica the others act on.
+pub const REPLICA_BINDINGS: [(&str, Command, &str); 7] = [
+    (
+        "A–D",
+        Command::PickReplica(0),
+        "choose the replica keys act on",
+    ),
+    (
+        "K",
+        Command::Replica(ReplicaKey::KillOrStart),
+        "kill it ⇄ start it again",
+    ),
+    (
+        "I",
+        Command::Replica(ReplicaKey::IsolateOrHeal),
+        "cut it from the store ⇄ heal",
+    ),
+    (
+        "N",
+        Command::Replica(ReplicaKey::RouteNext),
+        "send the next request to it",
+    ),
+    (
+        "E",
+        Command::Replica(ReplicaKey::Emit),
+        "its emitters emit once",
+    ),
+    (
+        "G",
+        Command::Lab(Action::ToggleRouting),
+        "routing round-robin ⇄ sticky",
+    ),
+    (
+        "S",
+        Command::Lab(Action::RestartStore),
+        "restart the store (loses all)",
+    ),
 ];
 
 /// The short list the footer shows, most wanted first: a narrow footer keeps a prefix of it
@@ -133,6 +193,22 @@ pub const FOOTER: [(&str, &str); 13] = [
     ("p", "scenarios"),
     ("c", "reconnect"),
     ("r", "reset"),
+    ("q", "quit"),
+];
+
+/// The footer of a lab of replicas: the replica keys first, then the fault that forks.
+pub const FOOTER_REPLICAS: [(&str, &str); 12] = [
+    ("?", "help"),
+    ("A B", "replica"),
+    ("K", "kill"),
+    ("N", "next→"),
+    ("I", "isolate"),
+    ("G", "routing"),
+    ("d", "drop"),
+    ("c", "reconnect"),
+    ("e", "emit"),
+    ("n", "naive"),
+    ("L", "one server"),
     ("q", "quit"),
 ];
 
@@ -160,6 +236,7 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
         KeyCode::Char(',') => Some(Command::Select(-1)),
         KeyCode::Char('.') => Some(Command::Select(1)),
         KeyCode::Char(c @ '1'..='5') => Some(Command::Explain(c as u8 - b'0')),
+        KeyCode::Char(c @ 'A'..='D') => Some(Command::PickReplica(c as u8 - b'A')),
         _ => None,
     };
     if travel.is_some() {
@@ -173,6 +250,7 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
     };
     BINDINGS
         .iter()
+        .chain(&REPLICA_BINDINGS)
         .find(|(k, _, _)| *k == label)
         .map(|(_, c, _)| *c)
 }
@@ -233,6 +311,44 @@ mod tests {
             command_for(key(KeyCode::End, KeyModifiers::NONE)),
             Some(Command::Live)
         );
+        assert_eq!(
+            command_for(key(KeyCode::Char('B'), KeyModifiers::SHIFT)),
+            Some(Command::PickReplica(1))
+        );
+        assert_eq!(
+            command_for(key(KeyCode::Char('K'), KeyModifiers::SHIFT)),
+            Some(Command::Replica(ReplicaKey::KillOrStart))
+        );
+        assert_eq!(
+            command_for(key(KeyCode::Char('G'), KeyModifiers::SHIFT)),
+            Some(Command::Lab(Action::ToggleRouting))
+        );
+    }
+
+    /// No key means two things: a replica key never shadows another.
+    #[test]
+    fn every_key_is_bound_once() {
+        let mut labels: Vec<&str> = BINDINGS
+            .iter()
+            .chain(&REPLICA_BINDINGS)
+            .map(|(k, _, _)| *k)
+            .collect();
+        let all = labels.len();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), all);
+    }
+
+    /// Every replica action is reached by a replica key (the toggles reach both halves).
+    #[test]
+    fn every_replica_action_has_a_key() {
+        let reached = |c: Command| REPLICA_BINDINGS.iter().any(|(_, b, _)| *b == c);
+        assert!(reached(Command::Replica(ReplicaKey::KillOrStart)));
+        assert!(reached(Command::Replica(ReplicaKey::IsolateOrHeal)));
+        assert!(reached(Command::Replica(ReplicaKey::RouteNext)));
+        assert!(reached(Command::Replica(ReplicaKey::Emit)));
+        assert!(reached(Command::Lab(Action::ToggleRouting)));
+        assert!(reached(Command::Lab(Action::RestartStore)));
     }
 
     #[test]

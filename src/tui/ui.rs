@@ -9,11 +9,12 @@ use super::panes::narration::{self, Narration};
 use super::panes::picker::{self, PickerView};
 use super::panes::proof::{self, ProofView};
 use super::panes::{
-    client, exchanges, footer, header, help, invariant, knobs, lanes, logs, presenter, streams,
+    client, exchanges, footer, header, help, invariant, knobs, lanes, logs, presenter, replicas,
+    streams,
 };
 use super::theme::Theme;
 use crate::lab::Snapshot;
-use forkscope_core::Condition;
+use forkscope_core::{Condition, ReplicaId};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::Line;
@@ -64,6 +65,8 @@ pub struct Screen<'a> {
     pub hide_verdict: bool,
     /// The condition explained on the invariant panel (keys 1–5).
     pub explained: Option<Condition>,
+    /// In a lab of replicas, the replica the replica keys act on.
+    pub replica: ReplicaId,
 }
 
 impl<'a> Screen<'a> {
@@ -84,6 +87,7 @@ impl<'a> Screen<'a> {
             present: false,
             hide_verdict: false,
             explained: None,
+            replica: replicas::first(),
         }
     }
 }
@@ -153,7 +157,12 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     let evidence = screen.evidence.filter(|_| !screen.hide_verdict);
     // The card repeats a verdict the panes already show: it gets room only after them (two
     // columns need more rows than one).
-    let panes_need = if compare { 22 } else { 16 };
+    // A lab of replicas has its replicas pane to fit as well.
+    let panes_need = match (compare, first.replicas.is_some()) {
+        (true, _) => 22,
+        (false, true) => 20,
+        (false, false) => 16,
+    };
     let body = match evidence {
         Some(e) if body.height >= panes_need + evidence::height(e, body.width) => {
             let [body, pane] = Layout::vertical([
@@ -204,7 +213,8 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             draw_single(frame, body, first, lanes, screen, theme)
         });
     }
-    footer::render(frame, bottom, screen.status, theme);
+    let of_replicas = first.replicas.is_some();
+    footer::render(frame, bottom, screen.status, of_replicas, theme);
     match screen.overlay {
         Some(OverlayView::Picker(p)) => picker::render(frame, body, p, theme),
         Some(OverlayView::Proof(p)) => proof::render(frame, body, p, theme),
@@ -212,10 +222,23 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             let policies: Vec<_> = screen.panels.iter().map(|p| p.view.policy).collect();
             knobs::render(frame, body, k, &policies, theme);
         }
-        Some(OverlayView::Help { scroll }) => help::render(frame, body, scroll, theme),
+        Some(OverlayView::Help { scroll }) => {
+            help::render(frame, body, scroll, of_replicas, theme);
+        }
         None => {}
     }
     drawn
+}
+
+/// The server's side: its streams, or in a lab of replicas each replica and the store.
+fn server_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, chosen: ReplicaId, theme: &Theme) {
+    match &snap.replicas {
+        Some(view) => {
+            let session = snap.view.client.as_ref().and_then(|c| c.session);
+            replicas::render(frame, area, view, &snap.recent, session, chosen, theme);
+        }
+        None => streams::render(frame, area, snap, theme),
+    }
 }
 
 /// The invariant panel, or the card that hides it while a room predicts.
@@ -290,13 +313,22 @@ fn draw_single(
     // first, then the log disappears.
     // The client's tool-call line needs the seventh row; only short terminals (under 28 rows)
     // give it up.
-    let top_height: u16 = if body.height >= 26 { 7 } else { 6 };
+    // A lab of replicas needs two rows a replica (its state, what it sends) and the store's.
+    let of_replicas = snap.replicas.is_some();
+    let top_height: u16 = match (of_replicas, body.height) {
+        (true, 26..) => 9,
+        (true, _) => 8,
+        (false, 26..) => 7,
+        (false, _) => 6,
+    };
     // A tall screen gives the invariant panel room for the conditions' explanations.
     let bottom_wanted: u16 = if body.height >= 36 { 16 } else { 11 };
     // Between 28 and 32 rows the lanes keep their minimum, so the call line and the log fit.
-    let wanted_lanes = match body.height {
-        34.. => 8,
-        30.. => 6,
+    // Replicas have more lanes: a stream has one per replica that sent on it.
+    let wanted_lanes = match (of_replicas, body.height) {
+        (_, 34..) => 8,
+        (true, 26..) => 7,
+        (_, 30..) => 6,
         _ => 5,
     };
     // Never fewer than three lanes: a fork is two stream lanes receiving at once, and the
@@ -325,9 +357,10 @@ fn draw_single(
         Constraint::Length(log_height),
     ])
     .areas(body);
+    let share = if of_replicas { 60 } else { 52 };
     let [streams_area, client_area] =
-        Layout::horizontal([Constraint::Percentage(52), Constraint::Fill(1)]).areas(top);
-    streams::render(frame, streams_area, snap, theme);
+        Layout::horizontal([Constraint::Percentage(share), Constraint::Fill(1)]).areas(top);
+    server_pane(frame, streams_area, snap, screen.replica, theme);
     client::render(frame, client_area, snap, screen.hide_verdict, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     // Narrow: the invariant panel gets the whole width; the exchanges give way.
@@ -372,10 +405,13 @@ fn draw_column(
     // terminal gives it its whole pane. The http line is the newest exchange.
     // At the smallest sizes the streams and the http line give way, so the verdict keeps
     // three rows.
-    let (streams_height, client_height, http_height) = match area.height {
-        30.. => (5, 7, 1),
-        22.. => (5, 4, 1),
-        _ => (4, 3, 0),
+    let (streams_height, client_height, http_height) = match (snap.replicas.is_some(), area.height)
+    {
+        (true, 30..) => (8, 5, 1),
+        (true, 22..) => (6, 4, 0),
+        (false, 30..) => (5, 7, 1),
+        (false, 22..) => (5, 4, 1),
+        (_, _) => (4, 3, 0),
     };
     let [
         badge,
@@ -395,7 +431,7 @@ fn draw_column(
     .areas(area);
     let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
     frame.render_widget(line, badge);
-    streams::render(frame, streams_area, snap, theme);
+    server_pane(frame, streams_area, snap, screen.replica, theme);
     client::render(frame, client_area, snap, hidden, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     verdict_pane(frame, invariant_area, snap, hidden, screen.explained, theme);

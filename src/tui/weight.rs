@@ -6,7 +6,8 @@
 //! its capacity, a shared `Arc<str>` counts wholly at every holder, a map its slots and a node's
 //! bookkeeping. What the budget needs is proportion: twice the content, twice the weight.
 
-use crate::lab::{Exchange, Snapshot};
+use crate::lab::replicas::{Held, ReplicaView, StoredStream};
+use crate::lab::{Exchange, ReplicasView, Snapshot};
 use forkscope_core::history::{Counters, Entry, Verdict};
 use forkscope_core::view::{ClientView, ConditionStatus, SessionView, StreamView};
 use forkscope_core::{Anomaly, Record, View};
@@ -89,7 +90,7 @@ macro_rules! plain {
         }
     )*};
 }
-plain!(StreamView, usize);
+plain!(StreamView, usize, Held);
 
 impl Weigh for Record {
     fn heap(&self) -> usize {
@@ -174,9 +175,31 @@ impl Weigh for View {
     }
 }
 
+impl Weigh for ReplicaView {
+    fn heap(&self) -> usize {
+        self.holds.heap() + self.recent.heap()
+    }
+}
+
+impl Weigh for StoredStream {
+    fn heap(&self) -> usize {
+        self.owner.heap()
+            + self
+                .lease
+                .as_ref()
+                .map_or(0, |(_, holder, _)| holder.heap())
+    }
+}
+
+impl Weigh for ReplicasView {
+    fn heap(&self) -> usize {
+        self.store.heap() + self.replicas.heap() + self.streams.heap() + self.store_error.heap()
+    }
+}
+
 impl Weigh for Snapshot {
     fn heap(&self) -> usize {
-        self.view.heap() + self.exchanges.heap() + self.recent.heap()
+        self.view.heap() + self.exchanges.heap() + self.recent.heap() + self.replicas.heap()
     }
 }
 

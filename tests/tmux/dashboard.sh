@@ -90,8 +90,7 @@ check "naive: two live GET streams" wait_for "2 live GET streams on one session"
 check "naive: duplicates applied" wait_for "duplicates +[1-9]"
 check "naive: the first violation is pinned as evidence" wait_for "evidence · naive lab · Enter dismisses"
 T send-keys -t fs Enter
-gone() { ! screen | grep -q 'evidence · '; }
-check "Enter dismisses the evidence card" gone
+check "Enter dismisses the evidence card" wait_without "evidence · "
 T resize-window -t fs -x 80 -y 24
 check "80×24 still shows the verdict" wait_for "verdict FORK"
 check "80×24: the key line ends with the way out" wait_for "^ \\? help .* … q quit *$"
@@ -125,8 +124,7 @@ check "←: one change earlier there was no fork yet" wait_without "verdict FORK
 T send-keys -t fs ,
 check ", selects an event and explains it" wait_for "selected event · , . move"
 T send-keys -t fs Escape
-unselected() { ! screen | grep -q 'selected event · '; }
-check "Esc clears the selection" unselected
+check "Esc clears the selection" wait_without "selected event · "
 T send-keys -t fs End
 check "End: back to live" wait_for "▶ running"
 no_travel() { ! screen | grep -q 'TIME TRAVEL'; }
@@ -287,6 +285,66 @@ check "probe --watch: the report follows" wait_for "2 cases: 0 hold, 2 violated"
 check "probe --watch: q leaves the terminal clean" wait_for "^icanon echo"
 stop "$SERVE_PID"
 rm -f "$SERVE_OUT"
+
+# 6. A lab of replicas (`--replicas 2`), by keys: events on the replica that holds s1, a NAT drop
+# that leaves that replica's side open, the reconnect sent to the other replica (N), an emit.
+# Naive at 80×24: both replicas' lanes of s1 receive, the fork across replicas. Fenced at
+# 100×30: the store refuses the old replica's late write, epoch and holder named. Then K kills
+# the replica the client is on.
+# The replica whose block in the replicas pane lists the client's delivery of s1.
+sends_s1() {
+    local line replica=""
+    while IFS= read -r line; do
+        [[ "$line" =~ ^│(▸|\ )([A-D])\  ]] && replica="${BASH_REMATCH[2]}"
+        [[ "$line" =~ ^│\ +sends\ s1\  ]] && { echo "$replica"; return; }
+    done < <(screen)
+}
+replicas() {
+    local policy="$1" width="$2" height="$3" holder other
+    start "" "$width" "$height" "--replicas 2 --policy $policy"
+    check "replicas $policy: the replicas pane" wait_for "replicas · round-robin · store memory"
+    T send-keys -t fs e e e
+    check "replicas $policy: events applied" wait_for "applied +([3-9]|[1-9][0-9])"
+    # The replica whose block lists the client's delivery of s1 holds it; the other gets the
+    # reconnect.
+    holder="$(sends_s1)"
+    case "$holder" in A) other=B ;; B) other=A ;; *) other="" ;; esac
+    check "replicas $policy: the pane says which replica sends s1" test -n "$other"
+    T send-keys -t fs d "$other" N c
+    check "replicas $policy: $other resumes s1" wait_for "resumes s1 after #"
+    T send-keys -t fs e
+    if [[ "$policy" == naive ]]; then
+        check "replicas naive: $holder's lane of s1 received" wait_for "^│s1@$holder .*[●╳]"
+        check "replicas naive: $other's lane of s1 receives too" wait_for "^│s1@$other .*●"
+        check "replicas naive: the orphan's emit marked" wait_for "^│s1@$holder .*╳"
+        check "replicas naive: the fork across replicas" wait_for "fork across replicas: stream s1"
+        check "replicas naive: the verdict" wait_for "verdict FORK"
+    else
+        check "replicas fenced: the refusal on $holder's lane" wait_for "^│s1@$holder .*×"
+        check "replicas fenced: the store refuses $holder's late write" \
+            wait_for "× (write on s1|s1 write) refused: epoch 1 < 2 \(held by $other\)"
+        check "replicas fenced: the store's record, epoch 2 owned by $other" \
+            wait_for "store s1 +GET +live +ep 2 owner $other"
+        check "replicas fenced: verdict clean" wait_for "verdict CLEAN"
+        no_fork_across() { ! screen | grep -q 'FORK'; }
+        check "replicas fenced: no fork" no_fork_across
+    fi
+    T send-keys -t fs K
+    check "replicas $policy: K kills $other" wait_for "^│▸$other killed"
+    check "replicas $policy: after the kill, $holder sends s1 again" wait_for "^│ +sends s1 "
+    check "replicas $policy: both replicas' lanes of one session's s1" \
+        wait_for "^│s1@$holder .*●"
+    check "replicas $policy: … and the killed one's" wait_for "^│s1@$other .*●"
+    T resize-window -t fs -x 40 -y 12
+    check "replicas $policy: a tiny terminal asks to be enlarged" wait_for "enlarge the terminal"
+    T resize-window -t fs -x "$width" -y "$height"
+    check "replicas $policy: growing back redraws" wait_for "$other killed"
+    T send-keys -t fs q
+    check "replicas $policy: q quits with status 0" wait_for "EXITED 0"
+    check "replicas $policy: q leaves the terminal clean" wait_for "^icanon echo"
+}
+replicas naive 80 24
+replicas fenced 100 30
 
 echo "dashboard tmux: $passed passed, $failed failed"
 [[ "$failed" -eq 0 ]]

@@ -3,11 +3,13 @@
 //! card pinned from what they showed.
 
 use super::App;
-use crate::lab::{Action, Lab, LabOptions, Outcome, Snapshot};
+use crate::lab::replicas::ReplicaState;
+use crate::lab::{Action, Lab, LabOptions, Outcome, Refusal, ReplicaSetup, Snapshot};
 use crate::scenario::journal::{self, Journal, Observed};
+use crate::tui::keys::ReplicaKey;
 use crate::tui::panes;
 use crate::tui::panes::evidence::{self, EvidenceView};
-use forkscope_core::Policy;
+use forkscope_core::{Policy, ReplicaId};
 use std::sync::Arc;
 
 /// The evidence card, once something worth pinning happened.
@@ -202,15 +204,122 @@ impl App {
             }
         }
         if let Some(e) = refused {
-            self.say(format!("not done: {e}"));
+            // The way to a lab of replicas first: a narrow status line cuts the end.
+            let way = if e == Refusal::NotReplicas {
+                "L runs replicas · "
+            } else {
+                ""
+            };
+            self.say(format!("{way}not done: {e}"));
         } else if restart {
             // The policy in force now, not the launch one: a presenter who pressed `n` and
             // then `R` expects the lab they were looking at, fresh.
             let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
             self.replace_labs(&policies, self.options.clone()).await;
             self.say("lab restarted");
+        } else if let Some(words) = self.replica_done(action) {
+            self.say(words);
         } else {
             self.say(before.map_or(action.describe(), |p| action.describe_from(p)));
         }
+    }
+
+    /// `L`: the labs start again as a lab of replicas on the in-memory store (or the setup
+    /// they were launched with), or back as one server.
+    pub(super) async fn toggle_replicas(&mut self) {
+        let setup = match self.options.replicas.take() {
+            Some(setup) => {
+                self.parked_replicas = Some(setup);
+                None
+            }
+            None => Some(self.parked_replicas.take().unwrap_or_default()),
+        };
+        self.options.replicas = setup.clone();
+        let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+        self.replace_labs(&policies, self.options.clone()).await;
+        self.replica = crate::tui::panes::replicas::first();
+        self.say(match setup {
+            Some(ReplicaSetup { count, .. }) => format!(
+                "{count} replicas behind a balancer, one store · A–D choose · K kills · N routes · \
+                 L: one server"
+            ),
+            None => "a lab of one server (L runs replicas again)".to_owned(),
+        });
+    }
+
+    /// The replicas of the first lab as its last snapshot showed them.
+    fn replicas_shown(&self) -> Option<&crate::lab::ReplicasView> {
+        self.live.first().and_then(|s| s.replicas.as_ref())
+    }
+
+    /// `A`–`D`: the replica the replica keys act on.
+    pub(super) fn pick_replica(&mut self, index: u8) {
+        let Some(view) = self.replicas_shown() else {
+            return self.say(format!(
+                "L runs replicas · not done: {}",
+                Refusal::NotReplicas
+            ));
+        };
+        let count = view.replicas.len();
+        match ReplicaId::new(index).filter(|r| r.index() < count) {
+            Some(r) => {
+                self.replica = r;
+                self.say(format!(
+                    "replica {r} chosen: K kills it, I cuts it off, N routes to it, E emits on it"
+                ));
+            }
+            None => self.say(format!(
+                "this lab runs {count} replicas, A to {}",
+                ReplicaId::new(u8::try_from(count).unwrap_or(1).saturating_sub(1))
+                    .map_or_else(String::new, |r| r.to_string())
+            )),
+        }
+    }
+
+    /// The action a replica key means for the chosen replica: a toggle reads its state.
+    pub(super) fn replica_action(&self, key: ReplicaKey) -> Action {
+        let r = self.replica;
+        let state = self
+            .replicas_shown()
+            .and_then(|v| v.replicas.iter().find(|x| x.id == r))
+            .map(|x| x.state);
+        match key {
+            ReplicaKey::KillOrStart if state == Some(ReplicaState::Killed) => {
+                Action::ReviveReplica(r)
+            }
+            ReplicaKey::KillOrStart => Action::KillReplica(r),
+            ReplicaKey::IsolateOrHeal if state == Some(ReplicaState::Partitioned) => {
+                Action::Heal(r)
+            }
+            ReplicaKey::IsolateOrHeal => Action::Partition(r),
+            ReplicaKey::RouteNext => Action::RouteNext(r),
+            ReplicaKey::Emit => Action::EmitOn(r),
+        }
+    }
+
+    /// What a replica action did, in words naming the replica.
+    fn replica_done(&self, action: Action) -> Option<String> {
+        Some(match action {
+            Action::KillReplica(r) => format!(
+                "replica {r} killed: stopped at once, its connections half-open (K starts it)"
+            ),
+            Action::ReviveReplica(r) => {
+                format!("replica {r} starting again, with nothing in memory")
+            }
+            Action::Partition(r) => format!(
+                "replica {r} cut from the store: it serves on, its store calls fail (I heals)"
+            ),
+            Action::Heal(r) => format!("replica {r} reaches the store again"),
+            Action::ToggleRouting => {
+                let routing = self.labs.first().and_then(|l| l.replicas())?.routing();
+                format!("routing: {}", routing.as_str())
+            }
+            Action::RouteNext(r) => {
+                format!("the balancer sends the next request to replica {r} (c reconnects now)")
+            }
+            Action::EmitOn(r) => format!("replica {r}'s emitters emitted once"),
+            Action::RestartStore => "the store restarted: everything in it is lost".to_owned(),
+            _ => return None,
+        })
     }
 }

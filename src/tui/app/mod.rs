@@ -95,6 +95,9 @@ struct LabSeen {
     tenths: u64,
     paused: bool,
     speed: u64,
+    /// A lab of replicas: what its replicas pane shows, hashed (a kill or a restart records no
+    /// history of its own).
+    replicas: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -113,6 +116,10 @@ pub struct App {
     travel: Travel,
     /// The condition the invariant panel explains (keys 1–5).
     explained: Option<forkscope_core::Condition>,
+    /// In a lab of replicas, the replica the replica keys act on (A–D choose).
+    replica: forkscope_core::ReplicaId,
+    /// The replicas' setup while `L` has the labs run one server, to return to.
+    parked_replicas: Option<crate::lab::ReplicaSetup>,
     /// The selected lane mark: panel, and absolute index among the track's marks.
     selected: Option<(usize, usize)>,
     zoom: Zoom,
@@ -153,6 +160,8 @@ impl App {
             },
             travel: Travel::new(0, run_budget),
             explained: None,
+            replica: super::panes::replicas::first(),
+            parked_replicas: None,
             selected: None,
             zoom: Zoom::default(),
             present: start.present,
@@ -307,6 +316,7 @@ impl App {
                         tenths: clock.now().as_millis() / 100,
                         paused: clock.paused(),
                         speed: clock.speed().to_bits(),
+                        replicas: replicas_seen(lab),
                     }
                 })
                 .collect(),
@@ -341,6 +351,7 @@ impl App {
             lab.core().history.total().hash(&mut h);
             lab.exchanges().fingerprint().hash(&mut h);
             lab.clock().paused().hash(&mut h);
+            replicas_seen(lab).hash(&mut h);
         }
         if let Some(p) = &self.playback {
             let n = p.narration();
@@ -465,6 +476,7 @@ impl App {
             present: self.present,
             hide_verdict: self.hide_verdict,
             explained: self.explained,
+            replica: self.replica,
         };
         let frame_lock = super::TERMINAL
             .lock()
@@ -594,10 +606,26 @@ impl App {
                 });
             }
             Command::Knobs => self.open_knobs(),
+            Command::ToggleReplicas => self.toggle_replicas().await,
+            Command::PickReplica(index) => self.pick_replica(index),
+            Command::Replica(key) => {
+                let action = self.replica_action(key);
+                self.lab_action(action).await;
+            }
             Command::SaveScenario => self.save_scenario(),
             Command::Lab(action) => self.lab_action(action).await,
         }
     }
+}
+
+/// What a lab's replicas pane shows, as a hash: it changes when a replica is killed, started,
+/// partitioned or healed, sends, or the store's records move.
+fn replicas_seen(lab: &Lab) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let view = lab.replicas()?.view();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{view:?}").hash(&mut h);
+    Some(h.finish())
 }
 
 /// Resolves on SIGTERM (or never, where there is none): quit cleanly, restoring the terminal.

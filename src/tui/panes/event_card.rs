@@ -164,6 +164,13 @@ pub fn describe(
                 stream: *stream,
                 seq: *seq,
             };
+            let across = anomalies.iter().find_map(|a| match a {
+                Anomaly::Fork {
+                    across: Some(across),
+                    ..
+                } => Some(*across),
+                _ => None,
+            });
             let orphan = anomalies.iter().find_map(|a| match a {
                 Anomaly::Fork { bound, .. } => Some(Some(*bound)),
                 Anomaly::Lost { event: lost, .. } if *lost == event => Some(None),
@@ -181,6 +188,11 @@ pub fn describe(
             let belief = match (client, orphan) {
                 (Some((at, true)), _) => format!("client: applied it at {at}"),
                 (Some((at, false)), _) => format!("client: skipped it at {at} (a replay it had)"),
+                (None, Some(_)) if let Some(across) = across => format!(
+                    "client: never gets it from replica {} — its {stream} is on replica {}; {} \
+                     still sends on the connection it left: a FORK across replicas",
+                    across.from, across.bound_on, across.from
+                ),
                 (None, Some(bound)) => format!(
                     "client: never gets it — it is bound to {}; this one is an orphan still \
                      receiving: a FORK",
@@ -201,7 +213,7 @@ pub fn describe(
             ];
             lines.extend(rest(&[AnomalyKind::Fork, AnomalyKind::Lost]));
             EventCard {
-                title: format!("event {event} at {}", entry.at),
+                title: format!("event {event} at {}{}", entry.at, by_words(entry)),
                 lines,
                 bad: !anomalies.is_empty() || duplicate,
             }
@@ -251,12 +263,19 @@ pub fn describe(
             let mut lines: Vec<String> = other.describe().into_iter().collect();
             lines.extend(rest(&[]));
             EventCard {
-                title: format!("{} at {}", kind_words(other), entry.at),
+                title: format!("{} at {}{}", kind_words(other), entry.at, by_words(entry)),
                 lines,
                 bad: !anomalies.is_empty(),
             }
         }
     })
+}
+
+/// ` by replica A`, for a fact a replica made; nothing in a lab of one.
+fn by_words(entry: &Entry) -> String {
+    entry
+        .by
+        .map_or_else(String::new, |b| format!(" by replica {}", b.replica))
 }
 
 fn stream_words(stream: StreamId) -> String {
@@ -271,6 +290,8 @@ fn kind_words(record: &Record) -> &'static str {
         Record::Fenced { .. } => "fence",
         Record::Orphaned { .. } => "grace window",
         Record::LateEmitRefused { .. } => "late emit refused",
+        Record::StaleWriteRefused { .. } => "stale write refused",
+        Record::CallAdopted { .. } => "call adopted",
         Record::CursorMoved { .. } => "cursor move",
         Record::StreamClosed { .. } => "stream closed",
         Record::StreamForgotten { .. } => "stream let go",

@@ -5,7 +5,7 @@
 use super::block;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
-use forkscope_core::{AnomalyKind, ClientAction, Record};
+use forkscope_core::{Anomaly, AnomalyKind, ClientAction, Record};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -75,7 +75,18 @@ pub fn of(snap: &Snapshot) -> Option<EvidenceView> {
             violation: true,
             at: format!("{policy} lab"),
             said: first.to_string(),
-            why: why(kind).to_owned(),
+            why: match first {
+                Anomaly::Fork {
+                    across: Some(across),
+                    ..
+                } => format!(
+                    "two replicas sending one stream: replica {} keeps sending on the connection \
+                     the client left for replica {}, events the client will never see from it, \
+                     and nothing on either side logs an error",
+                    across.from, across.bound_on
+                ),
+                _ => why(kind).to_owned(),
+            },
             paused: false,
             kind: Some(kind),
         });

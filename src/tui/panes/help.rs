@@ -1,7 +1,7 @@
 //! The help overlay: every key, and what the screen shows.
 
 use super::block;
-use crate::tui::keys::BINDINGS;
+use crate::tui::keys::{BINDINGS, REPLICA_BINDINGS};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -95,8 +95,37 @@ fn intro(theme: &Theme) -> Vec<Line<'static>> {
     ]
 }
 
-/// `scroll`: rows scrolled down (↑↓ while it is open), clamped to what there is.
-pub fn render(frame: &mut Frame, area: Rect, scroll: u16, theme: &Theme) {
+/// What a lab of replicas adds to the screen's words.
+pub const REPLICA_GLOSSARY: [(&str, &str); 6] = [
+    (
+        "s1@A",
+        "replica A's lane of stream s1: what A sent (●) or attached (┣)",
+    ),
+    (
+        "",
+        "two lanes of one stream receiving: the fork across replicas",
+    ),
+    (
+        "ep",
+        "a stream's epoch: who may write it; a new resume takes a new one",
+    ),
+    (
+        "owner",
+        "the replica that took the stream's epoch in the store",
+    ),
+    (
+        "orphan",
+        "a delivery the client left for another replica: it should stop",
+    ),
+    (
+        "refused",
+        "the store refused a replica's write on a stale epoch (×)",
+    ),
+];
+
+/// `scroll`: rows scrolled down (↑↓ while it is open), clamped to what there is. `replicas`:
+/// a lab of replicas, whose keys and words are listed too.
+pub fn render(frame: &mut Frame, area: Rect, scroll: u16, replicas: bool, theme: &Theme) {
     let [popup] = Layout::horizontal([Constraint::Max(84)])
         .flex(Flex::Center)
         .areas(area);
@@ -104,10 +133,12 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, theme: &Theme) {
         .flex(Flex::Center)
         .areas(popup);
     let mut lines = Vec::new();
-    let half = BINDINGS.len().div_ceil(2);
+    let extra: &[_] = if replicas { &REPLICA_BINDINGS } else { &[] };
+    let bindings: Vec<_> = BINDINGS.iter().chain(extra).collect();
+    let half = bindings.len().div_ceil(2);
     // Two columns; only the left one is padded, so a row never runs past the popup.
     let cell = |i: usize, pad: bool| -> Vec<Span<'static>> {
-        BINDINGS.get(i).map_or_else(Vec::new, |(key, _, what)| {
+        bindings.get(i).map_or_else(Vec::new, |(key, _, what)| {
             let what: String = what.chars().take(30).collect();
             let what = if pad { format!("{what:<30}") } else { what };
             vec![
@@ -124,11 +155,12 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, theme: &Theme) {
             lines.push(Line::from(spans));
         }
     } else {
-        lines.extend((0..BINDINGS.len()).map(|i| Line::from(cell(i, false))));
+        lines.extend((0..bindings.len()).map(|i| Line::from(cell(i, false))));
     }
     // The glossary: every word of the verdict, every glyph of the lanes, every abbreviation.
     lines.push(Line::raw(""));
-    for (word, meaning) in GLOSSARY {
+    let extra: &[_] = if replicas { &REPLICA_GLOSSARY } else { &[] };
+    for &(word, meaning) in GLOSSARY.iter().chain(extra) {
         lines.push(Line::from(vec![
             Span::styled(format!(" {word:<12}"), theme.title()),
             Span::styled(meaning, theme.dim()),

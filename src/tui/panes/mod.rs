@@ -16,6 +16,7 @@ pub mod narration;
 pub mod picker;
 pub mod presenter;
 pub mod proof;
+pub mod replicas;
 pub mod streams;
 
 use super::theme::Theme;

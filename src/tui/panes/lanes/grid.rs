@@ -2,9 +2,9 @@
 //! order for a scripted run), and the grid of cells each lane's marks land in, the worst mark
 //! of a cell winning.
 
-use super::marks::{Mark, Placed, Row};
+use super::marks::{Lane, Mark, Placed, Row};
+use forkscope_core::SessionId;
 use forkscope_core::history::AnomalyKind;
-use forkscope_core::{SessionId, StreamId};
 use std::collections::BTreeMap;
 
 /// Lab milliseconds one column covers at most while the lanes follow the present: beyond it
@@ -46,7 +46,7 @@ pub(super) fn window_in_order(first: Option<u64>, end: u64, columns: usize) -> (
 
 #[derive(Debug, Default)]
 pub(super) struct Lanes {
-    pub(super) streams: BTreeMap<StreamId, Vec<Option<(Mark, usize)>>>,
+    pub(super) streams: BTreeMap<Lane, Vec<Option<(Mark, usize)>>>,
     pub(super) client: Vec<Option<(Mark, usize)>>,
 }
 
@@ -103,10 +103,10 @@ pub(super) fn build(
         let column = (((at - start) / per) as usize).min(columns.saturating_sub(1));
         match p.row {
             Row::Client => put(&mut lanes.client, column, mark, i),
-            Row::Stream(stream) => put(
+            Row::Stream(lane) => put(
                 lanes
                     .streams
-                    .entry(stream)
+                    .entry(lane)
                     .or_insert_with(|| vec![None; columns]),
                 column,
                 mark,
@@ -120,7 +120,7 @@ pub(super) fn build(
 /// The session's first orphan emit, when it lies before the window.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct ForkOffScreen {
-    pub(super) stream: StreamId,
+    pub(super) lane: Lane,
     pub(super) at_ms: u64,
 }
 
@@ -135,8 +135,8 @@ pub(super) fn first_fork_before(
         .take_while(|p| p.coordinate(in_order) < start)
         .find(|p| p.mark.stands_for(AnomalyKind::Fork) && p.shown_for(session))?;
     match fork.row {
-        Row::Stream(stream) => Some(ForkOffScreen {
-            stream,
+        Row::Stream(lane) => Some(ForkOffScreen {
+            lane,
             at_ms: fork.at_ms,
         }),
         Row::Client => None,
@@ -177,7 +177,7 @@ mod tests {
         let placed = place_all(&entries);
         let (start, per) = window(Some(0), sim.now().as_millis(), 5, Zoom::Follow);
         let lanes = build(&placed, sim.session(), grid(start, per, false), 5);
-        let s1 = &lanes.streams[&StreamId(1)];
+        let s1 = &lanes.streams[&Lane::of(forkscope_core::StreamId(1))];
         assert!(
             s1.iter()
                 .flatten()

@@ -4,7 +4,7 @@
 //! duplicate is drawn where the checker said it happened, and only there.
 
 use forkscope_core::history::{Anomaly, AnomalyKind, AnomalyKinds, Drift, Entry, Record};
-use forkscope_core::{SessionId, StreamId};
+use forkscope_core::{ReplicaId, SessionId, StreamId};
 
 /// An emit onto a stream the client had left: the fork. A cross, not a dot, so it differs from
 /// `●` by shape where colour is lost (a projector, `NO_COLOR`).
@@ -92,11 +92,50 @@ impl Mark {
     }
 }
 
+/// A stream's lane. In a lab of replicas a stream has one per replica that acted on it (the
+/// replica the history entry names), so a fork across replicas is two lanes of one stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Lane {
+    pub stream: StreamId,
+    /// The replica that made the fact; `None` in a lab of one.
+    pub replica: Option<ReplicaId>,
+}
+
+impl Lane {
+    /// The lane of a stream in a lab of one.
+    pub fn of(stream: StreamId) -> Lane {
+        Lane {
+            stream,
+            replica: None,
+        }
+    }
+}
+
+/// `s1`, or `s1@A` for replica A's lane of s1.
+impl std::fmt::Display for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.replica {
+            Some(r) => write!(f, "{}@{r}", self.stream),
+            None => write!(f, "{}", self.stream),
+        }
+    }
+}
+
 /// Which lane a mark is drawn on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Row {
-    Stream(StreamId),
+    Stream(Lane),
     Client,
+}
+
+impl Row {
+    /// The stream row on the lane of the replica that made the fact, if one did.
+    fn by(self, replica: Option<ReplicaId>) -> Row {
+        match self {
+            Row::Stream(lane) => Row::Stream(Lane { replica, ..lane }),
+            Row::Client => Row::Client,
+        }
+    }
 }
 
 /// One mark of a history entry: where and how the lanes draw it.
@@ -130,15 +169,17 @@ impl Placed {
 
 /// Appends the marks of the `index`th entry: its ordinary mark, the client's ↺ for a resume,
 /// and the anomalies the checker tagged it with, each on the lane where it happened (over the
-/// ordinary mark when they share a lane).
+/// ordinary mark when they share a lane). A fact a replica made goes on that replica's lane of
+/// the stream.
 pub fn place(index: usize, entry: &Entry, placed: &mut Vec<Placed>) {
     let at_ms = entry.at.as_millis();
     let session = stream_session(&entry.record);
+    let by = entry.by.map(|b| b.replica);
     let mark = |row: Row, mark: Mark| Placed {
         at_ms,
         entry: index,
         session: if row == Row::Client { None } else { session },
-        row,
+        row: row.by(by),
         mark,
     };
     let from = placed.len();
@@ -152,7 +193,7 @@ pub fn place(index: usize, entry: &Entry, placed: &mut Vec<Placed>) {
         });
     }
     for anomaly in entry.caused.anomalies() {
-        let (row, kind) = (lane_of(anomaly), anomaly.kind());
+        let (row, kind) = (lane_of(anomaly).by(by), anomaly.kind());
         match placed[from..].iter_mut().find(|p| p.row == row) {
             Some(p) => {
                 let ordinary = if p.mark.anomalies.is_empty() {
@@ -183,12 +224,12 @@ pub fn place_all(entries: &[Entry]) -> Vec<Placed> {
 /// saw on the client's lane.
 fn lane_of(anomaly: &Anomaly) -> Row {
     match anomaly {
-        Anomaly::Fork { orphan, .. } => Row::Stream(*orphan),
-        Anomaly::Lost { event, .. } => Row::Stream(event.stream),
+        Anomaly::Fork { orphan, .. } => Row::Stream(Lane::of(*orphan)),
+        Anomaly::Lost { event, .. } => Row::Stream(Lane::of(event.stream)),
         Anomaly::CursorDrift {
             drift: Drift::CounterAdvancedElsewhere { on, .. },
             ..
-        } => Row::Stream(*on),
+        } => Row::Stream(Lane::of(*on)),
         Anomaly::Duplicate { .. }
         | Anomaly::Gap { .. }
         | Anomaly::NonMonotonicCursor { .. }
@@ -211,6 +252,7 @@ fn stream_session(record: &Record) -> Option<SessionId> {
         | Record::StreamForgotten { session, .. }
         | Record::Emitted { session, .. }
         | Record::LateEmitRefused { session, .. }
+        | Record::StaleWriteRefused { session, .. }
         | Record::ResumeAccepted { session, .. } => Some(*session),
         _ => None,
     }
@@ -220,7 +262,10 @@ fn stream_session(record: &Record) -> Option<SessionId> {
 fn ordinary(record: &Record) -> Option<(Row, Mark)> {
     let on = |stream: StreamId, glyph: char, severity: Severity, coloured: bool| {
         let colour = coloured.then_some(stream);
-        Some((Row::Stream(stream), Mark::new(glyph, severity, colour)))
+        Some((
+            Row::Stream(Lane::of(stream)),
+            Mark::new(glyph, severity, colour),
+        ))
     };
     match record {
         // The client's lane shows the resume too (see `place`).
@@ -233,6 +278,9 @@ fn ordinary(record: &Record) -> Option<(Row, Mark)> {
         } => on(*stream, '○', Severity::Warn, true),
         Record::Emitted { stream, .. } => on(*stream, '●', Severity::Event, true),
         Record::LateEmitRefused { stream, .. } => on(*stream, '×', Severity::Warn, false),
+        // The store refused a replica's write on an epoch it no longer holds: the fence across
+        // replicas, on the refused replica's lane.
+        Record::StaleWriteRefused { stream, .. } => on(*stream, '×', Severity::Warn, false),
         Record::Fenced { stream, .. } => on(*stream, '┃', Severity::Warn, false),
         Record::Orphaned { stream, .. } => on(*stream, '╎', Severity::Warn, false),
         Record::Delivered { event, applied, .. } => Some((

@@ -13,15 +13,15 @@ mod marks;
 use grid::{ForkOffScreen, Grid, build, first_fork_before, window_in_order};
 pub use grid::{MS_PER_COLUMN, Zoom, window};
 pub use marks::{
-    CURSOR_BACK, DRIFT, DUPLICATE, GAP, LOST, Mark, ORPHAN_EMIT, Placed, Row, Severity, place,
-    place_all,
+    CURSOR_BACK, DRIFT, DUPLICATE, GAP, LOST, Lane, Mark, ORPHAN_EMIT, Placed, Row, Severity,
+    place, place_all,
 };
 
 use super::block;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
 use crate::tui::weight::Weigh;
-use forkscope_core::{StreamId, StreamState};
+use forkscope_core::StreamState;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -204,7 +204,24 @@ pub fn render(
     for stream in open {
         lanes
             .streams
-            .entry(stream.id)
+            .entry(Lane::of(stream.id))
+            .or_insert_with(|| vec![None; columns]);
+    }
+    // In a lab of replicas, likewise every delivery a replica runs, the client's or an orphan's.
+    let held = snap
+        .replicas
+        .iter()
+        .flat_map(|r| &r.replicas)
+        .flat_map(|r| {
+            r.holds.iter().map(|h| Lane {
+                stream: h.stream,
+                replica: Some(r.id),
+            })
+        });
+    for lane in held {
+        lanes
+            .streams
+            .entry(lane)
             .or_insert_with(|| vec![None; columns]);
     }
     // The fork stays in view: once its first orphan emit has scrolled off the left edge, its
@@ -214,7 +231,7 @@ pub fn render(
     if let Some(f) = fork {
         lanes
             .streams
-            .entry(f.stream)
+            .entry(f.lane)
             .or_insert_with(|| vec![None; columns]);
     }
     let inner = (area.height as usize).saturating_sub(2);
@@ -224,8 +241,8 @@ pub fn render(
     let mut rows = Vec::new();
     // Lanes with a violation first, then the newest; shown in stream order.
     let mut shown: Vec<_> = lanes.streams.iter().collect();
-    let violates = |id: &StreamId, marks: &Vec<Option<(Mark, usize)>>| {
-        fork.is_some_and(|f| f.stream == *id)
+    let violates = |id: &Lane, marks: &Vec<Option<(Mark, usize)>>| {
+        fork.is_some_and(|f| f.lane == *id)
             || marks
                 .iter()
                 .flatten()
@@ -252,21 +269,21 @@ pub fn render(
         let pointer = if pointed { "›" } else { " " };
         format!("{name:<width$}{pointer}", width = LABEL - 1)
     };
-    for (stream, marks) in shown {
+    for (lane, marks) in shown {
         let pointed = holds_selected(marks);
         selected_column = selected_column.or(pointed);
         let mut spans = vec![Span::styled(
-            label(stream.to_string(), pointed.is_some()),
-            theme.stream(stream.0),
+            label(lane.to_string(), pointed.is_some()),
+            theme.stream(lane.stream.0),
         )];
         let mut cells: Vec<Span> = marks.iter().map(|m| styled(*m, &source, theme)).collect();
         // Only while no orphan emit of its lane is in view: then the fork is on screen.
         let in_view = marks.iter().flatten().any(|(m, _)| m.glyph == ORPHAN_EMIT);
-        if let Some(f) = fork.filter(|f| f.stream == *stream && !in_view) {
+        if let Some(f) = fork.filter(|f| f.lane == *lane && !in_view) {
             point_back(&mut cells, marks, f, theme);
         }
         spans.extend(cells);
-        rows.push((top + lines.len() as u16, Row::Stream(*stream)));
+        rows.push((top + lines.len() as u16, Row::Stream(*lane)));
         lines.push(Line::from(spans));
     }
     if lanes.streams.is_empty() {
@@ -344,7 +361,7 @@ pub fn render(
 mod tests {
     use super::*;
     use forkscope_core::sim::Sim;
-    use forkscope_core::{LabConfig, Policy};
+    use forkscope_core::{LabConfig, Policy, StreamId};
 
     /// A live stream with nothing to say for longer than the lanes' span keeps its lane.
     #[test]
@@ -369,7 +386,7 @@ mod tests {
     fn a_click_maps_to_its_lane_and_time() {
         let drawn = LanesDrawn {
             area: Rect::new(0, 0, 30, 6),
-            rows: vec![(1, Row::Stream(StreamId(1))), (2, Row::Client)],
+            rows: vec![(1, Row::Stream(Lane::of(StreamId(1)))), (2, Row::Client)],
             first_column: 9,
             columns: 19,
             start_ms: 1000,
@@ -378,7 +395,7 @@ mod tests {
         };
         assert_eq!(
             drawn.hit(9, 1),
-            Some((Row::Stream(StreamId(1)), 1000, 1010))
+            Some((Row::Stream(Lane::of(StreamId(1))), 1000, 1010))
         );
         assert_eq!(drawn.hit(12, 2), Some((Row::Client, 1030, 1040)));
         assert_eq!(drawn.hit(3, 2), None, "the label column");
