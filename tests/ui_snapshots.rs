@@ -433,7 +433,7 @@ async fn fenced_replicas_show_the_stores_refusal() {
     for (width, height) in [(80, 24), (100, 30)] {
         until_shown(&mut app, width, height, "refused: epoch 1 < 2 (held by B)").await;
         // The store's record as last read (every 100 ms).
-        let owner = "store s1  GET  live    ep 2 owner B";
+        let owner = "store s1  GET  live     ep 2 owner B";
         let screen = until_shown(&mut app, width, height, owner).await;
         assert!(
             screen.contains("refused: epoch 1 < 2 (held by B)"),

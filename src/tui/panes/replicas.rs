@@ -332,7 +332,7 @@ fn record(s: &StoredStream, label: Span<'static>, theme: &Theme) -> Vec<Vec<Span
                 theme.stream(s.stream.0),
             ),
             Span::styled(format!(" {kind}"), theme.dim()),
-            Span::styled(format!(" {state:<8}"), style),
+            Span::styled(format!(" {state:<8} "), style),
         ],
         vec![
             Span::styled("ep ", theme.dim()),

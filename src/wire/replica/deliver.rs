@@ -117,6 +117,8 @@ enum Ended {
     },
     #[error("events after {after} were evicted from the log before they were delivered")]
     Evicted { after: u64 },
+    #[error("a newer connection on this replica took the stream over")]
+    TakenOver,
     #[error("the stream's record is gone")]
     Gone,
 }
@@ -336,7 +338,8 @@ async fn naive(
                 quiet_since = Instant::now();
             }
             Ok(Local::Event(..)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-            Ok(Local::Finished) | Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            Ok(Local::Finished) => return Ok(()),
+            Err(broadcast::error::RecvError::Closed) => return Err(Ended::TakenOver),
         }
     }
 }
