@@ -130,15 +130,7 @@ pub fn text(checked: &[Checked]) -> String {
                 .map_or_else(|| counterexample.anomaly.to_string(), str::to_owned);
             let _ = writeln!(out, "  the checker: {said}");
         } else {
-            let levels: Vec<String> = e
-                .levels
-                .iter()
-                .map(|l| {
-                    let cut = if l.complete { "" } else { " (cut short)" };
-                    format!("{}:{}{cut}", l.depth, thousands(l.distinct))
-                })
-                .collect();
-            let _ = writeln!(out, "  states by depth: {}", levels.join("  "));
+            let _ = writeln!(out, "  states by depth: {}", states_by_depth(&e.levels));
             let reached: Vec<String> = e
                 .reached
                 .iter()
@@ -398,4 +390,16 @@ fn schedule_file(
         None => expect.clean = Some(true),
     }
     Ok(file)
+}
+
+/// `1:9  2:40  3:137 …`: distinct states after each depth, a level a limit cut short marked.
+pub(crate) fn states_by_depth(levels: &[forkscope_core::model::Level]) -> String {
+    let levels: Vec<String> = levels
+        .iter()
+        .map(|l| {
+            let cut = if l.complete { "" } else { " (cut short)" };
+            format!("{}:{}{cut}", l.depth, thousands(l.distinct))
+        })
+        .collect();
+    levels.join("  ")
 }

@@ -90,12 +90,11 @@ pub fn text(checked: &[Checked]) -> String {
             }
             let _ = writeln!(out, "  the checker: {}", counterexample.anomaly);
         } else {
-            let levels: Vec<String> = e
-                .levels
-                .iter()
-                .map(|l| format!("{}:{}", l.depth, thousands(l.distinct)))
-                .collect();
-            let _ = writeln!(out, "  states by depth: {}", levels.join("  "));
+            let _ = writeln!(
+                out,
+                "  states by depth: {}",
+                super::states_by_depth(&e.levels)
+            );
         }
     }
     out

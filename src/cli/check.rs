@@ -192,17 +192,9 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
             return Ok(unfinished);
         };
         write_scenario(path, config, found, counterexample)?;
-        eprintln!(
-            "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
-            path.display(),
-            path.display()
-        );
+        say_written(path);
     }
-    Ok(if found.is_some() {
-        ExitCode::FAILURE
-    } else {
-        unfinished
-    })
+    Ok(exit_for(found.is_some(), unfinished))
 }
 
 fn write_scenario(
@@ -318,15 +310,21 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
             return Ok(unfinished);
         };
         new_file::write_new(path, &text)?;
-        eprintln!(
-            "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
-            path.display(),
-            path.display()
-        );
+        say_written(path);
     }
-    Ok(if found.is_some() {
-        ExitCode::FAILURE
-    } else {
-        unfinished
-    })
+    Ok(exit_for(found.is_some(), unfinished))
+}
+
+/// Tells a person where the counterexample went, and how to replay it.
+fn say_written(path: &Path) {
+    eprintln!(
+        "forkscope check: wrote {} — replay it over real sockets with `forkscope run {}`",
+        path.display(),
+        path.display()
+    );
+}
+
+/// 1 for a counterexample, else what the search reached (0, or 3 when a limit cut it short).
+fn exit_for(found: bool, unfinished: ExitCode) -> ExitCode {
+    if found { ExitCode::FAILURE } else { unfinished }
 }

@@ -94,17 +94,7 @@ impl Action {
 
     /// Whether only a lab of replicas can do it.
     pub fn needs_replicas(self) -> bool {
-        matches!(
-            self,
-            Action::KillReplica(_)
-                | Action::ReviveReplica(_)
-                | Action::Partition(_)
-                | Action::Heal(_)
-                | Action::ToggleRouting
-                | Action::RouteNext(_)
-                | Action::EmitOn(_)
-                | Action::RestartStore
-        )
+        self.replica().is_some() || matches!(self, Action::ToggleRouting | Action::RestartStore)
     }
 
     /// The replica it names, if it names one.

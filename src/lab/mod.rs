@@ -420,22 +420,6 @@ impl Lab {
             }
             Action::Restart => return Outcome::RestartRequested,
             Action::AddLatency(ms) => self.proxy.set_latency(ms),
-            Action::KillReplica(_)
-            | Action::ReviveReplica(_)
-            | Action::Partition(_)
-            | Action::Heal(_)
-            | Action::ToggleRouting
-            | Action::RouteNext(_)
-            | Action::EmitOn(_)
-            | Action::RestartStore => {
-                let Some(replicas) = &self.replicas else {
-                    return Outcome::Refused(Refusal::NotReplicas);
-                };
-                if let Err(refused) = self.apply_to_replicas(replicas, action) {
-                    tracing::warn!(error = %refused, "not done");
-                    return Outcome::Refused(refused);
-                }
-            }
             Action::Tune(tuning) => {
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;
@@ -453,6 +437,16 @@ impl Lab {
                         tracing::warn!(error = %e, "knobs not changed");
                         return Outcome::Refused(e.into());
                     }
+                }
+            }
+            // Every other action is one only a lab of replicas can do (`Action::needs_replicas`).
+            replica_action => {
+                let Some(replicas) = &self.replicas else {
+                    return Outcome::Refused(Refusal::NotReplicas);
+                };
+                if let Err(refused) = self.apply_to_replicas(replicas, replica_action) {
+                    tracing::warn!(error = %refused, "not done");
+                    return Outcome::Refused(refused);
                 }
             }
         }

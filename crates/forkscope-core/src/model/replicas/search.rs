@@ -17,14 +17,9 @@ use std::ops::ControlFlow;
 /// States expanded between two questions to `out_of_time`.
 const ASK_EVERY: u64 = 4_096;
 
-/// One depth of the search.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Level {
-    pub depth: usize,
-    pub new_states: u64,
-    pub distinct: u64,
-    pub transitions: u64,
-}
+/// One depth of the search, as the single-server search reports it; a level is recorded only
+/// once explored in full (the time budget stops between levels).
+pub use crate::model::Level;
 
 /// A shortest schedule that breaks the invariant.
 #[derive(Clone, Debug, Serialize)]
@@ -167,6 +162,7 @@ pub fn explore(
             new_states,
             distinct: out.distinct + new_states,
             transitions: out.transitions,
+            complete: true,
         };
         out.distinct = found.distinct;
         out.proven_depth = level;
