@@ -7,8 +7,10 @@
 #                                     store (mcp from PyPI, in the interop venv);
 #   the official TypeScript SDK       interop/typescript/probe_server.mjs, with the SDK's
 #                                     InMemoryEventStore (npm).
-#   python-other, typescript-other    the same SDK servers with their tools named as another
-#                                     server might (`--names other`: countdown {count, delay_ms},
+#   the official Rust SDK             interop/rmcp, rmcp from crates.io with its default
+#                                     LocalSessionManager (built by interop/rmcp/ensure-server.sh).
+#   python-other, typescript-other,   the same SDK servers with their tools named as another
+#   rmcp-other                        server might (`--names other`: countdown {count, delay_ms},
 #                                     ping_all {count, delay_ms}), probed with no flag at all: the
 #                                     probe must find both by schema, and leave at most
 #                                     $MAX_UNJUDGED cases not run or not exercised, each saying why.
@@ -19,8 +21,8 @@
 #
 # Usage: interop/check-probe.sh [path/to/forkscope]
 # Exit: 0 every server gave its written-down findings, 1 one did not, 2 cannot run.
-# Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript
-# python-other typescript-other");
+# Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript rmcp
+# python-other typescript-other rmcp-other");
 # PROBE_TIMEOUT bounds one probe run (s, default 240); FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT
 # as for the other interop checks.
 set -uo pipefail
@@ -28,14 +30,14 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INTEROP="$ROOT/interop"
 BIN="${1:-$ROOT/target/release/forkscope}"
-SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript python-other typescript-other}"
+SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript rmcp python-other typescript-other rmcp-other}"
 MAX_UNJUDGED=2 # cases not run or not exercised a discovery-only run may leave
 START_TIMEOUT=20  # s: a server not answering by then failed to start
 PROBE_TIMEOUT="${PROBE_TIMEOUT:-240}" # s: one probe run (it bounds every read itself)
 
 die() { echo "check-probe: $*" >&2; exit 2; }
 [[ -x "$BIN" ]] || die "no forkscope binary at $BIN (cargo build --release first)"
-for tool in python3 node npm timeout sha256sum curl; do
+for tool in python3 node npm cargo timeout sha256sum curl; do
     command -v "$tool" >/dev/null || die "$tool is needed"
 done
 
@@ -60,13 +62,25 @@ TS_DIR="$INTEROP/typescript"
 run_bounded 0 "$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
 PY_SDK="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 TS_SDK="$(node -e 'console.log(require(process.argv[1]).version)' "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json")"
-echo "== versions: python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version)"
+RMCP_DIR="$INTEROP/rmcp"
+# The version the lock file holds is the one built (--locked).
+RMCP_SDK="$(awk '/^name = "rmcp"$/ { getline; gsub(/"/, "", $3); print $3 }' "$RMCP_DIR/Cargo.lock")"
+RMCP_BIN=""
+# Built only for a run that starts it: a first build takes minutes.
+if [[ " $SERVERS " == *" rmcp"* ]]; then
+    run_bounded 0 "$RMCP_DIR/ensure-server.sh" >"$WORK/rmcp-path" ||
+        die "could not build the rmcp probe server in $RMCP_DIR"
+    RMCP_BIN="$(<"$WORK/rmcp-path")"
+fi
+echo "== versions: python mcp $PY_SDK, typescript @modelcontextprotocol/sdk $TS_SDK, node $(node --version), rust rmcp $RMCP_SDK"
 
 # The versions the findings were written down for: another version may find otherwise.
 grep -q "mcp $PY_SDK" "$INTEROP/probe/python-sdk.toml" ||
     { echo "check-probe: interop/probe/python-sdk*.toml were written for another mcp version than $PY_SDK" >&2; exit 1; }
 grep -q "sdk $TS_SDK" "$INTEROP/probe/typescript-sdk.toml" ||
     { echo "check-probe: interop/probe/typescript-sdk.toml was written for another SDK version than $TS_SDK" >&2; exit 1; }
+grep -q "rmcp $RMCP_SDK" "$INTEROP/probe/rmcp-sdk.toml" ||
+    { echo "check-probe: interop/probe/rmcp-sdk.toml was written for another rmcp version than $RMCP_SDK" >&2; exit 1; }
 
 free_port() {
     "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -84,6 +98,8 @@ start() {
         typescript) server=(node "$TS_DIR/probe_server.mjs" --port "$port") ;;
         python-other) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory --names other) ;;
         typescript-other) server=(node "$TS_DIR/probe_server.mjs" --port "$port" --names other) ;;
+        rmcp) server=("$RMCP_BIN" --port "$port") ;;
+        rmcp-other) server=("$RMCP_BIN" --port "$port" --names other) ;;
         *) die "no server named $name" ;;
     esac
     # The server itself in the background, not the `case` around it: `case … esac &` is a
@@ -134,7 +150,7 @@ PY
 FAILED=0
 for name in $SERVERS; do
     case "$name" in
-        python-other | typescript-other)
+        python-other | typescript-other | rmcp-other)
             echo
             if ! start "$name"; then
                 FAILED=1
@@ -158,6 +174,7 @@ for name in $SERVERS; do
         python) file=python-sdk ;;
         python-store) file=python-sdk-event-store ;;
         typescript) file=typescript-sdk ;;
+        rmcp) file=rmcp-sdk ;;
         *) die "no server named $name" ;;
     esac
     echo

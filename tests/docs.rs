@@ -64,7 +64,7 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     (
         "interop/check-probe.sh",
-        "needs the Python and TypeScript SDK servers; .ci/run runs it in its probe step",
+        "needs the Python, TypeScript and Rust (rmcp) SDK servers; .ci/run runs it in its probe step",
     ),
     (
         r#"redis-server --port 6379 --save "" --appendonly no"#,

@@ -151,6 +151,7 @@ run_to_end probe-timeout 1 PROBE_SERVERS=fenced LEAKS_HANG_PROBE=1 PROBE_TIMEOUT
 interrupt probe-term TERM 'forkscope serve' PROBE_SERVERS=fenced -- "$PROBE" "$BIN"
 interrupt probe-int INT 'probe_server\.mjs' PROBE_SERVERS=typescript -- "$PROBE" "$BIN"
 interrupt probe-hup HUP 'probe_server\.py' PROBE_SERVERS=python -- "$PROBE" "$BIN"
+interrupt probe-rmcp-term TERM 'forkscope-probe-rmcp --port' PROBE_SERVERS=rmcp -- "$PROBE" "$BIN"
 interrupt python-sdk-term TERM 'stock_client\.py' -- "$ROOT/interop/check-python-sdk.sh" "$BIN"
 interrupt sdk-clients-int INT 'resume_client\.mjs' SDK_INTEROP_SDKS=typescript \
     -- "$ROOT/interop/check-sdk-clients.sh" "$BIN"
