@@ -38,8 +38,8 @@ pub enum Action {
     /// way (0: none): a slow link, with the knobs overlay or `action = { add_latency = 50 }`.
     AddLatency(u64),
     // A lab of replicas behind a balancer (`forkscope --replicas 2`); refused by a lab of one.
-    /// Replica R stops at once, as a crash does: its tasks end, and the client's connections
-    /// through it go silent (half-open) rather than closing.
+    /// Replica R stops at once, as a crash does: its tasks end, it starts no new work and tells
+    /// the lab nothing more, its port refuses, and the client's streams through it end.
     KillReplica(ReplicaId),
     /// Start a killed replica again under its name (with nothing in memory).
     ReviveReplica(ReplicaId),
@@ -54,8 +54,8 @@ pub enum Action {
     RouteNext(ReplicaId),
     /// Replica R's background emitters for the session emit once each, now.
     EmitOn(ReplicaId),
-    /// The store loses everything, as a Redis without persistence that restarts: every
-    /// session and stream is gone, and the replicas' store connections drop.
+    /// The store loses this lab's sessions and streams, as a Redis without persistence loses
+    /// everything when it restarts (other labs and servers on the same Redis keep theirs).
     RestartStore,
 }
 
@@ -130,14 +130,14 @@ impl Action {
             Action::Restart => "restart the lab",
             Action::Tune(_) => "turn the lab's knobs",
             Action::AddLatency(_) => "set the link's added latency",
-            Action::KillReplica(_) => "kill a replica (a crash: its connections go half-open)",
+            Action::KillReplica(_) => "kill a replica (a crash: it stops, its streams end)",
             Action::ReviveReplica(_) => "start a killed replica again",
             Action::Partition(_) => "partition a replica from the store (it keeps running)",
             Action::Heal(_) => "heal a replica's partition",
             Action::ToggleRouting => "switch routing between round-robin and sticky",
             Action::RouteNext(_) => "send the next request to a chosen replica",
             Action::EmitOn(_) => "a replica's background emitters emit once now",
-            Action::RestartStore => "restart the store (everything in it is lost)",
+            Action::RestartStore => "restart the store (this lab's sessions are lost)",
         }
     }
 }

@@ -313,6 +313,12 @@ impl Lab {
         self.replicas.as_deref()
     }
 
+    /// What the replica panes show now, in a lab of several.
+    pub fn replicas_view(&self) -> Option<ReplicasView> {
+        let replicas = self.replicas.as_deref()?;
+        Some(replicas.view(self.core().history.checker()))
+    }
+
     /// Locks the lab's core for a direct look (tests, benches).
     pub fn core(&self) -> std::sync::MutexGuard<'_, Core> {
         self.shared.lock()
@@ -439,59 +445,65 @@ impl Lab {
                     }
                 }
             }
-            // Every other action is one only a lab of replicas can do (`Action::needs_replicas`).
-            replica_action => {
-                let Some(replicas) = &self.replicas else {
-                    return Outcome::Refused(Refusal::NotReplicas);
-                };
-                if let Err(refused) = self.apply_to_replicas(replicas, replica_action) {
-                    tracing::warn!(error = %refused, "not done");
-                    return Outcome::Refused(refused);
-                }
+            // Only a lab of replicas does these (`Action::needs_replicas`).
+            Action::KillReplica(id) => return self.on_replicas(|r| r.kill(id)),
+            Action::ReviveReplica(id) => return self.on_replicas(|r| self.revive(r, id)),
+            Action::Partition(id) => return self.on_replicas(|r| r.partition(id, true)),
+            Action::Heal(id) => return self.on_replicas(|r| r.partition(id, false)),
+            Action::ToggleRouting => {
+                return self.on_replicas(|r| {
+                    let routing = r.toggle_routing();
+                    tracing::info!(routing = routing.as_str(), "routing switched");
+                    Ok(())
+                });
+            }
+            Action::RouteNext(id) => return self.on_replicas(|r| r.route_next(id)),
+            Action::EmitOn(id) => {
+                return self.on_replicas(|r| match self.client.session() {
+                    Some(session) => r.emit_on(id, session).map(|_| ()),
+                    None => Ok(()),
+                });
+            }
+            Action::RestartStore => {
+                return self.on_replicas(|r| {
+                    r.restart_store();
+                    Ok(())
+                });
             }
         }
         Outcome::Done
     }
 
-    fn apply_to_replicas(&self, replicas: &Replicas, action: Action) -> Result<(), Refusal> {
-        match action {
-            Action::KillReplica(id) => replicas.kill(id),
-            Action::ReviveReplica(id) => {
-                let index_ok = id.index() < usize::from(replicas.setup().count);
-                if !index_ok {
-                    return Err(Refusal::NoSuchReplica(id));
-                }
-                // Binding is async; the replica shows as up once it is.
-                let this = self.replicas.clone();
-                let pending = replicas.pending();
-                tokio::spawn(async move {
-                    let _pending = pending;
-                    if let Some(replicas) = this
-                        && let Err(e) = replicas.revive(id).await
-                    {
-                        tracing::warn!(error = %e, "replica not started again");
-                    }
-                });
-                Ok(())
+    /// Carries out a replica action, or refuses it in a lab of one.
+    fn on_replicas(&self, act: impl FnOnce(&Replicas) -> Result<(), Refusal>) -> Outcome {
+        let Some(replicas) = &self.replicas else {
+            return Outcome::Refused(Refusal::NotReplicas);
+        };
+        match act(replicas) {
+            Ok(()) => Outcome::Done,
+            Err(refused) => {
+                tracing::warn!(error = %refused, "not done");
+                Outcome::Refused(refused)
             }
-            Action::Partition(id) => replicas.partition(id, true),
-            Action::Heal(id) => replicas.partition(id, false),
-            Action::ToggleRouting => {
-                let routing = replicas.toggle_routing();
-                tracing::info!(routing = routing.as_str(), "routing switched");
-                Ok(())
-            }
-            Action::RouteNext(id) => replicas.route_next(id),
-            Action::EmitOn(id) => match self.client.session() {
-                Some(session) => replicas.emit_on(id, session).map(|_| ()),
-                None => Ok(()),
-            },
-            Action::RestartStore => {
-                replicas.restart_store();
-                Ok(())
-            }
-            _ => Ok(()),
         }
+    }
+
+    /// Starts a killed replica again; binding is async, and the replica shows as up once it is.
+    fn revive(&self, replicas: &Replicas, id: forkscope_core::ReplicaId) -> Result<(), Refusal> {
+        if id.index() >= usize::from(replicas.setup().count) {
+            return Err(Refusal::NoSuchReplica(id));
+        }
+        let this = self.replicas.clone();
+        let pending = replicas.pending();
+        tokio::spawn(async move {
+            let _pending = pending;
+            if let Some(replicas) = this
+                && let Err(e) = replicas.revive(id).await
+            {
+                tracing::warn!(error = %e, "replica not started again");
+            }
+        });
+        Ok(())
     }
 
     /// Waits (bounded) until every action handed to a lab of replicas in the background (a
@@ -624,7 +636,10 @@ impl Lab {
             bytes_up: stats.bytes_up.load(Ordering::Relaxed),
             server_addr: self.server_addr(),
             proxy_addr: self.proxy.addr,
-            replicas: self.replicas.as_deref().map(Replicas::view),
+            replicas: self
+                .replicas
+                .as_deref()
+                .map(|r| r.view(core.history.checker())),
         }
     }
 

@@ -120,7 +120,8 @@ pub struct Held {
     pub stream: StreamId,
     pub connection: u64,
     pub epoch: Option<u64>,
-    /// The stream is attached on another replica now (or on a newer connection here).
+    /// The stream is attached on another replica or epoch now, as the checker judges: this
+    /// delivery is an orphan.
     pub superseded: bool,
 }
 
@@ -176,7 +177,7 @@ pub struct ReplicasView {
 struct Watch {
     replicas: Vec<Seen>,
     /// Streams opened, per session, newest last.
-    streams: Vec<(SessionKey, StreamId)>,
+    streams: Vec<(SessionKey, StreamId, StreamKind)>,
     stored: Vec<StoredStream>,
     store_error: Option<String>,
     /// The session's standalone stream and the replica it was last attached on (for sticky).
@@ -483,30 +484,40 @@ impl Replicas {
             .sum()
     }
 
-    /// Empties the store, as a restart of a Redis without persistence does.
+    /// The store loses this lab's sessions, as a restart of a Redis without persistence loses
+    /// everything: only this lab's, so other labs and servers on the same Redis keep theirs.
     pub fn restart_store(&self) {
-        let store = self.store.clone();
-        let watch = self.watch.clone();
-        let pending = self.pending();
-        tokio::spawn(async move {
-            let _pending = pending;
-            if let Err(e) = store.wipe().await {
-                tracing::warn!("store restart failed: {e}");
-                return;
-            }
-            let mut watch = watch
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sessions: Vec<SessionKey> = {
+            let mut watch = lock(&self.watch);
+            let mut sessions: Vec<SessionKey> =
+                watch.streams.iter().map(|(k, _, _)| k.clone()).collect();
+            sessions.extend(watch.standalone_on.iter().map(|(k, _)| k.clone()));
+            sessions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            sessions.dedup();
+            // Cleared first: a store read that lands after this sees the sessions gone.
             watch.streams.clear();
             watch.stored.clear();
             watch.standalone_on = None;
             for seen in &mut watch.replicas {
                 seen.holds.clear();
             }
+            sessions
+        };
+        let store = self.store.clone();
+        let pending = self.pending();
+        tokio::spawn(async move {
+            let _pending = pending;
+            for session in sessions {
+                if let Err(e) = store.end_session(&session).await {
+                    tracing::warn!("store restart: session {session} not ended: {e}");
+                }
+            }
         });
     }
 
-    pub fn view(&self) -> ReplicasView {
+    /// What the replica panes show; a delivery is an orphan where `checker` says its stream is
+    /// attached on another replica or epoch (the pane does not judge on its own).
+    pub fn view(&self, checker: &forkscope_core::history::Checker) -> ReplicasView {
         let status = self.balancer.status();
         let slots = lock(&self.slots);
         let watch = lock(&self.watch);
@@ -529,7 +540,19 @@ impl Replicas {
                         (Some(_), true) => ReplicaState::Partitioned,
                         (Some(_), false) => ReplicaState::Up,
                     },
-                    holds: seen.holds.iter().map(|(_, h)| h.clone()).collect(),
+                    holds: seen
+                        .holds
+                        .iter()
+                        .map(|(session, held)| {
+                            let bound = SessionId::parse(session.as_str())
+                                .and_then(|s| checker.attached_on(s, held.stream));
+                            Held {
+                                superseded: bound
+                                    .is_some_and(|b| b.replica != slot.id || b.epoch != held.epoch),
+                                ..held.clone()
+                            }
+                        })
+                        .collect(),
                     forwarded: status.get(i).map_or(0, |s| s.forwarded),
                     next: status.get(i).is_some_and(|s| s.next),
                     late_writes_refused: count(|c| &c.late_writes_refused),
@@ -587,7 +610,6 @@ fn options_for(
 
 /// One replica fact, into the lab's history (for the checker) and its watch (for the panes).
 fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId, fact: Fact) {
-    let now = clock.now();
     let by = |epoch: Option<u64>| Some(ByReplica { replica: id, epoch });
     let session_of = |key: &SessionKey| SessionId::parse(key.as_str());
     let mut watch = lock(watch);
@@ -604,15 +626,15 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
             stream,
             kind,
             flagged_new,
+            epoch,
         } => {
             let Some(s) = session_of(&session) else {
                 return;
             };
-            watch.streams.push((session.clone(), stream));
+            watch.streams.push((session.clone(), stream, kind));
             let excess = watch.streams.len().saturating_sub(64);
             watch.streams.drain(..excess);
             watch.note(id, format!("opens {stream}"));
-            let epoch = flagged_new.then_some(1);
             let record = Record::StreamOpened {
                 session: s,
                 stream,
@@ -667,15 +689,6 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
             let Some(s) = session_of(&session) else {
                 return;
             };
-            // Every other replica's delivery of this stream is an orphan now, and so is an
-            // older one here.
-            for seen in &mut watch.replicas {
-                for (k, held) in &mut seen.holds {
-                    if *k == session && held.stream == stream {
-                        held.superseded = true;
-                    }
-                }
-            }
             let seen = &mut watch.replicas[id.index()];
             seen.holds.push((
                 session.clone(),
@@ -782,24 +795,17 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
     };
     drop(watch);
     let mut core = shared.lock();
+    // Read under the lock: entries are stamped in the order they are recorded.
+    let now = clock.now();
     core.history.record_by(now, by, record);
 }
 
 fn stream_kind(watch: &Watch, session: &SessionKey, stream: StreamId) -> Option<StreamKind> {
     watch
-        .stored
+        .streams
         .iter()
-        .find(|s| s.stream == stream)
-        .map(|s| s.kind)
-        .or_else(|| {
-            // Not read back yet: a session's first stream is its standalone one.
-            watch
-                .streams
-                .iter()
-                .find(|(k, _)| k == session)
-                .filter(|(_, first)| *first == stream)
-                .map(|_| StreamKind::Standalone)
-        })
+        .find(|(k, s, _)| k == session && *s == stream)
+        .map(|(_, _, kind)| *kind)
 }
 
 /// Reads the watched session's streams back from the store, for the panes.
@@ -809,16 +815,18 @@ async fn poll_store(store: Store, watch: Arc<Mutex<Watch>>) {
     loop {
         ticks.tick().await;
         let wanted: Vec<(SessionKey, StreamId)> = {
-            let watch = lock(&watch);
-            let Some((session, _)) = watch.streams.last() else {
+            let mut watch = lock(&watch);
+            let Some((session, _, _)) = watch.streams.last() else {
+                // Nothing watched (a store restart cleared it): nothing to show either.
+                watch.stored.clear();
                 continue;
             };
             let session = session.clone();
             let mut wanted: Vec<_> = watch
                 .streams
                 .iter()
-                .filter(|(k, _)| *k == session)
-                .cloned()
+                .filter(|(k, _, _)| *k == session)
+                .map(|(k, s, _)| (k.clone(), *s))
                 .collect();
             let excess = wanted.len().saturating_sub(WATCHED_STREAMS);
             wanted.drain(..excess);

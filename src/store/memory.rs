@@ -88,13 +88,6 @@ impl MemoryStore {
         "memory".into()
     }
 
-    /// Forgets every session; blocked readers look again and find nothing.
-    pub async fn wipe(&self) -> Result<(), StoreError> {
-        self.lock().clear();
-        self.inner.appended.notify_waiters();
-        Ok(())
-    }
-
     fn now_ms(&self) -> u64 {
         // Offset so no lease deadline is ever 0.
         1_000 + self.inner.born.elapsed().as_millis() as u64

@@ -268,13 +268,6 @@ impl Store {
         dispatch_sync!(self, s => s.label())
     }
 
-    /// Everything in the store is lost, as when a Redis without persistence restarts: on
-    /// Redis the database is flushed and every other client's connection dropped (the
-    /// replicas reconnect, as after a restart); in memory every session is forgotten.
-    pub async fn wipe(&self) -> Result<(), StoreError> {
-        dispatch!(self, s => s.wipe().await)
-    }
-
     pub async fn open_session(&self, session: &SessionKey) -> Result<(), StoreError> {
         dispatch!(self, s => s.open_session(session).await)
     }

@@ -473,22 +473,6 @@ impl RedisStore {
         Ok(RedisReader { conn })
     }
 
-    /// `FLUSHDB`, then every other client's connection dropped: what a restart without
-    /// persistence shows the replicas (their connection managers reconnect).
-    pub async fn wipe(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let _: () = redis::cmd("FLUSHDB")
-            .query_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
-        let _: i64 = redis::cmd("CLIENT")
-            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
-            .query_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
-        Ok(())
-    }
-
     /// `INFO memory`'s `used_memory`, for the benchmarks' bytes per session.
     pub async fn used_memory(&self) -> Result<u64, StoreError> {
         let mut conn = self.conn();

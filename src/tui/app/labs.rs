@@ -318,7 +318,7 @@ impl App {
                 format!("the balancer sends the next request to replica {r} (c reconnects now)")
             }
             Action::EmitOn(r) => format!("replica {r}'s emitters emitted once"),
-            Action::RestartStore => "the store restarted: everything in it is lost".to_owned(),
+            Action::RestartStore => "the store restarted: this lab's sessions are gone".to_owned(),
             _ => return None,
         })
     }

@@ -622,7 +622,7 @@ impl App {
 /// partitioned or healed, sends, or the store's records move.
 fn replicas_seen(lab: &Lab) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let view = lab.replicas()?.view();
+    let view = lab.replicas_view()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     format!("{view:?}").hash(&mut h);
     Some(h.finish())

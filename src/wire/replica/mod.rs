@@ -30,7 +30,7 @@ use axum::serve::ListenerExt;
 use forkscope_core::{Policy, StreamId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
@@ -110,6 +110,9 @@ struct Replica {
     emit_on_demand: bool,
     pokes: Pokes,
     connections: Arc<AtomicU64>,
+    /// Cleared by [`RunningReplica::kill`]: a request still in flight then starts no new work
+    /// and tells the lab nothing more, as a crashed process would not.
+    alive: Arc<AtomicBool>,
 }
 
 /// The emitters of each session on this replica, by stream, poked by
@@ -121,7 +124,9 @@ pub(crate) const MAX_POKES: usize = 64;
 
 impl Replica {
     fn tell(&self, fact: impl FnOnce() -> witness::Fact) {
-        if let Some(witness) = &self.witness {
+        if let Some(witness) = &self.witness
+            && self.alive.load(Ordering::SeqCst)
+        {
             witness.tell(fact());
         }
     }
@@ -130,8 +135,13 @@ impl Replica {
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let handle = tokio::spawn(task).abort_handle();
+        // Checked under the task list's lock, which `kill` drains after clearing it: a task is
+        // either refused here or aborted there.
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.alive.load(Ordering::SeqCst) {
+            return;
+        }
+        let handle = tokio::spawn(task).abort_handle();
         tasks.retain(|t| !t.is_finished());
         tasks.push(handle);
     }
@@ -147,6 +157,7 @@ pub struct RunningReplica {
     server: JoinHandle<()>,
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
     pokes: Pokes,
+    alive: Arc<AtomicBool>,
 }
 
 impl RunningReplica {
@@ -174,6 +185,7 @@ impl RunningReplica {
     }
 
     fn abort_all(&mut self) {
+        self.alive.store(false, Ordering::SeqCst);
         self.stop.take();
         self.server.abort();
         for task in self
@@ -218,12 +230,14 @@ pub async fn start(
     let counters = Arc::new(Counters::default());
     let tasks = Arc::new(Mutex::new(Vec::new()));
     let pokes = Pokes::default();
+    let alive = Arc::new(AtomicBool::new(true));
     let replica = Replica {
         witness: options.witness,
         truth: options.truth_comments,
         emit_on_demand: options.emit_on_demand,
         pokes: pokes.clone(),
         connections: Arc::new(AtomicU64::new(0)),
+        alive: alive.clone(),
         store,
         name: name.as_str().into(),
         policy: options.policy,
@@ -268,6 +282,7 @@ pub async fn start(
         server,
         tasks,
         pokes,
+        alive,
     })
 }
 

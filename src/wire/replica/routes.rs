@@ -202,6 +202,7 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
         stream,
         kind: StreamKind::Request,
         flagged_new: replica.policy == Policy::Fenced,
+        epoch: (replica.policy == Policy::Fenced).then_some(1),
     });
     work::start_call(
         replica,
@@ -327,6 +328,7 @@ async fn attempt_get(
                 stream,
                 kind: StreamKind::Standalone,
                 flagged_new: replica.policy == Policy::Fenced,
+                epoch: (replica.policy == Policy::Fenced).then_some(1),
             });
             work::start_emitter(replica, session.clone(), stream, 1);
             let delivery = Delivery {

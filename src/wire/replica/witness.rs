@@ -24,6 +24,8 @@ pub enum Fact {
         kind: StreamKind,
         /// Told to the client as new (`Mcp-Stream-Resumed: false`): fenced replicas say so.
         flagged_new: bool,
+        /// The stream epoch it opens at (fenced); `None` under naive.
+        epoch: Option<u64>,
     },
     /// A resume committed (fenced: the attach took `epoch`).
     Resumed {

@@ -221,6 +221,12 @@ impl Checker {
         }
     }
 
+    /// In a lab of replicas: the replica (and epoch) `stream` is attached on now, as the
+    /// checker judges it — what a pane marks every other delivery of the stream an orphan by.
+    pub fn attached_on(&self, session: SessionId, stream: StreamId) -> Option<ByReplica> {
+        self.attached_on.get(&(session, stream)).copied()
+    }
+
     /// Streams the checker keeps state about (bounded by what the server keeps).
     pub fn tracked_streams(&self) -> usize {
         self.streams.len()
