@@ -310,8 +310,10 @@ impl App {
                 .iter()
                 .map(|lab| {
                     let clock = lab.clock();
+                    // Read apart: the core's lock must be let go before `replicas_seen` takes it.
+                    let entries = lab.core().history.total();
                     LabSeen {
-                        entries: lab.core().history.total(),
+                        entries,
                         exchanges: lab.exchanges().fingerprint(),
                         tenths: clock.now().as_millis() / 100,
                         paused: clock.paused(),
