@@ -118,13 +118,7 @@ pub fn text(checked: &[Checked]) -> String {
                 "  shortest schedule, from a client connected to a fresh session:"
             );
             for (i, step) in c.trace.iter().enumerate() {
-                let _ = writeln!(out, "  {:>2}. {}", i + 1, step.step);
-                for fact in &step.happened {
-                    let _ = writeln!(out, "        {fact}");
-                }
-                for anomaly in &step.anomalies {
-                    let _ = writeln!(out, "        ✘ {anomaly}");
-                }
+                write_step(&mut out, i + 1, &step.step, &step.happened, &step.anomalies);
             }
             let said = model::said_of(&c.trace, counterexample.anomaly.kind())
                 .map_or_else(|| counterexample.anomaly.to_string(), str::to_owned);
@@ -402,4 +396,22 @@ pub(crate) fn states_by_depth(levels: &[forkscope_core::model::Level]) -> String
         })
         .collect();
     levels.join("  ")
+}
+
+/// One step of a counterexample, as both reports narrate it: what was done, what it made
+/// happen, and what the checker said of it.
+pub(crate) fn write_step(
+    out: &mut String,
+    n: usize,
+    said: &impl std::fmt::Display,
+    happened: &[impl std::fmt::Display],
+    anomalies: &[impl std::fmt::Display],
+) {
+    let _ = writeln!(out, "  {n:>2}. {said}");
+    for fact in happened {
+        let _ = writeln!(out, "        {fact}");
+    }
+    for anomaly in anomalies {
+        let _ = writeln!(out, "        ✘ {anomaly}");
+    }
 }

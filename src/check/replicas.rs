@@ -80,13 +80,7 @@ pub fn text(checked: &[Checked]) -> String {
                 "  shortest schedule, from a client connected through replica A:"
             );
             for (i, step) in c.trace.iter().enumerate() {
-                let _ = writeln!(out, "  {:>2}. {}", i + 1, step.said);
-                for fact in &step.happened {
-                    let _ = writeln!(out, "        {fact}");
-                }
-                for anomaly in &step.anomalies {
-                    let _ = writeln!(out, "        ✘ {anomaly}");
-                }
+                super::write_step(&mut out, i + 1, &step.said, &step.happened, &step.anomalies);
             }
             let _ = writeln!(out, "  the checker: {}", counterexample.anomaly);
         } else {
