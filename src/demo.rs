@@ -73,6 +73,7 @@ pub fn seed_incident(policy: Policy) -> String {
 fn describe(decision: Option<&ResumeDecision>) -> String {
     match decision {
         None => "nothing (no reconnect was due)".to_owned(),
+        Some(ResumeDecision::Answered(a)) => format!("answered {} {}", a.status, a.message),
         Some(ResumeDecision::Reject(r)) => {
             format!("reject {} (HTTP {}): {r}", r.reason(), r.http_status())
         }

@@ -97,6 +97,7 @@ async fn resume_lands_on_the_other_replica(policy: Policy) -> Lab {
     until(&lab, "the orphan's emit judged", |l| match policy {
         Policy::Naive => l.core().history.checker().count(AnomalyKind::Fork) >= 1,
         Policy::Fenced => l.core().history.checker().counters().late_emits_refused >= 1,
+        other => unreachable!("replicas run naive or fenced, not {other}"),
     })
     .await;
     lab

@@ -225,12 +225,8 @@ async fn every_scenario_holds_on_every_run() {
             if s.replicas.is_some() && round >= REPLICA_REPEATS {
                 continue;
             }
-            for policy in [Policy::Naive, Policy::Fenced] {
-                let expected = match policy {
-                    Policy::Naive => s.expect.naive.is_some(),
-                    Policy::Fenced => s.expect.fenced.is_some(),
-                };
-                if !expected {
+            for policy in Policy::ALL {
+                if s.expect.get(policy).is_none() {
                     continue;
                 }
                 let run = play(s, policy).await;

@@ -220,10 +220,7 @@ pub fn scenario_file(checked: &Checked) -> Option<ScenarioFile> {
     ));
     // The other policy takes the same steps to different ends (a write refused, a delivery
     // ended): a wait that only one of them reaches is written for that one alone.
-    let other = match e.policy {
-        Policy::Naive => Policy::Fenced,
-        Policy::Fenced => Policy::Naive,
-    };
+    let other = e.policy.toggled();
     let other_trace = replicas::trace(other, &e.params, &counterexample.steps);
     let mut before = replicas::ReplicaLab::new(e.policy, 1).observed();
     let mut other_before = replicas::ReplicaLab::new(other, 1).observed();

@@ -105,6 +105,10 @@ pub enum CheckError {
     Replicas(u8),
     #[error("--replicas 2 does not take {0} (it explores the replica lab's own steps)")]
     NotWithReplicas(&'static str),
+    #[error(
+        "--replicas 2 --policy {0}: replicas run naive or fenced (the SDK policies model one server with sticky sessions)"
+    )]
+    SdkWithReplicas(Policy),
     #[error("cannot write {}: {source}", path.display())]
     ReplicaScenario {
         path: PathBuf,
@@ -141,9 +145,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
     }
     // Fenced first: the proof, then the counterexample.
     let policies = match args.policy {
-        Which::Fenced => vec![Policy::Fenced],
-        Which::Naive => vec![Policy::Naive],
         Which::Both => vec![Policy::Fenced, Policy::Naive],
+        one => one.policies(),
     };
     let config = check::config(args.identity.into());
     // Progress on a terminal only: a log or a pipe gets the report alone.
@@ -255,9 +258,10 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
     let depth = usize::from(args.depth.unwrap_or(REPLICAS_DEPTH));
     let budget = std::time::Duration::from_secs(args.time_budget);
     let policies = match args.policy {
+        Which::Both => vec![Policy::Fenced, Policy::Naive],
         Which::Fenced => vec![Policy::Fenced],
         Which::Naive => vec![Policy::Naive],
-        Which::Both => vec![Policy::Fenced, Policy::Naive],
+        sdk => return Err(CheckError::SdkWithReplicas(sdk.policies()[0])),
     };
     let show_progress =
         matches!(args.format, Format::Text) && std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -97,10 +97,22 @@ enum Command {
     Record(record::RecordArgs),
 }
 
+/// A policy on the command line. The SDK policies reproduce what `forkscope probe` measured in
+/// each official SDK's server (`forkscope policies` lists each with its sources).
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PolicyArg {
+    /// Every resume proven or refused with a reason (the fix).
     Fenced,
+    /// The seed incident: a fresh stream replayed from 0 while the orphan keeps emitting.
     Naive,
+    /// TypeScript SDK 1.32.2 + its InMemoryEventStore (typescript-sdk#943, #1978).
+    TsSdk,
+    /// Python SDK 2.3.0, no event store: no ids, nothing resumable (python-sdk#587).
+    PythonSdk,
+    /// Python SDK 2.3.0 + an example store: empty 200s, replay then close (python-sdk#3541).
+    PythonSdkStore,
+    /// rmcp 3.11.0: the cursor's own event replayed again, empty 200s (rust-sdk#791, #958).
+    Rmcp,
 }
 
 impl From<PolicyArg> for Policy {
@@ -108,6 +120,10 @@ impl From<PolicyArg> for Policy {
         match p {
             PolicyArg::Fenced => Policy::Fenced,
             PolicyArg::Naive => Policy::Naive,
+            PolicyArg::TsSdk => Policy::TsSdk,
+            PolicyArg::PythonSdk => Policy::PythonSdk,
+            PolicyArg::PythonSdkStore => Policy::PythonSdkStore,
+            PolicyArg::Rmcp => Policy::Rmcp,
         }
     }
 }
@@ -127,12 +143,16 @@ impl From<IdentityArg> for StreamIdentity {
     }
 }
 
-/// Which policies a headless command runs.
+/// Which policies a headless command runs: naive and fenced (`both`), or one policy.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Which {
     Fenced,
     Naive,
     Both,
+    TsSdk,
+    PythonSdk,
+    PythonSdkStore,
+    Rmcp,
 }
 
 impl Which {
@@ -142,6 +162,10 @@ impl Which {
             Which::Fenced => vec![Policy::Fenced],
             Which::Naive => vec![Policy::Naive],
             Which::Both => vec![Policy::Naive, Policy::Fenced],
+            Which::TsSdk => vec![Policy::TsSdk],
+            Which::PythonSdk => vec![Policy::PythonSdk],
+            Which::PythonSdkStore => vec![Policy::PythonSdkStore],
+            Which::Rmcp => vec![Policy::Rmcp],
         }
     }
 }

@@ -262,6 +262,10 @@ pub enum StartError {
     Store(#[from] crate::store::redis::ConnectError),
     #[error("could not open a loopback socket: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "replicas run naive or fenced, not {0}: the SDK policies model one server with sticky sessions"
+    )]
+    SdkPolicy(Policy),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -279,6 +283,9 @@ impl Replicas {
     ) -> Result<Replicas, StartError> {
         if !(2..=MAX_REPLICAS).contains(&setup.count) {
             return Err(StartError::Count(setup.count));
+        }
+        if policy.is_sdk() {
+            return Err(StartError::SdkPolicy(policy));
         }
         let retention = Retention {
             lease_ms: setup.lease_ms,

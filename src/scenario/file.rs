@@ -8,22 +8,25 @@ use forkscope_core::{AnomalyKind, LabConfig, Policy, RejectReason, Tuning};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
-/// Which policies a scenario runs under.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Which policies a scenario runs under: `"naive"`, `"fenced"`, `"both"` (naive, then fenced),
+/// any other policy's name (`"rmcp"`), or a list of names (`["naive", "ts-sdk", "fenced"]`),
+/// run in the order written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Policies {
     Fenced,
     Naive,
     #[default]
     Both,
+    Listed(Vec<Policy>),
 }
 
 impl Policies {
-    pub fn list(self) -> Vec<Policy> {
+    pub fn list(&self) -> Vec<Policy> {
         match self {
             Policies::Fenced => vec![Policy::Fenced],
             Policies::Naive => vec![Policy::Naive],
             Policies::Both => vec![Policy::Naive, Policy::Fenced],
+            Policies::Listed(list) => list.clone(),
         }
     }
 }
@@ -33,6 +36,59 @@ impl From<Policy> for Policies {
         match policy {
             Policy::Fenced => Policies::Fenced,
             Policy::Naive => Policies::Naive,
+            other => Policies::Listed(vec![other]),
+        }
+    }
+}
+
+impl Serialize for Policies {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Policies::Fenced | Policies::Naive => s.serialize_str(self.list()[0].name()),
+            Policies::Both => s.serialize_str("both"),
+            Policies::Listed(list) if list.len() == 1 => s.serialize_str(list[0].name()),
+            Policies::Listed(list) => s.collect_seq(list.iter().map(|p| p.name())),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Policies {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            One(String),
+            Many(Vec<String>),
+        }
+        let named = |name: &str| {
+            Policy::from_name(name).ok_or_else(|| {
+                let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+                D::Error::custom(format!(
+                    "unknown policy `{name}`: expected both, {}",
+                    names.join(", ")
+                ))
+            })
+        };
+        match Written::deserialize(d)? {
+            Written::One(name) if name == "both" => Ok(Policies::Both),
+            Written::One(name) => Ok(Policies::from(named(&name)?)),
+            Written::Many(names) => {
+                let mut list = Vec::with_capacity(names.len());
+                for name in &names {
+                    let policy = named(name)?;
+                    if list.contains(&policy) {
+                        return Err(D::Error::custom(format!("policy `{name}` listed twice")));
+                    }
+                    list.push(policy);
+                }
+                if list.is_empty() {
+                    return Err(D::Error::custom(
+                        "an empty list of policies: name at least one",
+                    ));
+                }
+                Ok(Policies::Listed(list))
+            }
         }
     }
 }
@@ -190,14 +246,42 @@ pub struct Expectations {
     pub naive: Option<Expect>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fenced: Option<Expect>,
+    #[serde(rename = "ts-sdk", skip_serializing_if = "Option::is_none")]
+    pub ts_sdk: Option<Expect>,
+    #[serde(rename = "python-sdk", skip_serializing_if = "Option::is_none")]
+    pub python_sdk: Option<Expect>,
+    #[serde(rename = "python-sdk-store", skip_serializing_if = "Option::is_none")]
+    pub python_sdk_store: Option<Expect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rmcp: Option<Expect>,
 }
 
 impl Expectations {
+    fn slot(&mut self, policy: Policy) -> &mut Option<Expect> {
+        match policy {
+            Policy::Naive => &mut self.naive,
+            Policy::Fenced => &mut self.fenced,
+            Policy::TsSdk => &mut self.ts_sdk,
+            Policy::PythonSdk => &mut self.python_sdk,
+            Policy::PythonSdkStore => &mut self.python_sdk_store,
+            Policy::Rmcp => &mut self.rmcp,
+        }
+    }
+
     /// The expectation of `policy`, made if missing.
     pub fn of(&mut self, policy: Policy) -> &mut Expect {
+        self.slot(policy).get_or_insert_default()
+    }
+
+    /// The expectation of `policy`, if the file has one.
+    pub fn get(&self, policy: Policy) -> Option<&Expect> {
         match policy {
-            Policy::Naive => self.naive.get_or_insert_default(),
-            Policy::Fenced => self.fenced.get_or_insert_default(),
+            Policy::Naive => self.naive.as_ref(),
+            Policy::Fenced => self.fenced.as_ref(),
+            Policy::TsSdk => self.ts_sdk.as_ref(),
+            Policy::PythonSdk => self.python_sdk.as_ref(),
+            Policy::PythonSdkStore => self.python_sdk_store.as_ref(),
+            Policy::Rmcp => self.rmcp.as_ref(),
         }
     }
 }

@@ -92,11 +92,7 @@ impl Run {
 /// Plays `scenario` under `policy`.
 pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
     let mut run = new_run(policy);
-    let expect = match policy {
-        Policy::Naive => scenario.expect.naive.clone(),
-        Policy::Fenced => scenario.expect.fenced.clone(),
-    }
-    .unwrap_or_default();
+    let expect = scenario.expect.get(policy).cloned().unwrap_or_default();
     if let Err(e) = scenario.config.validate(policy) {
         run.config_refused = Some(e.to_string());
         run.transcript

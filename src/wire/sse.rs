@@ -68,9 +68,13 @@ pub fn write_frame_of(
     (data, one_line): (&str, bool),
 ) {
     write_truth(out, truth);
-    out.put_slice(b"id: ");
-    out.put_slice(id.as_bytes());
-    out.put_u8(b'\n');
+    // An event without an id (a server that keeps none) has no `id:` line: an empty one
+    // would tell the client to forget its cursor.
+    if !id.is_empty() {
+        out.put_slice(b"id: ");
+        out.put_slice(id.as_bytes());
+        out.put_u8(b'\n');
+    }
     if let Some(ms) = retry_ms {
         out.put_slice(b"retry: ");
         out.put_slice(Decimal::new().format(ms));

@@ -164,6 +164,7 @@ pub async fn seed(policy: Policy, present: bool, compare: bool) -> (App, Termina
                     && s.view.verdict.count(AnomalyKind::Duplicate) >= 3
             }
             Policy::Fenced => applied(s) >= 4 && s.view.counters.resumes_accepted >= 1,
+            other => unreachable!("the seed incident is shown under naive and fenced, not {other}"),
         }),
     )
     .await;

@@ -240,6 +240,17 @@ pub enum IdScheme {
     /// stream identity. Stock MCP clients keep `Last-Event-ID` and drop unknown headers; with
     /// these ids they resume under the fenced policy.
     Keyed,
+    /// `s2_0001780000041337_kqzrtwbx` — the TypeScript SDK's store: stream, millisecond,
+    /// random; the standalone stream is spelled `_GET_stream`, which its store cannot read
+    /// back. Sorting these ids is not sorting events: one millisecond's sort at random.
+    Timestamped,
+    /// `9f2c41d0-…`: a uuid per event (the Python SDK's example store). Says nothing of its
+    /// stream or position: only the store can tell.
+    Uuid,
+    /// No id at all (the Python SDK without a store): nothing to resume from.
+    Unnumbered,
+    /// `41` on the standalone stream, `41/2` on a tool call's (rmcp's session cache).
+    Indexed,
 }
 
 /// Longest `Last-Event-ID` the core will parse; anything longer is malformed, not truncated.
@@ -273,17 +284,81 @@ fn parse_key(s: &str) -> Option<u64> {
     Some(key)
 }
 
+/// What an id is spelled from beside its stream and position: the stream's token, whether it
+/// is the standalone stream, and when the event was emitted (the SDK spellings use them).
+#[derive(Clone, Copy, Debug)]
+pub struct IdContext {
+    pub token: ResumptionToken,
+    pub standalone: bool,
+    pub at: crate::time::LabTime,
+}
+
 impl IdScheme {
-    /// The wire spelling of an event id of the stream `token` names, under this scheme.
+    /// The wire spelling of an event id of the stream `token` names, under this scheme. For the
+    /// SDK spellings that need more (the time, the stream's kind) see [`IdScheme::spell`].
     pub fn encode(self, id: EventId, token: ResumptionToken) -> String {
-        let (prefix, suffix) = self.affixes(id.stream, token);
-        format!("{prefix}{}{suffix}", id.seq)
+        self.spell(
+            id,
+            IdContext {
+                token,
+                standalone: false,
+                at: crate::time::LabTime::ZERO,
+            },
+        )
+    }
+
+    /// The wire spelling of an event id; empty under [`IdScheme::Unnumbered`].
+    pub fn spell(self, id: EventId, cx: IdContext) -> String {
+        // A per-event "random" part that replays: mixed from the stream's key and the position.
+        let mixed = |salt: u64| splitmix(cx.token.stream_key() ^ id.seq.wrapping_mul(salt));
+        match self {
+            IdScheme::Timestamped => {
+                let stream = if cx.standalone {
+                    "_GET_stream".to_string()
+                } else {
+                    id.stream.to_string()
+                };
+                let mut random = String::with_capacity(8);
+                let mut r = mixed(0x9e37_79b9_7f4a_7c15);
+                for _ in 0..8 {
+                    random.push((b'a' + (r % 26) as u8) as char);
+                    r /= 26;
+                }
+                // A wall-clock-like millisecond of 16 digits, so ids sort as numbers do.
+                let ms = TIMESTAMP_EPOCH_MS + cx.at.as_millis();
+                format!("{stream}_{ms:016}_{random}")
+            }
+            IdScheme::Uuid => {
+                let (hi, lo) = (mixed(0xd6e8_feb8_6659_fd93), mixed(0xa076_1d64_78bd_642f));
+                format!(
+                    "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+                    hi >> 32,
+                    (hi >> 16) & 0xffff,
+                    hi & 0xfff,
+                    (lo >> 48) & 0x3fff | 0x8000,
+                    lo & 0xffff_ffff_ffff
+                )
+            }
+            IdScheme::Unnumbered => String::new(),
+            _ => {
+                let (prefix, suffix) = self
+                    .affixes(id.stream, cx.token, cx.standalone)
+                    .expect("a counter scheme");
+                format!("{prefix}{}{suffix}", id.seq)
+            }
+        }
     }
 
     /// What every id of `stream` spells before and after its sequence number (`s2-` and
-    /// `.<key>` for keyed ids): a replay spells a thousand ids from one pair.
-    pub fn affixes(self, stream: StreamId, token: ResumptionToken) -> (String, String) {
-        match self {
+    /// `.<key>` for keyed ids): a replay spells a thousand ids from one pair. `None` for the
+    /// schemes whose ids are not a counter between two fixed strings.
+    pub fn affixes(
+        self,
+        stream: StreamId,
+        token: ResumptionToken,
+        standalone: bool,
+    ) -> Option<(String, String)> {
+        Some(match self {
             IdScheme::Bare => (String::new(), String::new()),
             IdScheme::Scoped => (format!("{stream}-"), String::new()),
             IdScheme::Keyed => {
@@ -292,8 +367,28 @@ impl IdScheme {
                 push_key(&mut suffix, token.stream_key());
                 (format!("{stream}-"), suffix)
             }
-        }
+            IdScheme::Indexed if standalone => (String::new(), String::new()),
+            IdScheme::Indexed => (String::new(), format!("/{}", stream.0)),
+            IdScheme::Timestamped | IdScheme::Uuid | IdScheme::Unnumbered => return None,
+        })
     }
+
+    /// Whether two streams of one session can spell the same id (condition 3 broken).
+    pub fn reuses_ids(self) -> bool {
+        matches!(self, IdScheme::Bare)
+    }
+}
+
+/// Where [`IdScheme::Timestamped`] counts milliseconds from: lab time 0 reads as a recent
+/// wall-clock millisecond, as the TypeScript SDK's `Date.now()` does.
+const TIMESTAMP_EPOCH_MS: u64 = 1_780_000_000_000;
+
+/// SplitMix64's finaliser: a fixed, well-spread mix of 64 bits.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A `Last-Event-ID` as the client sent it, parsed but not yet validated against any stream.

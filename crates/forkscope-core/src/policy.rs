@@ -4,34 +4,95 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// How the lab behaves on a reconnect. A run-time switch (key `n` in the dashboard).
+///
+/// `fenced` and `naive` are the design's two poles. The others reproduce, rule by rule, what
+/// `forkscope probe` measured in an official SDK's server (see `resume::sdk`), so a workshop
+/// can show "what your SDK does" offline, beside the fence.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Policy {
     /// All five conditions enforced: a resume is honoured only when stream identity and
     /// gap-freedom are proven, otherwise a typed rejection.
     #[default]
+    #[serde(rename = "fenced")]
     Fenced,
     /// The seed incident exactly: a tokenless reconnect silently mints a fresh stream that
     /// replays from its own index 0 while the orphan keeps receiving emits.
+    #[serde(rename = "naive")]
     Naive,
+    /// The TypeScript SDK 1.32.2 with the `InMemoryEventStore` it ships.
+    #[serde(rename = "ts-sdk")]
+    TsSdk,
+    /// The Python SDK 2.3.0 without an event store: no event has an id.
+    #[serde(rename = "python-sdk")]
+    PythonSdk,
+    /// The Python SDK 2.3.0 with an event store written as its examples write theirs.
+    #[serde(rename = "python-sdk-store")]
+    PythonSdkStore,
+    /// rmcp 3.11.0 with its default `LocalSessionManager`.
+    #[serde(rename = "rmcp")]
+    Rmcp,
 }
 
 impl Policy {
+    /// Every policy, in the order `n` cycles through them: the two poles first.
+    pub const ALL: [Policy; 6] = [
+        Policy::Fenced,
+        Policy::Naive,
+        Policy::TsSdk,
+        Policy::PythonSdk,
+        Policy::PythonSdkStore,
+        Policy::Rmcp,
+    ];
+
+    /// The policies that reproduce an SDK's server.
+    pub const SDKS: [Policy; 4] = [
+        Policy::TsSdk,
+        Policy::PythonSdk,
+        Policy::PythonSdkStore,
+        Policy::Rmcp,
+    ];
+
+    /// Naive ⇄ fenced; any SDK policy goes to fenced (the fix).
     pub fn toggled(self) -> Self {
         match self {
             Policy::Fenced => Policy::Naive,
-            Policy::Naive => Policy::Fenced,
+            _ => Policy::Fenced,
         }
+    }
+
+    /// The next policy in [`Policy::ALL`], wrapping.
+    pub fn next(self) -> Self {
+        let i = Self::ALL.iter().position(|p| *p == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Policy::Fenced => "fenced",
             Policy::Naive => "naive",
+            Policy::TsSdk => "ts-sdk",
+            Policy::PythonSdk => "python-sdk",
+            Policy::PythonSdkStore => "python-sdk-store",
+            Policy::Rmcp => "rmcp",
         }
     }
-}
 
+    /// The policy a name (as [`Policy::name`] spells it) stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Whether this is the fence: stream identity proven, the old stream fenced, a typed
+    /// refusal otherwise. Every other policy is unfenced, each in its own way.
+    pub fn fences(self) -> bool {
+        self == Policy::Fenced
+    }
+
+    /// Whether this policy reproduces an SDK's server.
+    pub fn is_sdk(self) -> bool {
+        !matches!(self, Policy::Fenced | Policy::Naive)
+    }
+}
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -100,9 +161,9 @@ impl Condition {
     }
 
     /// Whether a policy's rules enforce this condition. The fenced policy enforces all five
-    /// (condition 5 by refusing a configuration that breaks it); the naive policy none.
+    /// (condition 5 by refusing a configuration that breaks it); every other policy none.
     pub fn enforced_by(self, policy: Policy) -> bool {
-        policy == Policy::Fenced
+        policy.fences()
     }
 }
 

@@ -332,7 +332,7 @@ fn a_finished_request_stream_stays_resumable_for_its_retention_then_is_refused()
 #[test]
 fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
     let mut f = fenced(5);
-    let s1 = f.server.session(f.session).unwrap().streams()[0].wire_id(3);
+    let s1 = f.server.session(f.session).unwrap().streams()[0].wire_id(3, LabTime::ZERO);
     assert!(s1.starts_with("s1-3."), "{s1}");
     // No token header, only Last-Event-ID: the id carries the token.
     match f.get(None, Some(&s1)) {
@@ -358,7 +358,7 @@ fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
         .open_request_stream(T0, f.session, ConnectionId(60), &mut f.rng, &mut f.history)
         .unwrap();
     f.emit(stream, 1);
-    let s2 = f.server.session(f.session).unwrap().streams()[1].wire_id(1);
+    let s2 = f.server.session(f.session).unwrap().streams()[1].wire_id(1, LabTime::ZERO);
     match f.get(None, Some(&s2)) {
         ResumeDecision::Resume(r) => assert_eq!(r.stream, stream),
         other => panic!("{other:?}"),
@@ -406,7 +406,7 @@ fn a_keyed_id_of_another_session_names_nothing_here() {
         d => panic!("{d:?}"),
     };
     // Their s1's key is not our s1's: the id identifies nothing in this session.
-    let theirs = f.server.session(second).unwrap().streams()[0].wire_id(0);
+    let theirs = f.server.session(second).unwrap().streams()[0].wire_id(0, LabTime::ZERO);
     assert_eq!(
         theirs,
         format!("s1-0.{}", theirs.rsplit_once('.').unwrap().1)
@@ -430,7 +430,7 @@ fn the_token_header_mode_keeps_the_seeds_two_header_model() {
         ..LabConfig::default()
     };
     let mut f = Fixture::new(Policy::Fenced, config, 5);
-    let id = f.server.session(f.session).unwrap().streams()[0].wire_id(3);
+    let id = f.server.session(f.session).unwrap().streams()[0].wire_id(3, LabTime::ZERO);
     assert_eq!(id, "s1-3", "plain scoped ids");
     assert_eq!(rejected(f.get(None, Some(&id))), RejectReason::MissingToken);
     let token = f.token.clone();
@@ -450,7 +450,8 @@ fn a_second_spelling_of_an_issued_id_is_a_malformed_cursor() {
             ..LabConfig::default()
         };
         let issued = Fixture::new(Policy::Fenced, config, 5);
-        let canonical = issued.server.session(issued.session).unwrap().streams()[0].wire_id(3);
+        let canonical =
+            issued.server.session(issued.session).unwrap().streams()[0].wire_id(3, LabTime::ZERO);
         let key = canonical.split_once('.').map(|(_, k)| format!(".{k}"));
         let key = key.as_deref().unwrap_or("");
         for spelling in [
@@ -821,6 +822,7 @@ fn events_owed_by_an_ended_bound_stream_are_lost_unless_the_client_was_told() {
         match policy {
             Policy::Naive => assert_eq!(lost, [3, 4], "silently lost"),
             Policy::Fenced => assert!(verdict.clean, "told: s2 is flagged new {verdict:?}"),
+            other => unreachable!("{other}"),
         }
     }
 }
@@ -832,7 +834,7 @@ fn owed_events_delivered_by_replay_or_as_copies_are_not_lost() {
     f.deliver(StreamId(1), 1);
     f.close_s1(T0);
     let token = f.token.clone();
-    let cursor = f.server.session(f.session).unwrap().streams()[0].wire_id(1);
+    let cursor = f.server.session(f.session).unwrap().streams()[0].wire_id(1, LabTime::ZERO);
     assert!(matches!(
         f.get(Some(&token), Some(&cursor)),
         ResumeDecision::Resume(_)

@@ -204,6 +204,7 @@ fn describe(
             )
         }
         Some(ResumeDecision::Reject(r)) => format!("reject {r}"),
+        Some(ResumeDecision::Answered(a)) => format!("answered {}", a.status),
         Some(ResumeDecision::NewStream(n)) => {
             format!("new stream (flagged {:?})", n.echo.is_some())
         }

@@ -56,6 +56,9 @@ fn remember(_: &mut Sim, decision: ResumeDecision) {
         ResumeDecision::Reject(r) => assert_eq!(r.reason(), RejectReason::MissingToken),
         ResumeDecision::NewStream(n) => assert!(n.echo.is_none(), "naive does not flag new"),
         ResumeDecision::Resume(_) => panic!("a tokenless reconnect is never a resume"),
+        ResumeDecision::Answered(a) => {
+            panic!("an SDK's answer ({}) under naive or fenced", a.status)
+        }
     }
 }
 

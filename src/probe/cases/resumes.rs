@@ -83,10 +83,16 @@ pub(super) async fn plain_get_while_live(ctx: &Ctx, case: &Case, s: &Session) ->
     receive(ctx, case, a, &mine, 3).await;
     let before = mine_count(&case.connection(a), &mine);
     let b = case.get(s, Extra::default()).await;
+    // A run of known length: wait for its end on either connection (the first may be closed by
+    // the server as the second takes over). Otherwise: a few more events on each.
+    let known_end = complete(&mine);
     case.wait_until(ctx.deadline(), |cs| {
         cs[b].end != End::Open
-            || far_enough(&cs[a], &mine, before)
-                && (complete(&mine) || far_enough(&cs[b], &mine, 0))
+            || if known_end {
+                mine.ended_in(&cs[a]) || mine.ended_in(&cs[b])
+            } else {
+                far_enough(&cs[a], &mine, before) && far_enough(&cs[b], &mine, 0)
+            }
     })
     .await;
     let seen = case.snapshot();
@@ -123,11 +129,15 @@ pub(super) async fn two_resumes_at_once(ctx: &Ctx, case: &Case, s: &Session) -> 
             })
             .sum::<usize>()
     };
+    // A run of known length is judged whole: wait for its end (or both connections' end),
+    // not for the loser's close. Otherwise a few live events show where the stream went.
+    let known_end = complete(&mine);
     case.wait_until(ctx.deadline(), |cs| {
-        live(cs) >= 3
-            || (cs[b].end != End::Open && cs[c].end != End::Open)
-            || finished(&cs[b], &mine)
-            || finished(&cs[c], &mine)
+        let both_ended = cs[b].end != End::Open && cs[c].end != End::Open;
+        let run_ended = mine.ended_in(&cs[b]) || mine.ended_in(&cs[c]);
+        both_ended
+            || run_ended
+            || (!known_end && (live(cs) >= 3 || finished(&cs[b], &mine) || finished(&cs[c], &mine)))
     })
     .await;
     // Let events already on their way to the other connection arrive.

@@ -402,7 +402,8 @@ fn prove_policies(
                 delivery: Delivery::Interleaved,
                 target: None,
             },
-            Policy::Naive => Bounds {
+            // Unfenced policies: look for the seed incident's shape.
+            _ => Bounds {
                 depth: 8,
                 streams: 3,
                 max_states: Some(300_000),
@@ -452,7 +453,7 @@ fn prove_policies(
                 crate::check::thousands(checked.states_per_second() as u64),
                 match policy {
                     Policy::Fenced => " --depth 10",
-                    Policy::Naive => " --client-only --delivery eager --anomaly fork",
+                    _ => " --client-only --delivery eager --anomaly fork",
                 }
             ),
             details,

@@ -58,7 +58,8 @@ fn store_failure(id: &Value, why: StoreError) -> Response {
 /// A revision this server speaks, and a session id spelled as replicas spell them; whether the
 /// store holds the session is asked next ([`session_of`]), or answered by the first read.
 fn session_named(headers: &HeaderMap) -> Result<SessionKey, Response> {
-    check_protocol_version(headers).map_err(IntoResponse::into_response)?;
+    check_protocol_version(headers, axum::http::StatusCode::BAD_REQUEST)
+        .map_err(IntoResponse::into_response)?;
     let raw = identity_header(headers, headers::SESSION_ID)
         .map_err(IntoResponse::into_response)?
         .ok_or_else(|| Refusal::MissingSession.into_response())?;

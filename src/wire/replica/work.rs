@@ -219,7 +219,8 @@ async fn commit(
             name: &replica.name,
             done,
         },
-        Policy::Naive => Writer::Unfenced {
+        // Replicas run fenced or naive (an SDK policy is refused before a replica starts).
+        _ => Writer::Unfenced {
             name: &replica.name,
             background: None,
         },
@@ -316,7 +317,7 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                     name: &task_replica.name,
                     background: Some(n),
                 },
-                Policy::Naive => Writer::Unfenced {
+                _ => Writer::Unfenced {
                     name: &task_replica.name,
                     background: Some(n),
                 },

@@ -22,6 +22,9 @@ struct Task {
     emitter: BackgroundEmitter,
     /// The last emit was held back by a full writer: the body will wake the driver.
     blocked: bool,
+    /// The session's own background events that landed: their bodies count on from it, one
+    /// by one, whatever else (`emit_standalone`) takes numbers in the keys' sequence.
+    own: u64,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +45,7 @@ impl Background {
                 None => BackgroundEmitter::on_demand(session),
             },
             blocked: false,
+            own: 0,
         })
     }
 }
@@ -66,8 +70,23 @@ fn landed(core: &mut Core, session: SessionId, emitted: BackgroundEmit) -> Event
 /// The session's background task emits its next event now; `None` when the session has no
 /// stream to emit onto.
 pub fn emit_background(core: &mut Core, session: SessionId, now: LabTime) -> Option<EventId> {
+    let n = core.io.background.task(session, None, now).own + 1;
+    let event = emit_body(core, session, now, body(n))?;
+    if let Some(task) = core.io.background.tasks.get_mut(&session) {
+        task.own = n;
+    }
+    Some(event)
+}
+
+/// Emits `body` now as the session's next background event (numbered in its key in the
+/// session's one background sequence); `None` when the session has no stream to emit onto.
+pub(super) fn emit_body(
+    core: &mut Core,
+    session: SessionId,
+    now: LabTime,
+    body: String,
+) -> Option<EventId> {
     let task = core.io.background.task(session, None, now);
-    let body = body(task.emitter.next_number());
     let emitted = task
         .emitter
         .emit(now, body, &mut core.server, &mut core.history)
@@ -107,12 +126,13 @@ pub(super) fn run_due(
             let Some(task) = core.io.background.tasks.get_mut(&session) else {
                 break;
             };
-            let body = body(task.emitter.next_number());
+            let body = body(task.own + 1);
             // An emit with no stream to land on is skipped, not owed.
             if let Some(Ok(emitted)) =
                 task.emitter
                     .take_owed(now, body, &mut core.server, &mut core.history)
             {
+                task.own += 1;
                 landed(core, session, emitted);
             }
         }

@@ -84,7 +84,9 @@ pub(super) async fn accept(
     http.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.read_timeout)
-        .max_buf_size(HYPER_BUFFER);
+        // Heads up to the largest any policy reads; the policy's own limit is applied per
+        // request (`rebinding`), forkscope's 16 KiB by default.
+        .max_buf_size(HYPER_BUFFER.max(forkscope_core::resume::sdk::MAX_HEAD_BYTES));
     http.http2().max_send_buf_size(HYPER_BUFFER);
     let epoch = Instant::now();
     let mut open = Open::default();

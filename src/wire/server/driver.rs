@@ -8,7 +8,7 @@
 //! `delay_ms: 0` runs turn after turn, as fast as its socket drains.
 
 use super::handles::Wake;
-use super::{ServeOptions, background, liveness, tool};
+use super::{ServeOptions, background, emission, liveness, tool};
 use crate::clock::LabClock;
 use crate::wire::{Core, Shared};
 use forkscope_core::LabTime;
@@ -43,11 +43,18 @@ pub fn run_due(core: &mut Core, now: LabTime, options: &ServeOptions) -> Next {
         .background
         .and_then(|rate| background::run_due(core, rate, now, &mut budget));
     let tools = tool::run_due(core, now, &mut budget);
+    let emissions = emission::run_due(core, now, &mut budget);
     let liveness = liveness::run_due(core, now, options.liveness);
-    let next = [core.server.poll_timeout(), background, tools, liveness]
-        .into_iter()
-        .flatten()
-        .min();
+    let next = [
+        core.server.poll_timeout(),
+        background,
+        tools,
+        emissions,
+        liveness,
+    ]
+    .into_iter()
+    .flatten()
+    .min();
     match next {
         Some(at) if at <= now => Next::Now,
         Some(at) => Next::At(at),

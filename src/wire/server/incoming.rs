@@ -130,7 +130,10 @@ pub(crate) fn route(method: &str, id: &Value, headers: &HeaderMap) -> Routed {
         "tools/list" => (
             json_response(
                 StatusCode::OK,
-                jsonrpc::result(id, json!({ "tools": [tool::schema()] })),
+                jsonrpc::result(
+                    id,
+                    json!({ "tools": [tool::schema(), super::emission::schema()] }),
+                ),
             ),
             true,
         ),
@@ -195,7 +198,7 @@ pub(crate) fn tool_call(id: &Value, params: &Value) -> Result<(ToolSpec, Option<
     let name = params.get("name").and_then(Value::as_str);
     if name != Some("progress_task") {
         return Err(invalid(format!(
-            "unknown tool {}; the only tool is progress_task",
+            "unknown tool {}; the tools are progress_task and emit_standalone",
             name.unwrap_or("(none)")
         )));
     }

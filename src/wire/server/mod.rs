@@ -14,6 +14,7 @@
 pub mod background;
 mod connections;
 pub mod driver;
+pub mod emission;
 mod handles;
 pub(crate) mod incoming;
 pub mod liveness;
@@ -95,6 +96,8 @@ pub struct ServerIo {
     truth_comments: bool,
     background: background::Background,
     tool_calls: Vec<tool::RunningCall>,
+    /// `emit_standalone` runs going.
+    emissions: Vec<emission::Emission>,
 }
 
 impl ServerIo {
@@ -134,6 +137,7 @@ impl ServerIo {
     fn forget_session(&mut self, session: SessionId) {
         self.background.forget(session);
         self.tool_calls.retain(|c| c.session() != session);
+        self.emissions.retain(|e| e.session() != session);
         self.writers.close_session(session);
     }
 }
@@ -306,7 +310,8 @@ pub async fn start(
         router(
             app,
             limits.read_timeout,
-            rebinding::AllowedHosts::new(addr.ip(), options.allowed_hosts.iter().cloned()),
+            rebinding::AllowedHosts::new(addr.ip(), options.allowed_hosts.iter().cloned())
+                .following(shared.clone()),
         ),
         limits,
         stopped,

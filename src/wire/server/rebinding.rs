@@ -12,11 +12,13 @@
 //! Two copies of either header cannot both be believed, whatever their order: 400.
 
 use super::refusal::Refusal;
+use crate::wire::Shared;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
+use forkscope_core::resume::sdk::{self, FORKSCOPE_HTTP, HeadLimit, HttpQuirks};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -27,6 +29,9 @@ pub struct AllowedHosts {
     extra: Vec<String>,
     /// The address the server is bound to, when it is not loopback.
     bound: Option<IpAddr>,
+    /// The server whose policy says how its HTTP layer differs (an SDK policy may not check
+    /// `Origin`, or may read a larger head); `None` (a replica): forkscope's own rules.
+    policy_of: Option<Shared>,
 }
 
 impl AllowedHosts {
@@ -35,7 +40,21 @@ impl AllowedHosts {
         AllowedHosts {
             extra: extra.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
             bound: (!bound.is_loopback() && !bound.is_unspecified()).then_some(bound),
+            policy_of: None,
         }
+    }
+
+    /// The same, for a server whose HTTP layer follows its policy's.
+    pub(crate) fn following(mut self, shared: Shared) -> Self {
+        self.policy_of = Some(shared);
+        self
+    }
+
+    /// The HTTP layer of the policy in force; read only when a request needs it.
+    fn http(&self) -> HttpQuirks {
+        self.policy_of
+            .as_ref()
+            .map_or(FORKSCOPE_HTTP, |s| sdk::http(s.lock().server.policy()))
     }
 
     /// Whether `authority` (`host[:port]`, as `Host` carries it) names this server.
@@ -109,14 +128,40 @@ fn judge(
         }
         Some(_) => {}
     }
+    // The head is read whole up to the largest any policy reads; past the smallest limit the
+    // policy in force says whether it is refused, and how.
+    let head = head_len(headers, uri);
+    if head > FORKSCOPE_HEAD
+        && let HeadLimit::Refused { bytes, status } = allowed.http().head
+        && head > bytes
+    {
+        return Err(Refusal::HeadTooLarge(status));
+    }
     let mut origins = headers.get_all(header::ORIGIN).iter();
     match (origins.next(), origins.next()) {
         (Some(_), Some(_)) => Err(Refusal::RepeatedHeader("Origin")),
-        (Some(origin), None) if !origin.to_str().is_ok_and(origin_is_local) => {
+        (Some(origin), None)
+            if !origin.to_str().is_ok_and(origin_is_local) && allowed.http().checks_origin =>
+        {
             Err(Refusal::OriginNotAllowed)
         }
         _ => Ok(()),
     }
+}
+
+/// forkscope's own limit on a request head.
+const FORKSCOPE_HEAD: usize = match FORKSCOPE_HTTP.head {
+    HeadLimit::Refused { bytes, .. } => bytes,
+    HeadLimit::Unbounded => usize::MAX,
+};
+
+/// About what the request head took on the wire: its target and every header line.
+fn head_len(headers: &HeaderMap, uri: &axum::http::Uri) -> usize {
+    let lines: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    lines + uri.to_string().len() + 16
 }
 
 /// `host[:port]` or `[v6][:port]`; a port, when its colon is there, must be a real one.

@@ -29,8 +29,11 @@ pub(crate) fn session_error(status: StatusCode, message: &str) -> Response {
 pub(crate) enum Refusal {
     #[error("more than one {0} header: send exactly one")]
     RepeatedHeader(&'static str),
+    /// Answered 400, or what the policy's HTTP layer answers instead.
     #[error("unsupported MCP-Protocol-Version; this server speaks {}", SUPPORTED_REVISIONS.join(", "))]
-    UnsupportedVersion,
+    UnsupportedVersion(StatusCode),
+    #[error("request head too large")]
+    HeadTooLarge(u16),
     #[error("missing Mcp-Session-Id: initialize first")]
     MissingSession,
     /// The session is unknown or ended: 404, which tells a client to initialize again.
@@ -47,12 +50,15 @@ pub(crate) enum Refusal {
 impl Refusal {
     pub(super) fn status(&self) -> StatusCode {
         match self {
-            Refusal::RepeatedHeader(_)
-            | Refusal::UnsupportedVersion
-            | Refusal::MissingSession
-            | Refusal::NoHost => StatusCode::BAD_REQUEST,
+            Refusal::RepeatedHeader(_) | Refusal::MissingSession | Refusal::NoHost => {
+                StatusCode::BAD_REQUEST
+            }
             Refusal::Session(_) => StatusCode::NOT_FOUND,
             Refusal::HostNotAllowed | Refusal::OriginNotAllowed => StatusCode::FORBIDDEN,
+            Refusal::UnsupportedVersion(status) => *status,
+            Refusal::HeadTooLarge(status) => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+            }
         }
     }
 }
@@ -108,7 +114,10 @@ pub(crate) fn unavailable(
 }
 
 /// `MCP-Protocol-Version`, when present, must be one this server speaks — every copy of it.
-pub(crate) fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_protocol_version(
+    headers: &HeaderMap,
+    status: StatusCode,
+) -> Result<(), Refusal> {
     let supported = headers
         .get_all(headers::PROTOCOL_VERSION)
         .iter()
@@ -116,7 +125,7 @@ pub(crate) fn check_protocol_version(headers: &HeaderMap) -> Result<(), Refusal>
     if supported {
         return Ok(());
     }
-    Err(Refusal::UnsupportedVersion)
+    Err(Refusal::UnsupportedVersion(status))
 }
 
 /// The session a request names: 400 without the header, 404 when unknown or ended.
@@ -142,8 +151,10 @@ pub(super) fn session_request<'a>(
     app: &'a App,
     headers: &HeaderMap,
 ) -> Result<(std::sync::MutexGuard<'a, Core>, SessionId), Refusal> {
-    check_protocol_version(headers)?;
     let core = app.shared.lock();
+    let http = forkscope_core::resume::sdk::http(core.server.policy());
+    let status = StatusCode::from_u16(http.unsupported_version).unwrap_or(StatusCode::BAD_REQUEST);
+    check_protocol_version(headers, status)?;
     let session = session_of(headers, &core)?;
     Ok((core, session))
 }
@@ -184,8 +195,9 @@ pub(crate) fn resume_rejected(rejected: &forkscope_core::ResumeRejected) -> Resp
     response
 }
 
-/// What an unreadable identity header is judged as: a value no id, cursor or token matches.
-const UNREADABLE: &str = "\u{FFFD}";
+/// What an unreadable identity header is judged as: a value no id, cursor or token matches
+/// (the core's rules say what else it may mean).
+const UNREADABLE: &str = forkscope_core::resume::sdk::UNREADABLE_CURSOR;
 
 /// A header that names a stream or a position: at most one copy (two copies that disagree
 /// cannot both be believed, whatever their order), and one that is not visible ASCII is

@@ -57,6 +57,11 @@ pub(super) async fn post_mcp(
             }
             response
         }
+        Routed::CallTool
+            if params.get("name").and_then(Value::as_str) == Some("emit_standalone") =>
+        {
+            emit_standalone(&app, session, &id, &params)
+        }
         Routed::CallTool => call_tool(&app, session, id, &params, tcp),
     }
 }
@@ -189,6 +194,62 @@ fn call_tool(
     response
 }
 
+/// `emit_standalone`: answered at once, in JSON; its notifications follow on the standalone
+/// stream ([`super::emission`]).
+fn emit_standalone(app: &App, session: SessionId, id: &Value, params: &Value) -> Response {
+    let invalid = |message: String| {
+        json_response(
+            StatusCode::OK,
+            jsonrpc::error(id, jsonrpc::INVALID_PARAMS, &message, None),
+        )
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(args @ Value::Object(_)) => args.clone(),
+        Some(_) => return invalid("arguments must be an object".to_owned()),
+    };
+    let args = match super::emission::parse_arguments(&args) {
+        Ok(args) => args,
+        Err(e) => return invalid(e),
+    };
+    let count = args.count;
+    {
+        let mut guard = app.shared.lock();
+        let now = app.clock.now();
+        core_touch_and_start(&mut guard, session, args, now).map_err(|e| {
+            json_response(
+                StatusCode::CONFLICT,
+                jsonrpc::error(id, jsonrpc::SESSION_ERROR, &e, None),
+            )
+        })
+    }
+    .map_or_else(
+        |refused| refused,
+        |()| {
+            app.wake.wake();
+            json_response(
+                StatusCode::OK,
+                jsonrpc::result(
+                    id,
+                    json!({ "content": [{ "type": "text", "text": format!("emitting {count}") }] }),
+                ),
+            )
+        },
+    )
+}
+
+/// Starts the run and counts the request as served (the session's idle clock starts over).
+fn core_touch_and_start(
+    core: &mut crate::wire::Core,
+    session: SessionId,
+    args: super::emission::EmitArgs,
+    now: forkscope_core::LabTime,
+) -> Result<(), String> {
+    super::emission::start(core, session, args, now)?;
+    core.server.touch(now, session);
+    Ok(())
+}
+
 /// How long until finished tool calls let their replay memory go: the retention window.
 fn retention_secs(server: &forkscope_core::Server) -> u64 {
     server.config().retention_ms.div_ceil(1_000).max(1)
@@ -243,7 +304,7 @@ pub(super) async fn get_mcp(
         };
         // Logged once the first write is out, so that the line's cost does not delay it.
         let (stream, fenced, announce): (_, _, Option<Announcement>) = match &decision {
-            ResumeDecision::Reject(_) => (None, Vec::new(), None),
+            ResumeDecision::Reject(_) | ResumeDecision::Answered(_) => (None, Vec::new(), None),
             ResumeDecision::Resume(r) => {
                 if let Some(old) = r.detached {
                     core.io.writers.close(old);
@@ -283,6 +344,10 @@ pub(super) async fn get_mcp(
             tracing::info!(session = %session.short(), reason = %rejected.reason(), "resume rejected");
             resume_rejected(&rejected)
         }
+        ResumeDecision::Answered(answer) => {
+            tracing::info!(session = %session.short(), status = answer.status, "answered as the SDK does");
+            sdk_answer(answer)
+        }
         ResumeDecision::Resume(r) => {
             let opened = (opening, announce);
             let mut response =
@@ -298,6 +363,42 @@ pub(super) async fn get_mcp(
             response
         }
     }
+}
+
+/// An SDK policy's answer: 200 is an event stream with nothing in it, ended at once; any other
+/// status carries the SDK's sentence.
+fn sdk_answer(answer: forkscope_core::resume::sdk::Answer) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status == StatusCode::OK {
+        let sse = [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ];
+        if !answer.held_open {
+            return (StatusCode::OK, sse).into_response();
+        }
+        // Keep-alives only, until the client goes: nothing is attached, nothing will come.
+        let every = std::time::Duration::from_millis(super::liveness::KEEPALIVE_MS);
+        let keepalives = futures_util::stream::unfold((), move |()| async move {
+            tokio::time::sleep(every).await;
+            Some((
+                Ok::<_, std::convert::Infallible>(Bytes::from_static(
+                    super::handles::KEEPALIVE_FRAME,
+                )),
+                (),
+            ))
+        });
+        return (
+            StatusCode::OK,
+            sse,
+            axum::body::Body::from_stream(keepalives),
+        )
+            .into_response();
+    }
+    json_response(
+        status,
+        jsonrpc::error(&Value::Null, jsonrpc::SESSION_ERROR, answer.message, None),
+    )
 }
 
 /// `notifications/cancelled` for a running tool call: it stops, sends no result, and its

@@ -104,19 +104,24 @@ impl Replay {
                 render_into(&mut batch, &priming, self.truth);
             }
         }
-        let (prefix, suffix) = opening.id_affixes();
+        let affixes = opening.id_affixes();
         while batch.len() < max_write {
             let Some(event) = opening.replay.get(self.next) else {
                 break;
             };
             self.next += 1;
+            // Ids that are not a counter between two fixed strings are spelled one by one.
+            let Some((prefix, suffix)) = &affixes else {
+                render_into(&mut batch, &opening.outgoing(event), self.truth);
+                continue;
+            };
             let truth =
                 self.truth
                     .then_some((event.id.stream.0, event.id.seq, Some(&*event.payload.key)));
             sse::write_replayed(
                 &mut batch,
                 truth,
-                (&prefix, event.id.seq, &suffix),
+                (prefix, event.id.seq, suffix),
                 &event.payload.body,
                 event.payload.is_one_line(),
             );

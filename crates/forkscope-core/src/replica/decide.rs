@@ -44,7 +44,7 @@ pub fn cursor_stream(last_event_id: &str) -> Option<StreamId> {
 pub fn needs_standalone(policy: Policy, last_event_id: Option<&str>) -> bool {
     match last_event_id {
         None => true,
-        Some(raw) => policy == Policy::Naive && cursor_stream(raw).is_none(),
+        Some(raw) => !policy.fences() && cursor_stream(raw).is_none(),
     }
 }
 
@@ -58,7 +58,9 @@ pub fn decide_get(
 ) -> GetPlan {
     match policy {
         Policy::Fenced => fenced(last_event_id, named, standalone),
-        Policy::Naive => naive(last_event_id, named, standalone),
+        // Replicas run fenced or naive: a lab of replicas refuses an SDK policy up front (the
+        // SDKs assume sticky sessions; none has a store a second replica could read).
+        _ => naive(last_event_id, named, standalone),
     }
 }
 

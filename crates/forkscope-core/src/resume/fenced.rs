@@ -8,7 +8,7 @@
 //! [`IdScheme::Scoped`]). Stream identity comes from the token header, or from the token a
 //! keyed `Last-Event-ID` carries ([`StreamIdentity`]); when both are present they must agree.
 
-use super::{Plan, ResumeRejected, TokenLookup, shown};
+use super::{Plan, Quirked, ResumeRejected, TokenLookup, shown};
 use crate::config::{LabConfig, StreamIdentity};
 use crate::ids::{IdScheme, StreamId, WireCursor};
 use crate::state::{Session, StreamState};
@@ -137,6 +137,7 @@ fn resume_identified(
             after: seq,
             fence: Vec::new(),
             proof,
+            quirked: Quirked::default(),
         };
     }
     match fence_orphaned_streams(session, Some(id), now, config) {
@@ -145,6 +146,7 @@ fn resume_identified(
             after: seq,
             fence,
             proof,
+            quirked: Quirked::default(),
         },
         Err(plan) => plan,
     }

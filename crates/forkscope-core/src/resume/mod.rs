@@ -2,12 +2,14 @@
 //!
 //! A GET on a session either resumes an identified stream from `Last-Event-ID` (exclusive),
 //! rejects with a typed reason, or starts a new stream. Each policy has its own file:
-//! [`fenced`] proves identity and gap-freedom or refuses; [`naive`] reproduces the incident.
+//! [`fenced`] proves identity and gap-freedom or refuses; [`naive`] reproduces the incident;
+//! [`sdk`] answers as an official SDK's server does, from a table per SDK.
 //! Both only *decide*; [`crate::server::Server::handle_get`] carries the decision out.
 
 pub mod fenced;
 pub mod naive;
 mod rejected;
+pub mod sdk;
 
 pub use crate::vocabulary::{ClientAction, IdentityProof, RejectReason};
 pub use rejected::ResumeRejected;
@@ -43,6 +45,9 @@ pub enum ResumeDecision {
     Reject(ResumeRejected),
     /// (c) A new stream; `echo` is `Some` with `resumed: false` when it is flagged as new.
     NewStream(NewStream),
+    /// (d) An SDK policy's answer instead of a stream: a status and a sentence, or (200) an
+    /// event stream with nothing in it, closed at once. Nothing changes.
+    Answered(sdk::Answer),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +67,10 @@ pub struct Resumed {
     /// The stream already finished (a tool call whose result was sent): the connection ends
     /// after the replay.
     pub finished: bool,
+    /// The replay is chosen and ordered by how the ids sort, not by position (an SDK's store).
+    pub by_id: bool,
+    /// The connection ends after the replay: another connection keeps the stream (an SDK).
+    pub then_close: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,7 +107,10 @@ pub(crate) enum Plan {
         after: u64,
         fence: Vec<StreamId>,
         proof: IdentityProof,
+        quirked: Quirked,
     },
+    /// An SDK's answer instead of a stream: changes nothing.
+    Answer(sdk::Answer),
     /// A rejection changes nothing: no stream, timer or counter moves.
     Reject(ResumeRejected),
     Mint {
@@ -109,6 +121,17 @@ pub(crate) enum Plan {
         fence: Vec<StreamId>,
         ids: IdScheme,
     },
+}
+
+/// How an SDK policy's resume differs from the fence's; all `false` under fenced and naive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Quirked {
+    /// See [`Resumed::by_id`].
+    pub by_id: bool,
+    /// See [`Resumed::then_close`].
+    pub then_close: bool,
+    /// The stream's previous connection is closed: this one takes its place.
+    pub replaces: bool,
 }
 
 impl Plan {

@@ -6,7 +6,7 @@
 //! background emitter keeps writing to it. Nothing in the response says "new". A token is
 //! honoured without checking the cursor against anything.
 
-use super::{Plan, TokenLookup};
+use super::{Plan, Quirked, TokenLookup};
 use crate::ids::{IdScheme, WireCursor};
 use crate::state::{Session, StreamState};
 use crate::vocabulary::{IdentityProof, StreamKind};
@@ -30,6 +30,7 @@ pub(crate) fn decide(session: &Session, token: TokenLookup, last_event_id: Optio
             after,
             fence: Vec::new(),
             proof: IdentityProof::Unchecked,
+            quirked: Quirked::default(),
         };
     }
     let previous = session

@@ -30,6 +30,7 @@ impl Server {
         let ids = match self.policy {
             Policy::Fenced => resume::fenced::id_scheme(&self.config),
             Policy::Naive => IdScheme::Bare,
+            sdk => resume::sdk::quirks(sdk).map_or(IdScheme::Bare, |q| q.ids),
         };
         let minted = self
             .mint_stream(

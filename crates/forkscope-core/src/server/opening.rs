@@ -5,9 +5,10 @@
 
 use super::{Server, StreamState};
 use crate::event::Event;
-use crate::ids::{EventId, IdScheme, ResumptionToken, SessionId, StreamId};
+use crate::ids::{EventId, IdContext, IdScheme, SessionId, StreamId};
 use crate::resume::ResumeDecision;
 use crate::state::SharedEvents;
+use crate::time::LabTime;
 use std::sync::Arc;
 
 #[derive(Debug)]
@@ -15,7 +16,7 @@ pub struct Opening {
     pub session: SessionId,
     pub stream: StreamId,
     ids: IdScheme,
-    token: ResumptionToken,
+    cx: IdContext,
     /// A new stream opens with a priming event (sequence 0, empty data) so the client has a
     /// cursor before any real event.
     pub priming: bool,
@@ -84,26 +85,29 @@ pub struct Outgoing {
 }
 
 impl Opening {
-    /// The wire spelling of one of this stream's event ids.
-    pub fn wire_id(&self, seq: u64) -> String {
-        self.ids.encode(
+    /// The wire spelling of one of this stream's event ids, emitted at `at`.
+    pub fn wire_id(&self, seq: u64, at: LabTime) -> String {
+        self.ids.spell(
             EventId {
                 stream: self.stream,
                 seq,
             },
-            self.token,
+            IdContext { at, ..self.cx },
         )
     }
 
-    /// What every wire id of this stream spells around its sequence number.
-    pub fn id_affixes(&self) -> (String, String) {
-        self.ids.affixes(self.stream, self.token)
+    /// What every wire id of this stream spells around its sequence number; `None` when its
+    /// ids are not a counter between two fixed strings (then spell each with
+    /// [`Opening::wire_id`]).
+    pub fn id_affixes(&self) -> Option<(String, String)> {
+        self.ids
+            .affixes(self.stream, self.cx.token, self.cx.standalone)
     }
 
     /// The priming event, if this opening has one.
     pub fn priming_event(&self) -> Option<Outgoing> {
         self.priming.then(|| Outgoing {
-            wire_id: self.wire_id(0),
+            wire_id: self.wire_id(0, self.cx.at),
             event: EventId {
                 stream: self.stream,
                 seq: 0,
@@ -116,7 +120,7 @@ impl Opening {
 
     pub fn outgoing(&self, event: &Event) -> Outgoing {
         Outgoing {
-            wire_id: self.wire_id(event.id.seq),
+            wire_id: self.wire_id(event.id.seq, event.emitted_at),
             event: event.id,
             key: Some(event.payload.key.clone()),
             body: event.payload.body.clone(),
@@ -136,9 +140,17 @@ impl Server {
     /// The opening of the connection a GET decision attached; `None` for a rejection.
     pub fn opening_for(&self, session: SessionId, decision: &ResumeDecision) -> Option<Opening> {
         match decision {
-            ResumeDecision::Resume(r) => self.opening(session, r.stream, false, r.after),
+            ResumeDecision::Resume(r) => {
+                let mut opening = if r.by_id {
+                    self.opening_by_id(session, r.stream, r.after)
+                } else {
+                    self.opening(session, r.stream, false, r.after)
+                }?;
+                opening.ends |= r.then_close;
+                Some(opening)
+            }
             ResumeDecision::NewStream(n) => self.opening(session, n.stream, true, 0),
-            ResumeDecision::Reject(_) => None,
+            ResumeDecision::Reject(_) | ResumeDecision::Answered(_) => None,
         }
     }
 
@@ -171,11 +183,34 @@ impl Server {
             session,
             stream,
             ids: s.ids,
-            token: s.token,
+            // The priming event is spelled as of the stream's opening.
+            cx: s.id_context(s.opened_at()),
             priming,
             replay: ReplayEvents(kept.unwrap_or(Kept::Copied(Vec::new()))),
             ends,
         })
+    }
+
+    /// An SDK store's replay ([`crate::resume::sdk::ReplayOrder::ById`]): every kept event
+    /// whose id sorts after the cursor's, in the order the ids sort.
+    fn opening_by_id(&self, session: SessionId, stream: StreamId, cursor: u64) -> Option<Opening> {
+        let mut opening = self.opening(session, stream, false, u64::MAX)?;
+        let s = self.session(session)?.stream(stream)?;
+        let at = s
+            .buffer
+            .iter()
+            .find(|e| e.id.seq == cursor)
+            .map_or(s.opened_at(), |e| e.emitted_at);
+        let cursor_id = s.wire_id(cursor, at);
+        let mut after: Vec<(String, Event)> = s
+            .buffer
+            .iter()
+            .map(|e| (s.wire_id(e.id.seq, e.emitted_at), e.clone()))
+            .filter(|(id, _)| *id > cursor_id)
+            .collect();
+        after.sort_by(|a, b| a.0.cmp(&b.0));
+        opening.replay = ReplayEvents(Kept::Copied(after.into_iter().map(|(_, e)| e).collect()));
+        Some(opening)
     }
 
     /// The event at `id` as written to the wire, if it is still buffered.
@@ -183,7 +218,7 @@ impl Server {
         let s = self.session(session)?.stream(id.stream)?;
         let event = s.buffer.after(id.seq - 1, s.high_water).ok()?.next()?;
         Some(Outgoing {
-            wire_id: s.wire_id(id.seq),
+            wire_id: s.wire_id(id.seq, event.emitted_at),
             event: id,
             key: Some(event.payload.key.clone()),
             body: event.payload.body.clone(),

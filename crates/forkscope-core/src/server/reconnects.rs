@@ -1,5 +1,5 @@
 //! A GET on a session: a resume, or a request for a new standalone stream. The policy decides
-//! ([`crate::resume::fenced`] or [`crate::resume::naive`]); this file carries the decision out
+//! ([`crate::resume::fenced`], [`crate::resume::naive`] or [`crate::resume::sdk`]); this file carries the decision out
 //! atomically and records it. A rejection changes nothing.
 
 use super::{Server, Session, SessionError, Stream, StreamKind, StreamState};
@@ -54,11 +54,18 @@ impl Server {
                 )
             }
             Policy::Naive => resume::naive::decide(session, token, request.last_event_id),
+            sdk => match resume::sdk::quirks(sdk) {
+                Some(quirks) => resume::sdk::decide(quirks, session, request.last_event_id),
+                None => unreachable!("fenced and naive are matched above"),
+            },
         };
         let decision = self.carry_out(now, request, plan, rng, history);
         // A rejection changes nothing, the session's idle clock included: a client sending
         // only refused requests must not keep a session alive.
-        if !matches!(decision, ResumeDecision::Reject(_)) {
+        if !matches!(
+            decision,
+            ResumeDecision::Reject(_) | ResumeDecision::Answered(_)
+        ) {
             self.touch(now, request.session);
         }
         Ok(decision)
@@ -93,11 +100,13 @@ impl Server {
         let session_id = request.session;
         match plan {
             Plan::Reject(rejected) => self.reject(now, session_id, rejected, history),
+            Plan::Answer(answer) => ResumeDecision::Answered(answer),
             Plan::Resume {
                 stream,
                 after,
                 fence,
                 proof,
+                quirked,
             } => {
                 for id in &fence {
                     self.fence(now, session_id, *id, history);
@@ -109,28 +118,36 @@ impl Server {
                     .expect("planned on this session");
                 let target = session.stream_mut(stream).expect("planned on this stream");
                 let finished = matches!(target.state, StreamState::Finished { .. });
-                if !finished {
+                // Replay then close leaves the stream to the connection that holds it.
+                let attaches = !quirked.then_close;
+                if !finished && attaches {
                     target.state = StreamState::Live;
                 }
-                let previous = target.connection.replace(request.connection);
+                let previous = if attaches {
+                    target.connection.replace(request.connection)
+                } else {
+                    None
+                };
                 let replay_len = target
                     .buffer
                     .after(after, target.high_water)
                     .map_or(0, |r| r.len());
                 let ids = target.ids;
                 let kind = target.kind;
-                if kind == StreamKind::Standalone {
+                if kind == StreamKind::Standalone && attaches {
                     session.active = Some(stream);
                     retarget_background_if_ended(session);
                 }
-                history.record(
-                    now,
-                    Record::Attached {
-                        session: session_id,
-                        stream,
-                        connection: request.connection,
-                    },
-                );
+                if attaches {
+                    history.record(
+                        now,
+                        Record::Attached {
+                            session: session_id,
+                            stream,
+                            connection: request.connection,
+                        },
+                    );
+                }
                 history.record(
                     now,
                     Record::ResumeAccepted {
@@ -146,8 +163,10 @@ impl Server {
                     stream,
                     after,
                     replay_len,
-                    // Condition 2 at connection level: the old socket gets nothing more.
-                    detached: previous.filter(|c| fenced && *c != request.connection),
+                    // Condition 2 at connection level: the old socket gets nothing more (and an
+                    // SDK that replaces a stream's connection closes the old one too).
+                    detached: previous
+                        .filter(|c| (fenced || quirked.replaces) && *c != request.connection),
                     echo: fenced.then_some(StreamEcho {
                         stream,
                         resumed: true,
@@ -155,6 +174,8 @@ impl Server {
                     ids,
                     fenced: fence,
                     finished,
+                    by_id: quirked.by_id,
+                    then_close: quirked.then_close,
                 })
             }
             Plan::Mint {

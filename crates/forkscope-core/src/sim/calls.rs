@@ -230,7 +230,7 @@ impl Sim {
                     .on_request_attempt_failed(self.now, request_id, Some(reason));
                 return;
             }
-            Err(_) => {
+            Ok(ResumeDecision::Answered(_)) | Err(_) => {
                 self.client
                     .on_request_attempt_failed(self.now, request_id, None);
                 return;

@@ -200,6 +200,10 @@ impl Sim {
                 let echo = new.echo.map(|e| (e.stream.to_string(), e.resumed));
                 self.attach(connection, opening, echo, Some(new.token.to_string()));
             }
+            // An SDK's answer instead of a stream: to the client, an attempt that failed.
+            ResumeDecision::Answered(_) => {
+                let _ = self.client.on_attempt_failed(self.now, &mut self.history);
+            }
             ResumeDecision::Reject(rejected) => {
                 match self
                     .client

@@ -4,7 +4,7 @@
 use super::budget::ReplayBudget;
 use super::replay_buffer::ReplayBuffer;
 use crate::event::{Event, Payload};
-use crate::ids::{ConnectionId, EventId, IdScheme, ResumptionToken, StreamId};
+use crate::ids::{ConnectionId, EventId, IdContext, IdScheme, ResumptionToken, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::{OrphanCause, StreamKind};
 use serde::{Deserialize, Serialize};
@@ -149,15 +149,24 @@ impl Stream {
     pub fn oldest_buffered(&self) -> Option<u64> {
         self.buffer.oldest_seq()
     }
-    /// The wire spelling of one of this stream's event ids.
-    pub fn wire_id(&self, seq: u64) -> String {
-        self.ids.encode(
+    /// The wire spelling of one of this stream's event ids, emitted at `at`.
+    pub fn wire_id(&self, seq: u64, at: LabTime) -> String {
+        self.ids.spell(
             EventId {
                 stream: self.id,
                 seq,
             },
-            self.token,
+            self.id_context(at),
         )
+    }
+
+    /// What this stream's ids are spelled from beside their position.
+    pub fn id_context(&self, at: LabTime) -> IdContext {
+        IdContext {
+            token: self.token,
+            standalone: self.kind == StreamKind::Standalone,
+            at,
+        }
     }
 }
 

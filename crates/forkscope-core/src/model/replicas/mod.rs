@@ -512,7 +512,7 @@ impl ReplicaLab {
                 replay_len: (high_water - after) as usize,
                 proof: match self.policy {
                     Policy::Fenced => IdentityProof::EventIdKey,
-                    Policy::Naive => IdentityProof::Unchecked,
+                    _ => IdentityProof::Unchecked,
                 },
             },
         );
