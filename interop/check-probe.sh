@@ -9,6 +9,10 @@
 #                                     InMemoryEventStore (npm).
 #   the official Rust SDK             interop/rmcp, rmcp from crates.io with its default
 #                                     LocalSessionManager (built by interop/rmcp/ensure-server.sh).
+#   lab-ts-sdk, lab-python-sdk,       forkscope serve --policy ts-sdk / python-sdk /
+#   lab-python-sdk-store, lab-rmcp    python-sdk-store / rmcp: the SDK policies, held to the
+#                                     very findings file of the SDK each reproduces (parity:
+#                                     what the lab shows of an SDK is what the SDK does).
 #   python-other, typescript-other,   the same SDK servers with their tools named as another
 #   rmcp-other                        server might (`--names other`: countdown {count, delay_ms},
 #                                     ping_all {count, delay_ms}), probed with no flag at all: the
@@ -22,7 +26,8 @@
 # Usage: interop/check-probe.sh [path/to/forkscope]
 # Exit: 0 every server gave its written-down findings, 1 one did not, 2 cannot run.
 # Environment: PROBE_SERVERS narrows the run ("fenced naive python python-store typescript rmcp
-# python-other typescript-other rmcp-other");
+# lab-ts-sdk lab-python-sdk lab-python-sdk-store lab-rmcp python-other typescript-other
+# rmcp-other");
 # PROBE_TIMEOUT bounds one probe run (s, default 240); FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT
 # as for the other interop checks.
 set -uo pipefail
@@ -30,7 +35,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INTEROP="$ROOT/interop"
 BIN="${1:-$ROOT/target/release/forkscope}"
-SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript rmcp python-other typescript-other rmcp-other}"
+SERVERS="${PROBE_SERVERS:-fenced naive python python-store typescript rmcp lab-ts-sdk lab-python-sdk lab-python-sdk-store lab-rmcp python-other typescript-other rmcp-other}"
 MAX_UNJUDGED=2 # cases not run or not exercised a discovery-only run may leave
 START_TIMEOUT=20  # s: a server not answering by then failed to start
 PROBE_TIMEOUT="${PROBE_TIMEOUT:-240}" # s: one probe run (it bounds every read itself)
@@ -93,6 +98,8 @@ start() {
     URL="http://127.0.0.1:$port/mcp"
     case "$name" in
         fenced | naive) server=("$BIN" serve --port "$port" --policy "$name" --emit-every 20) ;;
+        # As the SDK servers: nothing sent on its own, emit_standalone for the standalone stream.
+        lab-*) server=("$BIN" serve --port "$port" --policy "${name#lab-}") ;;
         python) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port") ;;
         python-store) server=("$PYTHON" "$INTEROP/python/probe_server.py" --port "$port" --event-store memory) ;;
         typescript) server=(node "$TS_DIR/probe_server.mjs" --port "$port") ;;
@@ -173,8 +180,10 @@ for name in $SERVERS; do
         naive) file=forkscope-naive ;;
         python) file=python-sdk ;;
         python-store) file=python-sdk-event-store ;;
-        typescript) file=typescript-sdk ;;
-        rmcp) file=rmcp-sdk ;;
+        typescript | lab-ts-sdk) file=typescript-sdk ;;
+        rmcp | lab-rmcp) file=rmcp-sdk ;;
+        lab-python-sdk) file=python-sdk ;;
+        lab-python-sdk-store) file=python-sdk-event-store ;;
         *) die "no server named $name" ;;
     esac
     echo

@@ -5,6 +5,7 @@ mod balance;
 mod check;
 mod dashboard;
 mod incident;
+mod policies;
 mod probe;
 mod proxy;
 mod record;
@@ -64,6 +65,9 @@ enum Command {
     Incident(incident::IncidentArgs),
     /// Play the seed incident in the core alone (no sockets) and narrate it.
     Demo,
+    /// List the policies: fenced, naive, and the SDK policies (what each official SDK's server
+    /// does on a resume, as `forkscope probe` measured it), each rule with the SDK's threads.
+    Policies,
     /// Play scenario files headless against a real loopback lab and print verdict tables.
     /// Exit status: 0 every expectation held, 1 one failed, 2 bad input.
     Run(run::RunArgs),
@@ -244,6 +248,7 @@ pub fn main() -> ExitCode {
             out!("{}", forkscope::demo::run());
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Policies) => Ok(policies::run()),
         Some(Command::Run(args)) => run::run(args).map_err(Failure::from),
         Some(Command::Check(args)) => check::run(args).map_err(Failure::from),
         Some(Command::Probe(args)) => probe::run(args).map_err(Failure::from),

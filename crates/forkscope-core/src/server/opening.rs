@@ -194,8 +194,8 @@ impl Server {
     /// An SDK store's replay ([`crate::resume::sdk::ReplayOrder::ById`]): every kept event
     /// whose id sorts after the cursor's, in the order the ids sort.
     fn opening_by_id(&self, session: SessionId, stream: StreamId, cursor: u64) -> Option<Opening> {
-        let mut opening = self.opening(session, stream, false, u64::MAX)?;
         let s = self.session(session)?.stream(stream)?;
+        let mut opening = self.opening(session, stream, false, s.high_water)?;
         let at = s
             .buffer
             .iter()

@@ -167,6 +167,117 @@ pub const FORKSCOPE_HTTP: HttpQuirks = HttpQuirks {
 /// it serves a policy whose head is [`HeadLimit::Unbounded`].
 pub const MAX_HEAD_BYTES: usize = 96 * 1024;
 
+impl Quirks {
+    /// Each rule of the table in words: (what, how this SDK does it).
+    pub fn rules(&self) -> Vec<(&'static str, String)> {
+        let answer = |a: Answer| match (a.status, a.held_open) {
+            (200, true) => "200, an event stream held open and never fed".to_owned(),
+            (200, false) => "200, an empty event stream, ended at once".to_owned(),
+            (status, _) => format!("{status} {}", a.message),
+        };
+        let ids = match self.ids {
+            IdScheme::Timestamped => {
+                "<stream>_<ms>_<random>; the standalone stream's start `_GET_stream_`"
+            }
+            IdScheme::Uuid => "a uuid per event: the store alone knows its stream and place",
+            IdScheme::Unnumbered => "none: events carry no id",
+            IdScheme::Indexed => "<index> on the standalone stream, <index>/<request> on a call's",
+            IdScheme::Keyed | IdScheme::Scoped => "stream-scoped, with the stream's key",
+            IdScheme::Bare => "a bare counter per stream",
+        };
+        let mut rules = vec![
+            ("event ids", ids.to_owned()),
+            (
+                "kept per stream",
+                match (self.ids, self.keeps) {
+                    (IdScheme::Unnumbered, _) => "nothing".to_owned(),
+                    (_, Some(n)) => format!("the last {n} events"),
+                    (_, None) => "every event".to_owned(),
+                },
+            ),
+        ];
+        if let Some(a) = self.cursor_without_store {
+            rules.push(("any Last-Event-ID", answer(a)));
+        } else {
+            rules.extend([
+                ("unknown cursor", answer(self.unknown_cursor)),
+                (
+                    "replay",
+                    match (self.replay, self.order) {
+                        (ReplayFrom::Including, _) => {
+                            "from the cursor's own event (it arrives twice)".to_owned()
+                        }
+                        (_, ReplayOrder::ById) => {
+                            "what sorts after the cursor's id, in id order".to_owned()
+                        }
+                        _ => "after the cursor, in order".to_owned(),
+                    },
+                ),
+                (
+                    "standalone stream",
+                    if self.standalone_resumable {
+                        "resumable".to_owned()
+                    } else {
+                        format!("never found: {}", answer(self.unknown_cursor))
+                    },
+                ),
+                (
+                    "finished call",
+                    if self.finished_calls_resumable {
+                        "resumable".to_owned()
+                    } else {
+                        format!("forgotten with its result: {}", answer(self.unknown_cursor))
+                    },
+                ),
+                (
+                    "resume while attached",
+                    match self.while_attached {
+                        WhileAttached::Replaces => "takes the stream; the old connection is closed",
+                        WhileAttached::ReplayThenClose => {
+                            "replay, then ended; the old one keeps it"
+                        }
+                        WhileAttached::Shadow => "a shadow: 200, held open, never fed",
+                    }
+                    .to_owned(),
+                ),
+            ]);
+        }
+        rules.extend([
+            (
+                "second plain GET",
+                match self.second_get {
+                    SecondGet::Conflict => "409 while the standalone stream is attached",
+                    SecondGet::Replaces => "takes the standalone stream over",
+                }
+                .to_owned(),
+            ),
+            (
+                "foreign Origin",
+                if self.http.checks_origin {
+                    "403"
+                } else {
+                    "accepted"
+                }
+                .to_owned(),
+            ),
+            (
+                "unsupported version",
+                self.http.unsupported_version.to_string(),
+            ),
+            (
+                "64 KiB header",
+                match self.http.head {
+                    HeadLimit::Refused { bytes, status } => {
+                        format!("{status} past {} KiB", bytes / 1024)
+                    }
+                    HeadLimit::Unbounded => "read".to_owned(),
+                },
+            ),
+        ]);
+        rules
+    }
+}
+
 /// The table of an SDK policy; `None` for `fenced` and `naive`.
 pub fn quirks(policy: Policy) -> Option<&'static Quirks> {
     match policy {

@@ -12,7 +12,7 @@ use crate::policy::Policy;
 pub(super) const TS_SDK: Quirks = Quirks {
     policy: Policy::TsSdk,
     sdk: "@modelcontextprotocol/sdk 1.32.2 (TypeScript), its InMemoryEventStore",
-    summary: "the standalone stream cannot be resumed (an empty 200), and a replay comes in the \
+    summary: "the standalone stream cannot be resumed (a silent 200, held open), and a replay comes in the \
               order its ids sort, not the order events were sent",
     cites: &[
         Cite {
