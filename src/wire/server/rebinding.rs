@@ -161,7 +161,8 @@ fn head_len(headers: &HeaderMap, uri: &axum::http::Uri) -> usize {
         .iter()
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
-    lines + uri.to_string().len() + 16
+    let target = uri.path_and_query().map_or(1, |p| p.as_str().len());
+    lines + target + 16
 }
 
 /// `host[:port]` or `[v6][:port]`; a port, when its colon is there, must be a real one.
