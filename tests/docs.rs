@@ -222,8 +222,10 @@ impl DocRun {
         let bin = scratch.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_forkscope"), bin.join("forkscope")).unwrap();
-        std::os::unix::fs::symlink(repo().join("scenarios"), scratch.path().join("scenarios"))
-            .unwrap();
+        // The docs' commands run from a checkout: the files they name are where they would be.
+        for dir in ["scenarios", "interop"] {
+            std::os::unix::fs::symlink(repo().join(dir), scratch.path().join(dir)).unwrap();
+        }
         std::fs::create_dir(scratch.path().join("target")).unwrap();
         DocRun {
             doc,
