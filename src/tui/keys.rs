@@ -7,6 +7,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
     Lab(Action),
+    /// The next policy: through [`forkscope_core::Policy::ALL`] (replicas: naive ⇄ fenced);
+    /// in compare mode, the middle column's.
+    NextPolicy,
     ToggleCompare,
     ToggleHelp,
     OpenPicker,
@@ -76,8 +79,8 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
     ),
     (
         "n",
-        Command::Lab(Action::ToggleNaive),
-        "naive ⇄ fenced (naive forks)",
+        Command::NextPolicy,
+        "next policy (naive, 4 SDKs)",
     ),
     (
         "c",
@@ -103,7 +106,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
     ("+", Command::Lab(Action::SpeedUp), "faster"),
     ("-", Command::Lab(Action::SpeedDown), "slower"),
     ("R", Command::Lab(Action::Restart), "restart the lab"),
-    ("m", Command::ToggleCompare, "naive and fenced side by side"),
+    ("m", Command::ToggleCompare, "compare: labs side by side"),
     ("p", Command::OpenPicker, "pick and play a scenario"),
     ("P", Command::Prove, "prove it: check every schedule"),
     (
@@ -184,7 +187,7 @@ pub const FOOTER: [(&str, &str); 13] = [
     ("?", "help"),
     ("d", "drop"),
     ("t", "strip token"),
-    ("n", "naive"),
+    ("n", "policy"),
     ("e", "emit"),
     ("x", "tool call"),
     ("←", "travel"),
@@ -310,6 +313,10 @@ mod tests {
         assert_eq!(
             command_for(key(KeyCode::End, KeyModifiers::NONE)),
             Some(Command::Live)
+        );
+        assert_eq!(
+            command_for(key(KeyCode::Char('n'), KeyModifiers::NONE)),
+            Some(Command::NextPolicy)
         );
         assert_eq!(
             command_for(key(KeyCode::Char('B'), KeyModifiers::SHIFT)),
