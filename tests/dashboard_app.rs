@@ -587,7 +587,11 @@ async fn restart_keeps_the_policy_in_force() {
         "n says what is in force: {}",
         screen(&terminal)
     );
-    assert!(screen(&terminal).contains(" RMCP "), "{}", screen(&terminal));
+    assert!(
+        screen(&terminal).contains(" RMCP "),
+        "{}",
+        screen(&terminal)
+    );
     app.handle(key('n')).await;
     assert_eq!(app.labs()[0].policy(), Policy::Fenced);
     frame(&mut app, &mut terminal);

@@ -182,7 +182,11 @@ mod tests {
     fn compare_takes_two_or_three_known_policies_once_each() {
         assert_eq!(
             parse_compare("naive,rmcp,fenced"),
-            Ok(Comparison(vec![Policy::Naive, Policy::Rmcp, Policy::Fenced]))
+            Ok(Comparison(vec![
+                Policy::Naive,
+                Policy::Rmcp,
+                Policy::Fenced
+            ]))
         );
         assert_eq!(
             parse_compare("ts-sdk, fenced"),

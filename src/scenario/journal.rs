@@ -274,7 +274,10 @@ mod tests {
             text.contains(r#"policy = ["naive", "rmcp", "fenced"]"#),
             "{text}"
         );
-        assert!(text.contains(r#"action = { set_policy = "ts-sdk" }"#), "{text}");
+        assert!(
+            text.contains(r#"action = { set_policy = "ts-sdk" }"#),
+            "{text}"
+        );
         let s = parse(&text, Path::new("saved.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(s.policy.list(), policies);
         assert!(s.steps.iter().any(|step| matches!(

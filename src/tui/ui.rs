@@ -193,13 +193,8 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         draw_too_narrow(frame, body, screen, theme);
     } else if compare {
         let count = u32::try_from(screen.panels.len()).unwrap_or(u32::MAX);
-        let columns = Layout::horizontal(
-            screen
-                .panels
-                .iter()
-                .map(|_| Constraint::Ratio(1, count)),
-        )
-        .split(body);
+        let columns = Layout::horizontal(screen.panels.iter().map(|_| Constraint::Ratio(1, count)))
+            .split(body);
         for (i, (snap, column)) in screen.panels.iter().zip(columns.iter()).enumerate() {
             let lanes = screen.lanes.get(i).copied();
             drawn.push(if screen.present {

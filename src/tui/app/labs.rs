@@ -128,14 +128,19 @@ impl App {
                 self.single_policy = lab.core().server.policy();
             }
             if self.options.replicas.is_some() && self.compare.iter().any(|p| p.is_sdk()) {
-                return self.say("replicas run naive or fenced: L returns to one server to compare SDKs");
+                return self
+                    .say("replicas run naive or fenced: L returns to one server to compare SDKs");
             }
             let compare = self.compare.clone();
             self.replace_labs(&compare, self.options.clone()).await;
             self.say(format!(
                 "compare mode: fresh labs, {}; every key goes to each{}",
                 names(&compare),
-                if compare.len() == 3 { " · n turns the middle one" } else { "" }
+                if compare.len() == 3 {
+                    " · n turns the middle one"
+                } else {
+                    ""
+                }
             ));
         }
     }
@@ -266,7 +271,9 @@ impl App {
         } else if let Action::SetPolicy(policy) = action {
             self.say(policy_words(policy));
         } else {
-            self.say(before.map_or_else(|| action.describe().to_owned(), |p| action.describe_from(p)));
+            self.say(
+                before.map_or_else(|| action.describe().to_owned(), |p| action.describe_from(p)),
+            );
         }
     }
 
