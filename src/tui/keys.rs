@@ -77,7 +77,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
         Command::Lab(Action::StripToken),
         "strip the token on next retry",
     ),
-    ("n", Command::NextPolicy, "next policy (naive, 4 SDKs)"),
+    ("n", Command::NextPolicy, "next policy (compare: middle)"),
     (
         "c",
         Command::Lab(Action::ReconnectNow),

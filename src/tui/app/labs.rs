@@ -134,10 +134,10 @@ impl App {
             let compare = self.compare.clone();
             self.replace_labs(&compare, self.options.clone()).await;
             self.say(format!(
-                "compare mode: fresh labs, {}; every key goes to each{}",
+                "compare {}{}: fresh labs, every key to each",
                 names(&compare),
                 if compare.len() == 3 {
-                    " · n turns the middle one"
+                    " · n turns the middle"
                 } else {
                     ""
                 }
@@ -265,7 +265,16 @@ impl App {
             // then `R` expects the lab they were looking at, fresh.
             let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
             self.replace_labs(&policies, self.options.clone()).await;
-            self.say("lab restarted");
+            match (action, policies.first()) {
+                // Replicas take a new policy by starting again under it.
+                (Action::SetPolicy(_) | Action::ToggleNaive, Some(now)) => {
+                    self.say(format!(
+                        "{} · the replicas started again",
+                        policy_words(*now)
+                    ));
+                }
+                _ => self.say("lab restarted"),
+            }
         } else if let Some(words) = self.replica_done(action) {
             self.say(words);
         } else if let Action::SetPolicy(policy) = action {
