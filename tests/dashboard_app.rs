@@ -408,6 +408,11 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
     app.handle(key('w')).await;
     assert!(dir.join("forkscope-saved-2.toml").exists());
     app.stop().await;
+    let text = std::fs::read_to_string(&saved).unwrap();
+    assert!(
+        text.contains(r#"action = { set_policy = "naive" }"#),
+        "n is journalled as the policy it put in force:\n{text}"
+    );
     let scenario = forkscope::scenario::load(&saved).unwrap();
     assert_eq!(
         scenario.expect.fenced.as_ref().and_then(|e| e.clean),
@@ -415,7 +420,6 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
         "the lab started fenced, so the file names fenced: {scenario:?}"
     );
     let run = forkscope::scenario::play(&scenario, Policy::Fenced).await;
-    let text = std::fs::read_to_string(&saved).unwrap();
     assert!(
         run.error.is_none(),
         "{:?}\n{text}\n{:?}",
@@ -570,11 +574,29 @@ async fn restart_keeps_the_policy_in_force() {
         applied(s) >= 1
     })
     .await;
+    // n goes through every policy, each SDK's after naive, and says which is in force.
+    let mut cycled = Vec::new();
+    for _ in Policy::SDKS {
+        app.handle(key('n')).await;
+        cycled.push(app.labs()[0].policy());
+    }
+    assert_eq!(cycled, Policy::SDKS);
+    frame(&mut app, &mut terminal);
+    assert!(
+        screen(&terminal).contains("policy rmcp: a resume replays"),
+        "n says what is in force: {}",
+        screen(&terminal)
+    );
+    assert!(
+        screen(&terminal).contains(" RMCP "),
+        "{}",
+        screen(&terminal)
+    );
     app.handle(key('n')).await;
     assert_eq!(app.labs()[0].policy(), Policy::Fenced);
     frame(&mut app, &mut terminal);
     assert!(
-        screen(&terminal).contains("switch back to fenced"),
+        screen(&terminal).contains("policy fenced"),
         "n says what it did: {}",
         screen(&terminal)
     );
@@ -736,5 +758,42 @@ async fn a_long_run_says_how_far_back_travel_reaches_at_every_size() {
             "{width}×{height}: {line}"
         );
     }
+    app.stop().await;
+}
+
+/// `--compare naive,rmcp,fenced` starts three labs; in compare mode `n` turns the middle one to
+/// the next policy the other two do not show; `m` leaves and returns to the same three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_mode_of_three_turns_its_middle_lab() {
+    let start = Start {
+        compare: Some(vec![Policy::Naive, Policy::Rmcp, Policy::Fenced]),
+        ..Start::default()
+    };
+    let mut app = App::new(start, LogRing::default()).await.unwrap();
+    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    let policies = |app: &App| app.labs().iter().map(|l| l.policy()).collect::<Vec<_>>();
+    assert_eq!(
+        policies(&app),
+        [Policy::Naive, Policy::Rmcp, Policy::Fenced]
+    );
+    app.handle(key('n')).await;
+    assert_eq!(
+        policies(&app),
+        [Policy::Naive, Policy::TsSdk, Policy::Fenced],
+        "rmcp wraps past fenced and naive, shown already"
+    );
+    frame(&mut app, &mut terminal);
+    assert!(
+        screen(&terminal).contains("middle lab: policy ts-sdk"),
+        "{}",
+        screen(&terminal)
+    );
+    app.handle(key('m')).await;
+    assert_eq!(app.labs().len(), 1);
+    app.handle(key('m')).await;
+    assert_eq!(
+        policies(&app),
+        [Policy::Naive, Policy::TsSdk, Policy::Fenced]
+    );
     app.stop().await;
 }

@@ -449,3 +449,34 @@ async fn fenced_replicas_show_the_stores_refusal() {
     }
     app.stop().await;
 }
+
+/// A scenario of three policies opens three labs side by side: the seed incident under naive,
+/// rmcp and fenced, played to its end. At 200×50 each column shows its badge and verdict; at
+/// 80×24 the screen asks for a wider terminal and shows each lab's verdict line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_labs_side_by_side() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/your-sdk.toml");
+    let start = Start {
+        scenario: Some(forkscope::scenario::load(&path).unwrap()),
+        ..Start::default()
+    };
+    let mut app = App::new(start, LogRing::default()).await.unwrap();
+    assert_eq!(app.labs().len(), 3);
+    let wide = until_shown(&mut app, 200, 50, "finished").await;
+    for badge in [" NAIVE ", " RMCP ", " FENCED "] {
+        assert_eq!(wide.matches(badge).count(), 1, "{badge}:\n{wide}");
+    }
+    assert!(wide.contains("FORK"), "{wide}");
+    let mut settings = filters();
+    settings.add_filter(r#"(?m)^"│(naive|rmcp|fenced): .*"\n"#, "");
+    settings.add_filter(r#"(?m)^"│ *│"\n"#, "");
+    settings.bind(|| insta::assert_snapshot!("three_labs_side_by_side", wide));
+    let narrow = shot(&mut app, 80, 24);
+    assert!(
+        narrow.contains("3 labs side by side need 120 columns (now 80)"),
+        "{narrow}"
+    );
+    assert!(narrow.contains("fork: stream s1"), "{narrow}");
+    settings.bind(|| insta::assert_snapshot!("three_labs_too_narrow", narrow));
+    app.stop().await;
+}

@@ -3,14 +3,19 @@
 use super::{IdentityArg, PolicyArg, RoutingArg, out, outln, parse_store};
 use forkscope::lab::{LabOptions, ReplicaSetup, StoreChoice};
 use forkscope::scenario::{self, ScenarioError};
+use forkscope_core::Policy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct DashboardArgs {
-    /// The dashboard's starting policy (key n toggles it).
+    /// The dashboard's starting policy (key n cycles through them all).
     #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
     policy: PolicyArg,
+    /// Start in compare mode with these two or three policies side by side, left to right
+    /// (`naive,rmcp,fenced`); n turns the middle one. Without it, m compares naive and fenced.
+    #[arg(long, value_name = "A,B[,C]", value_parser = parse_compare, conflicts_with = "scenario")]
+    compare: Option<Comparison>,
     /// Grace window for orphaned streams, in milliseconds (the dashboard's lab).
     #[arg(long)]
     grace_ms: Option<u64>,
@@ -52,10 +57,49 @@ pub struct DashboardArgs {
     routing: RoutingArg,
 }
 
+/// The policies `--compare` names, checked: two or three, each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comparison(Vec<Policy>);
+
+/// Why `--compare` was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CompareError {
+    #[error("unknown policy `{0}`: expected {names}", names = policy_names())]
+    Unknown(String),
+    #[error("`{0}` is named twice: each lab runs a different policy")]
+    Twice(Policy),
+    #[error("compare mode runs 2 or 3 policies side by side, not {0}")]
+    Count(usize),
+    #[error("--replicas runs naive or fenced, not {0}: compare an SDK on one server")]
+    SdkOnReplicas(Policy),
+}
+
+fn policy_names() -> String {
+    let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+    names.join(", ")
+}
+
+fn parse_compare(text: &str) -> Result<Comparison, CompareError> {
+    let mut list = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let policy = Policy::from_name(name).ok_or_else(|| CompareError::Unknown(name.into()))?;
+        if list.contains(&policy) {
+            return Err(CompareError::Twice(policy));
+        }
+        list.push(policy);
+    }
+    match list.len() {
+        2 | 3 => Ok(Comparison(list)),
+        n => Err(CompareError::Count(n)),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DashboardFailure {
     #[error(transparent)]
     Config(#[from] forkscope_core::ConfigError),
+    #[error(transparent)]
+    Compare(#[from] CompareError),
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
     #[error(transparent)]
@@ -74,6 +118,13 @@ pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailur
     }
     options.config.identity = args.identity.into();
     options.config.validate(options.policy)?;
+    let compare = args.compare.map(|Comparison(list)| list);
+    for policy in compare.iter().flatten() {
+        options.config.validate(*policy)?;
+        if args.replicas.is_some() && policy.is_sdk() {
+            return Err(CompareError::SdkOnReplicas(*policy).into());
+        }
+    }
     options.replicas = args.replicas.map(|count| ReplicaSetup {
         count,
         store: args.store.clone().unwrap_or_default(),
@@ -107,6 +158,7 @@ pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailur
         present: args.present,
         predict: args.predict,
         run_budget: None,
+        compare,
     };
     let recorded = args.record.clone();
     forkscope::tui::run(start, args.record)?;
@@ -120,4 +172,40 @@ pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailur
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_takes_two_or_three_known_policies_once_each() {
+        assert_eq!(
+            parse_compare("naive,rmcp,fenced"),
+            Ok(Comparison(vec![
+                Policy::Naive,
+                Policy::Rmcp,
+                Policy::Fenced
+            ]))
+        );
+        assert_eq!(
+            parse_compare("ts-sdk, fenced"),
+            Ok(Comparison(vec![Policy::TsSdk, Policy::Fenced]))
+        );
+        assert_eq!(
+            parse_compare("naive,grpc"),
+            Err(CompareError::Unknown("grpc".into()))
+        );
+        assert_eq!(
+            parse_compare("naive,naive"),
+            Err(CompareError::Twice(Policy::Naive))
+        );
+        assert_eq!(parse_compare("naive"), Err(CompareError::Count(1)));
+        assert_eq!(
+            parse_compare("naive,rmcp,ts-sdk,fenced"),
+            Err(CompareError::Count(4))
+        );
+        let unknown = CompareError::Unknown("x".into()).to_string();
+        assert!(unknown.contains("fenced, naive, ts-sdk"), "{unknown}");
+    }
 }

@@ -223,7 +223,7 @@ impl Failure {
         use dashboard::DashboardFailure as D;
         use record::RecordFailure as R;
         match self {
-            Failure::Dashboard(D::Config(_) | D::Scenario(_)) => 2,
+            Failure::Dashboard(D::Config(_) | D::Scenario(_) | D::Compare(_)) => 2,
             Failure::Dashboard(D::Run(_)) => 1,
             Failure::Serve(_) | Failure::Proxy(_) | Failure::Balance(_) | Failure::Run(_) => 2,
             Failure::Incident(_) => 1,

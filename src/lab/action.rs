@@ -1,6 +1,6 @@
 //! Everything a person (a key) or a scenario step can do to a lab: one enum, serde snake_case.
 
-use forkscope_core::{ReplicaId, Tuning};
+use forkscope_core::{Policy, ReplicaId, Tuning};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -15,8 +15,12 @@ pub enum Action {
     ExpireHalfOpen,
     /// The next reconnect omits the resumption-token header.
     StripToken,
-    /// Switch between the fenced and naive policies.
+    /// Switch between the fenced and naive policies (an SDK policy goes to fenced). Kept for
+    /// the files that say it; the dashboard's `n` journals [`Action::SetPolicy`].
     ToggleNaive,
+    /// Put this policy in force (`action = { set_policy = "rmcp" }`): the dashboard's `n`
+    /// cycles through [`Policy::ALL`]. A lab of replicas takes only naive or fenced.
+    SetPolicy(Policy),
     /// Skip the rest of the client's backoff wait.
     ReconnectNow,
     /// The session's background task emits one event now.
@@ -61,13 +65,12 @@ pub enum Action {
 
 impl Action {
     /// Every action a key presses directly ([`Action::Tune`] and [`Action::AddLatency`] come
-    /// from the knobs overlay).
-    pub const ALL: [Action; 13] = [
+    /// from the knobs overlay, [`Action::SetPolicy`] from `n`, which reads the policy in force).
+    pub const ALL: [Action; 12] = [
         Action::DropConnection,
         Action::Reset,
         Action::ExpireHalfOpen,
         Action::StripToken,
-        Action::ToggleNaive,
         Action::ReconnectNow,
         Action::EmitBackground,
         Action::StartToolCall,
@@ -78,17 +81,17 @@ impl Action {
         Action::Restart,
     ];
 
-    /// What it did, pressed under `before`: `n` switches to naive (and reproduces the fork) or
-    /// back to fenced, which the bare key name cannot say.
-    pub fn describe_from(self, before: forkscope_core::Policy) -> &'static str {
-        match (self, before) {
-            (Action::ToggleNaive, forkscope_core::Policy::Fenced) => {
-                "switch to naive mode (reproduces the fork)"
+    /// What it did, pressed under `before`: which policy a switch put in force, which the
+    /// bare key name cannot say.
+    pub fn describe_from(self, before: Policy) -> String {
+        match self {
+            Action::ToggleNaive => Action::SetPolicy(before.toggled()).describe_from(before),
+            Action::SetPolicy(Policy::Naive) => "switch to naive mode (reproduces the fork)".into(),
+            Action::SetPolicy(Policy::Fenced) => {
+                "switch back to fenced (the five conditions hold)".into()
             }
-            (Action::ToggleNaive, forkscope_core::Policy::Naive) => {
-                "switch back to fenced (the five conditions hold)"
-            }
-            (action, _) => action.describe(),
+            Action::SetPolicy(sdk) => format!("switch to {sdk} (what that SDK's server does)"),
+            action => action.describe().to_owned(),
         }
     }
 
@@ -120,6 +123,7 @@ impl Action {
             }
             Action::StripToken => "strip the resumption token on the next reconnect",
             Action::ToggleNaive => "toggle naive mode (reproduces the fork)",
+            Action::SetPolicy(_) => "put a policy in force (naive, fenced or an SDK's)",
             Action::ReconnectNow => "reconnect now (skip the backoff wait)",
             Action::EmitBackground => "emit a background event",
             Action::StartToolCall => "start a progress_task tool call",
@@ -159,6 +163,17 @@ mod tests {
             Action::KillReplica(a)
         );
         assert!(serde_json::from_str::<Action>(r#"{"kill_replica":"a"}"#).is_err());
+    }
+
+    #[test]
+    fn set_policy_names_the_policy() {
+        let json = serde_json::to_string(&Action::SetPolicy(Policy::Rmcp)).unwrap();
+        assert_eq!(json, r#"{"set_policy":"rmcp"}"#);
+        assert_eq!(
+            serde_json::from_str::<Action>(r#"{"set_policy":"python-sdk-store"}"#).unwrap(),
+            Action::SetPolicy(Policy::PythonSdkStore)
+        );
+        assert!(serde_json::from_str::<Action>(r#"{"set_policy":"grpc"}"#).is_err());
     }
 
     #[test]

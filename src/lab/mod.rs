@@ -183,6 +183,10 @@ pub enum Refusal {
         "this lab runs one server; replica keys need a lab of replicas (forkscope --replicas 2)"
     )]
     NotReplicas,
+    #[error(
+        "replicas run naive or fenced, not {0}: the SDK policies model one server (L returns to one)"
+    )]
+    SdkOnReplicas(forkscope_core::Policy),
     #[error("this lab has no replica {0}")]
     NoSuchReplica(forkscope_core::ReplicaId),
     #[error("replica {0} is {1}")]
@@ -345,6 +349,34 @@ impl Lab {
         self.core().server.policy()
     }
 
+    /// Puts `policy` in force. Replicas run the policy they started with: the lab asks to be
+    /// started again under the new one (naive or fenced: replicas model no SDK).
+    fn switch_policy(&self, policy: forkscope_core::Policy) -> Outcome {
+        if self.replicas.is_some() && policy.is_sdk() {
+            return Outcome::Refused(Refusal::SdkOnReplicas(policy));
+        }
+        let mut guard = self.shared.lock();
+        let core = &mut *guard;
+        let now = self.clock.now();
+        match core.server.set_policy(now, policy, &mut core.history) {
+            Ok(fenced) => {
+                core.client.set_policy(policy);
+                if self.replicas.is_some() {
+                    return Outcome::RestartRequested;
+                }
+                for (session, stream) in fenced {
+                    tracing::info!(session = %session.short(), %stream, "fenced: the naive orphan stops receiving");
+                    core.io.close_stream(session, stream);
+                }
+                Outcome::Done
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "policy not changed");
+                Outcome::Refused(e.into())
+            }
+        }
+    }
+
     pub fn apply(&self, action: Action) -> Outcome {
         match action {
             Action::Tune(tuning) => tracing::info!(set = %tuning, "knobs"),
@@ -355,38 +387,8 @@ impl Lab {
             Action::Reset => self.proxy.inject(Fault::Reset),
             Action::ExpireHalfOpen => self.proxy.inject(Fault::ExpireHalfOpen),
             Action::StripToken => self.shared.lock().client.strip_token_on_next_reconnect(),
-            // Replicas run the policy they started with: `n` starts the lab again under the
-            // other one.
-            Action::ToggleNaive if self.replicas.is_some() => {
-                let mut guard = self.shared.lock();
-                let core = &mut *guard;
-                let policy = core.server.policy().toggled();
-                let now = self.clock.now();
-                if let Err(e) = core.server.set_policy(now, policy, &mut core.history) {
-                    return Outcome::Refused(e.into());
-                }
-                core.client.set_policy(policy);
-                return Outcome::RestartRequested;
-            }
-            Action::ToggleNaive => {
-                let mut guard = self.shared.lock();
-                let core = &mut *guard;
-                let now = self.clock.now();
-                let policy = core.server.policy().toggled();
-                match core.server.set_policy(now, policy, &mut core.history) {
-                    Ok(fenced) => {
-                        core.client.set_policy(policy);
-                        for (session, stream) in fenced {
-                            tracing::info!(session = %session.short(), %stream, "fenced: the naive orphan stops receiving");
-                            core.io.close_stream(session, stream);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "policy not changed");
-                        return Outcome::Refused(e.into());
-                    }
-                }
-            }
+            Action::ToggleNaive => return self.switch_policy(self.policy().toggled()),
+            Action::SetPolicy(policy) => return self.switch_policy(policy),
             Action::ReconnectNow => self.client.reconnect_now(),
             Action::EmitBackground if self.replicas.is_some() => match self.client.session() {
                 Some(session) => {

@@ -47,6 +47,10 @@ impl StepKind {
                 action: Action::Tune(tuning),
                 ..
             } => format!("the knobs turn: {tuning}"),
+            StepKind::Action {
+                action: Action::SetPolicy(policy),
+                ..
+            } => format!("the {policy} policy is put in force"),
             StepKind::Action { action, .. } => action.describe().to_owned(),
             StepKind::Wait { what, count, .. } => {
                 let what = serde_json::to_value(what)

@@ -40,10 +40,10 @@ struct Entry {
 
 impl Entry {
     /// What the key did, in the first lab's terms (compare mode takes no `n`).
-    fn describe(&self) -> &'static str {
+    fn describe(&self) -> String {
         match self.observed.first() {
             Some(o) => self.action.describe_from(o.policy),
-            None => self.action.describe(),
+            None => self.action.describe().to_owned(),
         }
     }
 }
@@ -102,7 +102,7 @@ impl Journal {
     }
 
     fn to_file(&self, saved: &[Observed], outcomes: &[Outcome], name: &str) -> ScenarioFile {
-        let keys: Vec<&str> = self.entries.iter().map(Entry::describe).collect();
+        let keys: Vec<String> = self.entries.iter().map(Entry::describe).collect();
         let teaches = format!(
             "Saved from the dashboard: {}. `forkscope run` replays it on a scripted clock.",
             if keys.is_empty() {
@@ -113,7 +113,8 @@ impl Journal {
         );
         let policy = match self.policies.as_slice() {
             [one] => Policies::from(*one),
-            _ => Policies::Both,
+            [Policy::Naive, Policy::Fenced] => Policies::Both,
+            many => Policies::Listed(many.to_vec()),
         };
         let mut file = ScenarioFile::new(name.to_owned(), teaches, policy);
         file.background_every_ms = self.options.background.map(|rate| rate.interval_ms());
@@ -249,6 +250,43 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("at 2.0 s: switch back to fenced"), "{text}");
+    }
+
+    /// `n` journals the policy it put in force, and three labs side by side are listed.
+    #[test]
+    fn a_policy_set_and_three_labs_replay_as_written() {
+        let policies = [Policy::Naive, Policy::Rmcp, Policy::Fenced];
+        let mut j = Journal::new(&LabOptions::default(), &policies);
+        let under = |at_ms| {
+            policies
+                .iter()
+                .map(|&policy| Observed {
+                    at_ms,
+                    applied: 0,
+                    connected: true,
+                    policy,
+                })
+                .collect::<Vec<_>>()
+        };
+        j.record(Action::SetPolicy(Policy::TsSdk), under(1_000));
+        let text = j.to_toml(&under(2_000), &[], "sdk").unwrap();
+        assert!(
+            text.contains(r#"policy = ["naive", "rmcp", "fenced"]"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"action = { set_policy = "ts-sdk" }"#),
+            "{text}"
+        );
+        let s = parse(&text, Path::new("saved.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(s.policy.list(), policies);
+        assert!(s.steps.iter().any(|step| matches!(
+            step.kind,
+            StepKind::Action {
+                action: Action::SetPolicy(Policy::TsSdk),
+                ..
+            }
+        )));
     }
 
     #[test]

@@ -50,6 +50,9 @@ fn every_step() -> Vec<Step> {
     let mut steps = Vec::new();
     let b = forkscope_core::ReplicaId::new(1).unwrap();
     let actions = Action::ALL.into_iter().chain([
+        Action::ToggleNaive,
+        Action::SetPolicy(forkscope_core::Policy::Rmcp),
+        Action::SetPolicy(forkscope_core::Policy::PythonSdkStore),
         Action::KillReplica(b),
         Action::ReviveReplica(b),
         Action::Partition(b),

@@ -7,6 +7,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
     Lab(Action),
+    /// The next policy: through [`forkscope_core::Policy::ALL`] (replicas: naive ⇄ fenced);
+    /// in compare mode, the middle column's.
+    NextPolicy,
     ToggleCompare,
     ToggleHelp,
     OpenPicker,
@@ -74,11 +77,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
         Command::Lab(Action::StripToken),
         "strip the token on next retry",
     ),
-    (
-        "n",
-        Command::Lab(Action::ToggleNaive),
-        "naive ⇄ fenced (naive forks)",
-    ),
+    ("n", Command::NextPolicy, "next policy (compare: middle)"),
     (
         "c",
         Command::Lab(Action::ReconnectNow),
@@ -103,7 +102,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
     ("+", Command::Lab(Action::SpeedUp), "faster"),
     ("-", Command::Lab(Action::SpeedDown), "slower"),
     ("R", Command::Lab(Action::Restart), "restart the lab"),
-    ("m", Command::ToggleCompare, "naive and fenced side by side"),
+    ("m", Command::ToggleCompare, "compare: labs side by side"),
     ("p", Command::OpenPicker, "pick and play a scenario"),
     ("P", Command::Prove, "prove it: check every schedule"),
     (
@@ -184,7 +183,7 @@ pub const FOOTER: [(&str, &str); 13] = [
     ("?", "help"),
     ("d", "drop"),
     ("t", "strip token"),
-    ("n", "naive"),
+    ("n", "policy"),
     ("e", "emit"),
     ("x", "tool call"),
     ("←", "travel"),
@@ -310,6 +309,10 @@ mod tests {
         assert_eq!(
             command_for(key(KeyCode::End, KeyModifiers::NONE)),
             Some(Command::Live)
+        );
+        assert_eq!(
+            command_for(key(KeyCode::Char('n'), KeyModifiers::NONE)),
+            Some(Command::NextPolicy)
         );
         assert_eq!(
             command_for(key(KeyCode::Char('B'), KeyModifiers::SHIFT)),

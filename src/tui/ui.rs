@@ -23,6 +23,9 @@ use ratatui::widgets::Paragraph;
 /// Below this the dashboard asks for a larger terminal instead of drawing a mess.
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 20;
+/// Three labs side by side need this many columns (a column each as wide as two labs get at
+/// 80); narrower, the screen says so and shows each lab's verdict line.
+pub const MIN_WIDTH_THREE: u16 = 120;
 
 /// What is open over the dashboard, as drawn.
 #[derive(Clone, Copy, Debug)]
@@ -40,7 +43,7 @@ pub enum OverlayView<'a> {
 /// Everything one frame shows.
 #[derive(Debug)]
 pub struct Screen<'a> {
-    /// One lab, or two in compare mode (naive left, fenced right).
+    /// One lab, or two or three in compare mode (left to right as `--compare` names them).
     pub panels: &'a [Snapshot],
     pub log: &'a [(tracing::Level, String)],
     pub status: Option<&'a str>,
@@ -186,9 +189,12 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         None => body,
     };
     let mut drawn = Vec::new();
-    if compare {
-        let columns =
-            Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).split(body);
+    if compare && screen.panels.len() > 2 && body.width < MIN_WIDTH_THREE {
+        draw_too_narrow(frame, body, screen, theme);
+    } else if compare {
+        let count = u32::try_from(screen.panels.len()).unwrap_or(u32::MAX);
+        let columns = Layout::horizontal(screen.panels.iter().map(|_| Constraint::Ratio(1, count)))
+            .split(body);
         for (i, (snap, column)) in screen.panels.iter().zip(columns.iter()).enumerate() {
             let lanes = screen.lanes.get(i).copied();
             drawn.push(if screen.present {
@@ -228,6 +234,40 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         None => {}
     }
     drawn
+}
+
+/// Three labs on a terminal too narrow for three columns: what to do, and each lab's verdict
+/// line as the checker wrote it.
+fn draw_too_narrow(frame: &mut Frame, area: Rect, screen: &Screen, theme: &Theme) {
+    let mut text = vec![
+        Line::styled(
+            format!(
+                "{} labs side by side need {MIN_WIDTH_THREE} columns (now {})",
+                screen.panels.len(),
+                area.width
+            ),
+            theme.title(),
+        ),
+        Line::styled("widen the terminal, or m for one lab", theme.dim()),
+        Line::raw(""),
+    ];
+    for snap in screen.panels {
+        text.push(Line::from(vec![header::policy_badge(
+            snap.view.policy,
+            theme,
+        )]));
+        let verdict = &snap.view.verdict;
+        text.push(if screen.hide_verdict {
+            Line::styled("verdict hidden (V reveals)", theme.dim())
+        } else {
+            Line::styled(verdict.headline.clone(), theme.verdict(verdict.clean))
+        });
+        text.push(Line::raw(""));
+    }
+    frame.render_widget(
+        Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
+        area,
+    );
 }
 
 /// The server's side: its streams, or in a lab of replicas each replica and the store.

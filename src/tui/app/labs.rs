@@ -121,15 +121,64 @@ impl App {
             let back = self.single_policy;
             self.replace_labs(&[back], self.options.clone()).await;
             self.say(format!(
-                "compare mode off: a fresh {back} lab (both labs were stopped; m compares again)"
+                "compare mode off: a fresh {back} lab (the labs were stopped; m compares again)"
             ));
         } else {
             if let Some(lab) = self.labs.first() {
                 self.single_policy = lab.core().server.policy();
             }
-            self.replace_labs(&[Policy::Naive, Policy::Fenced], self.options.clone())
-                .await;
-            self.say("compare mode: two fresh labs, naive and fenced; every key goes to both");
+            if self.options.replicas.is_some() && self.compare.iter().any(|p| p.is_sdk()) {
+                return self
+                    .say("replicas run naive or fenced: L returns to one server to compare SDKs");
+            }
+            let compare = self.compare.clone();
+            self.replace_labs(&compare, self.options.clone()).await;
+            self.say(format!(
+                "compare {}{}: fresh labs, every key to each",
+                names(&compare),
+                if compare.len() == 3 {
+                    " · n turns the middle"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+
+    /// `n`: the next policy in force. One server cycles through every policy, a lab of replicas
+    /// toggles naive ⇄ fenced (journalled as the policy set, so a saved file replays it); in
+    /// compare mode of three, the middle lab starts afresh under the next policy the other two
+    /// do not show.
+    pub(super) async fn next_policy(&mut self) {
+        let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+        match policies.as_slice() {
+            [] => {}
+            [one] => {
+                let next = if self.options.replicas.is_some() {
+                    one.toggled()
+                } else {
+                    one.next()
+                };
+                self.lab_action(Action::SetPolicy(next)).await;
+            }
+            [left, middle, right] if self.playback.is_none() => {
+                let mut next = middle.next();
+                while next == *left || next == *right {
+                    next = next.next();
+                }
+                if self.options.replicas.is_some() && next.is_sdk() {
+                    return self.say("replicas run naive or fenced: L returns to one server");
+                }
+                let compare = vec![*left, next, *right];
+                self.replace_labs(&compare, self.options.clone()).await;
+                self.compare = compare;
+                self.say(format!("middle lab: {}", policy_words(next)));
+            }
+            many => self.say(format!(
+                "compare mode runs {} (m leaves it); forkscope --compare naive,rmcp,fenced puts \
+                 an SDK in the middle, where n turns it",
+                names(many)
+            )),
         }
     }
 
@@ -184,8 +233,8 @@ impl App {
             // While a scenario plays, space and s pace the script: its clock is scripted.
             (Action::TogglePause, Some(p)) => return p.toggle(),
             (Action::Step, Some(p)) => return p.gate.set(crate::scenario::player::Pace::StepOnce),
-            (Action::ToggleNaive, _) if self.labs.len() > 1 => {
-                return self.say("compare mode runs naive (left) and fenced (right); m leaves it");
+            (Action::ToggleNaive | Action::SetPolicy(_), _) if self.labs.len() > 1 => {
+                return self.say("compare mode keeps each lab's policy; m leaves it");
             }
             _ => {}
         }
@@ -216,11 +265,24 @@ impl App {
             // then `R` expects the lab they were looking at, fresh.
             let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
             self.replace_labs(&policies, self.options.clone()).await;
-            self.say("lab restarted");
+            match (action, policies.first()) {
+                // Replicas take a new policy by starting again under it.
+                (Action::SetPolicy(_) | Action::ToggleNaive, Some(now)) => {
+                    self.say(format!(
+                        "{} · the replicas started again",
+                        policy_words(*now)
+                    ));
+                }
+                _ => self.say("lab restarted"),
+            }
         } else if let Some(words) = self.replica_done(action) {
             self.say(words);
+        } else if let Action::SetPolicy(policy) = action {
+            self.say(policy_words(policy));
         } else {
-            self.say(before.map_or(action.describe(), |p| action.describe_from(p)));
+            self.say(
+                before.map_or_else(|| action.describe().to_owned(), |p| action.describe_from(p)),
+            );
         }
     }
 
@@ -234,8 +296,15 @@ impl App {
             }
             None => Some(self.parked_replicas.take().unwrap_or_default()),
         };
-        self.options.replicas = setup.clone();
         let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+        if setup.is_some() && policies.iter().any(|p| p.is_sdk()) {
+            self.parked_replicas = setup;
+            return self.say(format!(
+                "replicas run naive or fenced, not {}: n or m first",
+                names(&policies)
+            ));
+        }
+        self.options.replicas = setup.clone();
         self.replace_labs(&policies, self.options.clone()).await;
         self.replica = crate::tui::panes::replicas::first();
         self.say(match setup {
@@ -321,5 +390,21 @@ impl App {
             Action::RestartStore => "the store restarted: this lab's sessions are gone".to_owned(),
             _ => return None,
         })
+    }
+}
+
+/// `naive | rmcp | fenced`: the labs side by side, left to right.
+fn names(policies: &[Policy]) -> String {
+    let names: Vec<&str> = policies.iter().map(|p| p.name()).collect();
+    names.join(" | ")
+}
+
+/// The status line once `policy` is in force: its name first (a narrow line keeps it), and for
+/// an SDK what goes wrong on a resume.
+pub(super) fn policy_words(policy: Policy) -> String {
+    match forkscope_core::resume::sdk::quirks(policy) {
+        Some(q) => format!("policy {policy}: {} ({})", q.summary, q.sdk),
+        None if policy.fences() => format!("policy {policy}: the five conditions hold"),
+        None => format!("policy {policy}: the seed incident (reproduces the fork)"),
     }
 }

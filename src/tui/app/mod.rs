@@ -61,6 +61,9 @@ pub struct Start {
     pub present: bool,
     /// Start with the verdict hidden (predict, then reveal).
     pub predict: bool,
+    /// Compare mode's policies, two or three side by side (`--compare`): the dashboard starts
+    /// in compare mode; `None`: one lab, and `m` compares naive and fenced.
+    pub compare: Option<Vec<Policy>>,
     /// Bytes time travel may keep of the run (`None`: [`RUN_BUDGET`]); tests set a small one
     /// to see thinning without hours of data.
     pub run_budget: Option<usize>,
@@ -108,6 +111,8 @@ pub struct App {
     live: Vec<Snapshot>,
     /// The policy to return to when compare mode ends.
     single_policy: Policy,
+    /// The policies compare mode runs side by side (`m`).
+    compare: Vec<Policy>,
     /// What was done since the labs started, for "save what I did" (`w`).
     journal: Journal,
     playback: Option<Playback>,
@@ -151,6 +156,10 @@ impl App {
             labs: Vec::new(),
             live: Vec::new(),
             single_policy: start.options.policy,
+            compare: start
+                .compare
+                .clone()
+                .unwrap_or_else(|| vec![Policy::Naive, Policy::Fenced]),
             journal: Journal::new(&start.options, &[start.options.policy]),
             playback: None,
             overlay: None,
@@ -180,6 +189,11 @@ impl App {
         };
         match start.scenario {
             Some(s) => app.play(s).await?,
+            None if start.compare.is_some() => {
+                let compare = app.compare.clone();
+                app.replace_labs(&compare, start.options).await;
+                app.travel.restart(compare.len());
+            }
             None => {
                 let lab = Lab::start(start.options).await?;
                 app.labs.push(Arc::new(lab));
@@ -565,6 +579,7 @@ impl App {
             Command::Quit => self.quit = true,
             Command::ToggleHelp => self.set_help(!self.help_open()),
             Command::ToggleCompare => self.toggle_compare().await,
+            Command::NextPolicy => self.next_policy().await,
             Command::OpenPicker => self.open_picker(),
             Command::Prove => self.prove(),
             Command::Travel(Jump::FirstViolation) => self.step_violation(),

@@ -11,9 +11,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 pub fn policy_badge(policy: Policy, theme: &Theme) -> Span<'static> {
-    let fenced = policy == Policy::Fenced;
-    let label = if fenced { " FENCED " } else { " NAIVE " };
-    Span::styled(label, theme.policy_badge(fenced))
+    let label = format!(" {} ", policy.name().to_uppercase());
+    Span::styled(label, theme.policy_badge(policy.fences()))
 }
 
 /// Time travel's position: the moment shown (0-based) of how many.
@@ -161,7 +160,7 @@ pub fn line<'a>(
     let mut parts = vec![Part::optional(Span::styled(" forkscope ", theme.title()))];
     if compare {
         parts.push(Part::one(Span::styled(" COMPARE ", theme.accent())));
-        parts.push(Part::optional(Span::raw(" same actions, two labs ")));
+        parts.push(Part::optional(Span::raw(" same actions in each lab ")));
     } else {
         parts.push(Part::one(policy_badge(snap.view.policy, theme)));
         parts.push(Part::new(vec![Vec::new()]));
