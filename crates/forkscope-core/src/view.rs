@@ -171,6 +171,8 @@ pub fn conditions(
     client_reconciles: bool,
 ) -> Vec<ConditionStatus> {
     let fenced = policy == Policy::Fenced;
+    // An SDK policy breaks conditions 1–3 in its own way: say how, from its table.
+    let sdk = crate::resume::sdk::quirks(policy);
     Condition::ALL
         .into_iter()
         .map(|condition| {
@@ -182,6 +184,13 @@ pub fn conditions(
                             .to_owned()
                     } else if fenced {
                         "a resume needs token and Last-Event-ID of one stream".to_owned()
+                    } else if let Some(q) = sdk {
+                        match q.ids {
+                            crate::ids::IdScheme::Unnumbered => {
+                                "no ids: a reconnect is a plain GET, nothing to check".to_owned()
+                            }
+                            _ => "Last-Event-ID alone, found in a store: nothing proven".to_owned(),
+                        }
                     } else {
                         "a reconnect without the token is served anyway".to_owned()
                     },
@@ -190,6 +199,8 @@ pub fn conditions(
                     fenced,
                     if fenced {
                         "orphans are fenced before a resume is granted".to_owned()
+                    } else if sdk.is_some() {
+                        "no fence: a half-open connection keeps the events".to_owned()
                     } else {
                         "an orphan keeps receiving emits for its grace window".to_owned()
                     },
@@ -198,6 +209,18 @@ pub fn conditions(
                     fenced,
                     if fenced {
                         "ids name their stream (s2-41)".to_owned()
+                    } else if let Some(q) = sdk {
+                        match q.ids {
+                            crate::ids::IdScheme::Timestamped => {
+                                "ids sort at random within a ms; standalone's unread"
+                            }
+                            crate::ids::IdScheme::Uuid => {
+                                "a uuid per event: no order, no stream in it"
+                            }
+                            crate::ids::IdScheme::Unnumbered => "no ids at all",
+                            _ => "standalone ids count bare (41); a call's are 41/2",
+                        }
+                        .to_owned()
                     } else {
                         "bare ids: every new stream counts from 1 again".to_owned()
                     },
