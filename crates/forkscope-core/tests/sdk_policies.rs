@@ -309,3 +309,37 @@ fn python_with_a_store_replays_then_closes_while_the_stream_is_held() {
     let resumed = f.get(Some(&cursor));
     assert_eq!(f.replayed(&resumed), (vec![3, 4, 5], false));
 }
+
+#[test]
+fn what_goes_to_a_connection_the_client_left_while_it_waits_on_a_silent_200_is_lost() {
+    use forkscope_core::history::Record;
+    use forkscope_core::{AnomalyKind, EventId};
+    let mut f = Fixture::new(Policy::Rmcp);
+    f.emit(STANDALONE, 3, LabTime::ZERO);
+    // The lab's client reports what it applies: its session is judged for losses.
+    f.history.record(
+        LabTime::ZERO,
+        Record::Delivered {
+            session: f.session,
+            event: EventId {
+                stream: STANDALONE,
+                seq: 1,
+            },
+            key: "k1-1".into(),
+            applied: true,
+        },
+    );
+    let cursor = f.id(STANDALONE, 2);
+    assert_eq!(answered(&f.get(Some(&cursor))), Some(Answer::HELD_OPEN));
+    f.emit(STANDALONE, 2, LabTime::ZERO);
+    let lost = || f.history.checker().count(AnomalyKind::Lost);
+    assert_eq!(
+        lost(),
+        2,
+        "two emits went to the connection the client left"
+    );
+    // A GET that attaches the stream again: what follows reaches the client.
+    assert!(matches!(f.get(None), ResumeDecision::Resume(_)));
+    f.emit(STANDALONE, 1, LabTime::ZERO);
+    assert_eq!(f.history.checker().count(AnomalyKind::Lost), 2);
+}

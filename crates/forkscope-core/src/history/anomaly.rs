@@ -120,7 +120,8 @@ pub enum Anomaly {
         to: EventId,
         at: LabTime,
     },
-    /// Emitted onto a stream the client silently left (a fork), or owed by a stream that can
+    /// Emitted onto a stream the client silently left (a fork) or onto a connection it left
+    /// while it waits on a silent answer (an SDK's 200 held open), or owed by a stream that can
     /// deliver nothing more while the client was not told continuity broke: never delivered.
     Lost { event: EventId, at: LabTime },
     CursorDrift {
@@ -224,8 +225,8 @@ impl fmt::Display for Anomaly {
             ),
             Anomaly::Lost { event, at } => write!(
                 f,
-                "event {event} emitted at {at} landed on a stream the client had silently left; \
-                 it will never be delivered"
+                "event {event} emitted at {at} landed where the client no longer reads (a stream \
+                 or a connection it had silently left); it will never be delivered"
             ),
             Anomaly::CursorDrift { session, drift, at } => match drift {
                 Drift::CounterAdvancedElsewhere {

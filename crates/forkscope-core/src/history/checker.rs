@@ -74,6 +74,10 @@ pub struct Checker {
     applied: HashMap<Arc<str>, AppliedAt>,
     forked: HashSet<(SessionId, StreamId)>,
     drifted: HashSet<SessionId>,
+    /// Sessions whose client waits on a 200 held open with no stream behind it (an SDK's
+    /// silent answer), with the stream it was bound to: what is emitted there goes to a
+    /// connection the client left, and the client will not ask for it again.
+    silenced: HashMap<SessionId, StreamId>,
     /// Standalone emits per session: the server's session counter.
     session_counters: HashMap<SessionId, u64>,
     /// Sessions whose client reports what it receives (the lab's own client does; a stock
@@ -106,6 +110,7 @@ impl Checker {
                 self.attached_on.retain(|(s, _), _| s != session);
                 self.forked_across.retain(|(s, _, _)| s != session);
                 self.session_counters.remove(session);
+                self.silenced.remove(session);
             }
             Record::StreamOpened {
                 session,
@@ -135,6 +140,8 @@ impl Checker {
             Record::Attached {
                 session, stream, ..
             } => {
+                // The client reads a stream again.
+                self.silenced.remove(session);
                 if let Some(by) = entry.by {
                     self.attach_on(*session, *stream, by);
                 }
@@ -182,10 +189,23 @@ impl Checker {
                     self.counters.emits += 1;
                 }
                 let witnessed = self.witnessed.contains(session);
+                // Sent to a connection the client left, while it waits on a silent answer.
+                let silenced =
+                    !copied && !forked && witnessed && self.silenced.get(session) == Some(stream);
+                if silenced {
+                    self.report(Anomaly::Lost {
+                        event: EventId {
+                            stream: *stream,
+                            seq: *seq,
+                        },
+                        at,
+                    });
+                }
                 if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
                     track.high_water = track.high_water.max(*seq);
-                    // A forked emit is reported lost at once; every other one is owed.
-                    if witnessed && !forked && *seq > track.seen {
+                    // A forked or silenced emit is reported lost at once; every other one is
+                    // owed.
+                    if witnessed && !forked && !silenced && *seq > track.seen {
                         track.pending.insert(*seq, key.clone());
                         if track.pending.len() > OWED_KEPT {
                             track.pending.pop_first();
@@ -217,7 +237,15 @@ impl Checker {
             } => {
                 self.check_cursor_move(*session, *from, *to, *reset, at);
             }
-            Record::ClientNewSession => self.cursor = None,
+            Record::ClientNewSession => {
+                self.cursor = None;
+                self.silenced.clear();
+            }
+            Record::AnsweredSilently { session, held_open } => {
+                if *held_open && let Some(&bound) = self.bound.get(session) {
+                    self.silenced.insert(*session, bound);
+                }
+            }
         }
     }
 

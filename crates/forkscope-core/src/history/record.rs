@@ -109,6 +109,12 @@ pub enum Record {
         session: SessionId,
         reason: RejectReason,
     },
+    /// An SDK policy answered a GET 200 with no stream behind it: no replay, no error. With
+    /// `held_open` the client waits on it for good (a stock client takes it for a resume).
+    AnsweredSilently {
+        session: SessionId,
+        held_open: bool,
+    },
     // Client side. Stream and sequence are ground truth (what the server sent), not what the
     // client believed.
     Delivered {
@@ -254,6 +260,12 @@ impl Record {
             },
             Record::ClientNewSession => "client starts a new session".to_owned(),
             Record::ClientGaveUp => "client gives up: its retry budget is spent".to_owned(),
+            Record::AnsweredSilently { held_open, .. } => if *held_open {
+                "server answers 200 with no stream, held open: the client waits on it"
+            } else {
+                "server answers 200 with no stream, ended at once"
+            }
+            .to_owned(),
         })
     }
 }

@@ -100,7 +100,18 @@ impl Server {
         let session_id = request.session;
         match plan {
             Plan::Reject(rejected) => self.reject(now, session_id, rejected, history),
-            Plan::Answer(answer) => ResumeDecision::Answered(answer),
+            Plan::Answer(answer) => {
+                if answer.status == 200 {
+                    history.record(
+                        now,
+                        Record::AnsweredSilently {
+                            session: session_id,
+                            held_open: answer.held_open,
+                        },
+                    );
+                }
+                ResumeDecision::Answered(answer)
+            }
             Plan::Resume {
                 stream,
                 after,
