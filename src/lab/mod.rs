@@ -64,14 +64,42 @@ impl Default for LabOptions {
     }
 }
 
+/// The client's state in one sentence: `the client was reconnecting (attempt 2, next at
+/// 0.55 s), had applied 41, cursor s1-41`.
+fn describe_client(client: Option<&forkscope_core::view::ClientView>) -> String {
+    use forkscope_core::client::Phase;
+    let Some(c) = client else {
+        return "the lab had no client".to_owned();
+    };
+    let phase = match c.phase {
+        Phase::Idle => "had no stream".to_owned(),
+        Phase::Connected if c.cursor.is_none() => {
+            "was connected but had no cursor yet (no event, not even a priming one)".to_owned()
+        }
+        Phase::Connected => "was connected".to_owned(),
+        Phase::Reconnecting {
+            attempt, next_at, ..
+        } => match next_at {
+            Some(at) => format!("was reconnecting (attempt {attempt} done, next at {at})"),
+            None => format!("was reconnecting (attempt {} in flight)", attempt),
+        },
+        Phase::GaveUp { at } => format!("had given up at {at}"),
+    };
+    let cursor = c.cursor.as_deref().unwrap_or("none");
+    format!(
+        "the client {phase}, had applied {}, cursor {cursor}",
+        c.applied
+    )
+}
+
 /// A wait that ran out of time, with what the lab showed then.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("condition not reached within {limit:?}; verdict: {verdict}; client: {client}")]
+#[error("not reached within {limit:?}; then {client}; the verdict read: {verdict}")]
 pub struct NotReached {
     pub limit: Duration,
     /// The checker's headline at the deadline.
     pub verdict: String,
-    /// The client's view at the deadline, as debug output: what a stuck wait is read by.
+    /// The client at the deadline, in words: what a stuck wait is read by.
     pub client: String,
 }
 
@@ -524,6 +552,27 @@ impl Lab {
         tracing::warn!("a replica action was still under way after 5 s");
     }
 
+    /// The run is over: records it, so the checker judges what the client is still owed (lost,
+    /// or undelivered where the client knows — it is still reconnecting). Call it once the lab
+    /// is quiet ([`crate::scenario::player::finish`]).
+    pub fn end_run(&self) {
+        let now = self.clock.now();
+        let mut core = self.shared.lock();
+        let reconnecting = matches!(
+            core.client.phase(),
+            forkscope_core::client::Phase::Reconnecting { .. }
+        ) || core.client.requests().iter().any(|r| {
+            matches!(
+                r.phase,
+                forkscope_core::client::RequestPhase::Resuming { .. }
+            )
+        });
+        core.history.record(
+            now,
+            forkscope_core::history::Record::RunEnded { reconnecting },
+        );
+    }
+
     /// Moves lab time forward by `ms` and runs the server's timers at once, so a script's next
     /// step sees grace windows that ended (the client's reconnects follow on their own).
     pub fn advance(&self, ms: u64) {
@@ -662,7 +711,7 @@ impl Lab {
                 return Err(NotReached {
                     limit,
                     verdict: snapshot.view.verdict.headline,
-                    client: format!("{:?}", snapshot.view.client),
+                    client: describe_client(snapshot.view.client.as_ref()),
                 });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -359,7 +359,7 @@ pub async fn play(
         failure = Some(e.to_string());
     }
     for lab in &lab_refs {
-        player::settle(lab).await;
+        player::finish(lab, scenario.quiesce_ms).await;
     }
     let verdicts: Vec<String> = labs
         .iter()

@@ -122,6 +122,32 @@ pub enum WaitFor {
     Refused,
     /// Replicas have adopted at least `count` tool calls whose lease expired.
     Adopted,
+    /// The client's reconnect was answered, whatever the answer: it holds a stream again, or
+    /// the server ruled on its GET (since the last action, advance or probe step began) and the
+    /// client is not between sessions. One script for every policy: a resume, a refusal to
+    /// retry, a new session and an SDK's empty 200 all satisfy it.
+    Answered,
+}
+
+impl WaitFor {
+    /// The wait in words, for a report: `the client to hold a stream`.
+    pub fn describe(self, count: u64) -> String {
+        match self {
+            WaitFor::Connected => "the client to hold a stream with a cursor".to_owned(),
+            WaitFor::Reconnecting => "the client to notice its streams ended".to_owned(),
+            WaitFor::Applied => format!("the client to apply {count} side effects"),
+            WaitFor::Decision => format!("the server to rule on {count} more GETs"),
+            WaitFor::Emits => format!("the server to record {count} emits"),
+            WaitFor::Orphaned => format!("the server to start {count} grace windows"),
+            WaitFor::ToolProgress => {
+                format!("the latest tool call to open and apply {count} events")
+            }
+            WaitFor::ToolDone => "the latest tool call to end".to_owned(),
+            WaitFor::Refused => format!("{count} late writes to be refused"),
+            WaitFor::Adopted => format!("replicas to adopt {count} tool calls"),
+            WaitFor::Answered => "the client's reconnect to be answered".to_owned(),
+        }
+    }
 }
 
 /// The arguments of the `progress_task` call a `start_tool_call` step makes.
@@ -377,6 +403,12 @@ pub struct ScenarioFile {
     /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolArgs>,
+    /// After the last step, how much lab time the run may move on to let
+    /// what is still owed arrive — a client's next retry, a call's last steps — before the
+    /// checker judges it, in 250 ms steps (0 to 600,000 ms; default 0: judged as the steps
+    /// leave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiesce_ms: Option<u64>,
     /// Written as the settings that differ from the defaults: a file says what is special
     /// about it, the rest is what `run` assumes anyway.
     #[serde(
@@ -437,6 +469,7 @@ impl ScenarioFile {
             teaches,
             policy,
             background_every_ms: None,
+            quiesce_ms: None,
             replicas: None,
             lease_ms: None,
             routing: None,

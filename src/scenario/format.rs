@@ -96,6 +96,9 @@ pub struct Scenario {
     pub config: LabConfig,
     pub background_every_ms: Option<u64>,
     pub tool: Option<ToolArgs>,
+    /// Lab time the end of the run may move on before the verdict (see the file's
+    /// `quiesce_ms`).
+    pub quiesce_ms: u64,
     /// A lab of replicas (`replicas = 2` in the file), on `store` (chosen when it is run:
     /// `forkscope run --store`).
     pub replicas: Option<crate::lab::ReplicaSetup>,
@@ -229,6 +232,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             ));
         }
     }
+    if let Some(ms) = file.quiesce_ms
+        && ms > MAX_QUIESCE_MS
+    {
+        return Err(invalid(
+            1,
+            format!("quiesce_ms: at most {MAX_QUIESCE_MS} (ten minutes of lab time), not {ms}"),
+        ));
+    }
     let replicas = match (file.replicas, file.lease_ms, file.routing) {
         (None, None, None) => {
             if let Some(n) = steps.iter().position(|s| s.needs_replicas()) {
@@ -288,11 +299,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         config: file.config,
         background_every_ms: file.background_every_ms,
         tool: file.tool,
+        quiesce_ms: file.quiesce_ms.unwrap_or(0),
         replicas,
         steps,
         expect: file.expect,
     })
 }
+
+/// The most lab time a run's end may move on to let what is owed arrive.
+pub const MAX_QUIESCE_MS: u64 = 10 * 60 * 1000;
 
 /// A step's mistake, said after `step n: `.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -36,14 +36,19 @@ impl serde::Serialize for PlayError {
 
 /// A wait that ran out of time.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "waiting for {} (count {count}): {reason}",
-    serde_json::to_string(what).unwrap_or_default()
-)]
+#[error("waiting for {} (`wait = \"{}\"`): {reason}", what.describe(*count), wait_name(what))]
 pub struct WaitFailed {
     pub what: WaitFor,
     pub count: u64,
     pub reason: NotReached,
+}
+
+/// A wait's name as a scenario file spells it.
+fn wait_name(what: &WaitFor) -> String {
+    serde_json::to_value(what)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// One expectation, judged.
@@ -112,7 +117,7 @@ pub async fn play(scenario: &Scenario, policy: Policy) -> Run {
         runs[0].error = Some(e);
     }
     let [mut run] = runs;
-    settle(&lab).await;
+    finish(&lab, scenario.quiesce_ms).await;
     run.ended_under = Some(lab.policy()).filter(|now| *now != policy);
     {
         let core = lab.core();
@@ -210,7 +215,9 @@ pub async fn drive_paced(
     gate: Option<&Gate>,
 ) -> Result<(), PlayError> {
     for lab in labs {
-        wait(lab, WaitFor::Connected, 1, 10_000, 0)
+        // Answered, not connected: an SDK whose stream sends no priming event (python-sdk
+        // without a store) gives the client no cursor until its first event.
+        wait(lab, WaitFor::Answered, 1, 10_000, 0)
             .await
             .map_err(PlayError::NeverConnected)?;
     }
@@ -348,6 +355,15 @@ async fn wait(
         WaitFor::Orphaned => core.history.checker().counters().orphaned >= count,
         WaitFor::Refused => core.history.checker().counters().late_emits_refused >= count,
         WaitFor::Adopted => core.history.checker().counters().calls_adopted >= count,
+        WaitFor::Answered => {
+            core.client.holds_stream()
+                || (decisions(core) > baseline && core.client.phase() != Phase::Idle)
+                // Refused without a ruling (an SDK's bare 409), the next try scheduled.
+                || matches!(
+                    core.client.phase(),
+                    Phase::Reconnecting { attempt: 1.., next_at: Some(_), .. } | Phase::GaveUp { .. }
+                )
+        }
         WaitFor::ToolProgress => core
             .client
             .requests()
@@ -365,6 +381,36 @@ async fn wait(
             what,
             count,
             reason,
+        })
+}
+
+/// Ends a run: lets the lab quiesce — moving lab time on by up to `quiesce_ms`, 250 ms at a
+/// time, while anything is still owed or the client is reconnecting — then has the checker
+/// judge what the client is still owed. Every reader of a finished run's verdict (`run`,
+/// `record`, a scenario in the dashboard) ends it here, so they read one judgement.
+pub async fn finish(lab: &Lab, quiesce_ms: u64) {
+    const STEP_MS: u64 = 250;
+    settle(lab).await;
+    let mut moved = 0;
+    while moved < quiesce_ms && awaits_more(&lab.core()) {
+        let ms = STEP_MS.min(quiesce_ms - moved);
+        lab.advance(ms);
+        moved += ms;
+        settle(lab).await;
+    }
+    lab.end_run();
+}
+
+/// Whether the lab may still deliver something owed: an obligation is open, or the client is
+/// on its way back to a stream.
+fn awaits_more(core: &Core) -> bool {
+    core.history.checker().open_obligations() > 0
+        || matches!(core.client.phase(), Phase::Reconnecting { .. })
+        || core.client.requests().iter().any(|r| {
+            matches!(
+                r.phase,
+                RequestPhase::Resuming { .. } | RequestPhase::Streaming
+            )
         })
 }
 

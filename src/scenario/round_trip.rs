@@ -20,6 +20,7 @@ const WAITS: [WaitFor; 10] = [
     WaitFor::ToolDone,
     WaitFor::Refused,
     WaitFor::Adopted,
+    WaitFor::Answered,
 ];
 
 /// Fails to compile when a wait is added without being listed in [`WAITS`].
@@ -35,7 +36,8 @@ fn listed(what: WaitFor) {
         | WaitFor::ToolProgress
         | WaitFor::ToolDone
         | WaitFor::Refused
-        | WaitFor::Adopted => {}
+        | WaitFor::Adopted
+        | WaitFor::Answered => {}
     }
 }
 

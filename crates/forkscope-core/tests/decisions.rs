@@ -1,7 +1,7 @@
 //! Table tests: every branch of the resume decision and every `ResumeRejected` variant, under
 //! both policies, driven directly against the server.
 
-use forkscope_core::history::{AnomalyKind, Record};
+use forkscope_core::history::{AnomalyKind, Owed, Record, Told};
 use forkscope_core::{
     ConnectionId, EventId, History, LabConfig, LabTime, Payload, Policy, RejectReason,
     ResumeDecision, ResumeRequest, Server, SessionError, SessionId, SplitMix64, StreamId,
@@ -780,7 +780,8 @@ fn a_late_emit_onto_a_fenced_stream_is_refused_and_counted() {
 
 /// Lost outside a fork: events the client was owed on the stream it was bound to and never
 /// got, once that stream can deliver nothing more — silently (the naive server's new stream is
-/// not flagged), unless the client was told continuity broke (the fenced server flags it).
+/// not flagged), or undelivered, told, when the client was told continuity broke (the fenced
+/// server flags it): never clean, since they did not arrive.
 #[test]
 fn events_owed_by_an_ended_bound_stream_are_lost_unless_the_client_was_told() {
     for policy in [Policy::Naive, Policy::Fenced] {
@@ -819,9 +820,38 @@ fn events_owed_by_an_ended_bound_stream_are_lost_unless_the_client_was_told() {
                 _ => None,
             })
             .collect();
+        let undelivered: Vec<_> = f
+            .history
+            .checker()
+            .anomalies()
+            .iter()
+            .filter_map(|a| match a {
+                forkscope_core::history::Anomaly::Undelivered {
+                    owed: Owed::Event { event },
+                    told,
+                    ..
+                } => Some((event.seq, *told)),
+                _ => None,
+            })
+            .collect();
         match policy {
-            Policy::Naive => assert_eq!(lost, [3, 4], "silently lost"),
-            Policy::Fenced => assert!(verdict.clean, "told: s2 is flagged new {verdict:?}"),
+            Policy::Naive => {
+                assert_eq!(lost, [3, 4], "silently lost");
+                assert!(undelivered.is_empty(), "{undelivered:?}");
+            }
+            Policy::Fenced => {
+                assert!(lost.is_empty(), "told, not silent: {verdict:?}");
+                assert_eq!(
+                    undelivered,
+                    [(3, Told::FlaggedNew), (4, Told::FlaggedNew)],
+                    "told: s2 is flagged new"
+                );
+                assert!(!verdict.clean, "told is not delivered: {verdict:?}");
+                assert_eq!(
+                    verdict.summary(),
+                    "undelivered ×2 (told: its new stream was flagged new)"
+                );
+            }
             other => unreachable!("{other}"),
         }
     }

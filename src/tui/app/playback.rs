@@ -102,6 +102,9 @@ impl App {
                 let result =
                     player::drive_paced(&refs, &scenario, &mut runs, &mut on_step, Some(&gate))
                         .await;
+                for lab in &refs {
+                    player::finish(lab, scenario.quiesce_ms).await;
+                }
                 let mut n = narration.lock().unwrap_or_else(PoisonError::into_inner);
                 n.finished = true;
                 n.error = result.err().map(|e| e.to_string());

@@ -140,6 +140,18 @@ fn why(kind: AnomalyKind) -> &'static str {
             "the server's position and the client's cursor came apart: a later resume cannot \
              say where the client really is"
         }
+        AnomalyKind::ReusedId => {
+            "one id, two contents: the store forgot it had handed the id out, and a client whose \
+             cursor passed it will never see the second write"
+        }
+        AnomalyKind::CallLost => {
+            "a tool call the client made will never send its result, and nothing told the \
+             client: it waits, believing the call is still running"
+        }
+        AnomalyKind::Undelivered => {
+            "owed and never delivered, but the client was told: it knows what is missing — \
+             safe, yet not everything arrived, so not clean"
+        }
     }
 }
 

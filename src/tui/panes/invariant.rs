@@ -226,6 +226,9 @@ pub(crate) fn short(kind: AnomalyKind) -> &'static str {
         AnomalyKind::Gap => "GAP",
         AnomalyKind::NonMonotonicCursor => "CURSOR BACK",
         AnomalyKind::Lost => "LOST",
+        AnomalyKind::CallLost => "CALL LOST",
+        AnomalyKind::ReusedId => "REUSED ID",
         AnomalyKind::CursorDrift => "DRIFT",
+        AnomalyKind::Undelivered => "UNDELIVERED",
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::ids::{EventId, ReplicaId, SessionId, StreamId};
 use crate::time::LabTime;
+use crate::vocabulary::RejectReason;
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -31,10 +32,14 @@ use std::sync::Arc;
 pub enum AnomalyKind {
     Fork,
     Duplicate,
+    ReusedId,
     Gap,
     NonMonotonicCursor,
     Lost,
+    CallLost,
     CursorDrift,
+    /// Owed and never delivered, but the client was told: not a silent loss, not clean either.
+    Undelivered,
 }
 
 impl AnomalyKind {
@@ -42,11 +47,17 @@ impl AnomalyKind {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// Whether it breaks the promise silently or unsafely: everything but an undelivered
+    /// obligation the client was told of. What `check` stops at unless asked for a kind.
+    pub fn is_violation(self) -> bool {
+        self != AnomalyKind::Undelivered
+    }
 }
 
 /// A set of anomaly kinds, one bit each: what one lane mark stands for, small enough to copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct AnomalyKinds(u8);
+pub struct AnomalyKinds(u16);
 
 impl AnomalyKinds {
     pub const NONE: AnomalyKinds = AnomalyKinds(0);
@@ -120,10 +131,29 @@ pub enum Anomaly {
         to: EventId,
         at: LabTime,
     },
+    /// An id written a second time on its stream: `first` is what the id carried before,
+    /// `second` what it carries now. A client whose cursor passed the id never sees the second
+    /// write.
+    ReusedId {
+        event: EventId,
+        first: Arc<str>,
+        second: Arc<str>,
+        at: LabTime,
+    },
     /// Emitted onto a stream the client silently left (a fork) or onto a connection it left
     /// while it waits on a silent answer (an SDK's 200 held open), or owed by a stream that can
     /// deliver nothing more while the client was not told continuity broke: never delivered.
     Lost { event: EventId, at: LabTime },
+    /// A tool call the client made whose result can no longer arrive, and nothing told the
+    /// client: it delivered `steps` progress steps and then nothing.
+    CallLost {
+        session: SessionId,
+        call: StreamId,
+        steps: u64,
+        at: LabTime,
+    },
+    /// Owed and never delivered, and the client knows: `told` says how it learned.
+    Undelivered { owed: Owed, told: Told, at: LabTime },
     CursorDrift {
         session: SessionId,
         drift: Drift,
@@ -159,8 +189,11 @@ impl Anomaly {
             Anomaly::Duplicate { .. } => AnomalyKind::Duplicate,
             Anomaly::Gap { .. } => AnomalyKind::Gap,
             Anomaly::NonMonotonicCursor { .. } => AnomalyKind::NonMonotonicCursor,
+            Anomaly::ReusedId { .. } => AnomalyKind::ReusedId,
             Anomaly::Lost { .. } => AnomalyKind::Lost,
+            Anomaly::CallLost { .. } => AnomalyKind::CallLost,
             Anomaly::CursorDrift { .. } => AnomalyKind::CursorDrift,
+            Anomaly::Undelivered { .. } => AnomalyKind::Undelivered,
         }
     }
 
@@ -170,7 +203,10 @@ impl Anomaly {
             Anomaly::Fork { at, .. }
             | Anomaly::Gap { at, .. }
             | Anomaly::NonMonotonicCursor { at, .. }
+            | Anomaly::ReusedId { at, .. }
             | Anomaly::Lost { at, .. }
+            | Anomaly::CallLost { at, .. }
+            | Anomaly::Undelivered { at, .. }
             | Anomaly::CursorDrift { at, .. } => *at,
             Anomaly::Duplicate { second, .. } => second.at,
         }
@@ -223,6 +259,32 @@ impl fmt::Display for Anomaly {
                 f,
                 "the client's cursor moved from {from} back to {to} at {at} without being reset"
             ),
+            Anomaly::ReusedId {
+                event,
+                first,
+                second,
+                at,
+            } => write!(
+                f,
+                "id {event} was written twice: first {}, then {} at {at}; a client past the id \
+                 never sees the second write",
+                short_key(first),
+                short_key(second)
+            ),
+            Anomaly::CallLost {
+                call, steps, at, ..
+            } => write!(
+                f,
+                "the tool call on {call} stopped after {} at {at}; its result will never \
+                 arrive, and nothing told the client",
+                plural(*steps, "progress step", "delivered")
+            ),
+            Anomaly::Undelivered { owed, told, at } => {
+                write!(
+                    f,
+                    "{owed} was never delivered; the client was told at {at}: {told}"
+                )
+            }
             Anomaly::Lost { event, at } => write!(
                 f,
                 "event {event} emitted at {at} landed where the client no longer reads (a stream \
@@ -250,4 +312,87 @@ impl fmt::Display for Anomaly {
             },
         }
     }
+}
+
+/// What the client was owed and did not get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "owed")]
+pub enum Owed {
+    /// An event on a stream it follows.
+    Event { event: EventId },
+    /// The result of a tool call it made.
+    CallResult { call: StreamId },
+}
+
+impl fmt::Display for Owed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owed::Event { event } => write!(f, "event {event}"),
+            Owed::CallResult { call } => write!(f, "the result of the tool call on {call}"),
+        }
+    }
+}
+
+/// How the client learned that what it was owed will not arrive: what makes a loss
+/// "undelivered, told" rather than silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how")]
+pub enum Told {
+    /// Its retry budget ran out, after `refusals` (the last run of one refusal), if any.
+    GaveUp { refusals: Option<Refusals> },
+    /// A refusal sent it away: typed (`reason`), or an SDK's bare status.
+    Refused {
+        status: u16,
+        reason: Option<RejectReason>,
+    },
+    /// The server ended its session.
+    SessionEnded,
+    /// The stream it moved onto was flagged new: continuity broke.
+    FlaggedNew,
+    /// The run ended while it was still reconnecting: it knows its stream broke.
+    StillReconnecting,
+}
+
+/// One refusal, answered `times` times in a row: a typed one (`reason`), or an SDK's bare
+/// status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Refusals {
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<RejectReason>,
+    pub times: u32,
+}
+
+impl fmt::Display for Told {
+    /// `gave up after 409 ×5`: what a verdict line puts in brackets after `told:`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Told::GaveUp {
+                refusals: Some(Refusals { status, times, .. }),
+            } => write!(f, "gave up after {status} ×{times}"),
+            Told::GaveUp { refusals: None } => f.write_str("gave up: its retry budget ran out"),
+            Told::Refused {
+                status,
+                reason: Some(reason),
+            } => write!(f, "refused with {status} {reason}"),
+            Told::Refused {
+                status,
+                reason: None,
+            } => write!(f, "refused with {status}"),
+            Told::SessionEnded => f.write_str("its session ended"),
+            Told::FlaggedNew => f.write_str("its new stream was flagged new"),
+            Told::StillReconnecting => f.write_str("still reconnecting when the run ended"),
+        }
+    }
+}
+
+/// A side effect's key without its session prefix: `bg:3`.
+fn short_key(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(_, rest)| rest)
+}
+
+/// `1 progress step delivered`, `0 progress steps delivered`.
+fn plural(n: u64, noun: &str, participle: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {noun}{s} {participle}")
 }

@@ -9,7 +9,9 @@ mod caused;
 mod checker;
 mod record;
 
-pub use anomaly::{Across, Anomaly, AnomalyKind, AnomalyKinds, AppliedAt, Drift};
+pub use anomaly::{
+    Across, Anomaly, AnomalyKind, AnomalyKinds, AppliedAt, Drift, Owed, Refusals, Told,
+};
 pub use caused::Caused;
 pub use checker::{Checker, Counters, Verdict};
 pub use record::{Entry, Record};

@@ -115,6 +115,12 @@ pub enum Record {
         session: SessionId,
         held_open: bool,
     },
+    /// An SDK policy answered a GET with a bare error status (409, 404, …) in place of a
+    /// stream: not one of forkscope's typed refusals, but the client is refused all the same.
+    AnsweredWithStatus {
+        session: SessionId,
+        status: u16,
+    },
     // Client side. Stream and sequence are ground truth (what the server sent), not what the
     // client believed.
     Delivered {
@@ -131,6 +137,11 @@ pub enum Record {
     },
     ClientNewSession,
     ClientGaveUp,
+    /// The run is over and the lab was let quiesce: what is still owed can no longer arrive.
+    /// `reconnecting`: the client was still trying to get its stream back (so it knows).
+    RunEnded {
+        reconnecting: bool,
+    },
 }
 
 /// A side effect's key without its session prefix: `bg:3`.
@@ -260,6 +271,15 @@ impl Record {
             },
             Record::ClientNewSession => "client starts a new session".to_owned(),
             Record::ClientGaveUp => "client gives up: its retry budget is spent".to_owned(),
+            Record::RunEnded { reconnecting } => if *reconnecting {
+                "the run ends with the client still reconnecting: what it is owed is judged"
+            } else {
+                "the run ends: what the client is still owed is judged"
+            }
+            .to_owned(),
+            Record::AnsweredWithStatus { status, .. } => {
+                format!("server answers {status} with no stream and no typed reason")
+            }
             Record::AnsweredSilently { held_open, .. } => if *held_open {
                 "server answers 200 with no stream, held open: the client waits on it"
             } else {

@@ -247,7 +247,7 @@ fn expand_state(
         let reached = Reached::between(&before, &Marks::of(&child));
         let anomalies = child.history().checker().anomalies();
         let hit = match bounds.target {
-            None => anomalies.first(),
+            None => anomalies.iter().find(|a| a.kind().is_violation()),
             Some(kind) => anomalies.iter().find(|a| a.kind() == kind),
         };
         let outcome = if let Some(anomaly) = hit {

@@ -101,15 +101,18 @@ impl Server {
         match plan {
             Plan::Reject(rejected) => self.reject(now, session_id, rejected, history),
             Plan::Answer(answer) => {
-                if answer.status == 200 {
-                    history.record(
-                        now,
-                        Record::AnsweredSilently {
-                            session: session_id,
-                            held_open: answer.held_open,
-                        },
-                    );
-                }
+                let record = if answer.status == 200 {
+                    Record::AnsweredSilently {
+                        session: session_id,
+                        held_open: answer.held_open,
+                    }
+                } else {
+                    Record::AnsweredWithStatus {
+                        session: session_id,
+                        status: answer.status,
+                    }
+                };
+                history.record(now, record);
                 ResumeDecision::Answered(answer)
             }
             Plan::Resume {

@@ -370,6 +370,17 @@ impl Sim {
 
     /// A NAT drop: the client loses the connection and everything in flight; the server is not
     /// told and keeps writing into the void.
+    /// The run is over: the checker judges what the client is still owed (see
+    /// [`crate::history::Record::RunEnded`]). Deliver what is on the wire first.
+    pub fn end_run(&mut self) {
+        let reconnecting = matches!(
+            self.client.phase(),
+            crate::client::Phase::Reconnecting { .. }
+        );
+        self.history
+            .record(self.now, crate::history::Record::RunEnded { reconnecting });
+    }
+
     pub fn drop_connection(&mut self) {
         if let Some(dropped) = self.connection.take() {
             self.half_open.push((dropped.id, dropped.session));

@@ -3,7 +3,7 @@
 //! the entry with anomalies it caused, those anomalies. Nothing here judges: a fork or a
 //! duplicate is drawn where the checker said it happened, and only there.
 
-use forkscope_core::history::{Anomaly, AnomalyKind, AnomalyKinds, Drift, Entry, Record};
+use forkscope_core::history::{Anomaly, AnomalyKind, AnomalyKinds, Drift, Entry, Owed, Record};
 use forkscope_core::{ReplicaId, SessionId, StreamId};
 
 /// An emit onto a stream the client had left: the fork. A cross, not a dot, so it differs from
@@ -19,6 +19,12 @@ pub const GAP: char = '⋯';
 pub const CURSOR_BACK: char = '↶';
 /// The server's position and the client's cursor came apart.
 pub const DRIFT: char = '≠';
+/// An id written a second time on its stream.
+pub const REUSED_ID: char = '⧉';
+/// A tool call whose result can no longer arrive, silently.
+pub const CALL_LOST: char = '⊘';
+/// Owed and never delivered, and the client was told.
+pub const UNDELIVERED: char = '○';
 
 /// How bad a mark is; the worst one in a column wins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,11 +71,20 @@ impl Mark {
             Some(AnomalyKind::Duplicate) => DUPLICATE,
             Some(AnomalyKind::Gap) => GAP,
             Some(AnomalyKind::NonMonotonicCursor) => CURSOR_BACK,
+            Some(AnomalyKind::ReusedId) => REUSED_ID,
+            Some(AnomalyKind::CallLost) => CALL_LOST,
+            Some(AnomalyKind::Undelivered) => UNDELIVERED,
             Some(AnomalyKind::CursorDrift) | None => DRIFT,
+        };
+        // Told is not silent: a warning, not a violation.
+        let severity = if anomalies.lead() == Some(AnomalyKind::Undelivered) {
+            Severity::Warn
+        } else {
+            Severity::Violation
         };
         Mark {
             glyph,
-            severity: Severity::Violation,
+            severity,
             stream: ordinary.and_then(|m| m.stream),
             anomalies,
             plain: ordinary.map(|m| (m.glyph, m.severity)),
@@ -225,7 +240,17 @@ pub fn place_all(entries: &[Entry]) -> Vec<Placed> {
 fn lane_of(anomaly: &Anomaly) -> Row {
     match anomaly {
         Anomaly::Fork { orphan, .. } => Row::Stream(Lane::of(*orphan)),
-        Anomaly::Lost { event, .. } => Row::Stream(Lane::of(event.stream)),
+        Anomaly::Lost { event, .. }
+        | Anomaly::ReusedId { event, .. }
+        | Anomaly::Undelivered {
+            owed: Owed::Event { event },
+            ..
+        } => Row::Stream(Lane::of(event.stream)),
+        Anomaly::CallLost { call, .. }
+        | Anomaly::Undelivered {
+            owed: Owed::CallResult { call },
+            ..
+        } => Row::Stream(Lane::of(*call)),
         Anomaly::CursorDrift {
             drift: Drift::CounterAdvancedElsewhere { on, .. },
             ..

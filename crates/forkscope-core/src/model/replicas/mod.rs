@@ -304,8 +304,14 @@ impl ReplicaLab {
     }
 
     /// The first anomaly the checker named, if any.
+    /// The first violation the checker named (an undelivered obligation the client was told
+    /// of is not one).
     pub fn anomaly(&self) -> Option<&Anomaly> {
-        self.history.checker().anomalies().first()
+        self.history
+            .checker()
+            .anomalies()
+            .iter()
+            .find(|a| a.kind().is_violation())
     }
 
     pub fn observed(&self) -> Observed {

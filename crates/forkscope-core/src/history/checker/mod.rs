@@ -4,7 +4,12 @@
 //!
 //! Incremental, so the dashboard's verdict is always current and costs O(1) per record.
 
-use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift};
+mod canonical;
+mod owed;
+
+use owed::ends_call;
+
+use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift, Refusals, Told};
 use super::caused::Caused;
 use super::record::{Entry, Record};
 use crate::ids::{ByReplica, EventId, IdScheme, SessionId, StreamId};
@@ -33,6 +38,24 @@ struct Track {
     /// Opened flagged as new (`Mcp-Stream-Resumed: false`): a client moving onto it was told
     /// that continuity broke.
     flagged_new: bool,
+    /// A request stream: the tool call the client is owed the result of.
+    call: Option<Call>,
+    /// What the latest delivered ids carried, newest [`OWED_KEPT`] kept: what a second write of
+    /// one of them is told apart by.
+    delivered: BTreeMap<u64, Arc<str>>,
+}
+
+/// What the client has of a tool call it made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Call {
+    /// Progress steps delivered.
+    steps: u64,
+    /// Its result (or why it stopped) was emitted: from then on the event is what is owed.
+    end_emitted: bool,
+    /// Its result was delivered, or the call was judged: nothing more is owed.
+    settled: bool,
+    /// Counted in [`Counters::owed`]: the client reported what it received when it made the call.
+    counted: bool,
 }
 
 /// Counters kept alongside the anomalies.
@@ -52,6 +75,11 @@ pub struct Counters {
     pub orphaned: u64,
     /// Tool calls a replica took over after their runner's lease expired.
     pub calls_adopted: u64,
+    /// What the client was owed: each event emitted on a stream it follows, and the result of
+    /// each tool call it made (judged only for a client that reports what it receives).
+    pub owed: u64,
+    /// Of those, delivered.
+    pub owed_delivered: u64,
 }
 
 impl Counters {
@@ -83,6 +111,13 @@ pub struct Checker {
     /// Sessions whose client reports what it receives (the lab's own client does; a stock
     /// client of `forkscope serve` does not). Only these are judged for lost events.
     witnessed: HashSet<SessionId>,
+    /// The session the client is in now, as its deliveries say.
+    client_session: Option<SessionId>,
+    /// Sessions whose client was told it will not get everything: what they still owed is
+    /// settled as undelivered, and what is emitted on them afterwards is not owed.
+    told: HashMap<SessionId, Told>,
+    /// The refusal each session last answered its client with, and how many times in a row.
+    refusals: HashMap<SessionId, Refusals>,
     counters: Counters,
     counts: BTreeMap<AnomalyKind, u64>,
     anomalies: Vec<Anomaly>,
@@ -101,9 +136,25 @@ impl Checker {
         let at = entry.at;
         match &entry.record {
             Record::SessionOpened { .. } => {}
-            Record::ClientGaveUp => {}
-            // What the session still owed is gone with it, and the client knows: not silent.
+            Record::ClientGaveUp => {
+                if let Some(session) = self.client_session {
+                    let refusals = self.refusals.get(&session).copied();
+                    self.settle_told(session, Told::GaveUp { refusals }, at);
+                }
+            }
+            Record::RunEnded { reconnecting } => self.settle_run(*reconnecting, at),
+            // What the session still owed is gone with it, and the client knows: undelivered,
+            // told, not silent.
             Record::SessionClosed { session } => {
+                if self.witnessed.contains(session) {
+                    let told = self.told_by_refusal(*session);
+                    self.settle_told(*session, told, at);
+                }
+                self.told.remove(session);
+                self.refusals.remove(session);
+                if self.client_session == Some(*session) {
+                    self.client_session = None;
+                }
                 self.witnessed.remove(session);
                 self.streams.retain(|(s, _), _| s != session);
                 self.bound.remove(session);
@@ -119,6 +170,11 @@ impl Checker {
                 ids,
                 flagged_new,
             } => {
+                let counted =
+                    *stream_kind == StreamKind::Request && self.witnessed.contains(session);
+                if counted {
+                    self.counters.owed += 1;
+                }
                 let track = Track {
                     kind: *stream_kind,
                     ids: *ids,
@@ -127,6 +183,11 @@ impl Checker {
                     seen: 0,
                     pending: BTreeMap::new(),
                     flagged_new: *flagged_new,
+                    call: (*stream_kind == StreamKind::Request).then_some(Call {
+                        counted,
+                        ..Call::default()
+                    }),
+                    delivered: BTreeMap::new(),
                 };
                 self.streams.insert((*session, *stream), track);
                 if *stream_kind == StreamKind::Standalone {
@@ -187,8 +248,11 @@ impl Checker {
                 }
                 if !copied {
                     self.counters.emits += 1;
+                    self.check_id_not_reused(*session, *stream, *seq, key, at);
                 }
-                let witnessed = self.witnessed.contains(session);
+                // Emitted after the client was told the session is lost to it: not owed.
+                let witnessed =
+                    self.witnessed.contains(session) && !self.told.contains_key(session);
                 // Sent to a connection the client left, while it waits on a silent answer.
                 let silenced =
                     !copied && !forked && witnessed && self.silenced.get(session) == Some(stream);
@@ -203,9 +267,15 @@ impl Checker {
                 }
                 if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
                     track.high_water = track.high_water.max(*seq);
+                    if let Some(call) = &mut track.call
+                        && ends_call(key)
+                    {
+                        call.end_emitted = true;
+                    }
                     // A forked or silenced emit is reported lost at once; every other one is
                     // owed.
                     if witnessed && !forked && !silenced && *seq > track.seen {
+                        self.counters.owed += 1;
                         track.pending.insert(*seq, key.clone());
                         if track.pending.len() > OWED_KEPT {
                             track.pending.pop_first();
@@ -217,9 +287,16 @@ impl Checker {
                 self.counters.late_emits_refused += 1;
             }
             Record::CallAdopted { .. } => self.counters.calls_adopted += 1,
-            Record::ResumeAccepted { .. } => self.counters.resumes_accepted += 1,
-            Record::ResumeRejected { reason, .. } => {
+            Record::ResumeAccepted { session, .. } => {
+                self.counters.resumes_accepted += 1;
+                self.refusals.remove(session);
+            }
+            Record::ResumeRejected { session, reason } => {
                 *self.counters.resumes_rejected.entry(*reason).or_default() += 1;
+                self.refused(*session, reason.http_status(), Some(*reason));
+            }
+            Record::AnsweredWithStatus { session, status } => {
+                self.refused(*session, *status, None);
             }
             Record::Delivered {
                 session,
@@ -237,7 +314,15 @@ impl Checker {
             } => {
                 self.check_cursor_move(*session, *from, *to, *reset, at);
             }
+            // The client left its session knowingly: what it still owed is undelivered, told by
+            // the refusal that sent it away (or the session's end).
             Record::ClientNewSession => {
+                if let Some(session) = self.client_session.take()
+                    && !self.told.contains_key(&session)
+                {
+                    let told = self.told_by_refusal(session);
+                    self.settle_told(session, told, at);
+                }
                 self.cursor = None;
                 self.silenced.clear();
             }
@@ -247,6 +332,23 @@ impl Checker {
                 }
             }
         }
+    }
+
+    /// One more refusal of the session's client's GET: counted in a row while it repeats.
+    fn refused(&mut self, session: SessionId, status: u16, reason: Option<RejectReason>) {
+        let run = self.refusals.entry(session).or_insert(Refusals {
+            status,
+            reason,
+            times: 0,
+        });
+        if (run.status, run.reason) != (status, reason) {
+            *run = Refusals {
+                status,
+                reason,
+                times: 0,
+            };
+        }
+        run.times += 1;
     }
 
     /// In a lab of replicas: the replica (and epoch) `stream` is attached on now, as the
@@ -275,34 +377,6 @@ impl Checker {
         track.accepting = false;
         if track.kind == StreamKind::Standalone && self.bound.get(&session) != Some(&stream) {
             self.settle_stream(session, stream, at);
-        }
-    }
-
-    /// The stream can deliver nothing more: every event it still owed the client whose side
-    /// effect was not applied some other way (a replay, a naive copy) is lost — silently,
-    /// unless the stream the client is now bound to was flagged new (it was told continuity
-    /// broke, as it is when it starts a new session).
-    fn settle_stream(&mut self, session: SessionId, stream: StreamId, at: LabTime) {
-        let told = self
-            .bound
-            .get(&session)
-            .filter(|b| **b != stream)
-            .and_then(|b| self.track(session, *b))
-            .is_some_and(|t| t.flagged_new);
-        let Some(track) = self.streams.get_mut(&(session, stream)) else {
-            return;
-        };
-        let owed = std::mem::take(&mut track.pending);
-        if told {
-            return;
-        }
-        for (seq, key) in owed {
-            if !self.applied.contains_key(&key) {
-                self.report(Anomaly::Lost {
-                    event: EventId { stream, seq },
-                    at,
-                });
-            }
         }
     }
 
@@ -408,10 +482,27 @@ impl Checker {
         at: LabTime,
     ) {
         self.witnessed.insert(session);
+        self.client_session = Some(session);
         if let Some(track) = self.streams.get_mut(&(session, event.stream)) {
             let expected = track.seen + 1;
             track.seen = track.seen.max(event.seq);
-            track.pending.remove(&event.seq);
+            if track.pending.remove(&event.seq).is_some() {
+                self.counters.owed_delivered += 1;
+            }
+            track.delivered.insert(event.seq, key.clone());
+            if track.delivered.len() > OWED_KEPT {
+                track.delivered.pop_first();
+            }
+            if let Some(call) = &mut track.call {
+                if ends_call(key) {
+                    if call.counted && !call.settled {
+                        self.counters.owed_delivered += 1;
+                    }
+                    call.settled = true;
+                } else {
+                    call.steps += 1;
+                }
+            }
             if event.seq > expected {
                 self.report(Anomaly::Gap {
                     stream: event.stream,
@@ -448,6 +539,7 @@ impl Checker {
         at: LabTime,
     ) {
         self.witnessed.insert(session);
+        self.client_session = Some(session);
         if let Some(from) = from
             && !reset
             && (from.stream != to.stream || to.seq <= from.seq)
@@ -522,7 +614,8 @@ impl Checker {
                 counted(self.counters.late_emits_refused, "late emit", "refused"),
             ),
             None => format!(
-                "no anomaly: {} applied, each once, on one stream at a time ({}, {} rejected, {})",
+                "everything owed arrived exactly once: {} applied, each once, on one stream at a time \
+                 ({}, {} rejected, {})",
                 counted(self.counters.applied, "side effect", ""),
                 counted(self.counters.resumes_accepted, "resume", "accepted"),
                 self.counters.rejected_total(),
@@ -530,11 +623,16 @@ impl Checker {
             ),
             Some(lead) => lead.to_string(),
         };
+        let told = self.anomalies.iter().find_map(|a| match a {
+            Anomaly::Undelivered { told, .. } => Some(*told),
+            _ => None,
+        });
         Verdict {
             clean: counts.is_empty(),
             counts,
             headline,
             first: lead.cloned(),
+            told,
         }
     }
 }
@@ -553,6 +651,8 @@ pub struct Verdict {
     /// One sentence: the leading anomaly, or a summary of a clean run.
     pub headline: String,
     pub first: Option<Anomaly>,
+    /// How the client was told of the first undelivered obligation, if any was.
+    pub told: Option<Told>,
 }
 
 impl Verdict {
@@ -567,94 +667,12 @@ impl Verdict {
         }
         self.counts
             .iter()
-            .map(|(k, n)| format!("{k} ×{n}"))
+            .map(|(k, n)| match (k, self.told) {
+                (AnomalyKind::Undelivered, Some(told)) => format!("{k} ×{n} (told: {told})"),
+                _ => format!("{k} ×{n}"),
+            })
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-impl Checker {
-    /// Canonical form ([`crate::canon`]): what later judgements read. The counters
-    /// and anomalies are left out (an explored state has none), and so is what it knows about
-    /// sessions the server no longer holds: none of their events can reach the client again.
-    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
-        let known = |c: &crate::canon::Canon, s: &SessionId| c.known(*s);
-        let streams: Vec<_> = self
-            .streams
-            .iter()
-            .filter(|((s, _), _)| known(c, s))
-            .collect();
-        c.unordered(streams, |c, ((session, stream), track)| {
-            c.session(*session);
-            c.stream(*stream);
-            c.tag(track.kind as u8);
-            c.tag(track.ids as u8);
-            c.flag(track.accepting);
-            c.number(track.high_water);
-            c.number(track.seen);
-            c.flag(track.flagged_new);
-            c.number(track.pending.len() as u64);
-            for (seq, key) in &track.pending {
-                c.number(*seq);
-                c.key(key);
-            }
-        });
-        let bound: Vec<_> = self.bound.iter().filter(|(s, _)| known(c, s)).collect();
-        c.unordered(bound, |c, (session, stream)| {
-            c.session(*session);
-            c.stream(*stream);
-        });
-        let attached: Vec<_> = self
-            .attached_on
-            .iter()
-            .filter(|((s, _), _)| known(c, s))
-            .collect();
-        c.unordered(attached, |c, ((session, stream), by)| {
-            c.session(*session);
-            c.stream(*stream);
-            c.number(by.replica.index() as u64);
-            c.number(by.epoch.map_or(0, |e| e + 1));
-        });
-        let across: Vec<_> = self
-            .forked_across
-            .iter()
-            .filter(|(s, _, _)| known(c, s))
-            .collect();
-        c.unordered(across, |c, (session, stream, replica)| {
-            c.session(*session);
-            c.stream(*stream);
-            c.number(replica.index() as u64);
-        });
-        match self.cursor {
-            Some((session, event)) if known(c, &session) => {
-                c.tag(1);
-                c.session(session);
-                c.stream(event.stream);
-                c.number(event.seq);
-            }
-            Some(_) => c.tag(2),
-            None => c.tag(0),
-        }
-        let applied: Vec<_> = self.applied.keys().filter(|k| c.key_known(k)).collect();
-        c.unordered(applied, |c, key| c.key(key));
-        let forked: Vec<_> = self.forked.iter().filter(|(s, _)| known(c, s)).collect();
-        c.unordered(forked, |c, (session, stream)| {
-            c.session(*session);
-            c.stream(*stream);
-        });
-        let drifted: Vec<_> = self.drifted.iter().filter(|s| known(c, s)).collect();
-        c.unordered(drifted, |c, session| c.session(*session));
-        let counters: Vec<_> = self
-            .session_counters
-            .iter()
-            .filter(|(s, _)| known(c, s))
-            .collect();
-        c.unordered(counters, |c, (session, n)| {
-            c.session(*session);
-            c.number(*n);
-        });
-        let witnessed: Vec<_> = self.witnessed.iter().filter(|s| known(c, s)).collect();
-        c.unordered(witnessed, |c, session| c.session(*session));
     }
 }
 

@@ -1,0 +1,89 @@
+//! The checker's canonical form: what later judgements read, for the explorer's dedupe.
+
+use super::Checker;
+use crate::ids::SessionId;
+
+impl Checker {
+    /// Canonical form ([`crate::canon`]): what later judgements read. The counters
+    /// and anomalies are left out (an explored state has none), and so is what it knows about
+    /// sessions the server no longer holds: none of their events can reach the client again.
+    pub(crate) fn canonical(&self, c: &mut crate::canon::Canon) {
+        let known = |c: &crate::canon::Canon, s: &SessionId| c.known(*s);
+        let streams: Vec<_> = self
+            .streams
+            .iter()
+            .filter(|((s, _), _)| known(c, s))
+            .collect();
+        c.unordered(streams, |c, ((session, stream), track)| {
+            c.session(*session);
+            c.stream(*stream);
+            c.tag(track.kind as u8);
+            c.tag(track.ids as u8);
+            c.flag(track.accepting);
+            c.number(track.high_water);
+            c.number(track.seen);
+            c.flag(track.flagged_new);
+            c.number(track.pending.len() as u64);
+            for (seq, key) in &track.pending {
+                c.number(*seq);
+                c.key(key);
+            }
+        });
+        let bound: Vec<_> = self.bound.iter().filter(|(s, _)| known(c, s)).collect();
+        c.unordered(bound, |c, (session, stream)| {
+            c.session(*session);
+            c.stream(*stream);
+        });
+        let attached: Vec<_> = self
+            .attached_on
+            .iter()
+            .filter(|((s, _), _)| known(c, s))
+            .collect();
+        c.unordered(attached, |c, ((session, stream), by)| {
+            c.session(*session);
+            c.stream(*stream);
+            c.number(by.replica.index() as u64);
+            c.number(by.epoch.map_or(0, |e| e + 1));
+        });
+        let across: Vec<_> = self
+            .forked_across
+            .iter()
+            .filter(|(s, _, _)| known(c, s))
+            .collect();
+        c.unordered(across, |c, (session, stream, replica)| {
+            c.session(*session);
+            c.stream(*stream);
+            c.number(replica.index() as u64);
+        });
+        match self.cursor {
+            Some((session, event)) if known(c, &session) => {
+                c.tag(1);
+                c.session(session);
+                c.stream(event.stream);
+                c.number(event.seq);
+            }
+            Some(_) => c.tag(2),
+            None => c.tag(0),
+        }
+        let applied: Vec<_> = self.applied.keys().filter(|k| c.key_known(k)).collect();
+        c.unordered(applied, |c, key| c.key(key));
+        let forked: Vec<_> = self.forked.iter().filter(|(s, _)| known(c, s)).collect();
+        c.unordered(forked, |c, (session, stream)| {
+            c.session(*session);
+            c.stream(*stream);
+        });
+        let drifted: Vec<_> = self.drifted.iter().filter(|s| known(c, s)).collect();
+        c.unordered(drifted, |c, session| c.session(*session));
+        let counters: Vec<_> = self
+            .session_counters
+            .iter()
+            .filter(|(s, _)| known(c, s))
+            .collect();
+        c.unordered(counters, |c, (session, n)| {
+            c.session(*session);
+            c.number(*n);
+        });
+        let witnessed: Vec<_> = self.witnessed.iter().filter(|s| known(c, s)).collect();
+        c.unordered(witnessed, |c, session| c.session(*session));
+    }
+}
