@@ -321,6 +321,7 @@ mod tests {
                 counts: Default::default(),
                 headline: String::new(),
                 first: None,
+                told: None,
             },
             counters: Counters::default(),
             tool_results: 0,

@@ -9,7 +9,7 @@ use forkscope_core::{AnomalyKind, Policy, RejectReason, Tuning};
 use proptest::prelude::*;
 use std::path::Path;
 
-const WAITS: [WaitFor; 10] = [
+const WAITS: [WaitFor; 11] = [
     WaitFor::Connected,
     WaitFor::Reconnecting,
     WaitFor::Applied,

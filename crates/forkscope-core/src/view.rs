@@ -21,6 +21,8 @@ pub struct View {
     pub conditions: Vec<ConditionStatus>,
     pub verdict: Verdict,
     pub counters: Counters,
+    /// What the client is owed and has not had yet, and which can still arrive.
+    pub owed_open: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -160,6 +162,7 @@ impl View {
             conditions: conditions(server.policy(), server.config(), reconciles),
             verdict: history.verdict(),
             counters: history.checker().counters().clone(),
+            owed_open: history.checker().open_obligations(),
         }
     }
 }

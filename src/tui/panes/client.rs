@@ -192,11 +192,12 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
             super::fields(forms[at].clone(), inner)
         },
         tool_call(client.request.as_ref(), theme),
+        owed(snap, hidden, theme, inner),
     ];
     // A short pane (compare mode) keeps what the lesson needs: side effects and duplicates,
-    // then the cursor, the phase, the token, the tool call; in their usual order.
+    // what was owed, then the cursor, the phase, the token, the tool call; in their usual order.
     let rows = usize::from(area.height.saturating_sub(2));
-    let mut keep: Vec<usize> = [3, 1, 0, 2, 4].into_iter().take(rows).collect();
+    let mut keep: Vec<usize> = [3, 5, 1, 0, 2, 4].into_iter().take(rows).collect();
     keep.sort_unstable();
     let lines: Vec<Line> = lines
         .into_iter()
@@ -205,6 +206,45 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         .map(|(_, l)| super::clip(l, inner))
         .collect();
     frame.render_widget(Paragraph::new(lines).block(block("client", theme)), area);
+}
+
+/// Exactly once, or told: what the client was owed, what arrived, what can still arrive, and
+/// what the checker settled as lost (silently) or undelivered (told). Counts only: the checker
+/// judged them.
+fn owed(snap: &Snapshot, hidden: bool, theme: &Theme, inner: usize) -> Line<'static> {
+    let counters = &snap.view.counters;
+    let verdict = &snap.view.verdict;
+    let lost = verdict.count(AnomalyKind::Lost) + verdict.count(AnomalyKind::CallLost);
+    let told = verdict.count(AnomalyKind::Undelivered);
+    let shown = |n: u64| if hidden { "?".to_owned() } else { n.to_string() };
+    let field = |word: &'static str, n: u64, style| {
+        vec![
+            Span::styled(word, theme.dim()),
+            Span::styled(shown(n), if hidden { theme.dim() } else { style }),
+        ]
+    };
+    let delivered_style = if counters.owed_delivered == counters.owed {
+        theme.good()
+    } else {
+        theme.text()
+    };
+    let mut fields = vec![
+        vec![
+            Span::styled(format!("{:<8}", "owed"), theme.dim()),
+            Span::raw(shown(counters.owed)),
+        ],
+        field("  delivered ", counters.owed_delivered, delivered_style),
+    ];
+    if snap.view.owed_open > 0 {
+        fields.push(field("  open ", snap.view.owed_open, theme.warn()));
+    }
+    if lost > 0 {
+        fields.push(field("  lost ", lost, theme.bad()));
+    }
+    if told > 0 {
+        fields.push(field("  told ", told, theme.warn()));
+    }
+    super::fields(fields, inner)
 }
 
 /// The latest tool call: how far it got, whether its stream was resumed, and its result.

@@ -4,7 +4,7 @@
 use super::block;
 use super::lanes::Placed;
 use crate::tui::theme::Theme;
-use forkscope_core::history::{Anomaly, AnomalyKind, Entry, Record};
+use forkscope_core::history::{Anomaly, AnomalyKind, Entry, Owed, Record};
 use forkscope_core::{Effect, EventId, IdScheme, PayloadKey, Policy, SessionId, StreamId};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -101,10 +101,12 @@ fn applications(entries: &[Entry], key: &str) -> Vec<Application> {
 }
 
 /// The side effect's applications, and whether the checker judged one a duplicate.
-fn truth(entries: &[Entry], key: &str) -> (String, bool) {
+/// `gone`: the checker settled the event as never delivered, so "(yet)" would mislead.
+fn truth(entries: &[Entry], key: &str, gone: bool) -> (String, bool) {
     let applied = applications(entries, key);
     let duplicate = applied.iter().any(|a| a.duplicate);
     let said = match applied.as_slice() {
+        [] if gone => format!("truth: side effect {} never applied", short_key(key)),
         [] => format!("truth: side effect {} not applied (yet)", short_key(key)),
         [once] => format!(
             "truth: side effect {} applied once, at {} ({})",
@@ -124,6 +126,21 @@ fn truth(entries: &[Entry], key: &str) -> (String, bool) {
         ),
     };
     (said, duplicate)
+}
+
+/// How the checker settled `event` as not delivered, if it did, from the entries after its
+/// emit: lost, or undelivered and told.
+fn settled(after: &[Entry], event: EventId) -> Option<&Anomaly> {
+    after.iter().find_map(|e| {
+        e.caused.anomalies().iter().find(|a| match a {
+            Anomaly::Lost { event: e, .. } => *e == event,
+            Anomaly::Undelivered {
+                owed: Owed::Event { event: e },
+                ..
+            } => *e == event,
+            _ => false,
+        })
+    })
 }
 
 /// The card for the mark `placed`, seen at the instant whose history is `entries` (absolute
@@ -198,9 +215,21 @@ pub fn describe(
                      receiving: a FORK",
                     bound.map_or_else(|| "another stream".to_owned(), stream_words)
                 ),
-                (None, None) => "client: has not received it (yet)".to_owned(),
+                // Settled by the checker later (a loss found when the stream could deliver
+                // nothing more, or an undelivered event the client was told of): never "(yet)".
+                (None, None) => match settled(&entries[placed.entry - base..], event) {
+                    Some(Anomaly::Undelivered { told, at, .. }) => format!(
+                        "client: never gets it — UNDELIVERED; it was told at {at}: {told}"
+                    ),
+                    Some(settled) => format!(
+                        "client: never gets it — LOST at {}, and nothing told the client",
+                        settled.at()
+                    ),
+                    None => "client: has not received it (yet)".to_owned(),
+                },
             };
-            let (truth, duplicate) = truth(entries, key);
+            let gone = orphan.is_some() || settled(&entries[placed.entry - base..], event).is_some();
+            let (truth, duplicate) = truth(entries, key, gone);
             let mut lines = vec![
                 format!(
                     "payload {} · {} · {}",
@@ -241,7 +270,7 @@ pub fn describe(
                     "client: skipped it — its cursor says it has this one (a replay)".to_owned()
                 }
             };
-            let (truth, _) = truth(entries, key);
+            let (truth, _) = truth(entries, key, false);
             let mut lines = vec![
                 format!(
                     "payload {} from {} · {}",

@@ -180,8 +180,19 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme:
         fields[0].push(Span::styled("CLEAN", theme.verdict(true)));
     } else {
         for (i, (kind, n)) in verdict.counts.iter().enumerate() {
-            let text = format!("{}{} ×{n}", if i == 0 { "" } else { " · " }, short(*kind));
-            let field = vec![Span::styled(text, theme.verdict(false))];
+            let sep = if i == 0 { "" } else { " · " };
+            // Told is not silent: said in amber, with how the client learned.
+            let (text, style) = match (kind, verdict.told) {
+                (AnomalyKind::Undelivered, Some(told)) => (
+                    format!("{sep}{} ×{n} (told: {told})", short(*kind)),
+                    theme.warn(),
+                ),
+                _ => (
+                    format!("{sep}{} ×{n}", short(*kind)),
+                    theme.verdict(false),
+                ),
+            };
+            let field = vec![Span::styled(text, style)];
             if i == 0 {
                 fields[0].extend(field);
             } else {
