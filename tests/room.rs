@@ -54,7 +54,10 @@ fn numbers_match(screen: &str, snap: &Snapshot) -> Vec<String> {
             AnomalyKind::Gap => "GAP",
             AnomalyKind::NonMonotonicCursor => "BACK",
             AnomalyKind::Lost => "LOST",
+            AnomalyKind::CallLost => "CALL LOST",
+            AnomalyKind::ReusedId => "REUSED ID",
             AnomalyKind::CursorDrift => "DRIFT",
+            AnomalyKind::Undelivered => "UNDELIVERED",
         };
         expected.push((format!("{short} ×"), n.to_string()));
     }

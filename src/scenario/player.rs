@@ -326,10 +326,15 @@ pub fn new_run(policy: Policy) -> Run {
     }
 }
 
-/// GET decisions the server has made: accepted, rejected, or a new stream.
+/// GET decisions the server has made: accepted, rejected, a new stream, or an SDK's own
+/// answer (an empty 200, a bare 409) — as `check`'s model counts them.
 fn decisions(core: &Core) -> u64 {
     let c = core.history.checker().counters();
-    c.resumes_accepted + c.rejected_total() + c.new_streams_flagged + c.new_streams_silent
+    c.resumes_accepted
+        + c.rejected_total()
+        + c.new_streams_flagged
+        + c.new_streams_silent
+        + c.sdk_answers
 }
 
 async fn wait(
@@ -339,8 +344,14 @@ async fn wait(
     timeout_ms: u64,
     baseline: u64,
 ) -> Result<(), WaitFailed> {
+    // A policy whose events carry no id (python-sdk without a store) never gives the client a
+    // cursor: connected is then the stream's 200 alone.
+    let unnumbered = forkscope_core::resume::sdk::quirks(lab.policy())
+        .is_some_and(|q| q.ids == forkscope_core::IdScheme::Unnumbered);
     let ready = |core: &Core| match what {
-        WaitFor::Connected => core.client.holds_stream(),
+        WaitFor::Connected => {
+            core.client.holds_stream() || (unnumbered && core.client.phase() == Phase::Connected)
+        }
         WaitFor::Reconnecting => {
             matches!(core.client.phase(), Phase::Reconnecting { .. })
                 && core

@@ -206,6 +206,7 @@ impl Client {
             let why = self.renewing.take().unwrap_or("the session was gone");
             self.renewed = Some((now, why));
         }
+        history.record(now, Record::ClientJoined { session });
         self.session = Some(session);
         self.bound_stream = None;
         self.cursor = None;

@@ -136,6 +136,11 @@ pub enum Record {
         reset: bool,
     },
     ClientNewSession,
+    /// The client is in `session` from now on, and reports what it receives there: what the
+    /// session emits is owed to it.
+    ClientJoined {
+        session: SessionId,
+    },
     ClientGaveUp,
     /// The run is over and the lab was let quiesce: what is still owed can no longer arrive.
     /// `reconnecting`: the client was still trying to get its stream back (so it knows).
@@ -159,6 +164,7 @@ impl Record {
                 | Record::Delivered { .. }
                 | Record::CursorMoved { .. }
                 | Record::StreamForgotten { .. }
+                | Record::ClientJoined { .. }
         )
     }
 
@@ -271,6 +277,7 @@ impl Record {
             },
             Record::ClientNewSession => "client starts a new session".to_owned(),
             Record::ClientGaveUp => "client gives up: its retry budget is spent".to_owned(),
+            Record::ClientJoined { .. } => return None,
             Record::RunEnded { reconnecting } => if *reconnecting {
                 "the run ends with the client still reconnecting: what it is owed is judged"
             } else {

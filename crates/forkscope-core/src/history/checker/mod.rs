@@ -75,6 +75,8 @@ pub struct Counters {
     pub orphaned: u64,
     /// Tool calls a replica took over after their runner's lease expired.
     pub calls_adopted: u64,
+    /// GETs an SDK policy answered its own way (an empty 200, a bare 409) instead of ruling.
+    pub sdk_answers: u64,
     /// What the client was owed: each event emitted on a stream it follows, and the result of
     /// each tool call it made (judged only for a client that reports what it receives).
     pub owed: u64,
@@ -143,6 +145,10 @@ impl Checker {
                 }
             }
             Record::RunEnded { reconnecting } => self.settle_run(*reconnecting, at),
+            Record::ClientJoined { session } => {
+                self.witnessed.insert(*session);
+                self.client_session = Some(*session);
+            }
             // What the session still owed is gone with it, and the client knows: undelivered,
             // told, not silent.
             Record::SessionClosed { session } => {
@@ -296,6 +302,7 @@ impl Checker {
                 self.refused(*session, reason.http_status(), Some(*reason));
             }
             Record::AnsweredWithStatus { session, status } => {
+                self.counters.sdk_answers += 1;
                 self.refused(*session, *status, None);
             }
             Record::Delivered {
@@ -327,6 +334,7 @@ impl Checker {
                 self.silenced.clear();
             }
             Record::AnsweredSilently { session, held_open } => {
+                self.counters.sdk_answers += 1;
                 if *held_open && let Some(&bound) = self.bound.get(session) {
                     self.silenced.insert(*session, bound);
                 }
