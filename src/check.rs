@@ -52,7 +52,7 @@ pub fn check(
     let exploration = model::explore_on(workers, config, policy, bounds, on_level)?;
     let elapsed = started.elapsed();
     let trace = match &exploration.counterexample {
-        Some(c) => model::trace(config, policy, &c.steps, c.delivery)?,
+        Some(c) => model::trace(config, policy, &c.steps, c.delivery, c.ends_run)?,
         None => Vec::new(),
     };
     Ok(Checked {

@@ -34,7 +34,7 @@ fn fenced_holds_and_exits_0() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("fenced: no fork, duplicate, gap, drift or lost event in"),
+        stdout.contains("fenced: no fork, duplicate, gap, drift, loss or reused id in"),
         "{stdout}"
     );
     assert!(stdout.contains("resume accepted"), "{stdout}");
@@ -127,9 +127,19 @@ fn a_state_limit_is_reported_as_incomplete_with_exit_3() {
 /// foreign GETs in the alphabet and without.
 #[test]
 fn every_naive_counterexample_round_trips_over_real_sockets() {
+    use forkscope_core::AnomalyKind;
     let dir = scratch("roundtrip");
     let mut files = Vec::new();
-    for kind in <forkscope_core::AnomalyKind as strum::IntoEnumIterator>::iter() {
+    // One server under naive reuses no id on a stream (only a store rolled back does), runs
+    // every call to its end (only a dead replica stops one), and tells the client nothing.
+    let unreachable = [
+        AnomalyKind::ReusedId,
+        AnomalyKind::CallLost,
+        AnomalyKind::Undelivered,
+    ];
+    for kind in
+        <AnomalyKind as strum::IntoEnumIterator>::iter().filter(|k| !unreachable.contains(k))
+    {
         for client_only in [false, true] {
             let file = dir.join(format!(
                 "{}{}.toml",
@@ -176,6 +186,65 @@ fn every_naive_counterexample_round_trips_over_real_sockets() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Exactly once, or told, proven and replayed: the shortest silent loss under an SDK policy,
+/// and the shortest loss the client is told of, each replay over real sockets with the same
+/// verdict; naive never tells, and fenced never loses silently.
+#[test]
+fn losses_silent_and_told_round_trip_under_sdk_policies() {
+    let dir = scratch("owed");
+    let cases = [
+        ("ts-sdk", "lost"),
+        ("rmcp", "lost"),
+        ("python-sdk", "undelivered"),
+    ];
+    let mut files = Vec::new();
+    for (policy, kind) in cases {
+        let file = dir.join(format!("{policy}-{kind}.toml"));
+        let out = forkscope()
+            .args([
+                "check",
+                "--policy",
+                policy,
+                "--format",
+                "json",
+                "--anomaly",
+                kind,
+            ])
+            .arg("--emit-scenario")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{policy} {kind}: a counterexample"
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report[0]["counterexample"]["anomaly"], kind);
+        files.push((kind, file));
+    }
+    let run = forkscope()
+        .args(["run", "--format", "json"])
+        .args(files.iter().map(|(_, f)| f))
+        .output()
+        .unwrap();
+    let played: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let shown = serde_json::to_string_pretty(&played).unwrap();
+    assert_eq!(run.status.code(), Some(0), "{shown}");
+    for (i, (kind, _)) in files.iter().enumerate() {
+        let counts = &played[i]["runs"][0]["verdict"]["counts"];
+        assert!(counts[*kind].as_u64().unwrap_or(0) >= 1, "{kind}: {shown}");
+    }
+    for (policy, kind, code) in [("naive", "undelivered", 0), ("fenced", "lost", 0)] {
+        let out = forkscope()
+            .args(["check", "--policy", policy, "--anomaly", kind])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{policy} {kind}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn a_tool_call_schedule_replays_clean_under_fenced() {
     // A call cut mid-way with the token stripped; the client resumes it with Last-Event-ID.
@@ -197,6 +266,7 @@ fn a_tool_call_schedule_replays_clean_under_fenced() {
         Policy::Fenced,
         &steps,
         Delivery::Interleaved,
+        false,
     )
     .unwrap();
     assert!(
@@ -319,7 +389,9 @@ fn replicas_fenced_holds_and_other_counts_are_refused() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("fenced across 2 replicas: no fork, duplicate, gap, drift or lost event"),
+        stdout.contains(
+            "fenced across 2 replicas: no fork, duplicate, gap, drift, loss or reused id"
+        ),
         "{stdout}"
     );
     let out = forkscope()

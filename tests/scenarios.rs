@@ -149,10 +149,13 @@ async fn a_wait_that_times_out_is_a_typed_error_at_its_step() {
     let said = error.to_string();
     assert!(
         said.starts_with(
-            "step 2 (line 6): waiting for \"applied\" (count 99): condition not reached"
+            "step 2 (line 6): waiting for the client to apply 99 side effects \
+             (`wait = \"applied\"`): not reached within"
         ),
         "{said}"
     );
+    // A sentence, never a debug print of the lab's state.
+    assert!(!said.contains("Some(") && !said.contains(" {"), "{said}");
     let report = scenario::report::json(&s, std::slice::from_ref(&run));
     assert_eq!(report["runs"][0]["error"], said.as_str());
 }
@@ -227,6 +230,11 @@ async fn every_scenario_holds_on_every_run() {
             }
             for policy in Policy::ALL {
                 if s.expect.get(policy).is_none() {
+                    continue;
+                }
+                // python-sdk-store's replay-then-close loop reconnects about 80 times while a
+                // run quiesces (some 7 s a play): as many rounds as a replica story.
+                if policy == Policy::PythonSdkStore && round >= REPLICA_REPEATS {
                     continue;
                 }
                 let run = play(s, policy).await;

@@ -51,8 +51,10 @@ pub struct CheckArgs {
     /// with --emit-scenario, so the scenario replays over real sockets as it was found.
     #[arg(long, value_enum)]
     delivery: Option<DeliveryArg>,
-    /// Look for a schedule that ends in this anomaly (fork, duplicate, gap,
-    /// non_monotonic_cursor, lost, cursor_drift), exploring past the others.
+    /// Look for a schedule that ends in this anomaly (fork, duplicate, reused_id, gap,
+    /// non_monotonic_cursor, lost, call_lost, cursor_drift, undelivered), exploring past the
+    /// others. A run may end wherever nothing more happens on its own, and what it still owes
+    /// is judged then: lost, or undelivered when the client was told.
     #[arg(long, value_parser = parse_anomaly)]
     anomaly: Option<AnomalyKind>,
     #[arg(long, value_enum, default_value_t = Format::Text)]

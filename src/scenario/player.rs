@@ -404,12 +404,29 @@ pub async fn finish(lab: &Lab, quiesce_ms: u64) {
     settle(lab).await;
     let mut moved = 0;
     while moved < quiesce_ms && awaits_more(&lab.core()) {
-        let ms = STEP_MS.min(quiesce_ms - moved);
+        // Straight to the client's next retry when one is due sooner: a long quiesce costs
+        // as many steps as the client makes attempts, not as many as it waits milliseconds.
+        let due = next_retry_in(lab).unwrap_or(STEP_MS);
+        let ms = due.min(quiesce_ms - moved);
         lab.advance(ms);
         moved += ms;
         settle(lab).await;
     }
     lab.end_run();
+}
+
+/// Lab time until the client's next reconnect of its stream or of a tool call, if one is due.
+fn next_retry_in(lab: &Lab) -> Option<u64> {
+    let now = lab.clock().now();
+    let core = lab.core();
+    let due = core
+        .client
+        .requests()
+        .iter()
+        .filter_map(|r| r.poll_timeout())
+        .chain(core.client.poll_timeout())
+        .min()?;
+    Some(due.since(now).max(1))
 }
 
 /// Whether the lab may still deliver something owed: an obligation is open, or the client is

@@ -226,7 +226,7 @@ check "pause-at-violation: q quits" wait_for "EXITED 0"
 start "" 120 40
 check "P: the dashboard opens" wait_for "FENCED"
 T send-keys -t fs P
-check "P: fenced holds" wait_for "fenced: no fork, duplicate, gap, drift or lost event in"
+check "P: fenced holds" wait_for "fenced: no fork, duplicate, gap, drift, loss or reused id in"
 T send-keys -t fs Escape
 T send-keys -t fs n
 check "P: back to the lab, naive" wait_for "NAIVE"

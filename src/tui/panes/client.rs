@@ -216,7 +216,13 @@ fn owed(snap: &Snapshot, hidden: bool, theme: &Theme, inner: usize) -> Line<'sta
     let verdict = &snap.view.verdict;
     let lost = verdict.count(AnomalyKind::Lost) + verdict.count(AnomalyKind::CallLost);
     let told = verdict.count(AnomalyKind::Undelivered);
-    let shown = |n: u64| if hidden { "?".to_owned() } else { n.to_string() };
+    let shown = |n: u64| {
+        if hidden {
+            "?".to_owned()
+        } else {
+            n.to_string()
+        }
+    };
     let field = |word: &'static str, n: u64, style| {
         vec![
             Span::styled(word, theme.dim()),

@@ -218,9 +218,9 @@ pub fn describe(
                 // Settled by the checker later (a loss found when the stream could deliver
                 // nothing more, or an undelivered event the client was told of): never "(yet)".
                 (None, None) => match settled(&entries[placed.entry - base..], event) {
-                    Some(Anomaly::Undelivered { told, at, .. }) => format!(
-                        "client: never gets it — UNDELIVERED; it was told at {at}: {told}"
-                    ),
+                    Some(Anomaly::Undelivered { told, at, .. }) => {
+                        format!("client: never gets it — UNDELIVERED; it was told at {at}: {told}")
+                    }
                     Some(settled) => format!(
                         "client: never gets it — LOST at {}, and nothing told the client",
                         settled.at()
@@ -228,7 +228,8 @@ pub fn describe(
                     None => "client: has not received it (yet)".to_owned(),
                 },
             };
-            let gone = orphan.is_some() || settled(&entries[placed.entry - base..], event).is_some();
+            let gone =
+                orphan.is_some() || settled(&entries[placed.entry - base..], event).is_some();
             let (truth, duplicate) = truth(entries, key, gone);
             let mut lines = vec![
                 format!(

@@ -187,10 +187,7 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme:
                     format!("{sep}{} ×{n} (told: {told})", short(*kind)),
                     theme.warn(),
                 ),
-                _ => (
-                    format!("{sep}{} ×{n}", short(*kind)),
-                    theme.verdict(false),
-                ),
+                _ => (format!("{sep}{} ×{n}", short(*kind)), theme.verdict(false)),
             };
             let field = vec![Span::styled(text, style)];
             if i == 0 {

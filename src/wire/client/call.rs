@@ -131,7 +131,8 @@ impl LabClient {
             let phase = {
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;
-                core.client.on_request_attempt_failed(now, id, rejected)
+                core.client
+                    .on_request_attempt_failed(now, id, rejected, &mut core.history)
             };
             if phase == RequestPhase::Failed {
                 tracing::warn!(request = id, reason = ?rejected, "the tool call's result is lost");

@@ -10,8 +10,8 @@ use super::{
     Client, Continuity, Delivery, EventTruth, REQUESTS_KEPT, ReconnectPlan, StreamHeaders, retry,
 };
 use crate::config::RetryConfig;
-use crate::history::History;
-use crate::ids::WireCursor;
+use crate::history::{History, Record};
+use crate::ids::{SessionId, StreamId, WireCursor};
 use crate::time::LabTime;
 use crate::vocabulary::{ClientAction, RejectReason};
 use serde::Serialize;
@@ -50,6 +50,10 @@ pub struct RequestStream {
     pub replays_skipped: u64,
     /// The progress steps the call asked for, when the caller said (a display's "7 of 16").
     pub steps: Option<u64>,
+    /// The call's stream as the server knows it, from the ground truth of the first event that
+    /// arrived on it (the priming event): what the client names when it gives the call up.
+    #[serde(skip)]
+    pub(crate) truth: Option<(SessionId, StreamId)>,
 }
 
 impl RequestStream {
@@ -64,6 +68,7 @@ impl RequestStream {
             resumes: 0,
             applied: 0,
             replays_skipped: 0,
+            truth: None,
         }
     }
 
@@ -253,6 +258,9 @@ impl Client {
         let Some(request) = self.request_mut(request_id) else {
             return Delivery::SkippedReplay;
         };
+        if let Some(t) = &truth {
+            request.truth.get_or_insert((t.session, t.event.stream));
+        }
         if priming {
             if let Some(id) = wire_id {
                 request.moved_to(id);
@@ -293,22 +301,41 @@ impl Client {
     }
 
     /// A resume of a tool call's stream failed (no answer, or a rejection). A rejection that
-    /// says "start a new session" ends the call: its result is lost, and the client says so.
+    /// says "start a new session" ends the call: its result is lost, and the client says so
+    /// (in the history too: it knows what it will not get).
     pub fn on_request_attempt_failed(
         &mut self,
         now: LabTime,
         request_id: u64,
         rejected: Option<RejectReason>,
+        history: &mut History,
     ) -> RequestPhase {
         let (retry, hint) = (self.retry, self.retry_hint_ms);
+        let session = self.session;
         let Some(request) = self.request_mut(request_id) else {
             return RequestPhase::Failed;
         };
-        if rejected.is_some_and(|r| r.client_action() == ClientAction::StartNewSession) {
+        let refused = rejected.filter(|r| r.client_action() == ClientAction::StartNewSession);
+        let phase = if refused.is_some() {
             request.phase = RequestPhase::Failed;
-            return request.phase;
+            request.phase
+        } else {
+            request.on_attempt_failed(now, &retry, hint)
+        };
+        if phase == RequestPhase::Failed
+            && let Some(session) = request.truth.map(|(s, _)| s).or(session)
+        {
+            let call = request.truth.map(|(_, stream)| stream);
+            history.record(
+                now,
+                Record::CallAbandoned {
+                    session,
+                    call,
+                    refused,
+                },
+            );
         }
-        request.on_attempt_failed(now, &retry, hint)
+        phase
     }
 
     /// The tool calls the client follows, oldest first.

@@ -136,6 +136,13 @@ pub enum Record {
         reset: bool,
     },
     ClientNewSession,
+    /// The client gave up a tool call: a refusal sent it away (`refused`), or its retry budget
+    /// ran out. `call`: the call's stream, when an event of it ever arrived.
+    CallAbandoned {
+        session: SessionId,
+        call: Option<StreamId>,
+        refused: Option<RejectReason>,
+    },
     /// The client is in `session` from now on, and reports what it receives there: what the
     /// session emits is owed to it.
     ClientJoined {
@@ -278,6 +285,14 @@ impl Record {
             Record::ClientNewSession => "client starts a new session".to_owned(),
             Record::ClientGaveUp => "client gives up: its retry budget is spent".to_owned(),
             Record::ClientJoined { .. } => return None,
+            Record::CallAbandoned { call, refused, .. } => format!(
+                "client gives up the tool call{}: {}",
+                call.map(|c| format!(" on {c}")).unwrap_or_default(),
+                refused.map_or_else(
+                    || "its retry budget is spent".to_owned(),
+                    |r| format!("refused with {} {r}", r.http_status())
+                )
+            ),
             Record::RunEnded { reconnecting } => if *reconnecting {
                 "the run ends with the client still reconnecting: what it is owed is judged"
             } else {

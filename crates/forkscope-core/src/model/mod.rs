@@ -191,7 +191,7 @@ impl Exploration {
                 c.anomaly.kind()
             ),
             None if self.complete => format!(
-                "no fork, duplicate, gap, drift or lost event in {} states up to depth {}{}",
+                "no fork, duplicate, gap, drift, loss or reused id in {} states up to depth {}{}",
                 self.distinct,
                 self.depth_reached,
                 if self.exhausted {
@@ -206,8 +206,8 @@ impl Exploration {
                      depth was explored in full"
                 ),
                 Some(Stopped { limit, at_depth }) => format!(
-                    "every schedule up to depth {} holds: no fork, duplicate, gap, drift or lost \
-                     event in {} states ({limit} reached at depth {at_depth})",
+                    "every schedule up to depth {} holds: no fork, duplicate, gap, drift, loss or \
+                     reused id in {} states ({limit} reached at depth {at_depth})",
                     self.proven_depth, self.distinct
                 ),
                 // `complete` is false only when a limit stopped the search.
@@ -228,6 +228,10 @@ pub struct Counterexample {
     pub delivery: Delivery,
     /// The first anomaly the checker named, in its words.
     pub anomaly: Anomaly,
+    /// Found by ending the run after the last step, where nothing more happens on its own: an
+    /// obligation no step will deliver (lost, call lost, undelivered). A replay ends the same
+    /// way once its lab is quiet.
+    pub ends_run: bool,
 }
 
 /// What `progress_task` does in the explored lab: two progress steps, then the result.

@@ -46,12 +46,20 @@ struct Transition {
 
 #[derive(Debug)]
 enum Found {
-    Anomaly(Box<Anomaly>),
+    /// The anomaly, and whether it was found by ending the run there (see
+    /// [`Counterexample::ends_run`]).
+    Anomaly(Box<Anomaly>, bool),
     /// It minted more streams than the bound allows.
     Pruned,
     /// A state found before this round.
     Known,
     New(u128),
+}
+
+/// Nothing more happens on its own: no event on the wire, no timer due (a call's next step, a
+/// client's retry, a grace window). A run may end here; `run` ends a quiet lab the same way.
+fn at_rest(sim: &Sim) -> bool {
+    sim.in_flight() == 0 && sim.call_in_flight() == 0 && sim.next_deadline().is_none()
 }
 
 pub(super) fn explore(
@@ -114,13 +122,14 @@ pub(super) fn explore(
                 tally.add(transition.reached);
                 let step = transition.step;
                 match transition.found {
-                    Found::Anomaly(anomaly) => {
+                    Found::Anomaly(anomaly, ends_run) => {
                         let mut steps = tree.schedule(depth - 1, transition.parent);
                         steps.push(Step::ALL[usize::from(step)]);
                         out.counterexample = Some(Counterexample {
                             steps,
                             delivery: bounds.delivery,
                             anomaly: *anomaly,
+                            ends_run,
                         });
                         out.depth_reached = depth;
                         break 'levels;
@@ -245,13 +254,28 @@ fn expand_state(
     let judge = |i: u8, mut child: Sim, found: &mut Vec<Transition>| {
         take(Step::ALL[usize::from(i)], &mut child, bounds.delivery);
         let reached = Reached::between(&before, &Marks::of(&child));
-        let anomalies = child.history().checker().anomalies();
-        let hit = match bounds.target {
-            None => anomalies.iter().find(|a| a.kind().is_violation()),
-            Some(kind) => anomalies.iter().find(|a| a.kind() == kind),
+        let wanted = |a: &&Anomaly| match bounds.target {
+            None => a.kind().is_violation(),
+            Some(kind) => a.kind() == kind,
+        };
+        let hit = child.history().checker().anomalies().iter().find(wanted);
+        // Exactly once, or told: where nothing more happens on its own, the run may end, and
+        // what is still owed is judged as `run` judges a quiet lab.
+        let settled = || {
+            let mut ended = child.clone();
+            ended.end_run();
+            ended
+                .history()
+                .checker()
+                .anomalies()
+                .iter()
+                .find(wanted)
+                .cloned()
         };
         let outcome = if let Some(anomaly) = hit {
-            Found::Anomaly(Box::new(anomaly.clone()))
+            Found::Anomaly(Box::new(anomaly.clone()), false)
+        } else if let Some(anomaly) = at_rest(&child).then(settled).flatten() {
+            Found::Anomaly(Box::new(anomaly), true)
         } else if streams_minted(&child) > bounds.streams {
             Found::Pruned
         } else {
@@ -262,7 +286,7 @@ fn expand_state(
                 Found::New(fingerprint)
             }
         };
-        let stop = matches!(outcome, Found::Anomaly(_));
+        let stop = matches!(outcome, Found::Anomaly(..));
         found.push(Transition {
             parent: node,
             step: i,

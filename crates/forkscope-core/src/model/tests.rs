@@ -39,7 +39,7 @@ fn fenced_holds_up_to_a_small_depth() {
 fn a_counterexample_replays_to_the_same_anomaly() {
     let found = explore(config(), Policy::Naive, bounds(6), |_| {}).unwrap();
     let c = found.counterexample.unwrap();
-    let told = trace(config(), Policy::Naive, &c.steps, c.delivery).unwrap();
+    let told = trace(config(), Policy::Naive, &c.steps, c.delivery, c.ends_run).unwrap();
     assert_eq!(told.len(), c.steps.len());
     let last = told.last().unwrap();
     assert!(

@@ -28,6 +28,7 @@ pub fn trace(
     policy: Policy,
     steps: &[Step],
     delivery: Delivery,
+    ends_run: bool,
 ) -> Result<Vec<TraceStep>, ConfigError> {
     // Keep every record: the narration reads them.
     let config = LabConfig {
@@ -70,6 +71,17 @@ pub fn trace(
             anomalies,
             kinds,
         });
+    }
+    // The run ends where the schedule does: what is still owed is judged, told on the last step.
+    if ends_run && let Some(last) = out.last_mut() {
+        let before = sim.history().checker().anomalies().len();
+        sim.end_run();
+        last.happened
+            .push("the run ends here: nothing more happens on its own".to_owned());
+        for a in &sim.history().checker().anomalies()[before..] {
+            last.anomalies.push(renamed(&a.to_string(), &sessions));
+            last.kinds.push(a.kind());
+        }
     }
     Ok(out)
 }

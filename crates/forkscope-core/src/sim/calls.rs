@@ -226,13 +226,21 @@ impl Sim {
             Ok(ResumeDecision::NewStream(n)) => (n.echo, Some(n.token.to_string())),
             Ok(ResumeDecision::Reject(rejected)) => {
                 let reason = rejected.reason();
-                self.client
-                    .on_request_attempt_failed(self.now, request_id, Some(reason));
+                self.client.on_request_attempt_failed(
+                    self.now,
+                    request_id,
+                    Some(reason),
+                    &mut self.history,
+                );
                 return;
             }
             Ok(ResumeDecision::Answered(_)) | Err(_) => {
-                self.client
-                    .on_request_attempt_failed(self.now, request_id, None);
+                self.client.on_request_attempt_failed(
+                    self.now,
+                    request_id,
+                    None,
+                    &mut self.history,
+                );
                 return;
             }
         };

@@ -11,6 +11,7 @@ use super::{Checker, StreamKind};
 use crate::history::anomaly::{Anomaly, Owed, Told};
 use crate::ids::{EventId, SessionId, StreamId};
 use crate::time::LabTime;
+use crate::vocabulary::RejectReason;
 use std::sync::Arc;
 
 /// Whether a key ends a tool call's stream: its result, or why it stopped.
@@ -61,6 +62,42 @@ impl Checker {
         }
     }
 
+    /// The client gave up a tool call, and knows it: what the call still owes is undelivered,
+    /// told. A call the client never heard from is named by elimination: each call of the
+    /// session that delivered nothing yet.
+    pub(super) fn settle_call_told(
+        &mut self,
+        session: SessionId,
+        call: Option<StreamId>,
+        refused: Option<RejectReason>,
+        at: LabTime,
+    ) {
+        let told = match refused {
+            Some(reason) => Told::Refused {
+                status: reason.http_status(),
+                reason: Some(reason),
+            },
+            None => Told::GaveUp {
+                refusals: self.refusals.get(&session).copied(),
+            },
+        };
+        let calls: Vec<StreamId> = match call {
+            Some(call) => vec![call],
+            None => self
+                .streams_of(session)
+                .into_iter()
+                .filter(|s| {
+                    self.track(session, *s).is_some_and(|t| {
+                        t.seen == 0 && t.call.is_some_and(|c| !c.settled && c.steps == 0)
+                    })
+                })
+                .collect(),
+        };
+        for call in calls {
+            self.settle(session, call, Some(told), at);
+        }
+    }
+
     /// The run is over and the lab was let quiesce: nothing still owed can arrive. The client
     /// knows of what its own sessions lost when it was told, or when it is still reconnecting;
     /// everything else is lost silently.
@@ -79,7 +116,13 @@ impl Checker {
     }
 
     /// One stream's open obligations, judged now: undelivered when `told`, else lost.
-    fn settle(&mut self, session: SessionId, stream: StreamId, told: Option<Told>, at: LabTime) {
+    pub(super) fn settle(
+        &mut self,
+        session: SessionId,
+        stream: StreamId,
+        told: Option<Told>,
+        at: LabTime,
+    ) {
         let witnessed = self.witnessed.contains(&session);
         let Some(track) = self.streams.get_mut(&(session, stream)) else {
             return;

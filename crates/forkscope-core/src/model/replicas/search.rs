@@ -60,7 +60,7 @@ impl Exploration {
                 c.anomaly.kind()
             ),
             None => format!(
-                "no fork, duplicate, gap, drift or lost event in {} states up to depth {}{}",
+                "no fork, duplicate, gap, drift, loss or reused id in {} states up to depth {}{}",
                 self.distinct,
                 self.proven_depth,
                 if self.exhausted {
