@@ -187,6 +187,8 @@ struct Watch {
 #[derive(Debug, Default)]
 struct Seen {
     holds: Vec<(SessionKey, Held)>,
+    /// The tool calls this replica runs (it started them, or adopted them), until they finish.
+    runs: Vec<(SessionId, StreamId)>,
     sent: u64,
     recent: VecDeque<String>,
 }
@@ -389,7 +391,29 @@ impl Replicas {
         running.kill();
         let mut watch = lock(&self.watch);
         watch.replicas[index].holds.clear();
+        let runs = std::mem::take(&mut watch.replicas[index].runs);
         watch.note(id, "killed".into());
+        drop(watch);
+        // The calls it ran have no runner now. Whether one can take over is the store's fact:
+        // a fenced replica runs a call under a lease that expires, so another adopts it;
+        // a naive one takes no lease.
+        let adoptable = self.template.policy == Policy::Fenced;
+        let now = self.clock.now();
+        let mut core = self.shared.lock();
+        for (session, call) in runs {
+            core.history.record_by(
+                now,
+                Some(ByReplica {
+                    replica: id,
+                    epoch: None,
+                }),
+                Record::RunnerStopped {
+                    session,
+                    call,
+                    adoptable,
+                },
+            );
+        }
         Ok(())
     }
 
@@ -639,6 +663,11 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
                 return;
             };
             watch.streams.push((session.clone(), stream, kind));
+            if kind == StreamKind::Request
+                && let Some(seen) = watch.replicas.get_mut(id.index())
+            {
+                seen.runs.push((s, stream));
+            }
             let excess = watch.streams.len().saturating_sub(64);
             watch.streams.drain(..excess);
             watch.note(id, format!("opens {stream}"));
@@ -771,6 +800,12 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
                 return;
             };
             watch.note(id, format!("adopts the call on {stream} after step {done}"));
+            for seen in &mut watch.replicas {
+                seen.runs.retain(|run| *run != (s, stream));
+            }
+            if let Some(seen) = watch.replicas.get_mut(id.index()) {
+                seen.runs.push((s, stream));
+            }
             let record = Record::CallAdopted {
                 session: s,
                 stream,
@@ -784,6 +819,9 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
                 return;
             };
             watch.note(id, format!("finishes the call on {stream}"));
+            for seen in &mut watch.replicas {
+                seen.runs.retain(|run| *run != (s, stream));
+            }
             (by(None), Record::StreamClosed { session: s, stream })
         }
         Fact::DeliveryEnded {

@@ -143,6 +143,14 @@ pub enum Record {
         call: Option<StreamId>,
         refused: Option<RejectReason>,
     },
+    /// The replica running the tool call on `call` died. `adoptable`: its lease in the store
+    /// will expire and another replica can take the call over (fenced replicas); else no one
+    /// will run the rest of it.
+    RunnerStopped {
+        session: SessionId,
+        call: StreamId,
+        adoptable: bool,
+    },
     /// The client is in `session` from now on, and reports what it receives there: what the
     /// session emits is owed to it.
     ClientJoined {
@@ -285,6 +293,19 @@ impl Record {
             Record::ClientNewSession => "client starts a new session".to_owned(),
             Record::ClientGaveUp => "client gives up: its retry budget is spent".to_owned(),
             Record::ClientJoined { .. } => return None,
+            Record::RunnerStopped {
+                call, adoptable, ..
+            } => {
+                if *adoptable {
+                    format!(
+                        "the call on {call} loses its runner: its lease will expire for another replica to adopt it"
+                    )
+                } else {
+                    format!(
+                        "the call on {call} loses its runner, and no replica will take it over (no lease)"
+                    )
+                }
+            }
             Record::CallAbandoned { call, refused, .. } => format!(
                 "client gives up the tool call{}: {}",
                 call.map(|c| format!(" on {c}")).unwrap_or_default(),

@@ -150,6 +150,12 @@ impl Checker {
                 call,
                 refused,
             } => self.settle_call_told(*session, *call, *refused, at),
+            Record::RunnerStopped {
+                session,
+                call,
+                adoptable: false,
+            } => self.settle_orphaned_call(*session, *call, at),
+            Record::RunnerStopped { .. } => {}
             Record::ClientJoined { session } => {
                 self.witnessed.insert(*session);
                 self.client_session = Some(*session);
@@ -283,11 +289,14 @@ impl Checker {
                     {
                         call.end_emitted = true;
                     }
-                    // A forked or silenced emit is reported lost at once; every other one is
-                    // owed, unless it belongs to a call the client has already given up.
+                    // Owed, unless the client already gave up the call it belongs to; a forked
+                    // or silenced emit was reported lost at once, every other one waits here.
                     let given_up = track.call.is_some_and(|c| c.settled);
-                    if witnessed && !forked && !silenced && !given_up && *seq > track.seen {
+                    let owed = witnessed && !given_up && *seq > track.seen;
+                    if owed {
                         self.counters.owed += 1;
+                    }
+                    if owed && !forked && !silenced {
                         track.pending.insert(*seq, key.clone());
                         if track.pending.len() > OWED_KEPT {
                             track.pending.pop_first();

@@ -98,6 +98,36 @@ impl Checker {
         }
     }
 
+    /// The call's runner died and nothing will adopt it: its result can no longer come. Only
+    /// the result is judged now; events it already sent may still be replayed from the store.
+    pub(super) fn settle_orphaned_call(&mut self, session: SessionId, call: StreamId, at: LabTime) {
+        if !self.witnessed.contains(&session) {
+            return;
+        }
+        let told = self.told.get(&session).copied();
+        let Some(track) = self.streams.get_mut(&(session, call)) else {
+            return;
+        };
+        let Some(c) = track.call.as_mut().filter(|c| !c.settled && !c.end_emitted) else {
+            return;
+        };
+        c.settled = true;
+        let steps = c.steps;
+        self.report(match told {
+            Some(told) => Anomaly::Undelivered {
+                owed: Owed::CallResult { call },
+                told,
+                at,
+            },
+            None => Anomaly::CallLost {
+                session,
+                call,
+                steps,
+                at,
+            },
+        });
+    }
+
     /// The run is over and the lab was let quiesce: nothing still owed can arrive. The client
     /// knows of what its own sessions lost when it was told, or when it is still reconnecting;
     /// everything else is lost silently.
