@@ -122,9 +122,10 @@ async fn naive_mid_incident_shows_the_fork() {
     }
     let usable = shot(&mut app, 80, 24);
     snapshot("usable_80x24", &usable);
-    // 100×30, a common laptop split: the tool-call line and the log keep their rows.
+    // 100×30, a common laptop split: the client's last row and the log keep their rows (with no
+    // tool call running, that row is what the client was owed; a running call takes it).
     let laptop = shot(&mut app, 100, 30);
-    assert!(laptop.contains("call    "), "{laptop}");
+    assert!(laptop.contains("owed    "), "{laptop}");
     assert!(laptop.contains("verdict FORK"), "{laptop}");
     assert!(laptop.contains("log"), "{laptop}");
     let tiny = shot(&mut app, 40, 10);

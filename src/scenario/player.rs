@@ -366,15 +366,24 @@ async fn wait(
         WaitFor::Orphaned => core.history.checker().counters().orphaned >= count,
         WaitFor::Refused => core.history.checker().counters().late_emits_refused >= count,
         WaitFor::Adopted => core.history.checker().counters().calls_adopted >= count,
-        WaitFor::Answered => {
-            core.client.holds_stream()
-                || (decisions(core) > baseline && core.client.phase() != Phase::Idle)
-                // Refused without a ruling (an SDK's bare 409), the next try scheduled.
-                || matches!(
-                    core.client.phase(),
-                    Phase::Reconnecting { attempt: 1.., next_at: Some(_), .. } | Phase::GaveUp { .. }
-                )
-        }
+        // Only once the client has read the answer: a ruling is recorded before the client
+        // acts on it (a refusal that sends it to a new session leaves it idle first).
+        WaitFor::Answered => match core.client.phase() {
+            Phase::Connected => core.client.holds_stream() || decisions(core) > baseline,
+            // Refused (typed, or an SDK's bare 409) with the next try scheduled, or given up.
+            Phase::Reconnecting {
+                attempt: 1..,
+                next_at: Some(_),
+                ..
+            }
+            | Phase::GaveUp { .. } => true,
+            // Ruled on, and the stream it got broke again (a replay that then ends): the client
+            // has read the answer and scheduled its next try.
+            Phase::Reconnecting {
+                next_at: Some(_), ..
+            } => decisions(core) > baseline,
+            Phase::Reconnecting { .. } | Phase::Idle => false,
+        },
         WaitFor::ToolProgress => core
             .client
             .requests()

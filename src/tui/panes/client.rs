@@ -195,9 +195,16 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         owed(snap, hidden, theme, inner),
     ];
     // A short pane (compare mode) keeps what the lesson needs: side effects and duplicates,
-    // what was owed, then the cursor, the phase, the token, the tool call; in their usual order.
+    // then the cursor, the phase, the token; in their usual order.
+    // The owed line comes next (the verdict sums it up on a short pane), but a running tool
+    // call outranks it.
     let rows = usize::from(area.height.saturating_sub(2));
-    let mut keep: Vec<usize> = [3, 5, 1, 0, 2, 4].into_iter().take(rows).collect();
+    let order = if client.request.is_some() {
+        [3, 1, 0, 2, 4, 5]
+    } else {
+        [3, 1, 0, 2, 5, 4]
+    };
+    let mut keep: Vec<usize> = order.into_iter().take(rows).collect();
     keep.sort_unstable();
     let lines: Vec<Line> = lines
         .into_iter()
