@@ -118,8 +118,9 @@ pub struct Checker {
     /// Sessions whose client was told it will not get everything: what they still owed is
     /// settled as undelivered, and what is emitted on them afterwards is not owed.
     told: HashMap<SessionId, Told>,
-    /// The refusal each session last answered its client with, and how many times in a row.
-    refusals: HashMap<SessionId, Refusals>,
+    /// The refusal the client's session last answered it with, and how many times in a row
+    /// (a GET from anyone else is not the client's to be told by).
+    refusals: Option<(SessionId, Refusals)>,
     counters: Counters,
     counts: BTreeMap<AnomalyKind, u64>,
     anomalies: Vec<Anomaly>,
@@ -140,7 +141,7 @@ impl Checker {
             Record::SessionOpened { .. } => {}
             Record::ClientGaveUp => {
                 if let Some(session) = self.client_session {
-                    let refusals = self.refusals.get(&session).copied();
+                    let refusals = self.refusals_of(session);
                     self.settle_told(session, Told::GaveUp { refusals }, at);
                 }
             }
@@ -168,7 +169,9 @@ impl Checker {
                     self.settle_told(*session, told, at);
                 }
                 self.told.remove(session);
-                self.refusals.remove(session);
+                if self.refusals.is_some_and(|(s, _)| s == *session) {
+                    self.refusals = None;
+                }
                 if self.client_session == Some(*session) {
                     self.client_session = None;
                 }
@@ -265,7 +268,6 @@ impl Checker {
                 }
                 if !copied {
                     self.counters.emits += 1;
-                    self.check_id_not_reused(*session, *stream, *seq, key, at);
                 }
                 // Emitted after the client was told the session is lost to it: not owed.
                 let witnessed =
@@ -282,7 +284,13 @@ impl Checker {
                         at,
                     });
                 }
+                let mut written_before = None;
                 if let Some(track) = self.streams.get_mut(&(*session, *stream)) {
+                    // Condition 3 as a store keeps it: an id at or below the high-water mark
+                    // is written a second time (one comparison on the common path).
+                    if !copied && *seq != 0 && *seq <= track.high_water {
+                        written_before = owed::first_write(track, *seq);
+                    }
                     track.high_water = track.high_water.max(*seq);
                     if let Some(call) = &mut track.call
                         && ends_call(key)
@@ -303,6 +311,9 @@ impl Checker {
                         }
                     }
                 }
+                if let Some(first) = written_before {
+                    self.check_id_not_reused(*stream, *seq, first, key, at);
+                }
             }
             Record::LateEmitRefused { .. } | Record::StaleWriteRefused { .. } => {
                 self.counters.late_emits_refused += 1;
@@ -310,7 +321,9 @@ impl Checker {
             Record::CallAdopted { .. } => self.counters.calls_adopted += 1,
             Record::ResumeAccepted { session, .. } => {
                 self.counters.resumes_accepted += 1;
-                self.refusals.remove(session);
+                if self.refusals.is_some_and(|(s, _)| s == *session) {
+                    self.refusals = None;
+                }
             }
             Record::ResumeRejected { session, reason } => {
                 *self.counters.resumes_rejected.entry(*reason).or_default() += 1;
@@ -361,21 +374,30 @@ impl Checker {
         }
     }
 
-    /// One more refusal of the session's client's GET: counted in a row while it repeats.
+    /// One more refusal of a GET: counted in a row while it repeats, for the client's session.
     fn refused(&mut self, session: SessionId, status: u16, reason: Option<RejectReason>) {
-        let run = self.refusals.entry(session).or_insert(Refusals {
-            status,
-            reason,
-            times: 0,
-        });
-        if (run.status, run.reason) != (status, reason) {
-            *run = Refusals {
-                status,
-                reason,
-                times: 0,
-            };
+        if self.client_session != Some(session) {
+            return;
         }
+        let run = match &mut self.refusals {
+            Some((s, run)) if *s == session && (run.status, run.reason) == (status, reason) => run,
+            slot => {
+                let fresh = Refusals {
+                    status,
+                    reason,
+                    times: 0,
+                };
+                &mut slot.insert((session, fresh)).1
+            }
+        };
         run.times += 1;
+    }
+
+    /// The refusals the client's session answered it with, in a row, if `session` is it.
+    fn refusals_of(&self, session: SessionId) -> Option<Refusals> {
+        self.refusals
+            .filter(|(s, _)| *s == session)
+            .map(|(_, run)| run)
     }
 
     /// In a lab of replicas: the replica (and epoch) `stream` is attached on now, as the

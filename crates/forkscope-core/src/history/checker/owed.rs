@@ -7,12 +7,22 @@
 //! refusal, a retry budget spent, a session ended, a stream flagged new. Safety is judged as the
 //! records arrive (`mod.rs`); this is completeness.
 
-use super::{Checker, StreamKind};
+use super::{Checker, StreamKind, Track};
 use crate::history::anomaly::{Anomaly, Owed, Told};
 use crate::ids::{EventId, SessionId, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::RejectReason;
 use std::sync::Arc;
+
+/// What id `seq` of the stream carried when it was first written, while it is still kept
+/// (owed, or among the latest delivered); unknown is not judged.
+pub(super) fn first_write(track: &Track, seq: u64) -> Option<Arc<str>> {
+    track
+        .pending
+        .get(&seq)
+        .or_else(|| track.delivered.get(&seq))
+        .cloned()
+}
 
 /// Whether a key ends a tool call's stream: its result, or why it stopped.
 pub(super) fn ends_call(key: &str) -> bool {
@@ -53,7 +63,7 @@ impl Checker {
     /// How a client leaving `session` knew: by the refusal the session last answered it with,
     /// else by the session's end.
     pub(super) fn told_by_refusal(&self, session: SessionId) -> Told {
-        match self.refusals.get(&session) {
+        match self.refusals_of(session) {
             Some(r) => Told::Refused {
                 status: r.status,
                 reason: r.reason,
@@ -78,7 +88,7 @@ impl Checker {
                 reason: Some(reason),
             },
             None => Told::GaveUp {
-                refusals: self.refusals.get(&session).copied(),
+                refusals: self.refusals_of(session),
             },
         };
         let calls: Vec<StreamId> = match call {
@@ -207,37 +217,21 @@ impl Checker {
     }
 
     /// Condition 3, as the store keeps it: an id the stream already issued, written again (a
-    /// store rolled back to an older snapshot hands the same ids out twice).
+    /// store rolled back to an older snapshot hands the same ids out twice). The same content
+    /// sent again is a replay (a replica records what it sends), not a reuse.
     pub(super) fn check_id_not_reused(
         &mut self,
-        session: SessionId,
         stream: StreamId,
         seq: u64,
+        first: Arc<str>,
         key: &Arc<str>,
         at: LabTime,
     ) {
-        let Some(track) = self.track(session, stream) else {
-            return;
-        };
-        if seq > track.high_water || seq == 0 {
-            return;
-        }
-        let event = EventId { stream, seq };
-        // What the id carried first, while it is still kept. Sent again with the same content
-        // is a replay (a replica records what it sends), not a reuse; unknown is not judged.
-        let Some(first) = track
-            .pending
-            .get(&seq)
-            .or_else(|| track.delivered.get(&seq))
-            .cloned()
-        else {
-            return;
-        };
         if first == *key {
             return;
         }
         self.report(Anomaly::ReusedId {
-            event,
+            event: EventId { stream, seq },
             first,
             second: key.clone(),
             at,
