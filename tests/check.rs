@@ -186,9 +186,9 @@ fn every_naive_counterexample_round_trips_over_real_sockets() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Exactly once, or told, proven and replayed: the shortest silent loss under an SDK policy,
-/// and the shortest loss the client is told of, each replay over real sockets with the same
-/// verdict; naive never tells, and fenced never loses silently.
+/// Exactly once, or told, proven and replayed: the shortest silent loss under two SDK
+/// policies, and the shortest loss fenced tells the client of (a typed 410), each replayed over
+/// real sockets with the same verdict; naive never tells, and fenced never loses silently.
 #[test]
 fn losses_silent_and_told_round_trip_under_sdk_policies() {
     let dir = scratch("owed");
