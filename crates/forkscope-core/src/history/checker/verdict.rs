@@ -1,0 +1,129 @@
+//! The checker's verdict at one instant: what a pane, a report and an exit status read.
+
+use super::Checker;
+use crate::history::anomaly::{Anomaly, AnomalyKind, Told};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+impl Checker {
+    pub fn verdict(&self) -> Verdict {
+        let counts: BTreeMap<AnomalyKind, u64> = self.counts.clone();
+        // The most telling anomaly leads: a fork explains the duplicates and drift after it.
+        let lead = <AnomalyKind as strum::IntoEnumIterator>::iter()
+            .find_map(|kind| self.anomalies.iter().find(|a| a.kind() == kind));
+        let headline = match lead {
+            // No client reported what it applied (stock clients of `forkscope serve` do not):
+            // say what the server saw rather than "0 side effects applied".
+            None if self.witnessed.is_empty() => format!(
+                "no anomaly in what the server saw: {}, one live stream at a time \
+                 ({}, {} rejected, {}; no client reported what it applied, so duplicates and \
+                 losses are not judged)",
+                counted(self.counters.emits, "event", "emitted"),
+                counted(self.counters.resumes_accepted, "resume", "accepted"),
+                self.counters.rejected_total(),
+                counted(self.counters.late_emits_refused, "late emit", "refused"),
+            ),
+            None => format!(
+                "all owed arrived once: {} applied, on one stream at a time ({}, {} rejected, {})",
+                counted(self.counters.applied, "side effect", ""),
+                counted(self.counters.resumes_accepted, "resume", "accepted"),
+                self.counters.rejected_total(),
+                counted(self.counters.late_emits_refused, "late emit", "refused"),
+            ),
+            Some(lead) => lead.to_string(),
+        };
+        let told = self.anomalies.iter().find_map(|a| match a {
+            Anomaly::Undelivered { told, .. } => Some(*told),
+            _ => None,
+        });
+        Verdict {
+            clean: counts.is_empty(),
+            counts,
+            headline,
+            first: lead.cloned(),
+            told,
+        }
+    }
+}
+
+/// `1 resume accepted`, `2 resumes accepted`: a count and its noun as a person writes them.
+fn counted(n: u64, noun: &str, participle: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {noun}{s} {participle}").trim_end().to_owned()
+}
+
+/// The checker's judgement at one instant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub clean: bool,
+    pub counts: BTreeMap<AnomalyKind, u64>,
+    /// One sentence: the leading anomaly, or a summary of a clean run.
+    pub headline: String,
+    pub first: Option<Anomaly>,
+    /// How the client was told of the first undelivered obligation, if any was.
+    pub told: Option<Told>,
+}
+
+impl Verdict {
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// `fork ×1, duplicate ×41` or `clean`.
+    pub fn summary(&self) -> String {
+        if self.clean {
+            return "clean".to_owned();
+        }
+        self.counts
+            .iter()
+            .map(|(k, n)| match (k, self.told) {
+                (AnomalyKind::Undelivered, Some(told)) => format!("{k} ×{n} (told: {told})"),
+                _ => format!("{k} ×{n}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Caused, Entry, Record};
+    use crate::ids::{SessionId, SplitMix64};
+    use crate::time::LabTime;
+
+    /// A server whose clients report nothing (stock clients of `forkscope serve`) is not
+    /// credited with "0 side effects applied": the verdict says what it could judge.
+    #[test]
+    fn a_verdict_without_a_witness_says_what_it_judged() {
+        let mut checker = Checker::default();
+        let session = SessionId::generate(&mut SplitMix64::new(7));
+        checker.observe(&Entry {
+            at: LabTime::ZERO,
+            by: None,
+            record: Record::SessionOpened { session },
+            caused: Caused::NOTHING,
+        });
+        let verdict = checker.verdict();
+        assert!(verdict.clean);
+        assert!(
+            verdict
+                .headline
+                .starts_with("no anomaly in what the server saw: 0 events emitted"),
+            "{}",
+            verdict.headline
+        );
+        assert!(
+            !verdict.headline.contains("side effects applied"),
+            "{}",
+            verdict.headline
+        );
+    }
+
+    #[test]
+    fn counts_read_as_a_person_writes_them() {
+        assert_eq!(counted(1, "resume", "accepted"), "1 resume accepted");
+        assert_eq!(counted(0, "resume", "accepted"), "0 resumes accepted");
+        assert_eq!(counted(44, "side effect", ""), "44 side effects");
+    }
+}
