@@ -125,6 +125,22 @@ fn a_state_limit_is_reported_as_incomplete_with_exit_3() {
 /// Every class of anomaly the checker names: `check` finds a shortest naive schedule for it,
 /// writes it as a scenario, and `run` replays it over real sockets with that anomaly — with
 /// foreign GETs in the alphabet and without.
+/// `forkscope run` plays every file over real sockets: each passes and shows its anomaly.
+fn replay_each_shows_its_kind(files: &[(&str, PathBuf)]) {
+    let run = forkscope()
+        .args(["run", "--format", "json"])
+        .args(files.iter().map(|(_, f)| f))
+        .output()
+        .unwrap();
+    let played: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let shown = serde_json::to_string_pretty(&played).unwrap();
+    assert_eq!(run.status.code(), Some(0), "{shown}");
+    for (i, (kind, _)) in files.iter().enumerate() {
+        let counts = &played[i]["runs"][0]["verdict"]["counts"];
+        assert!(counts[*kind].as_u64().unwrap_or(0) >= 1, "{kind}: {shown}");
+    }
+}
+
 #[test]
 fn every_naive_counterexample_round_trips_over_real_sockets() {
     use forkscope_core::AnomalyKind;
@@ -168,21 +184,8 @@ fn every_naive_counterexample_round_trips_over_real_sockets() {
         }
     }
     // Every file replays over real sockets and shows its class of anomaly.
-    let run = forkscope()
-        .args(["run", "--format", "json"])
-        .args(files.iter().map(|(_, f)| f))
-        .output()
-        .unwrap();
-    let played: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
-    let shown = serde_json::to_string_pretty(&played).unwrap();
-    assert_eq!(run.status.code(), Some(0), "{shown}");
-    for (i, (kind, _)) in files.iter().enumerate() {
-        let counts = &played[i]["runs"][0]["verdict"]["counts"];
-        assert!(
-            counts[kind.as_str()].as_u64().unwrap_or(0) >= 1,
-            "{kind}: {shown}"
-        );
-    }
+    let files: Vec<_> = files.into_iter().map(|(k, f)| (k.as_str(), f)).collect();
+    replay_each_shows_its_kind(&files);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -223,18 +226,7 @@ fn losses_silent_and_told_round_trip_under_sdk_policies() {
         assert_eq!(report[0]["counterexample"]["anomaly"], kind);
         files.push((kind, file));
     }
-    let run = forkscope()
-        .args(["run", "--format", "json"])
-        .args(files.iter().map(|(_, f)| f))
-        .output()
-        .unwrap();
-    let played: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
-    let shown = serde_json::to_string_pretty(&played).unwrap();
-    assert_eq!(run.status.code(), Some(0), "{shown}");
-    for (i, (kind, _)) in files.iter().enumerate() {
-        let counts = &played[i]["runs"][0]["verdict"]["counts"];
-        assert!(counts[*kind].as_u64().unwrap_or(0) >= 1, "{kind}: {shown}");
-    }
+    replay_each_shows_its_kind(&files);
     for (policy, kind, code) in [("naive", "undelivered", 0), ("fenced", "lost", 0)] {
         let out = forkscope()
             .args(["check", "--policy", policy, "--anomaly", kind])
