@@ -37,6 +37,11 @@ pub struct ProbeArgs {
     /// The standalone tool's arguments, a JSON object.
     #[arg(long, value_name = "JSON")]
     standalone_args: Option<String>,
+    /// The standalone tool's integer argument that sets how many events it sends, when its
+    /// schema does not say so (a count in --standalone-args under a count's name is read too):
+    /// a run of known length lets a lost event be told from a quiet source.
+    #[arg(long, value_name = "NAME", requires = "standalone_tool")]
+    standalone_count_arg: Option<String>,
     /// Run only these cases (comma-separated names, as the report prints them).
     #[arg(long, value_delimiter = ',', value_name = "CASE,...")]
     only: Option<Vec<String>>,
@@ -83,6 +88,7 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode, ProbeFailure> {
         count_arg: args.count_arg,
         standalone_tool: args.standalone_tool,
         standalone_args: args.standalone_args,
+        standalone_count_arg: args.standalone_count_arg,
         only: args.only,
         allow_remote: args.allow_remote,
         window_ms: args.window_ms,

@@ -340,14 +340,31 @@ pub fn standalone_candidates<'a>(tools: &'a [Value], except: Option<&str>) -> Ve
     found.into_iter().map(|(_, _, t)| t).take(3).collect()
 }
 
-/// A plan for a standalone notifier: `--standalone-tool`'s, or a candidate's.
-pub fn standalone_plan(tool: &Value, base: Option<Value>, because: String) -> ToolPlan {
-    plan(
-        tool,
-        base.unwrap_or_else(|| json!({})),
-        count_arg(tool),
-        because,
-    )
+/// A plan for a standalone notifier: `--standalone-tool`'s, or a candidate's. Its count
+/// argument: `count_flag` (`--standalone-count-arg`), else the one its schema names, else an
+/// integer the arguments given already set under a count's name (a tool with no schema for it):
+/// a run of known length lets a lost event be told from a quiet source.
+pub fn standalone_plan(
+    tool: &Value,
+    base: Option<Value>,
+    because: String,
+    count_flag: Option<&str>,
+) -> ToolPlan {
+    let base = base.unwrap_or_else(|| json!({}));
+    let count = count_flag
+        .map(str::to_owned)
+        .or_else(|| count_arg(tool))
+        .or_else(|| count_given(&base));
+    plan(tool, base, count, because)
+}
+
+/// A count the given arguments set: a name a count goes by, with a whole number.
+fn count_given(base: &Value) -> Option<String> {
+    let given = base.as_object()?;
+    COUNT_NAMES
+        .iter()
+        .find(|name| given.get(**name).is_some_and(Value::is_u64))
+        .map(|name| (*name).to_owned())
 }
 
 pub fn find<'a>(tools: &'a [Value], name: &str) -> Result<&'a Value, Unknown> {
@@ -374,6 +391,31 @@ mod tests {
     fn tool(name: &str, description: &str, props: Value) -> Value {
         json!({ "name": name, "description": description,
                 "inputSchema": { "type": "object", "properties": props } })
+    }
+
+    /// A standalone tool whose schema does not declare its count still runs a known length when
+    /// its arguments give one, or when `--standalone-count-arg` names it.
+    #[test]
+    fn a_standalone_count_comes_from_the_schema_the_flag_or_the_arguments() {
+        let bare = json!({ "name": "push_standalone", "description": "Pushes" });
+        let plan = standalone_plan(&bare, Some(json!({ "count": 200 })), "named".into(), None);
+        assert_eq!(plan.count_arg.as_deref(), Some("count"));
+        assert_eq!(
+            plan.args(5, 10, "s1").1,
+            Some(200),
+            "what was given is kept"
+        );
+        let plan = standalone_plan(&bare, None, "named".into(), Some("events"));
+        assert_eq!(plan.args(7, 10, "s1"), (json!({ "events": 7 }), Some(7)));
+        let plan = standalone_plan(&bare, None, "named".into(), None);
+        assert_eq!(
+            plan.args(7, 10, "s1").1,
+            None,
+            "no count known: not judged for loss"
+        );
+        let schema = tool("ping", "Pings", json!({ "n": { "type": "integer" } }));
+        let plan = standalone_plan(&schema, None, "named".into(), None);
+        assert_eq!(plan.count_arg.as_deref(), Some("n"));
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Options {
     /// The tool that notifies on the standalone stream, and its arguments.
     pub standalone_tool: Option<String>,
     pub standalone_args: Option<String>,
+    /// The standalone tool's argument that sets how many events it sends.
+    pub standalone_count_arg: Option<String>,
     pub only: Option<Vec<String>>,
     pub allow_remote: bool,
     /// How long a case waits for what it expects, in milliseconds.
@@ -370,7 +372,12 @@ async fn pick_emitter(
             .standalone_args
             .as_deref()
             .and_then(|a| serde_json::from_str(a).ok());
-        let plan = discover::standalone_plan(tool, base, "--standalone-tool names it".into());
+        let plan = discover::standalone_plan(
+            tool,
+            base,
+            "--standalone-tool names it".into(),
+            opts.standalone_count_arg.as_deref(),
+        );
         let line = plan.describe();
         return Ok((Emitter::Tool(plan), line));
     }
@@ -383,6 +390,7 @@ async fn pick_emitter(
             tool,
             None,
             "its name or description says it notifies, and a trial call put a numbered event on the standalone GET stream".into(),
+            None,
         );
         if tries_standalone(target, &format!("{run}t{i}"), &plan, window).await {
             let line = plan.describe();
