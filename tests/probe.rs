@@ -31,6 +31,7 @@ fn options(url: String) -> Options {
         count_arg: None,
         standalone_tool: None,
         standalone_args: None,
+        standalone_count_arg: None,
         only: None,
         allow_remote: false,
         window_ms: 5_000,
