@@ -28,6 +28,18 @@ impl Checker {
                 c.number(*seq);
                 c.key(key);
             }
+            // What the client still has coming of its call (the delivered keys only tell a
+            // reused id apart, which one server never writes).
+            match track.call {
+                Some(call) => {
+                    c.tag(1);
+                    c.number(call.steps);
+                    c.flag(call.end_emitted);
+                    c.flag(call.settled);
+                    c.flag(call.counted);
+                }
+                None => c.tag(0),
+            }
         });
         let bound: Vec<_> = self.bound.iter().filter(|(s, _)| known(c, s)).collect();
         c.unordered(bound, |c, (session, stream)| {
@@ -85,5 +97,17 @@ impl Checker {
         });
         let witnessed: Vec<_> = self.witnessed.iter().filter(|s| known(c, s)).collect();
         c.unordered(witnessed, |c, session| c.session(*session));
+        // Whether the client was told, not how: every way reads undelivered rather than lost
+        // from here on (how, and the run of refusals that says it, are words in a verdict).
+        let told: Vec<_> = self.told.keys().filter(|s| known(c, s)).collect();
+        c.unordered(told, |c, session| c.session(*session));
+        match self.client_session {
+            Some(session) if known(c, &session) => {
+                c.tag(1);
+                c.session(session);
+            }
+            Some(_) => c.tag(2),
+            None => c.tag(0),
+        }
     }
 }
