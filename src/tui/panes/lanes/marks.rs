@@ -24,7 +24,7 @@ pub const REUSED_ID: char = '⧉';
 /// A tool call whose result can no longer arrive, silently.
 pub const CALL_LOST: char = '⊘';
 /// Owed and never delivered, and the client was told.
-pub const UNDELIVERED: char = '○';
+pub const UNDELIVERED: char = '◌';
 
 /// How bad a mark is; the worst one in a column wins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -13,8 +13,8 @@ mod marks;
 use grid::{ForkOffScreen, Grid, build, first_fork_before, window_in_order};
 pub use grid::{MS_PER_COLUMN, Zoom, window};
 pub use marks::{
-    CURSOR_BACK, DRIFT, DUPLICATE, GAP, LOST, Lane, Mark, ORPHAN_EMIT, Placed, Row, Severity,
-    place, place_all,
+    CALL_LOST, CURSOR_BACK, DRIFT, DUPLICATE, GAP, LOST, Lane, Mark, ORPHAN_EMIT, Placed,
+    REUSED_ID, Row, Severity, UNDELIVERED, place, place_all,
 };
 
 use super::block;
@@ -29,7 +29,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// The lanes' glyphs and their words, most needed first.
-const LEGEND: [(char, &str); 14] = [
+const LEGEND: [(char, &str); 17] = [
     (ORPHAN_EMIT, "orphan emit"),
     (DUPLICATE, "duplicate"),
     ('✗', "rejected"),
@@ -41,6 +41,9 @@ const LEGEND: [(char, &str); 14] = [
     ('┃', "fenced"),
     ('╎', "orphaned"),
     (LOST, "lost"),
+    (CALL_LOST, "call lost"),
+    (UNDELIVERED, "undelivered, told"),
+    (REUSED_ID, "reused id"),
     (GAP, "gap"),
     (CURSOR_BACK, "cursor back"),
     (DRIFT, "drift"),
