@@ -394,10 +394,9 @@ impl Replicas {
         let runs = std::mem::take(&mut watch.replicas[index].runs);
         watch.note(id, "killed".into());
         drop(watch);
-        // The calls it ran have no runner now. Whether one can take over is the store's fact:
-        // a fenced replica runs a call under a lease that expires, so another adopts it;
-        // a naive one takes no lease.
-        let adoptable = self.template.policy == Policy::Fenced;
+        // The calls it ran have no runner now; whether another replica takes them over is the
+        // core's rule.
+        let adoptable = forkscope_core::replica::adopts_orphaned_calls(self.template.policy);
         let now = self.clock.now();
         let mut core = self.shared.lock();
         for (session, call) in runs {

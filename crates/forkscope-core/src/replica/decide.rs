@@ -144,10 +144,16 @@ fn naive(
     }
 }
 
+/// Whether a call whose runner died can be taken over by another replica under `policy`: under
+/// naive a call dies with its replica, as in the SDKs.
+pub fn adopts_orphaned_calls(policy: Policy) -> bool {
+    policy != Policy::Naive
+}
+
 /// The lease epoch to take a call over on, when `record` is a call still running whose lease
-/// has expired by the store's clock. Under naive a call dies with its replica, as in the SDKs.
+/// has expired by the store's clock.
 pub fn adoptable(policy: Policy, record: &StreamRecord) -> Option<u64> {
-    if policy == Policy::Naive || record.kind != StreamKind::Request {
+    if !adopts_orphaned_calls(policy) || record.kind != StreamKind::Request {
         return None;
     }
     let call = record.call.as_ref()?;

@@ -16,7 +16,9 @@
 mod decide;
 mod lease;
 
-pub use decide::{GetPlan, adoptable, cursor_stream, decide_get, needs_standalone};
+pub use decide::{
+    GetPlan, adoptable, adopts_orphaned_calls, cursor_stream, decide_get, needs_standalone,
+};
 pub use lease::{DEFAULT_LEASE_MS, LeaseState, lease_state};
 
 use crate::ids::StreamId;
