@@ -6,8 +6,8 @@ mod common;
 
 use common::services::RedisServer;
 use forkscope::store::{
-    Adoption, CallSpec, LOG_MAXLEN, NewStream, Refused, Retention, SessionKey, Store, StoreError,
-    Writer,
+    Adoption, CallSpec, Floor, LOG_MAXLEN, NewStream, Refused, Retention, SessionKey, Store,
+    StoreError, Writer,
 };
 use forkscope_core::replica::RecordState;
 use forkscope_core::{StreamId, StreamKind};
@@ -80,6 +80,7 @@ both_stores!(
     a_finished_stream_takes_nothing_more(2_000),
     the_log_is_capped(2_000),
     a_replay_read_carries_its_record(2_000),
+    a_rolled_back_store_refuses_a_fenced_writer(2_000),
 );
 
 async fn open(b: &Backend) -> SessionKey {
@@ -102,6 +103,7 @@ fn by_a(epoch: u64) -> Writer<'static> {
         epoch,
         name: "a",
         background: None,
+        floor: 0,
     }
 }
 
@@ -266,6 +268,7 @@ async fn a_call_moves_only_when_its_lease_expired(b: Backend) {
         epoch,
         name,
         done: Some(done),
+        floor: Floor::Check(0),
     };
     let hw = b
         .store
@@ -355,6 +358,7 @@ async fn a_finished_stream_takes_nothing_more(b: Backend) {
         epoch: 1,
         name: "a",
         done: Some(1),
+        floor: Floor::Check(0),
     };
     let hw = b.store.append(&session, s, w, &events(2), true).await;
     assert_eq!(hw.unwrap(), Ok(2));
@@ -451,4 +455,82 @@ async fn a_replay_read_carries_its_record(b: Backend) {
             .unwrap()
             .is_none()
     );
+}
+
+/// A session restored from an older image forgets what was written since: a fenced writer that
+/// wrote past the restored mark is refused (no id is handed out twice), its last message lands
+/// past every id it handed out, and an unfenced writer reuses the forgotten ids, as the SDKs'
+/// stores would.
+async fn a_rolled_back_store_refuses_a_fenced_writer(b: Backend) {
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &call("a", 20))
+        .await
+        .unwrap()
+        .unwrap();
+    let step = |done, floor| Writer::Lease {
+        epoch: 1,
+        name: "a",
+        done: Some(done),
+        floor,
+    };
+    let hw = b
+        .store
+        .append(&session, s, step(3, Floor::Check(0)), &events(3), false)
+        .await;
+    assert_eq!(hw.unwrap(), Ok(3));
+    let image = b.store.image(&session).await.unwrap();
+    let hw = b
+        .store
+        .append(&session, s, step(5, Floor::Check(3)), &events(2), false)
+        .await;
+    assert_eq!(hw.unwrap(), Ok(5));
+    b.store.restore(&session, &image).await.unwrap();
+    let record = b.store.snapshot(&session, s).await.unwrap().unwrap().record;
+    assert_eq!((record.high_water, record.call.unwrap().done), (3, 3));
+
+    let again = b
+        .store
+        .append(&session, s, step(6, Floor::Check(5)), &events(1), false)
+        .await;
+    assert_eq!(
+        again.unwrap(),
+        Err(Refused::RolledBack {
+            stream: s,
+            holds: 3,
+            wrote: 5
+        })
+    );
+    let last = vec!["rolled back".to_owned()];
+    let sealed = b
+        .store
+        .append(&session, s, step(5, Floor::SkipTo(5)), &last, true)
+        .await;
+    assert_eq!(sealed.unwrap(), Ok(6));
+    let (snapshot, events_after_3) = b.store.replay(&session, s, 3, 10).await.unwrap().unwrap();
+    assert_eq!(snapshot.record.state, RecordState::Finished);
+    let seqs: Vec<u64> = events_after_3.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(seqs, [6], "ids 4 and 5 are never handed out again");
+
+    // Unfenced: the same rollback, and ids 4 and 5 are written a second time.
+    let session = open(&b).await;
+    let s = b
+        .store
+        .open_stream(&session, &call("a", 20))
+        .await
+        .unwrap()
+        .unwrap();
+    let naive = Writer::Unfenced {
+        name: "a",
+        background: None,
+    };
+    let hw = b.store.append(&session, s, naive, &events(3), false).await;
+    assert_eq!(hw.unwrap(), Ok(3));
+    let image = b.store.image(&session).await.unwrap();
+    let hw = b.store.append(&session, s, naive, &events(2), false).await;
+    assert_eq!(hw.unwrap(), Ok(5));
+    b.store.restore(&session, &image).await.unwrap();
+    let hw = b.store.append(&session, s, naive, &events(2), false).await;
+    assert_eq!(hw.unwrap(), Ok(5), "the forgotten ids are issued again");
 }

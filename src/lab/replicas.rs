@@ -643,7 +643,47 @@ fn record(shared: &Shared, clock: &LabClock, watch: &Mutex<Watch>, id: ReplicaId
     let by = |epoch: Option<u64>| Some(ByReplica { replica: id, epoch });
     let session_of = |key: &SessionKey| SessionId::parse(key.as_str());
     let mut watch = lock(watch);
+    if let Fact::Written {
+        session,
+        stream,
+        first,
+        effects,
+    } = &fact
+    {
+        let Some(s) = session_of(session) else {
+            return;
+        };
+        drop(watch);
+        let mut core = shared.lock();
+        let now = clock.now();
+        for (seq, effect) in (*first..).zip(effects) {
+            if let Some(effect) = effect {
+                let key = PayloadKey::new(s, *effect).to_shared();
+                let record = Record::Written {
+                    session: s,
+                    stream: *stream,
+                    seq,
+                    key,
+                };
+                core.history.record_by(now, by(None), record);
+            }
+        }
+        return;
+    }
     let (by, record) = match fact {
+        Fact::Written { .. } => return,
+        Fact::RolledBack {
+            stream,
+            holds,
+            wrote,
+            ..
+        } => {
+            watch.note(
+                id,
+                format!("the store rolled back: {stream} holds #{holds}, this replica wrote #{wrote}; write refused"),
+            );
+            return;
+        }
         Fact::SessionOpened { session } => {
             let Some(s) = session_of(&session) else {
                 return;

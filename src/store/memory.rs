@@ -3,11 +3,14 @@
 //! [`admits`], so it commits exactly what the Redis scripts commit. Its clock is its own
 //! (milliseconds since it was made), as Redis's `TIME` is the Redis store's.
 
+use super::Floor;
 use super::{
     Adoption, CallSpec, Events, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention, SessionKey,
     Snapshot, StoreError, Writer,
 };
-use forkscope_core::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits};
+use forkscope_core::replica::{
+    CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits, forgot,
+};
 use forkscope_core::{Policy, StreamId, StreamKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,15 +37,15 @@ struct Inner {
     retention: Retention,
 }
 
-#[derive(Debug)]
-struct Session {
+#[derive(Clone, Debug)]
+pub(super) struct Session {
     streams: Vec<Stream>,
     standalone: Option<StreamId>,
     background: u64,
     touched_ms: u64,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Stream {
     id: StreamId,
     kind: StreamKind,
@@ -57,14 +60,11 @@ struct Stream {
 }
 
 impl Stream {
-    /// Up to `max` events after `after`. The log holds consecutive sequences, so the first one
-    /// is found by index, not by a scan.
+    /// Up to `max` events after `after`. The log is in sequence order (consecutive, but for the
+    /// ids a rolled-back store skipped), so the first one is found by a binary search.
     fn after(&self, after: u64, max: usize) -> Events {
-        let skip = self
-            .log
-            .front()
-            .map_or(0, |(first, _)| (after + 1).saturating_sub(*first) as usize);
-        self.log.iter().skip(skip).take(max).cloned().collect()
+        let skip = self.log.partition_point(|(seq, _)| *seq <= after);
+        self.log.range(skip..).take(max).cloned().collect()
     }
 }
 
@@ -381,6 +381,28 @@ impl MemoryStore {
         if s.state != RecordState::Live {
             return Ok(Err(Refused::Closed(stream)));
         }
+        let floor = match writer {
+            Writer::Epoch { floor, .. }
+            | Writer::Lease {
+                floor: Floor::Check(floor),
+                ..
+            } => Some(floor),
+            Writer::Lease {
+                floor: Floor::SkipTo(floor),
+                ..
+            } => {
+                s.high_water = s.high_water.max(floor);
+                None
+            }
+            Writer::Unfenced { .. } => None,
+        };
+        if let Some(wrote) = floor.filter(|f| forgot(s.high_water, *f)) {
+            return Ok(Err(Refused::RolledBack {
+                stream,
+                holds: s.high_water,
+                wrote,
+            }));
+        }
         for data in events {
             s.high_water += 1;
             s.log.push_back((s.high_water, data.clone()));
@@ -408,6 +430,22 @@ impl MemoryStore {
             self.inner.appended.notify_waiters();
         }
         Ok(Ok(high_water))
+    }
+
+    /// The session as it is now (`None`: not here), for the lab's rollback fault.
+    pub(super) fn image(&self, key: &SessionKey) -> Option<Session> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Puts the session back as `image` held it; every blocked reader looks again.
+    pub(super) fn restore(&self, key: &SessionKey, image: Option<Session>) {
+        let mut sessions = self.lock();
+        match image {
+            Some(session) => sessions.insert(key.clone(), session),
+            None => sessions.remove(key),
+        };
+        drop(sessions);
+        self.inner.appended.notify_waiters();
     }
 
     pub async fn read(

@@ -12,6 +12,7 @@
 
 pub mod memory;
 pub mod redis;
+pub mod rollback;
 
 use forkscope_core::StreamId;
 use forkscope_core::StreamKind;
@@ -93,6 +94,8 @@ pub enum Writer<'a> {
         epoch: u64,
         name: &'a str,
         background: Option<u64>,
+        /// The high-water mark this writer's last write returned: a store below it forgot.
+        floor: u64,
     },
     /// A tool call's step, by the replica holding its lease; `done` is the call's progress once
     /// the batch lands. The write renews the lease.
@@ -100,12 +103,24 @@ pub enum Writer<'a> {
         epoch: u64,
         name: &'a str,
         done: Option<u64>,
+        floor: Floor,
     },
     /// The naive replica: no epoch, as in the SDKs' stores.
     Unfenced {
         name: &'a str,
         background: Option<u64>,
     },
+}
+
+/// What a fenced writer knows its stream holds: the high-water mark its own last write returned
+/// ([`forkscope_core::replica::forgot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Floor {
+    /// Refuse the write when the store holds less: it was rolled back.
+    Check(u64),
+    /// The store was rolled back: raise its mark to this first, so the write lands past every
+    /// id already handed out and none is issued twice (a call's last message, saying so).
+    SkipTo(u64),
 }
 
 /// Why a write did not land.
@@ -116,6 +131,16 @@ pub enum Refused {
     /// The stream finished or was fenced: nothing more lands on it.
     #[error("stream {0} takes no more events")]
     Closed(StreamId),
+    /// The store holds fewer events than this writer already wrote: it was restored from an
+    /// older state, and writing on would hand the same ids out again.
+    #[error(
+        "the store rolled back: stream {stream} holds {holds} events, but this writer had written up to {wrote}"
+    )]
+    RolledBack {
+        stream: StreamId,
+        holds: u64,
+        wrote: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@
 //! beside a log needs subscribe, read, and dedupe, and loses what lands between them).
 
 use super::{
-    Adoption, CallSpec, Events, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention, SessionKey,
-    Snapshot, StoreError, Writer,
+    Adoption, CallSpec, Events, Floor, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention,
+    SessionKey, Snapshot, StoreError, Writer,
 };
 use forkscope_core::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord};
 use forkscope_core::{StreamId, StreamKind};
@@ -70,7 +70,7 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-fn unavailable(e: RedisError) -> StoreError {
+pub(super) fn unavailable(e: RedisError) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
@@ -146,7 +146,7 @@ impl RedisStore {
     }
 
     /// The shared connection for one command or script.
-    fn conn(&self) -> ConnectionManager {
+    pub(super) fn conn(&self) -> ConnectionManager {
         self.conn.clone()
     }
 
@@ -416,14 +416,26 @@ impl RedisStore {
         events: &[String],
         finish: bool,
     ) -> Result<Result<u64, Refused>, StoreError> {
-        let (mode, epoch, name, done, background) = match writer {
+        let (mode, epoch, name, done, background, floor) = match writer {
             Writer::Epoch {
                 epoch,
                 name,
                 background,
-            } => ("epoch", epoch, name, None, background),
-            Writer::Lease { epoch, name, done } => ("lease", epoch, name, done, None),
-            Writer::Unfenced { name, background } => ("none", 0, name, None, background),
+                floor,
+            } => ("epoch", epoch, name, None, background, Floor::Check(floor)),
+            Writer::Lease {
+                epoch,
+                name,
+                done,
+                floor,
+            } => ("lease", epoch, name, done, None, floor),
+            Writer::Unfenced { name, background } => {
+                ("none", 0, name, None, background, Floor::Check(0))
+            }
+        };
+        let (floor, skip) = match floor {
+            Floor::Check(f) => (f, "0"),
+            Floor::SkipTo(f) => (f, "1"),
         };
         let mut conn = self.conn();
         let mut invocation = SCRIPTS.append.prepare_invoke();
@@ -441,7 +453,9 @@ impl RedisStore {
             .arg(self.retention.finished_ms)
             .arg(self.retention.session_idle_ms)
             .arg(background.map_or(String::new(), |n| n.to_string()))
-            .arg(pack(events));
+            .arg(pack(events))
+            .arg(floor)
+            .arg(skip);
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
@@ -457,6 +471,11 @@ impl RedisStore {
                 holder: holder.clone(),
             }))),
             Some([(-3, _)]) => Ok(Err(Refused::Closed(stream))),
+            Some([(-4, _), (holds, _)]) => Ok(Err(Refused::RolledBack {
+                stream,
+                holds: *holds as u64,
+                wrote: floor,
+            })),
             _ => Err(corrupt("append reply", &reply)),
         }
     }

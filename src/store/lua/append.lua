@@ -4,7 +4,9 @@
 -- KEYS[1] meta, KEYS[2] stream, KEYS[3] log
 -- ARGV: mode ('epoch' | 'lease' | 'none'), writer epoch, writer name, lease_ms, maxlen,
 --       finish (0/1), done (progress after the batch, or -1), retention_ms, ttl_ms,
---       background number ('' for none), the batch ('' for none: a renewal)
+--       background number ('' for none), the batch ('' for none: a renewal), floor (the
+--       high-water mark the writer's own last write returned; 0: none), skip ('1': raise the
+--       mark to the floor first, rather than refuse)
 -- The batch is one log entry, packed by the replica: `COUNT\n`, then `LEN\n` + data for each
 -- event; the entry's id is its last event's sequence, so a batch costs one XADD.
 local t = redis.call('TIME')
@@ -21,6 +23,13 @@ elseif mode == 'lease' then
 end
 if redis.call('HGET', KEYS[2], 'state') ~= 'live' then return {-3} end
 local hw = tonumber(redis.call('HGET', KEYS[2], 'hw'))
+-- The same comparison as forkscope_core::replica::forgot: a mark below what the writer already
+-- wrote means the store was restored from an older state; writing on would reuse ids.
+local floor = tonumber(ARGV[12])
+if hw < floor then
+  if ARGV[13] ~= '1' then return {-4, hw} end
+  hw = floor
+end
 if ARGV[11] ~= '' then
   hw = hw + tonumber(string.match(ARGV[11], '^(%d+)\n'))
   -- Keeps the newest ARGV[5] events (whole batches: up to one batch more): an entry whose

@@ -13,6 +13,9 @@ pub const RESUME_REJECTED: i64 = -32002;
 pub const SESSION_ERROR: i64 = -32001;
 /// A request cut short because the server is stopping: retry it (elsewhere, or later).
 pub const SERVER_STOPPING: i64 = -32003;
+/// A call cut short because the shared store was restored from an older state: its outcome is
+/// unknown (`data.reason` is `store_rolled_back`).
+pub const STORE_ROLLED_BACK: i64 = -32004;
 
 pub fn result(id: &Value, result: Value) -> String {
     json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string()

@@ -290,7 +290,11 @@ async fn adopt(
             delivery.session.clone(),
             delivery.stream,
             spec,
-            work::CallStart { lease, done },
+            work::CallStart {
+                lease,
+                done,
+                wrote: snapshot.record.high_water,
+            },
         );
     }
     Ok(())

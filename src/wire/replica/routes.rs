@@ -210,7 +210,11 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
         session.clone(),
         stream,
         spec,
-        CallStart { lease: 1, done: 0 },
+        CallStart {
+            lease: 1,
+            done: 0,
+            wrote: 0,
+        },
     );
     let delivery = Delivery {
         session,
@@ -399,7 +403,11 @@ async fn attempt_get(
                         session.clone(),
                         stream,
                         spec,
-                        CallStart { lease, done },
+                        CallStart {
+                            lease,
+                            done,
+                            wrote: snapshot.record.high_water,
+                        },
                     );
                 }
             }

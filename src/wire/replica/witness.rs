@@ -54,6 +54,21 @@ pub enum Fact {
         effect: Option<Effect>,
         epoch: Option<u64>,
     },
+    /// A batch this replica committed to the store: ids `first..` carry these side effects.
+    Written {
+        session: SessionKey,
+        stream: StreamId,
+        first: u64,
+        effects: Vec<Option<Effect>>,
+    },
+    /// The store held fewer events of `stream` than this replica had written up to: it was
+    /// restored from an older state. The write was refused (fenced).
+    RolledBack {
+        session: SessionKey,
+        stream: StreamId,
+        holds: u64,
+        wrote: u64,
+    },
     /// The store refused a write of this replica: its epoch was stale.
     Refused {
         session: SessionKey,
@@ -108,6 +123,10 @@ pub fn effect_of(kind: StreamKind, stream: StreamId, data: &str) -> Option<Effec
     match kind {
         StreamKind::Request if message.get("result").is_some() => {
             Some(Effect::Result { call: stream })
+        }
+        // A JSON-RPC error ends the call: why it stopped.
+        StreamKind::Request if message.get("error").is_some() => {
+            Some(Effect::Stopped { call: stream })
         }
         StreamKind::Request => {
             let step = message.pointer("/params/progress")?.as_u64()?;

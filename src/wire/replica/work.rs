@@ -9,13 +9,14 @@
 
 use super::Replica;
 use super::local::Local;
-use super::witness::Fact;
-use crate::store::{CallSpec, Refused, SessionKey, StoreError, Writer};
+use super::witness::{Fact, effect_of};
+use crate::store::{CallSpec, Floor, Refused, SessionKey, StoreError, Writer};
+use crate::wire::mcp::jsonrpc;
 use crate::wire::server::{background, tool};
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::work::ToolStep;
-use forkscope_core::{Policy, StreamId};
-use serde_json::Value;
+use forkscope_core::{Policy, StreamId, StreamKind};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -24,11 +25,13 @@ use tokio::sync::Semaphore;
 /// Steps committed in one script call when a call runs with no delay: one round trip per batch.
 const STEP_BATCH: u64 = 64;
 
-/// Where a call's runner starts: its lease epoch, and the steps already committed.
+/// Where a call's runner starts: its lease epoch, the steps already committed, and the stream's
+/// high-water mark then (what the store must still hold when the runner next writes).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct CallStart {
     pub lease: u64,
     pub done: u64,
+    pub wrote: u64,
 }
 
 pub(super) fn start_call(
@@ -56,6 +59,19 @@ enum Stopped {
 
 /// Counts a stale write, names the replica, and stops the writer.
 fn refused(replica: &Replica, session: &SessionKey, why: Refused) -> Stopped {
+    if let Refused::RolledBack {
+        stream,
+        holds,
+        wrote,
+    } = why
+    {
+        replica.tell(|| Fact::RolledBack {
+            session: session.clone(),
+            stream,
+            holds,
+            wrote,
+        });
+    }
     if let Refused::Stale(stale) = &why {
         replica
             .counters
@@ -84,6 +100,8 @@ async fn run_call(
         .and_then(|t| serde_json::from_str(t).ok());
     let lease_ms = replica.store.retention().lease_ms;
     let mut done = start.done;
+    let mut wrote = start.wrote;
+    let at = (session, stream, spec, start.lease);
     loop {
         if spec.delay_ms > 0 {
             // Asleep between steps, the runner still renews: its lease outlives the delay.
@@ -98,7 +116,7 @@ async fn run_call(
                         bodies: &[],
                         finish: false,
                     };
-                    commit_surely(replica, session, stream, start.lease, renewal).await?;
+                    wrote = commit_or_seal(replica, at, wrote, renewal).await?;
                 }
             }
         }
@@ -124,12 +142,80 @@ async fn run_call(
             bodies: &bodies,
             finish,
         };
-        commit_surely(replica, session, stream, start.lease, step).await?;
+        wrote = commit_or_seal(replica, at, wrote, step).await?;
         if finish {
             return Ok(());
         }
         done = last;
     }
+}
+
+/// Commits a batch of the call on `(session, stream, spec, lease)`; a store found rolled back
+/// ends the call ([`seal`]).
+async fn commit_or_seal(
+    replica: &Replica,
+    (session, stream, spec, lease): (&SessionKey, StreamId, &CallSpec, u64),
+    wrote: u64,
+    batch: Batch<'_>,
+) -> Result<u64, Stopped> {
+    match commit_surely(replica, session, stream, lease, wrote, batch).await {
+        Err(Stopped::Refused(Refused::RolledBack { holds, wrote, .. })) => {
+            let why = RolledBack { holds, wrote };
+            seal(replica, session, stream, spec, lease, why).await
+        }
+        other => other,
+    }
+}
+
+/// The store holds `holds` events of the call's stream, though this runner wrote up to `wrote`.
+#[derive(Clone, Copy, Debug)]
+struct RolledBack {
+    holds: u64,
+    wrote: u64,
+}
+
+/// The store was rolled back under a running call: it fails closed. The call's last message is
+/// a JSON-RPC error that names the rollback, written past every id already handed out, and the
+/// stream finishes, so the client is told, no id is issued twice, and no replica adopts the call.
+///
+/// Why not write the forgotten steps again from this runner's memory: the rollback may have
+/// handed the lease back to an older holder, or undone an adoption, so no runner can prove it
+/// is the only writer any more; and a real tool's steps are side effects, not text to repeat.
+async fn seal(
+    replica: &Replica,
+    session: &SessionKey,
+    stream: StreamId,
+    spec: &CallSpec,
+    lease: u64,
+    why: RolledBack,
+) -> Result<u64, Stopped> {
+    let RolledBack { holds, wrote } = why;
+    tracing::warn!(replica = %replica.name, %session, %stream, holds, wrote, "the store rolled back under a running call: it ends with a typed error");
+    let request_id: Value = serde_json::from_str(&spec.request_id).unwrap_or(Value::Null);
+    let body = jsonrpc::error(
+        &request_id,
+        jsonrpc::STORE_ROLLED_BACK,
+        &format!(
+            "the store rolled back: it holds {holds} events of this call's stream, but {wrote} were sent; the call's outcome is unknown"
+        ),
+        Some(json!({ "reason": "store_rolled_back", "holds": holds, "wrote": wrote })),
+    );
+    let writer = Writer::Lease {
+        epoch: lease,
+        name: &replica.name,
+        done: None,
+        floor: Floor::SkipTo(wrote),
+    };
+    let high_water = replica
+        .store
+        .append(session, stream, writer, &[body], true)
+        .await?
+        .map_err(|why| refused(replica, session, why))?;
+    replica.tell(|| Fact::Finished {
+        session: session.clone(),
+        stream,
+    });
+    Ok(high_water)
 }
 
 /// How often, and how far apart, a runner that lost its answer from the store reads again.
@@ -153,11 +239,12 @@ async fn commit_surely(
     session: &SessionKey,
     stream: StreamId,
     lease: u64,
+    wrote: u64,
     batch: Batch<'_>,
-) -> Result<(), Stopped> {
+) -> Result<u64, Stopped> {
     let mut reads = 0;
     loop {
-        let mut lost = match commit(replica, session, stream, lease, batch).await {
+        let mut lost = match commit(replica, session, stream, lease, wrote, batch).await {
             Err(Stopped::Store(StoreError::Unavailable(why)))
                 if replica.policy == Policy::Fenced =>
             {
@@ -166,7 +253,7 @@ async fn commit_surely(
             other => return other,
         };
         // Read (a bounded number of times) until the store says what became of the batch.
-        let call = loop {
+        let (call, high_water) = loop {
             if reads == RECOVER_ATTEMPTS {
                 return Err(StoreError::Unavailable(lost).into());
             }
@@ -174,9 +261,10 @@ async fn commit_surely(
             tokio::time::sleep(RECOVER_PAUSE).await;
             match replica.store.snapshot(session, stream).await {
                 Ok(Some(snapshot)) => {
-                    break snapshot.record.call.ok_or_else(|| {
+                    let call = snapshot.record.call.ok_or_else(|| {
                         StoreError::Corrupt(format!("call {stream} has no lease"))
                     })?;
+                    break (call, snapshot.record.high_water);
                 }
                 Ok(None) => return Err(StoreError::SessionGone.into()),
                 Err(StoreError::Unavailable(why)) => lost = why,
@@ -194,20 +282,22 @@ async fn commit_surely(
             return Err(refused(replica, session, Refused::Stale(stale)));
         }
         if batch.done.is_some_and(|d| call.done >= d) {
-            return Ok(());
+            return Ok(high_water);
         }
         // Neither fenced nor landed: commit it again.
     }
 }
 
-/// Commits a batch of a call's steps (none: a lease renewal) on the lease epoch.
+/// Commits a batch of a call's steps (none: a lease renewal) on the lease epoch, if the store
+/// still holds what this runner wrote (`wrote`). Returns the stream's high-water mark after it.
 async fn commit(
     replica: &Replica,
     session: &SessionKey,
     stream: StreamId,
     lease: u64,
+    wrote: u64,
     batch: Batch<'_>,
-) -> Result<(), Stopped> {
+) -> Result<u64, Stopped> {
     let Batch {
         done,
         bodies,
@@ -218,6 +308,7 @@ async fn commit(
             epoch: lease,
             name: &replica.name,
             done,
+            floor: Floor::Check(wrote),
         },
         // Replicas run fenced or naive (an SDK policy is refused before a replica starts).
         _ => Writer::Unfenced {
@@ -230,6 +321,13 @@ async fn commit(
         .append(session, stream, writer, bodies, finish)
         .await?
         .map_err(|why| refused(replica, session, why))?;
+    tell_written(
+        replica,
+        session,
+        (stream, StreamKind::Request),
+        high_water,
+        bodies,
+    );
     tell_local(replica, session, stream, high_water, bodies, finish);
     if finish {
         replica.tell(|| Fact::Finished {
@@ -237,7 +335,30 @@ async fn commit(
             stream,
         });
     }
-    Ok(())
+    Ok(high_water)
+}
+
+/// Tells a watching lab which ids a batch was written at, so its checker sees an id written
+/// twice (what a rolled-back store makes an unfenced writer do) even when no one receives it.
+fn tell_written(
+    replica: &Replica,
+    session: &SessionKey,
+    (stream, kind): (StreamId, StreamKind),
+    high_water: u64,
+    bodies: &[String],
+) {
+    if bodies.is_empty() {
+        return;
+    }
+    replica.tell(|| Fact::Written {
+        session: session.clone(),
+        stream,
+        first: high_water + 1 - bodies.len() as u64,
+        effects: bodies
+            .iter()
+            .map(|body| effect_of(kind, stream, body))
+            .collect(),
+    });
 }
 
 /// The naive replica's live path: its own connections hear its own writes.
@@ -287,6 +408,8 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
     }
     let task_replica = replica.clone();
     replica.spawn(async move {
+        // What the store must still hold when this emitter next writes.
+        let mut wrote = 0;
         let mut n = match task_replica.store.background_number(&session).await {
             Ok(n) => n,
             Err(why) => {
@@ -316,6 +439,7 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                     epoch,
                     name: &task_replica.name,
                     background: Some(n),
+                    floor: wrote,
                 },
                 _ => Writer::Unfenced {
                     name: &task_replica.name,
@@ -328,6 +452,9 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                 .await;
             match appended {
                 Ok(Ok(high_water)) => {
+                    wrote = high_water;
+                    let written = (stream, StreamKind::Standalone);
+                    tell_written(&task_replica, &session, written, high_water, &body);
                     tell_local(&task_replica, &session, stream, high_water, &body, false);
                 }
                 Ok(Err(why)) => {

@@ -74,6 +74,15 @@ pub enum Record {
         key: Arc<str>,
         copied: bool,
     },
+    /// A replica committed id `seq` of the stream to the shared store, carrying `key`. What
+    /// reaches a connection is [`Record::Emitted`]; this is what the store holds, so an id
+    /// written twice is seen even when no one receives the second write (a rolled-back store).
+    Written {
+        session: SessionId,
+        stream: StreamId,
+        seq: u64,
+        key: Arc<str>,
+    },
     /// A late emit onto a fenced stream, refused.
     LateEmitRefused {
         session: SessionId,
@@ -176,6 +185,7 @@ impl Record {
         !matches!(
             self,
             Record::Emitted { .. }
+                | Record::Written { .. }
                 | Record::Delivered { .. }
                 | Record::CursorMoved { .. }
                 | Record::StreamForgotten { .. }
@@ -237,6 +247,9 @@ impl Record {
                     format!("{} emitted onto {stream} as #{seq}", short_key(key))
                 }
             }
+            Record::Written {
+                stream, seq, key, ..
+            } => format!("store holds {} as {stream} #{seq}", short_key(key)),
             Record::LateEmitRefused { stream, key, .. } => {
                 format!("late emit {} onto fenced {stream} refused", short_key(key))
             }

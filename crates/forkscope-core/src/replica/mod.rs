@@ -91,6 +91,15 @@ pub fn admits(policy: Policy, stored: u64, writer: u64) -> bool {
     policy == Policy::Naive || stored == writer
 }
 
+/// Whether a store forgot ids it already handed out: its high-water mark is below `floor`, the
+/// mark a fenced writer's own last write returned. Only a store restored from an older state (a
+/// snapshot, an async replica promoted by failover) goes backwards; writing on from its mark
+/// would issue ids the client already holds a second time, with other content. A fenced write is
+/// refused then; the Redis scripts compare the same two numbers.
+pub fn forgot(high_water: u64, floor: u64) -> bool {
+    high_water < floor
+}
+
 /// A write the store refused: the writer's epoch is stale. Counted as a late emit refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -318,6 +318,20 @@ impl Checker {
                     self.check_id_not_reused(*stream, *seq, first, key, at);
                 }
             }
+            Record::Written {
+                session,
+                stream,
+                seq,
+                key,
+            } => {
+                let first = self
+                    .streams
+                    .get(&(*session, *stream))
+                    .and_then(|track| owed::first_write(track, *seq));
+                if let Some(first) = first {
+                    self.check_id_not_reused(*stream, *seq, first, key, at);
+                }
+            }
             Record::LateEmitRefused { .. } | Record::StaleWriteRefused { .. } => {
                 self.counters.late_emits_refused += 1;
             }
