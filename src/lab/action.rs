@@ -61,6 +61,11 @@ pub enum Action {
     /// The store loses this lab's sessions and streams, as a Redis without persistence loses
     /// everything when it restarts (other labs and servers on the same Redis keep theirs).
     RestartStore,
+    /// The store keeps an image of this lab's sessions as they are now, for `RestoreStore`.
+    SnapshotStore,
+    /// The store is restored from the last `SnapshotStore`, as a Redis restored from an older RDB
+    /// snapshot (or an async replica promoted by failover) forgets what was written since.
+    RestoreStore,
 }
 
 impl Action {
@@ -97,7 +102,14 @@ impl Action {
 
     /// Whether only a lab of replicas can do it.
     pub fn needs_replicas(self) -> bool {
-        self.replica().is_some() || matches!(self, Action::ToggleRouting | Action::RestartStore)
+        self.replica().is_some()
+            || matches!(
+                self,
+                Action::ToggleRouting
+                    | Action::RestartStore
+                    | Action::SnapshotStore
+                    | Action::RestoreStore
+            )
     }
 
     /// The replica it names, if it names one.
@@ -142,6 +154,10 @@ impl Action {
             Action::RouteNext(_) => "send the next request to a chosen replica",
             Action::EmitOn(_) => "a replica's background emitters emit once now",
             Action::RestartStore => "restart the store (this lab's sessions are lost)",
+            Action::SnapshotStore => "take a snapshot of the store (this lab's sessions)",
+            Action::RestoreStore => {
+                "restore the store from its snapshot (it forgets what was written since)"
+            }
         }
     }
 }

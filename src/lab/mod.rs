@@ -463,6 +463,8 @@ impl Lab {
                     Ok(())
                 });
             }
+            Action::SnapshotStore => return self.on_replicas(|r| r.snapshot_store()),
+            Action::RestoreStore => return self.on_replicas(|r| r.restore_store()),
         }
         Outcome::Done
     }

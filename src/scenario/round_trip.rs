@@ -63,6 +63,8 @@ fn every_step() -> Vec<Step> {
         Action::RouteNext(b),
         Action::EmitOn(b),
         Action::RestartStore,
+        Action::SnapshotStore,
+        Action::RestoreStore,
         Action::AddLatency(50),
         Action::Tune(Tuning {
             grace_ms: Some(2_000),

@@ -139,7 +139,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
 
 /// The keys of a lab of replicas (`--replicas 2`, or `L`), listed by help only there. Every
 /// replica action has one; A–D choose the replica the others act on.
-pub const REPLICA_BINDINGS: [(&str, Command, &str); 7] = [
+pub const REPLICA_BINDINGS: [(&str, Command, &str); 9] = [
     (
         "A–D",
         Command::PickReplica(0),
@@ -174,6 +174,16 @@ pub const REPLICA_BINDINGS: [(&str, Command, &str); 7] = [
         "S",
         Command::Lab(Action::RestartStore),
         "restart the store (loses all)",
+    ),
+    (
+        "O",
+        Command::Lab(Action::SnapshotStore),
+        "take a snapshot of the store",
+    ),
+    (
+        "U",
+        Command::Lab(Action::RestoreStore),
+        "restore it: a rollback",
     ),
 ];
 
@@ -352,6 +362,8 @@ mod tests {
         assert!(reached(Command::Replica(ReplicaKey::Emit)));
         assert!(reached(Command::Lab(Action::ToggleRouting)));
         assert!(reached(Command::Lab(Action::RestartStore)));
+        assert!(reached(Command::Lab(Action::SnapshotStore)));
+        assert!(reached(Command::Lab(Action::RestoreStore)));
     }
 
     #[test]

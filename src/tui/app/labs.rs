@@ -388,6 +388,11 @@ impl App {
             }
             Action::EmitOn(r) => format!("replica {r}'s emitters emitted once"),
             Action::RestartStore => "the store restarted: this lab's sessions are gone".to_owned(),
+            Action::SnapshotStore => "the store's snapshot is taken".to_owned(),
+            Action::RestoreStore => {
+                "the store is restored from its snapshot: what was written since is forgotten"
+                    .to_owned()
+            }
             _ => return None,
         })
     }

@@ -56,12 +56,32 @@ impl LabClient {
                 .lock()
                 .client
                 .on_request_stream_opened(id, core_headers(&identity));
-            if let Some(result) = self
+            if let Some(answer) = self
                 .read_events(session, response, Follow::Request(id))
                 .await
             {
-                self.shared.lock().client.on_request_done(id);
-                return Ok(result);
+                let error = answer.get("error");
+                let mut core = self.shared.lock();
+                if error.is_some() {
+                    core.client.on_request_failed(id);
+                } else {
+                    core.client.on_request_done(id);
+                }
+                drop(core);
+                return match error {
+                    Some(error) => Err(ClientError::CallFailed {
+                        message: error
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("(no message)")
+                            .to_owned(),
+                        reason: error
+                            .pointer("/data/reason")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                    }),
+                    None => Ok(answer),
+                };
             }
             tracing::info!(
                 request = id,

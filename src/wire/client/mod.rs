@@ -38,6 +38,13 @@ pub enum ClientError {
     NoSession,
     #[error("the tool call's stream broke and could not be resumed: its result is lost")]
     ResultLost,
+    /// The call's stream ended with a JSON-RPC error in place of its result (a server stopping,
+    /// a store rolled back): the client is told, and the call is over.
+    #[error("the tool call ended with an error: {message}{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    CallFailed {
+        message: String,
+        reason: Option<String>,
+    },
 }
 
 /// Where the client reports every HTTP exchange it makes (the lab keeps a few for the views).

@@ -170,8 +170,9 @@ impl LabClient {
         if delivery != forkscope_core::Delivery::Applied {
             return None;
         }
+        // A JSON-RPC response, the result or an error, ends the call.
         let message: Value = serde_json::from_str(&event.data).ok()?;
-        message.get("result").is_some().then_some(message)
+        (message.get("result").is_some() || message.get("error").is_some()).then_some(message)
     }
 }
 

@@ -17,7 +17,7 @@ use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
 use axum::body::{Body, Bytes};
 use bytes::BytesMut;
-use forkscope_core::replica::{RecordState, admits, adoptable};
+use forkscope_core::replica::{RecordState, admits, adoptable, forgot};
 use forkscope_core::{EventId, PayloadKey, Policy, SessionId, StreamId, StreamKind, WireCursor};
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -121,6 +121,14 @@ enum Ended {
     TakenOver,
     #[error("the stream's record is gone")]
     Gone,
+    #[error(
+        "the store rolled back: stream {stream} holds {holds} events, but this connection was sent {sent}"
+    )]
+    RolledBack {
+        stream: StreamId,
+        holds: u64,
+        sent: u64,
+    },
 }
 
 async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Ended> {
@@ -228,6 +236,16 @@ async fn fenced(
                 stream: delivery.stream,
                 current: record.epoch,
                 holder: record.owner.clone(),
+            });
+        }
+        // The store holds less than this connection was sent: it was restored from an older
+        // state. A call's runner ends the call with an error that says so; a standalone
+        // stream's delivery ends here, and the client's resume is refused (its cursor is ahead).
+        if forgot(record.high_water, after) && delivery.kind == StreamKind::Standalone {
+            return Err(Ended::RolledBack {
+                stream: delivery.stream,
+                holds: record.high_water,
+                sent: after,
             });
         }
         if let Some((first, _)) = events.first()

@@ -31,7 +31,8 @@ pub enum RequestPhase {
     },
     /// The result arrived and was applied.
     Done,
-    /// The retry budget ran out, or the server refused for good: the result is lost.
+    /// The retry budget ran out, the server refused for good, or the call ended with an error
+    /// in place of its result: the result will not come.
     Failed,
 }
 
@@ -283,6 +284,14 @@ impl Client {
     pub fn on_request_done(&mut self, request_id: u64) {
         if let Some(request) = self.request_mut(request_id) {
             request.phase = RequestPhase::Done;
+        }
+    }
+
+    /// The tool call's stream ended with an error in place of its result (a server stopping, a
+    /// store rolled back): nothing more to follow, and no result to wait for.
+    pub fn on_request_failed(&mut self, request_id: u64) {
+        if let Some(request) = self.request_mut(request_id) {
+            request.phase = RequestPhase::Failed;
         }
     }
 

@@ -351,6 +351,9 @@ pub enum Told {
     FlaggedNew,
     /// The run ended while it was still reconnecting: it knows its stream broke.
     StillReconnecting,
+    /// Its tool call ended with an error in place of its result (a server stopping, a store
+    /// rolled back): the call's last message says what it did not get.
+    CallEnded,
 }
 
 /// One refusal, answered `times` times in a row: a typed one (`reason`), or an SDK's bare
@@ -382,6 +385,7 @@ impl fmt::Display for Told {
             Told::SessionEnded => f.write_str("its session ended"),
             Told::FlaggedNew => f.write_str("its new stream was flagged new"),
             Told::StillReconnecting => f.write_str("still reconnecting when the run ended"),
+            Told::CallEnded => f.write_str("its call ended with an error"),
         }
     }
 }

@@ -12,7 +12,7 @@ pub use verdict::Verdict;
 
 use owed::ends_call;
 
-use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift, Refusals, Told};
+use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift, Owed, Refusals, Told};
 use super::caused::Caused;
 use super::record::{Entry, Record};
 use crate::ids::{ByReplica, EventId, IdScheme, SessionId, StreamId};
@@ -559,15 +559,26 @@ impl Checker {
             if track.delivered.len() > OWED_KEPT {
                 track.delivered.pop_first();
             }
+            let mut ended_with_error = false;
             if let Some(call) = &mut track.call {
                 if ends_call(key) {
-                    if call.counted && !call.settled {
+                    // A result is what was owed; an error in its place tells the client so.
+                    let owed = call.counted && !call.settled;
+                    if owed && owed::is_result(key) {
                         self.counters.owed_delivered += 1;
                     }
+                    ended_with_error = owed && !owed::is_result(key);
                     call.settled = true;
                 } else {
                     call.steps += 1;
                 }
+            }
+            if ended_with_error {
+                self.report(Anomaly::Undelivered {
+                    owed: Owed::CallResult { call: event.stream },
+                    told: Told::CallEnded,
+                    at,
+                });
             }
             if event.seq > expected {
                 self.report(Anomaly::Gap {

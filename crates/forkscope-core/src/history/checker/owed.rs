@@ -26,7 +26,12 @@ pub(super) fn first_write(track: &Track, seq: u64) -> Option<Arc<str>> {
 
 /// Whether a key ends a tool call's stream: its result, or why it stopped.
 pub(super) fn ends_call(key: &str) -> bool {
-    key.ends_with(":result") || key.ends_with(":stopped")
+    is_result(key) || key.ends_with(":stopped")
+}
+
+/// Whether a key is a tool call's result (not an error in its place).
+pub(super) fn is_result(key: &str) -> bool {
+    key.ends_with(":result")
 }
 
 impl Checker {
@@ -529,5 +534,60 @@ mod tests {
         assert_eq!(*event, EventId { stream: S1, seq: 2 });
         assert_eq!(*first, f.key(Effect::Background { n: 2 }));
         assert_eq!(*second, other);
+    }
+
+    #[test]
+    fn a_call_that_ends_with_an_error_is_undelivered_told_never_delivered() {
+        let mut f = Feed::new();
+        f.open(CALL, StreamKind::Request);
+        let step = f.key(Effect::Progress { call: CALL, step: 1 });
+        f.emit(CALL, 1, step.clone());
+        f.deliver(CALL, 1, step);
+        let stopped = f.key(Effect::Stopped { call: CALL });
+        f.emit(CALL, 2, stopped.clone());
+        f.deliver(CALL, 2, stopped);
+        f.see(Record::RunEnded {
+            reconnecting: false,
+        });
+        assert!(!f.checker.verdict().clean);
+        assert_eq!(f.kinds(), [AnomalyKind::Undelivered]);
+        assert!(matches!(
+            f.checker.anomalies()[0],
+            Anomaly::Undelivered {
+                owed: Owed::CallResult { call: CALL },
+                told: Told::CallEnded,
+                ..
+            }
+        ));
+        // Both events arrived; the result did not.
+        let counters = f.checker.counters();
+        assert_eq!((counters.owed, counters.owed_delivered), (3, 2));
+    }
+
+    #[test]
+    fn an_id_the_store_holds_twice_is_reused_though_no_one_received_the_second() {
+        let mut f = Feed::new();
+        f.background(1, true);
+        let session = f.session;
+        let other = f.key(Effect::Background { n: 5 });
+        let found = f.see(Record::Written {
+            session,
+            stream: S1,
+            seq: 1,
+            key: other,
+        });
+        assert!(
+            matches!(found.as_slice(), [Anomaly::ReusedId { .. }]),
+            "{found:?}"
+        );
+        // Written as it was: not a reuse.
+        let same = f.key(Effect::Background { n: 1 });
+        let again = f.see(Record::Written {
+            session,
+            stream: S1,
+            seq: 1,
+            key: same,
+        });
+        assert!(again.is_empty());
     }
 }

@@ -1,0 +1,90 @@
+//! The store's faults in a lab of replicas: a restart that loses this lab's sessions, and a
+//! rollback (a snapshot, then a restore from it) that forgets what was written since. Each
+//! touches only this lab's sessions, so other labs and servers on the same Redis keep theirs.
+
+use super::{Replicas, lock};
+use crate::lab::Refusal;
+use crate::store::SessionKey;
+
+impl Replicas {
+    /// The store loses this lab's sessions, as a restart of a Redis without persistence loses
+    /// everything: only this lab's, so other labs and servers on the same Redis keep theirs.
+    pub fn restart_store(&self) {
+        let sessions = self.lab_sessions();
+        {
+            let mut watch = lock(&self.watch);
+            // Cleared first: a store read that lands after this sees the sessions gone.
+            watch.streams.clear();
+            watch.stored.clear();
+            watch.standalone_on = None;
+            for seen in &mut watch.replicas {
+                seen.holds.clear();
+            }
+        }
+        let store = self.store.clone();
+        let pending = self.pending();
+        tokio::spawn(async move {
+            let _pending = pending;
+            for session in sessions {
+                if let Err(e) = store.end_session(&session).await {
+                    tracing::warn!("store restart: session {session} not ended: {e}");
+                }
+            }
+        });
+    }
+
+    /// Keeps an image of this lab's sessions as the store holds them now.
+    pub fn snapshot_store(&self) -> Result<(), Refusal> {
+        let sessions = self.lab_sessions();
+        if sessions.is_empty() {
+            return Err(Refusal::Store(
+                "this lab has no session in the store yet".into(),
+            ));
+        }
+        let (store, images, pending) = (self.store.clone(), self.images.clone(), self.pending());
+        tokio::spawn(async move {
+            let _pending = pending;
+            let mut taken = Vec::new();
+            for session in sessions {
+                match store.image(&session).await {
+                    Ok(image) => taken.push((session, image)),
+                    Err(e) => tracing::warn!("store snapshot: session {session} not kept: {e}"),
+                }
+            }
+            *lock(&images) = taken;
+        });
+        Ok(())
+    }
+
+    /// Restores this lab's sessions from the last snapshot: the store forgets what was written
+    /// since, as a Redis restored from an older RDB file does, while the replicas keep running.
+    pub fn restore_store(&self) -> Result<(), Refusal> {
+        let images = lock(&self.images).clone();
+        if images.is_empty() {
+            return Err(Refusal::Store(
+                "no snapshot to restore from (take one first: snapshot_store)".into(),
+            ));
+        }
+        let (store, pending) = (self.store.clone(), self.pending());
+        tokio::spawn(async move {
+            let _pending = pending;
+            for (session, image) in images {
+                if let Err(e) = store.restore(&session, &image).await {
+                    tracing::warn!("store restore: session {session} not restored: {e}");
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// The sessions this lab has in the store.
+    fn lab_sessions(&self) -> Vec<SessionKey> {
+        let watch = lock(&self.watch);
+        let mut sessions: Vec<SessionKey> =
+            watch.streams.iter().map(|(k, _, _)| k.clone()).collect();
+        sessions.extend(watch.standalone_on.iter().map(|(k, _)| k.clone()));
+        sessions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        sessions.dedup();
+        sessions
+    }
+}
