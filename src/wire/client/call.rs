@@ -27,11 +27,21 @@ impl LabClient {
         let body = Request::new(request, Call::ToolsCall(call));
         self.shared.lock().client.begin_request(id, Some(steps));
         let sid = session.to_string();
-        let response = self
+        let sent = self
             .endpoint
             .post(Headers::session(&sid, MODELLED_REVISION), &body)
             .send()
-            .await?;
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) => {
+                let now = self.clock.now();
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                core.client.on_request_broken(now, id, &mut core.history);
+                return Err(error.into());
+            }
+        };
         let status = response.status().as_u16();
         self.record(
             "POST",

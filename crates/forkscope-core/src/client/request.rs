@@ -295,6 +295,26 @@ impl Client {
         }
     }
 
+    /// The tool call's request failed before any response (its connection broke, or no answer
+    /// came): there is no stream to resume, and the client knows the call has no result.
+    pub fn on_request_broken(&mut self, now: LabTime, request_id: u64, history: &mut History) {
+        let session = self.session;
+        let Some(request) = self.request_mut(request_id) else {
+            return;
+        };
+        request.phase = RequestPhase::Failed;
+        if let Some(session) = request.truth.map(|(s, _)| s).or(session) {
+            let call = request.truth.map(|(_, stream)| stream);
+            let record = Record::CallAbandoned {
+                session,
+                call,
+                refused: None,
+                broken: true,
+            };
+            history.record(now, record);
+        }
+    }
+
     /// The tool call's stream broke before its result: a resume is scheduled.
     pub fn on_request_lost(&mut self, now: LabTime, request_id: u64) {
         let (retry, hint) = (self.retry, self.retry_hint_ms);
@@ -341,6 +361,7 @@ impl Client {
                     session,
                     call,
                     refused,
+                    broken: false,
                 },
             );
         }

@@ -352,7 +352,7 @@ pub enum Told {
     /// The run ended while it was still reconnecting: it knows its stream broke.
     StillReconnecting,
     /// Its tool call ended with an error in place of its result (a server stopping, a store
-    /// rolled back): the call's last message says what it did not get.
+    /// rolled back), or its request failed before any answer: the client knows it has none.
     CallEnded,
 }
 

@@ -145,12 +145,14 @@ pub enum Record {
         reset: bool,
     },
     ClientNewSession,
-    /// The client gave up a tool call: a refusal sent it away (`refused`), or its retry budget
-    /// ran out. `call`: the call's stream, when an event of it ever arrived.
+    /// The client gave up a tool call: a refusal sent it away (`refused`), its retry budget ran
+    /// out, or (`broken`) its POST failed before a response came, so there is no stream to
+    /// resume. `call`: the call's stream, when an event of it ever arrived.
     CallAbandoned {
         session: SessionId,
         call: Option<StreamId>,
         refused: Option<RejectReason>,
+        broken: bool,
     },
     /// The replica running the tool call on `call` died. `adoptable`: its lease in the store
     /// will expire and another replica can take the call over (fenced replicas); else no one
@@ -319,13 +321,21 @@ impl Record {
                     )
                 }
             }
-            Record::CallAbandoned { call, refused, .. } => format!(
+            Record::CallAbandoned {
+                call,
+                refused,
+                broken,
+                ..
+            } => format!(
                 "client gives up the tool call{}: {}",
                 call.map(|c| format!(" on {c}")).unwrap_or_default(),
-                refused.map_or_else(
-                    || "its retry budget is spent".to_owned(),
-                    |r| format!("refused with {} {r}", r.http_status())
-                )
+                match refused {
+                    Some(r) => format!("refused with {} {r}", r.http_status()),
+                    None if *broken => {
+                        "its request failed before any answer (nothing to resume)".to_owned()
+                    }
+                    None => "its retry budget is spent".to_owned(),
+                }
             ),
             Record::RunEnded { reconnecting } => if *reconnecting {
                 "the run ends with the client still reconnecting: what it is owed is judged"

@@ -101,6 +101,15 @@ impl Checker {
         // from here on (how, and the run of refusals that says it, are words in a verdict).
         let told: Vec<_> = self.told.keys().filter(|s| known(c, s)).collect();
         c.unordered(told, |c, session| c.session(*session));
+        let unheard: Vec<_> = self
+            .given_up_unheard
+            .iter()
+            .filter(|(s, calls)| known(c, s) && !calls.is_empty())
+            .collect();
+        c.unordered(unheard, |c, (session, calls)| {
+            c.session(*session);
+            c.number(calls.len() as u64);
+        });
         match self.client_session {
             Some(session) if known(c, &session) => {
                 c.tag(1);

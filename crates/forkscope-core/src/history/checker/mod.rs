@@ -6,13 +6,17 @@
 
 mod canonical;
 mod owed;
+#[cfg(test)]
+mod owed_tests;
+mod track;
 mod verdict;
 
 pub use verdict::Verdict;
 
 use owed::ends_call;
+use track::{Call, Track};
 
-use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift, Owed, Refusals, Told};
+use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift, Refusals, Told};
 use super::caused::Caused;
 use super::record::{Entry, Record};
 use crate::ids::{ByReplica, EventId, IdScheme, SessionId, StreamId};
@@ -26,40 +30,6 @@ use std::sync::Arc;
 const KEPT_ANOMALIES: usize = 1_000;
 /// Owed events tracked per stream, newest kept: a reader stalled for longer is judged on these.
 const OWED_KEPT: usize = 4_096;
-
-#[derive(Clone, Debug)]
-struct Track {
-    kind: StreamKind,
-    ids: IdScheme,
-    accepting: bool,
-    high_water: u64,
-    /// Highest sequence the client has received on this stream (0: just the priming event).
-    seen: u64,
-    /// Events emitted here and not yet delivered, by sequence: judged when the stream can no
-    /// longer deliver them (see [`Checker::settle_stream`]).
-    pending: BTreeMap<u64, Arc<str>>,
-    /// Opened flagged as new (`Mcp-Stream-Resumed: false`): a client moving onto it was told
-    /// that continuity broke.
-    flagged_new: bool,
-    /// A request stream: the tool call the client is owed the result of.
-    call: Option<Call>,
-    /// What the latest delivered ids carried, newest [`OWED_KEPT`] kept: what a second write of
-    /// one of them is told apart by.
-    delivered: BTreeMap<u64, Arc<str>>,
-}
-
-/// What the client has of a tool call it made.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Call {
-    /// Progress steps delivered.
-    steps: u64,
-    /// Its result (or why it stopped) was emitted: from then on the event is what is owed.
-    end_emitted: bool,
-    /// Its result was delivered, or the call was judged: nothing more is owed.
-    settled: bool,
-    /// Counted in [`Counters::owed`]: the client reported what it received when it made the call.
-    counted: bool,
-}
 
 /// Counters kept alongside the anomalies.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -121,6 +91,10 @@ pub struct Checker {
     /// Sessions whose client was told it will not get everything: what they still owed is
     /// settled as undelivered, and what is emitted on them afterwards is not owed.
     told: HashMap<SessionId, Told>,
+    /// Tool calls the client gave up before it heard of their stream, per session, with how it
+    /// knew: the next request stream the session opens is one of them (its POST may reach the
+    /// server after the client saw it fail).
+    given_up_unheard: HashMap<SessionId, Vec<Told>>,
     /// The refusal the client's session last answered it with, and how many times in a row
     /// (a GET from anyone else is not the client's to be told by).
     refusals: Option<(SessionId, Refusals)>,
@@ -153,7 +127,8 @@ impl Checker {
                 session,
                 call,
                 refused,
-            } => self.settle_call_told(*session, *call, *refused, at),
+                broken,
+            } => self.settle_call_abandoned(*session, *call, *refused, *broken, at),
             Record::RunnerStopped {
                 session,
                 call,
@@ -185,6 +160,7 @@ impl Checker {
                 self.forked_across.retain(|(s, _, _)| s != session);
                 self.session_counters.remove(session);
                 self.silenced.remove(session);
+                self.given_up_unheard.remove(session);
             }
             Record::StreamOpened {
                 session,
@@ -213,6 +189,9 @@ impl Checker {
                     delivered: BTreeMap::new(),
                 };
                 self.streams.insert((*session, *stream), track);
+                if *stream_kind == StreamKind::Request {
+                    self.settle_call_given_up_unheard(*session, *stream, at);
+                }
                 if *stream_kind == StreamKind::Standalone {
                     if *flagged_new {
                         self.counters.new_streams_flagged += 1;
@@ -323,15 +302,7 @@ impl Checker {
                 stream,
                 seq,
                 key,
-            } => {
-                let first = self
-                    .streams
-                    .get(&(*session, *stream))
-                    .and_then(|track| owed::first_write(track, *seq));
-                if let Some(first) = first {
-                    self.check_id_not_reused(*stream, *seq, first, key, at);
-                }
-            }
+            } => self.check_written(*session, *stream, *seq, key, at),
             Record::LateEmitRefused { .. } | Record::StaleWriteRefused { .. } => {
                 self.counters.late_emits_refused += 1;
             }
@@ -559,26 +530,17 @@ impl Checker {
             if track.delivered.len() > OWED_KEPT {
                 track.delivered.pop_first();
             }
-            let mut ended_with_error = false;
-            if let Some(call) = &mut track.call {
-                if ends_call(key) {
-                    // A result is what was owed; an error in its place tells the client so.
-                    let owed = call.counted && !call.settled;
-                    if owed && owed::is_result(key) {
-                        self.counters.owed_delivered += 1;
-                    }
-                    ended_with_error = owed && !owed::is_result(key);
-                    call.settled = true;
-                } else {
+            let ended = track.call.as_mut().and_then(|call| {
+                if !ends_call(key) {
                     call.steps += 1;
+                    return None;
                 }
-            }
-            if ended_with_error {
-                self.report(Anomaly::Undelivered {
-                    owed: Owed::CallResult { call: event.stream },
-                    told: Told::CallEnded,
-                    at,
-                });
+                let owed = call.counted && !call.settled;
+                call.settled = true;
+                owed.then_some(key)
+            });
+            if let Some(key) = ended {
+                self.settle_call_end(event.stream, key, at);
             }
             if event.seq > expected {
                 self.report(Anomaly::Gap {
