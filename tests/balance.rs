@@ -29,6 +29,8 @@ struct UpstreamState {
     release: Mutex<Option<oneshot::Receiver<()>>>,
     /// Closed when `/sse`'s body is dropped: its reader went away.
     sse_gone: Mutex<Option<oneshot::Sender<()>>>,
+    /// While true, a request is read and never answered, as a stopped process's are.
+    held: tokio::sync::watch::Sender<bool>,
 }
 
 /// A tiny server that answers everything with `x-upstream: NAME` and, in the body, what it
@@ -46,6 +48,7 @@ impl TestUpstream {
             requests: AtomicUsize::new(0),
             release: Mutex::new(None),
             sse_gone: Mutex::new(None),
+            held: tokio::sync::watch::Sender::new(false),
         });
         let app = axum::Router::new()
             .fallback(answer)
@@ -69,10 +72,18 @@ impl TestUpstream {
     fn requests(&self) -> usize {
         self.state.requests.load(Ordering::SeqCst)
     }
+
+    /// Stops answering (a stopped process: connections are accepted, nothing comes back), or
+    /// answers again, the held requests too.
+    fn hold(&self, held: bool) {
+        self.state.held.send_replace(held);
+    }
 }
 
 async fn answer(State(state): State<Arc<UpstreamState>>, request: Request) -> Response {
     let n = state.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    let mut held = state.held.subscribe();
+    let _ = held.wait_for(|held| !held).await;
     let (parts, body) = request.into_parts();
     let mut response = if parts.uri.path() == "/sse" {
         let release = state.release.lock().unwrap().take();
@@ -265,13 +276,15 @@ async fn out_in_and_next_steer_the_rotation() {
                 url: a.url.clone(),
                 in_rotation: true,
                 forwarded: 2,
-                next: false
+                next: false,
+                answering: true,
             },
             UpstreamStatus {
                 url: b.url.clone(),
                 in_rotation: true,
                 forwarded: 5,
-                next: false
+                next: false,
+                answering: true,
             },
         ]
     );
@@ -390,6 +403,53 @@ async fn a_dead_upstream_is_routed_around_and_all_dead_is_a_502() {
         text.contains(dead.url()) && text.contains(other_dead.url()),
         "{text}"
     );
+}
+
+/// Polls the balancer's status until `done` holds (bounded by [`LIMIT`]).
+async fn until_status(balancer: &Balancer, done: impl Fn(&[UpstreamStatus]) -> bool) {
+    tokio::time::timeout(LIMIT, async {
+        while !done(&balancer.status()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the balancer's status never got there");
+}
+
+#[tokio::test]
+async fn an_upstream_that_never_answers_is_passed_over_until_it_answers_again() {
+    let (a, b) = (
+        TestUpstream::start("a").await,
+        TestUpstream::start("b").await,
+    );
+    let balancer = balancer(&[&a, &b], Mode::RoundRobin).await;
+    balancer.set_head_timeout(Duration::from_millis(300));
+    a.hold(true);
+    // The first GET lands on a, gets no head in time, and is sent on to b; a then rests.
+    assert_eq!(landings(balancer.addr, 4).await, ["b", "b", "b", "b"]);
+    let status = balancer.status();
+    assert!(!status[0].answering && status[1].answering, "{status:?}");
+    assert_eq!((status[0].forwarded, status[1].forwarded), (1, 4));
+
+    // A POST may have reached the upstream that went quiet: 504, never sent again elsewhere.
+    let b_before = b.requests();
+    balancer.send_next_to(0).unwrap();
+    let response = http()
+        .post(format!("http://{}/mcp", balancer.addr))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("it is not sent again"), "{text}");
+    assert_eq!(b.requests(), b_before, "the POST was not re-sent");
+
+    // a answers again: a probe hears it, and the rotation takes it back.
+    a.hold(false);
+    until_status(&balancer, |s| s[0].answering).await;
+    let landed = landings(balancer.addr, 4).await;
+    assert!(landed.contains(&"a".to_owned()), "{landed:?}");
 }
 
 #[tokio::test]

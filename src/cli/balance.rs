@@ -24,6 +24,11 @@ pub struct BalanceArgs {
     /// that id (the others in rotation).
     #[arg(long, value_enum, default_value_t = ModeArg::RoundRobin)]
     mode: ModeArg,
+    /// How long an upstream may take to start a response (its status and headers) before it
+    /// gets no new request until it answers again; the request is sent to the next upstream if
+    /// it is a GET, HEAD, OPTIONS or DELETE, else answered 504 (it may have run).
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    head_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -63,7 +68,13 @@ pub fn run(args: BalanceArgs) -> Result<ExitCode, BalanceError> {
     check_upstreams(&upstreams)?;
     init_logging();
     let runtime = runtime();
-    let ran = runtime.block_on(balance(upstreams, args.port, args.mode.into()));
+    let head_timeout = std::time::Duration::from_millis(args.head_timeout_ms);
+    let ran = runtime.block_on(balance(
+        upstreams,
+        args.port,
+        args.mode.into(),
+        head_timeout,
+    ));
     // The stdin reader is a blocking task still waiting for a line: a runtime dropped the usual
     // way would wait for it, and a signal with stdin open would never end the balancer.
     runtime.shutdown_background();
@@ -74,11 +85,13 @@ async fn balance(
     upstreams: Vec<Upstream>,
     port: u16,
     mode: Mode,
+    head_timeout: std::time::Duration,
 ) -> Result<ExitCode, BalanceError> {
     let listen = SocketAddr::from(([127, 0, 0, 1], port));
     let balancer = Balancer::start(listen, upstreams, mode)
         .await
         .map_err(|source| BalanceError::Listen { listen, source })?;
+    balancer.set_head_timeout(head_timeout);
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let listed: Vec<String> = balancer
@@ -190,12 +203,13 @@ fn status(balancer: &Balancer) -> String {
         .enumerate()
         .map(|(i, s)| {
             format!(
-                "{} {} {} {} forwarded{}",
+                "{} {} {} {} forwarded{}{}",
                 i + 1,
                 s.url,
                 if s.in_rotation { "in" } else { "out" },
                 s.forwarded,
-                if s.next { " next" } else { "" }
+                if s.next { " next" } else { "" },
+                if s.answering { "" } else { " not answering" }
             )
         })
         .collect();

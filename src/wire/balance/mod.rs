@@ -18,6 +18,11 @@
 //! Nagle off on it as the proxy does. Neither side follows redirects or decompresses: bytes
 //! pass as they are. A connection per request costs a loopback handshake, nothing more.
 
+mod routing;
+mod upstream;
+
+pub use upstream::{Upstream, UpstreamError, UpstreamsError, check_upstreams};
+
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::StreamExt as _;
@@ -27,15 +32,16 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
-use std::net::{Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
+
+use routing::{Plan, Routing};
 
 /// The largest request body forwarded; a larger one is answered 413. Bodies are read whole
 /// before an upstream is chosen, so a refused connection can be retried on the next one.
@@ -47,139 +53,14 @@ const MAX_CONNECTIONS: usize = 1_024;
 /// How long dialling an upstream may take before it counts as not answering (loopback refuses
 /// at once; an address that drops SYNs would otherwise hold the request forever).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an upstream may take to send a response's head (its status and headers) before it
+/// counts as not answering: a stopped process accepts connections and never answers. The body
+/// that follows (an SSE stream) may be quiet for as long as it likes.
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an upstream that stopped answering is asked again (`GET /`; any answer will do).
+const PROBE_EVERY: Duration = Duration::from_millis(500);
 /// The pause after a failed accept (out of descriptors), instead of spinning on it.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-
-/// One server the balancer forwards to, `http://HOST:PORT`, remembered as it was written so a
-/// person can name it back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Upstream {
-    given: String,
-    host: String,
-    port: u16,
-}
-
-/// An upstream that is not `http://HOST:PORT`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream {0:?} is not http://HOST:PORT (only plain http is forwarded)")]
-    NotHttp(String),
-    #[error(
-        "upstream {0:?} has a path, query or user; give only http://HOST:PORT (each request's own path is forwarded)"
-    )]
-    NotJustHostAndPort(String),
-    #[error("upstream {0:?} has no port; give it as http://HOST:PORT")]
-    NoPort(String),
-    #[error("upstream {given:?}: {port:?} is not a port (1-65535)")]
-    BadPort { given: String, port: String },
-    #[error("upstream {given:?}: {host:?} is not a host name or address")]
-    BadHost { given: String, host: String },
-}
-
-impl Upstream {
-    /// Reads `http://HOST:PORT` (a trailing `/` allowed; HOST a name, an IPv4 address or a
-    /// bracketed IPv6 one).
-    pub fn parse(given: &str) -> Result<Upstream, UpstreamError> {
-        let rest = match given.get(..7) {
-            Some(scheme) if scheme.eq_ignore_ascii_case("http://") => &given[7..],
-            _ => return Err(UpstreamError::NotHttp(given.to_owned())),
-        };
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains(['/', '?', '#', '@']) {
-            return Err(UpstreamError::NotJustHostAndPort(given.to_owned()));
-        }
-        let bad_host = |host: &str| UpstreamError::BadHost {
-            given: given.to_owned(),
-            host: host.to_owned(),
-        };
-        let (host, port) = if let Some(bracketed) = rest.strip_prefix('[') {
-            let (v6, after) = bracketed.split_once(']').ok_or_else(|| bad_host(rest))?;
-            v6.parse::<Ipv6Addr>().map_err(|_| bad_host(v6))?;
-            let port = after
-                .strip_prefix(':')
-                .ok_or_else(|| UpstreamError::NoPort(given.to_owned()))?;
-            (format!("[{v6}]"), port)
-        } else {
-            let (host, port) = rest
-                .rsplit_once(':')
-                .ok_or_else(|| UpstreamError::NoPort(given.to_owned()))?;
-            let name_like = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
-            if host.is_empty() || !host.chars().all(name_like) {
-                return Err(bad_host(host));
-            }
-            (host.to_ascii_lowercase(), port)
-        };
-        let port = match port.parse::<u16>() {
-            Ok(p) if p > 0 => p,
-            _ => {
-                return Err(UpstreamError::BadPort {
-                    given: given.to_owned(),
-                    port: port.to_owned(),
-                });
-            }
-        };
-        Ok(Upstream {
-            given: given.to_owned(),
-            host,
-            port,
-        })
-    }
-
-    /// The URL as it was given.
-    pub fn url(&self) -> &str {
-        &self.given
-    }
-
-    /// `HOST:PORT`, the Host a request gets when its client sent none.
-    fn authority(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-
-    /// Whether `self` and `other` name the same server (`http://LOCALHOST:1/` is `http://localhost:1`).
-    pub fn same_server(&self, other: &Upstream) -> bool {
-        self.host == other.host && self.port == other.port
-    }
-}
-
-impl fmt::Display for Upstream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.given)
-    }
-}
-
-/// A list of upstreams the balancer cannot run on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UpstreamsError {
-    #[error("no upstream to forward to: give at least one")]
-    None,
-    #[error(
-        "upstream {second} (number {second_number}) is upstream {first_number} ({first}) again"
-    )]
-    Duplicate {
-        first: String,
-        first_number: usize,
-        second: String,
-        second_number: usize,
-    },
-}
-
-/// Checks that there is at least one upstream and no server twice.
-pub fn check_upstreams(upstreams: &[Upstream]) -> Result<(), UpstreamsError> {
-    if upstreams.is_empty() {
-        return Err(UpstreamsError::None);
-    }
-    for (j, second) in upstreams.iter().enumerate() {
-        if let Some(i) = upstreams[..j].iter().position(|u| u.same_server(second)) {
-            return Err(UpstreamsError::Duplicate {
-                first: upstreams[i].given.clone(),
-                first_number: i + 1,
-                second: second.given.clone(),
-                second_number: j + 1,
-            });
-        }
-    }
-    Ok(())
-}
 
 /// How an upstream is chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -219,6 +100,8 @@ pub struct UpstreamStatus {
     pub forwarded: u64,
     /// The next request goes to it (`send_next_to`).
     pub next: bool,
+    /// It started its last response in time; one that did not is passed over until it answers.
+    pub answering: bool,
 }
 
 /// A running balancer on `addr`. Dropping it stops accepting and closes every connection it
@@ -252,6 +135,7 @@ impl Balancer {
             routing: Mutex::new(Routing::new(upstreams.len())),
             upstreams,
             mode: Mutex::new(mode),
+            head_timeout: Mutex::new(DEFAULT_HEAD_TIMEOUT),
         });
         let accept = tokio::spawn(accept(listener, shared.clone()));
         Ok(Balancer {
@@ -259,6 +143,16 @@ impl Balancer {
             shared,
             accept,
         })
+    }
+
+    /// How long an upstream may take to start its response before the balancer stops sending
+    /// it requests (default [`DEFAULT_HEAD_TIMEOUT`]).
+    pub fn set_head_timeout(&self, timeout: Duration) {
+        *self
+            .shared
+            .head_timeout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = timeout;
     }
 
     pub fn upstreams(&self) -> &[Upstream] {
@@ -312,10 +206,11 @@ impl Balancer {
             .zip(&routing.slots)
             .enumerate()
             .map(|(i, (upstream, slot))| UpstreamStatus {
-                url: upstream.given.clone(),
+                url: upstream.url().to_owned(),
                 in_rotation: slot.in_rotation,
                 forwarded: slot.forwarded,
                 next: routing.next == Some(i),
+                answering: slot.answering,
             })
             .collect()
     }
@@ -339,114 +234,64 @@ struct Shared {
     upstreams: Vec<Upstream>,
     mode: Mutex<Mode>,
     routing: Mutex<Routing>,
+    head_timeout: Mutex<Duration>,
 }
 
 impl Shared {
     fn mode(&self) -> Mode {
         *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn head_timeout(&self) -> Duration {
+        *self
+            .head_timeout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Upstream `i` did not start a response in time: it gets no new request while another
+    /// answers, and is asked again every [`PROBE_EVERY`] until it answers.
+    fn stopped_answering(self: &Arc<Self>, i: usize) {
+        let was_answering = std::mem::replace(&mut self.routing().slots[i].answering, false);
+        if !was_answering {
+            return;
+        }
+        tracing::warn!(upstream = %self.upstreams[i], "upstream did not answer in time; resting it until it answers again");
+        let shared = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PROBE_EVERY).await;
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if shared.answers(i).await {
+                    shared.routing().slots[i].answering = true;
+                    tracing::info!(upstream = %shared.upstreams[i], "upstream answers again");
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Whether upstream `i` starts a response to `GET /` within the head timeout.
+    async fn answers(&self, i: usize) -> bool {
+        let upstream = &self.upstreams[i];
+        let Ok(tcp) = dial(upstream).await else {
+            return false;
+        };
+        let mut request = Request::new(Body::empty());
+        if let Ok(host) = HeaderValue::from_str(&upstream.authority()) {
+            request.headers_mut().insert(header::HOST, host);
+        }
+        matches!(
+            tokio::time::timeout(self.head_timeout(), send(tcp, request)).await,
+            Ok(Ok(_))
+        )
+    }
     /// Held briefly, never across an await; a panic elsewhere leaves it consistent, so poisoning
     /// is ignored.
     fn routing(&self) -> MutexGuard<'_, Routing> {
         self.routing.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    in_rotation: bool,
-    forwarded: u64,
-}
-
-/// Who gets the next request: the rotation, a one-off override, and the sessions learned.
-#[derive(Debug)]
-struct Routing {
-    slots: Vec<Slot>,
-    /// The upstream the rotation looks at first.
-    cursor: usize,
-    next: Option<usize>,
-    sessions: Sessions,
-}
-
-/// The upstreams to try for one request, in order, or that none is in rotation.
-#[derive(Debug, PartialEq, Eq)]
-enum Plan {
-    Try(Vec<usize>),
-    AllOut,
-}
-
-impl Routing {
-    fn new(count: usize) -> Routing {
-        Routing {
-            slots: vec![
-                Slot {
-                    in_rotation: true,
-                    forwarded: 0,
-                };
-                count
-            ],
-            cursor: 0,
-            next: None,
-            sessions: Sessions::default(),
-        }
-    }
-
-    /// The first choice (an override, else the session's upstream if in rotation, else the
-    /// rotation's next), then every other upstream in rotation after it, each once: where a
-    /// refused connection goes next.
-    fn plan(&mut self, session: Option<&str>) -> Plan {
-        let count = self.slots.len();
-        let in_rotation = |slots: &[Slot], i: usize| slots[i].in_rotation;
-        let sticky = session
-            .and_then(|id| self.sessions.upstream(id))
-            .filter(|&i| in_rotation(&self.slots, i));
-        let first = match self.next.take().or(sticky) {
-            Some(i) => i,
-            None => {
-                let Some(i) = (0..count)
-                    .map(|k| (self.cursor + k) % count)
-                    .find(|&i| in_rotation(&self.slots, i))
-                else {
-                    return Plan::AllOut;
-                };
-                self.cursor = (i + 1) % count;
-                i
-            }
-        };
-        let mut order = vec![first];
-        order.extend(
-            (1..count)
-                .map(|k| (first + k) % count)
-                .filter(|&i| in_rotation(&self.slots, i)),
-        );
-        Plan::Try(order)
-    }
-}
-
-/// Session id → the upstream whose response first carried it, at most [`MAX_SESSIONS`], the
-/// oldest forgotten first.
-#[derive(Debug, Default)]
-struct Sessions {
-    upstream_of: HashMap<String, usize>,
-    learned: VecDeque<String>,
-}
-
-impl Sessions {
-    fn upstream(&self, id: &str) -> Option<usize> {
-        self.upstream_of.get(id).copied()
-    }
-
-    fn learn(&mut self, id: &str, upstream: usize) {
-        if self.upstream_of.contains_key(id) {
-            return;
-        }
-        if self.learned.len() >= MAX_SESSIONS
-            && let Some(oldest) = self.learned.pop_front()
-        {
-            self.upstream_of.remove(&oldest);
-        }
-        self.upstream_of.insert(id.to_owned(), upstream);
-        self.learned.push_back(id.to_owned());
     }
 }
 
@@ -504,7 +349,7 @@ async fn read_body(body: Incoming) -> Result<Bytes, BodyError> {
     Ok(Bytes::from(whole))
 }
 
-async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+async fn forward(shared: &Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let declared = parts
         .headers
@@ -545,6 +390,7 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> 
         }
     };
     let mut tried = Vec::with_capacity(order.len());
+    let mut timed_out = false;
     for i in order {
         let upstream = &shared.upstreams[i];
         let tcp = match dial(upstream).await {
@@ -557,7 +403,26 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> 
         };
         shared.routing().slots[i].forwarded += 1;
         let outgoing = upstream_request(&parts, body.clone(), upstream);
-        return match send(tcp, outgoing).await {
+        let head_timeout = shared.head_timeout();
+        let Ok(sent) = tokio::time::timeout(head_timeout, send(tcp, outgoing)).await else {
+            shared.stopped_answering(i);
+            let why = format!("{} {upstream} (no response in {head_timeout:?})", i + 1);
+            if retry_is_safe(&parts.method) {
+                tracing::info!(upstream = %upstream, "upstream did not answer in time; trying the next");
+                tried.push(why);
+                timed_out = true;
+                continue;
+            }
+            // It may have reached the server (a tools/call that runs): sending it again could
+            // run it twice, so the client is told instead.
+            return plain(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "upstream {why}: the request may have reached it, so it is not sent again\n"
+                ),
+            );
+        };
+        return match sent {
             Ok(response) => {
                 if mode == Mode::Sticky
                     && let Some(id) = response
@@ -578,9 +443,23 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<Body> 
             ),
         };
     }
+    let status = if timed_out {
+        StatusCode::GATEWAY_TIMEOUT
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
     plain(
-        StatusCode::BAD_GATEWAY,
+        status,
         format!("no upstream answered; tried {}\n", tried.join(", ")),
+    )
+}
+
+/// Whether a request that may have reached an upstream can be sent to the next one: methods
+/// HTTP defines as idempotent (a GET resume is decided by the store's epoch whoever gets it).
+fn retry_is_safe(method: &hyper::Method) -> bool {
+    matches!(
+        *method,
+        hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS | hyper::Method::DELETE
     )
 }
 
@@ -693,88 +572,6 @@ fn plain(status: StatusCode, text: String) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn upstreams_are_http_host_port_and_nothing_else() {
-        let ok = Upstream::parse("http://127.0.0.1:8931").unwrap();
-        assert_eq!(ok.authority(), "127.0.0.1:8931");
-        assert_eq!(ok.url(), "http://127.0.0.1:8931");
-        assert!(Upstream::parse("HTTP://Localhost:1/").is_ok());
-        assert_eq!(
-            Upstream::parse("http://[::1]:9").unwrap().authority(),
-            "[::1]:9"
-        );
-        for (given, expected) in [
-            ("https://127.0.0.1:1", "NotHttp"),
-            ("127.0.0.1:1", "NotHttp"),
-            ("http://127.0.0.1:1/mcp", "NotJustHostAndPort"),
-            ("http://u@127.0.0.1:1", "NotJustHostAndPort"),
-            ("http://127.0.0.1", "NoPort"),
-            ("http://127.0.0.1:0", "BadPort"),
-            ("http://127.0.0.1:99999", "BadPort"),
-            ("http://:1", "BadHost"),
-            ("http://a b:1", "BadHost"),
-        ] {
-            let error = Upstream::parse(given).unwrap_err();
-            assert!(
-                format!("{error:?}").starts_with(expected),
-                "{given}: {error:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn duplicates_are_the_same_server_however_written() {
-        let list = |urls: &[&str]| -> Vec<Upstream> {
-            urls.iter().map(|u| Upstream::parse(u).unwrap()).collect()
-        };
-        assert_eq!(check_upstreams(&[]), Err(UpstreamsError::None));
-        assert!(check_upstreams(&list(&["http://a:1", "http://a:2"])).is_ok());
-        let error =
-            check_upstreams(&list(&["http://a:1", "http://b:1", "http://A:1/"])).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "upstream http://A:1/ (number 3) is upstream 1 (http://a:1) again"
-        );
-    }
-
-    #[test]
-    fn rotation_skips_what_is_out_and_falls_back_in_order() {
-        let mut routing = Routing::new(3);
-        assert_eq!(routing.plan(None), Plan::Try(vec![0, 1, 2]));
-        assert_eq!(routing.plan(None), Plan::Try(vec![1, 2, 0]));
-        routing.slots[2].in_rotation = false;
-        assert_eq!(routing.plan(None), Plan::Try(vec![0, 1]));
-        routing.next = Some(2);
-        assert_eq!(routing.plan(None), Plan::Try(vec![2, 0, 1]));
-        assert_eq!(routing.plan(None), Plan::Try(vec![1, 0]));
-        for slot in &mut routing.slots {
-            slot.in_rotation = false;
-        }
-        assert_eq!(routing.plan(None), Plan::AllOut);
-    }
-
-    #[test]
-    fn sessions_stay_with_their_first_upstream_while_it_is_in() {
-        let mut routing = Routing::new(2);
-        routing.sessions.learn("s", 1);
-        routing.sessions.learn("s", 0);
-        assert_eq!(routing.plan(Some("s")), Plan::Try(vec![1, 0]));
-        assert_eq!(routing.plan(Some("s")), Plan::Try(vec![1, 0]));
-        routing.slots[1].in_rotation = false;
-        assert_eq!(routing.plan(Some("s")), Plan::Try(vec![0]));
-    }
-
-    #[test]
-    fn the_oldest_session_is_forgotten_past_the_bound() {
-        let mut sessions = Sessions::default();
-        for n in 0..=MAX_SESSIONS {
-            sessions.learn(&n.to_string(), n % 2);
-        }
-        assert_eq!(sessions.upstream("0"), None);
-        assert_eq!(sessions.upstream("1"), Some(1));
-        assert_eq!(sessions.upstream_of.len(), MAX_SESSIONS);
-    }
 
     #[test]
     fn hop_by_hop_headers_stay_behind() {
