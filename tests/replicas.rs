@@ -220,6 +220,51 @@ async fn a_lost_redis_is_a_typed_503_and_an_empty_one_a_404() {
     assert_ne!(again, session);
 }
 
+/// A stream record no replica wrote (a field that is not a number) is answered once with a
+/// terminal typed 500 naming the key, never a 503 that sends the client round again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_record_is_a_terminal_typed_500_naming_its_key() {
+    let Some(lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
+        return;
+    };
+    let session = lab.initialize(&lab.url(0)).await;
+    let mut call = lab.call(&lab.url(0), &session, 400, 20).await;
+    assert!(call.until(|e| progress_of(e).len() >= 2).await);
+    let cursor = call.last_id();
+    drop(call.response);
+    let redis = lab.redis.as_ref().unwrap();
+    let mut raw = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = format!("fs:{{{session}}}:s:1");
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("epoch")
+        .arg("not a number")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let refused = lab
+        .get(&lab.url(1), &session, Some(&cursor))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 500);
+    assert!(!refused.headers().contains_key("retry-after"), "terminal");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body.pointer("/error/data/reason"),
+        Some(&json!("store_corrupt"))
+    );
+    let message = body
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap();
+    assert!(message.contains(&key), "{message}");
+}
+
 /// Replica a is cut off from Redis mid-call (its link slowed past the lease), the client
 /// resumes on b, b adopts the call; when a's link heals, its late step is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

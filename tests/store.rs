@@ -81,6 +81,7 @@ both_stores!(
     the_log_is_capped(2_000),
     a_replay_read_carries_its_record(2_000),
     a_rolled_back_store_refuses_a_fenced_writer(2_000),
+    a_record_no_replica_wrote_is_corrupt_not_unavailable(2_000),
 );
 
 async fn open(b: &Backend) -> SessionKey {
@@ -533,4 +534,49 @@ async fn a_rolled_back_store_refuses_a_fenced_writer(b: Backend) {
     b.store.restore(&session, &image).await.unwrap();
     let hw = b.store.append(&session, s, naive, &events(2), false).await;
     assert_eq!(hw.unwrap(), Ok(5), "the forgotten ids are issued again");
+}
+
+/// A record of the wrong type, or a field that is not a number, is a corrupt record naming its
+/// key — terminal, never "unavailable" (which a replica answers with a retry). Only Redis can
+/// hold one; the in-memory store's records are typed.
+async fn a_record_no_replica_wrote_is_corrupt_not_unavailable(b: Backend) {
+    let Some(redis) = &b.redis else { return };
+    let session = open(&b).await;
+    let s = open_standalone(&b, &session).await;
+    let mut raw = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = format!("fs:{{{session}}}:s:{}", s.0);
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("hw")
+        .arg("not a number")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let appended = b
+        .store
+        .append(&session, s, by_a(1), &events(1), false)
+        .await;
+    match appended {
+        Err(StoreError::Corrupt(why)) => assert!(why.contains(&key), "{why}"),
+        other => panic!("a Lua error on a bad field: {other:?}"),
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("a string")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    match b.store.attach(&session, s, 1, "b").await {
+        Err(StoreError::Corrupt(why)) => assert!(why.contains(&key), "{why}"),
+        other => panic!("WRONGTYPE: {other:?}"),
+    }
 }

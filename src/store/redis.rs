@@ -74,6 +74,33 @@ pub(super) fn unavailable(e: RedisError) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// What a failed Redis command means for the record at `key`: the store not answering (a
+/// timeout, a dropped or refused connection, a Redis loading or failing over: retry), or an
+/// answer no replica's script gives — a Lua runtime error, a key of the wrong type, a field that
+/// is not a number: the record is corrupt, and retrying cannot mend it.
+pub(super) fn classify(e: RedisError, key: &str) -> StoreError {
+    use redis::{ErrorKind, ServerErrorKind};
+    let transient = e.is_timeout()
+        || e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::ReadOnly
+            )
+        );
+    if transient {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Corrupt(format!("{key}: {e}"))
+    }
+}
+
 fn meta(s: &SessionKey) -> String {
     format!("fs:{{{s}}}:meta")
 }
@@ -161,7 +188,7 @@ impl RedisStore {
             .ignore()
             .query_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &meta(session)))?;
         Ok(())
     }
 
@@ -171,7 +198,7 @@ impl RedisStore {
             .arg(meta(session))
             .query_async(&mut conn)
             .await
-            .map_err(unavailable)
+            .map_err(|e| classify(e, &meta(session)))
     }
 
     pub async fn end_session(&self, session: &SessionKey) -> Result<bool, StoreError> {
@@ -180,7 +207,7 @@ impl RedisStore {
             .arg(meta(session))
             .query_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &meta(session)))?;
         Ok(deleted > 0)
     }
 
@@ -195,7 +222,7 @@ impl RedisStore {
             .key(meta(session))
             .invoke_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &meta(session)))?;
         if n < 0 {
             return Err(StoreError::SessionGone);
         }
@@ -228,7 +255,7 @@ impl RedisStore {
             )
             .invoke_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &meta(session)))?;
         match reply.as_slice() {
             [1, ..] => Ok(Ok(id)),
             [-1] => Err(StoreError::SessionGone),
@@ -244,7 +271,7 @@ impl RedisStore {
             .arg("bg")
             .query_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &meta(session)))?;
         Ok(n.unwrap_or(0))
     }
 
@@ -256,7 +283,7 @@ impl RedisStore {
             .arg("standalone")
             .query_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &meta(session)))?;
         if streams.is_none() {
             return Err(StoreError::SessionGone);
         }
@@ -276,7 +303,7 @@ impl RedisStore {
             .key(log_key(session, stream))
             .invoke_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &stream_key(session, stream)))?;
         let Value::Array(parts) = reply else {
             return Err(corrupt("snapshot reply", &reply));
         };
@@ -290,7 +317,12 @@ impl RedisStore {
                 Value::Array(fields),
             ] => {
                 let oldest = u64::try_from(*oldest).ok();
-                Ok(Some(read_record(stream, *now as u64, oldest, fields)?))
+                Ok(Some(read_record(
+                    (&stream_key(session, stream), stream),
+                    *now as u64,
+                    oldest,
+                    fields,
+                )?))
             }
             _ => Err(corrupt("snapshot reply", &parts)),
         }
@@ -328,7 +360,7 @@ impl RedisStore {
                 .cmd("TIME")
                 .query_async(&mut conn)
                 .await
-                .map_err(unavailable)?;
+                .map_err(|e| classify(e, &stream_key(session, stream)))?;
         if !exists {
             return Err(StoreError::SessionGone);
         }
@@ -342,7 +374,12 @@ impl RedisStore {
         }
         let oldest = entries_of(first, 0)?.first().map(|(seq, _)| *seq);
         let now_ms = time.0 * 1_000 + time.1 / 1_000;
-        let snapshot = read_record(stream, now_ms, oldest, &fields)?;
+        let snapshot = read_record(
+            (&stream_key(session, stream), stream),
+            now_ms,
+            oldest,
+            &fields,
+        )?;
         Ok(Some((snapshot, entries_of(entries, after)?)))
     }
 
@@ -363,7 +400,7 @@ impl RedisStore {
             .arg(self.retention.session_idle_ms)
             .invoke_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &stream_key(session, stream)))?;
         match ints_and_text(&reply).as_deref() {
             Some([(1, _), (epoch, _)]) => Ok(Ok(*epoch as u64)),
             Some([(-1, _)]) => Err(StoreError::SessionGone),
@@ -394,7 +431,7 @@ impl RedisStore {
             .arg(self.retention.lease_ms)
             .invoke_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &stream_key(session, stream)))?;
         match reply.as_slice() {
             [1, lease, done] => Ok(Adoption::Adopted {
                 lease: *lease as u64,
@@ -459,7 +496,7 @@ impl RedisStore {
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &stream_key(session, stream)))?;
         match ints_and_text(&reply).as_deref() {
             Some([(1, _), (high_water, _)]) => Ok(Ok(*high_water as u64)),
             Some([(-1, _)]) => Err(StoreError::SessionGone),
@@ -536,7 +573,7 @@ impl RedisReader {
             .arg(format!("{after}-1"))
             .query_async(&mut self.conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| classify(e, &stream_key(session, stream)))?;
         read_entries(reply, after)
     }
 }
@@ -668,8 +705,9 @@ fn unpack(mut packed: &[u8], last: u64, after: u64, out: &mut Events) -> Option<
     packed.is_empty().then_some(())
 }
 
+/// A stream's record from its hash's fields; a field missing or malformed names the key.
 fn read_record(
-    stream: StreamId,
+    (key, stream): (&str, StreamId),
     now_ms: u64,
     oldest: Option<u64>,
     fields: &[Value],
@@ -685,12 +723,12 @@ fn read_record(
     let field = |name: &str| {
         get.get(name)
             .cloned()
-            .ok_or_else(|| StoreError::Corrupt(format!("stream {stream} has no {name}")))
+            .ok_or_else(|| StoreError::Corrupt(format!("{key}: stream {stream} has no {name}")))
     };
     let number = |name: &str| -> Result<u64, StoreError> {
-        field(name)?
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("stream {stream}'s {name} is not a number")))
+        field(name)?.parse().map_err(|_| {
+            StoreError::Corrupt(format!("{key}: stream {stream}'s {name} is not a number"))
+        })
     };
     let kind = match field("kind")?.as_str() {
         "standalone" => StreamKind::Standalone,

@@ -15,7 +15,7 @@ use crate::wire::jsonrpc;
 use crate::wire::server::incoming::{self, Incoming, Routed};
 use crate::wire::server::refusal::{
     Refusal, Unavailable, accepts, check_protocol_version, identity_header, json_response,
-    resume_rejected, session_error, unavailable,
+    resume_rejected, session_error, store_corrupt, unavailable,
 };
 use axum::body::Bytes;
 use axum::extract::State;
@@ -51,7 +51,11 @@ fn store_failure(id: &Value, why: StoreError) -> Response {
     match why {
         StoreError::SessionGone => gone(),
         StoreError::Full(_) => unavailable(id, Unavailable::TooManySessions, &why.to_string(), 60),
-        other => store_unavailable(id, &other),
+        StoreError::Corrupt(_) => {
+            tracing::error!("store: {why}");
+            store_corrupt(id, &why.to_string())
+        }
+        StoreError::Unavailable(_) => store_unavailable(id, &why),
     }
 }
 
@@ -73,7 +77,7 @@ async fn session_of(replica: &Replica, headers: &HeaderMap) -> Result<SessionKey
     match replica.store.session_exists(&session).await {
         Ok(true) => Ok(session),
         Ok(false) => Err(gone()),
-        Err(why) => Err(store_unavailable(&Value::Null, &why)),
+        Err(why) => Err(store_failure(&Value::Null, why)),
     }
 }
 
@@ -193,7 +197,7 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
         Ok(Err(epoch)) => {
             let why =
                 StoreError::Corrupt(format!("a fence conflict at epoch {epoch} on a new call"));
-            return store_unavailable(&id, &why);
+            return store_failure(&id, why);
         }
         Err(why) => return store_failure(&id, why),
     };
@@ -259,7 +263,7 @@ pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) 
     }
     unavailable(
         &Value::Null,
-        Unavailable::StoreUnreachable,
+        Unavailable::StoreContended,
         "the stream's epoch kept moving under this resume (other replicas resuming it at once); retry",
         1,
     )

@@ -461,7 +461,8 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
                     let _ = refused(&task_replica, &session, why);
                     return;
                 }
-                Err(StoreError::SessionGone) => return,
+                // Gone, or a record no replica writes: the next emit would meet it again.
+                Err(StoreError::SessionGone | StoreError::Corrupt(_)) => return,
                 // A store that does not answer for now: skip this emit, try the next.
                 Err(why) => {
                     tracing::warn!(replica = %task_replica.name, %session, "background emit failed: {why}");

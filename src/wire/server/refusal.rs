@@ -78,6 +78,9 @@ pub(crate) enum Unavailable {
     OverBudget,
     /// The shared store (Redis) does not answer this replica.
     StoreUnreachable,
+    /// Other replicas kept moving the record this request decides on (a burst of resumes of
+    /// one stream): a retry will find it still.
+    StoreContended,
 }
 
 impl Unavailable {
@@ -86,8 +89,24 @@ impl Unavailable {
             Unavailable::TooManySessions => "too_many_sessions",
             Unavailable::OverBudget => "over_budget",
             Unavailable::StoreUnreachable => "store_unavailable",
+            Unavailable::StoreContended => "store_contended",
         }
     }
+}
+
+/// 500 for request `id`: the shared store holds a record no replica writes (a Lua error, a key
+/// of the wrong type, a field that is not a number). Terminal: no `Retry-After`, since a retry
+/// would read the same record; `data.reason` is `store_corrupt` and the message names the key.
+pub(crate) fn store_corrupt(id: &Value, message: &str) -> Response {
+    json_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        jsonrpc::error(
+            id,
+            jsonrpc::SESSION_ERROR,
+            message,
+            Some(json!({ "reason": "store_corrupt" })),
+        ),
+    )
 }
 
 /// 503 for request `id`: the core's sentence, why in a word, and when to retry (in the body's
