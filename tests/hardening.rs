@@ -616,3 +616,24 @@ async fn a_log_written_to_a_file_carries_no_colour_codes() {
         "colour codes in a log file: {text:?}"
     );
 }
+
+/// A replica runs fenced or naive: an SDK policy is refused where the replica would start,
+/// exit 2 with the reason, before any store is reached.
+#[test]
+fn a_replica_under_an_sdk_policy_is_refused_at_start() {
+    for policy in ["ts-sdk", "python-sdk", "python-sdk-store", "rmcp"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkscope"))
+            .args([
+                "serve", "--port", "0", "--store", "memory", "--policy", policy,
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{policy}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("replicas run fenced or naive, not {policy}")),
+            "{stderr}"
+        );
+    }
+}

@@ -137,6 +137,8 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Store(#[from] forkscope::store::redis::ConnectError),
+    #[error("--store: {0}")]
+    ReplicaPolicy(#[from] forkscope_core::replica::NotAReplicaPolicy),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -194,7 +196,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         };
         let replica = ReplicaOptions {
             name: args.replica,
-            policy: args.policy.into(),
+            policy: Policy::from(args.policy).try_into()?,
             background,
             allowed_hosts: options.allowed_hosts,
             max_deliveries: replica::MAX_DELIVERIES,

@@ -113,7 +113,11 @@ impl Lab {
         let index = usize::from(name != "a");
         let options = ReplicaOptions {
             name: Some(name.into()),
-            policy: self.spec.policy,
+            policy: self
+                .spec
+                .policy
+                .try_into()
+                .expect("replicas run fenced or naive"),
             background: self.spec.emit_ms.map(EmitRate::every_ms),
             allowed_hosts: Vec::new(),
             max_deliveries: replica::MAX_DELIVERIES,

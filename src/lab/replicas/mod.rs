@@ -17,7 +17,7 @@ use crate::wire::balance::{Balancer, Mode, Upstream};
 use crate::wire::replica::witness::Witness;
 use crate::wire::replica::{self, ReplicaOptions, RunningReplica};
 use forkscope_core::history::Record;
-use forkscope_core::replica::{DEFAULT_LEASE_MS, RecordState};
+use forkscope_core::replica::{DEFAULT_LEASE_MS, NotAReplicaPolicy, RecordState, ReplicaPolicy};
 use forkscope_core::{ByReplica, EmitRate, Policy, ReplicaId, SessionId, StreamId, StreamKind};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -266,10 +266,8 @@ pub enum StartError {
     Store(#[from] crate::store::redis::ConnectError),
     #[error("could not open a loopback socket: {0}")]
     Io(#[from] std::io::Error),
-    #[error(
-        "replicas run naive or fenced, not {0}: the SDK policies model one server with sticky sessions"
-    )]
-    SdkPolicy(Policy),
+    #[error(transparent)]
+    SdkPolicy(#[from] NotAReplicaPolicy),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -288,9 +286,7 @@ impl Replicas {
         if !(2..=MAX_REPLICAS).contains(&setup.count) {
             return Err(StartError::Count(setup.count));
         }
-        if policy.is_sdk() {
-            return Err(StartError::SdkPolicy(policy));
-        }
+        let policy = ReplicaPolicy::try_from(policy)?;
         let retention = Retention {
             lease_ms: setup.lease_ms,
             ..Retention::default()
@@ -399,7 +395,7 @@ impl Replicas {
         drop(watch);
         // The calls it ran have no runner now; whether another replica takes them over is the
         // core's rule.
-        let adoptable = forkscope_core::replica::adopts_orphaned_calls(self.template.policy);
+        let adoptable = forkscope_core::replica::adopts_orphaned_calls(self.template.policy.into());
         let now = self.clock.now();
         let mut core = self.shared.lock();
         for (session, call) in runs {

@@ -27,6 +27,7 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::post;
 use axum::serve::ListenerExt;
+use forkscope_core::replica::ReplicaPolicy;
 use forkscope_core::{Policy, StreamId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -44,7 +45,8 @@ pub struct ReplicaOptions {
     /// This replica's name, in `Mcp-Served-By` and in every epoch it takes (`None`: its
     /// address, HOST:PORT, once bound).
     pub name: Option<String>,
-    pub policy: Policy,
+    /// Fenced or naive: an SDK policy cannot be asked of a replica.
+    pub policy: ReplicaPolicy,
     /// Background events on each session's standalone stream; `None`: none.
     pub background: Option<EmitRate>,
     pub allowed_hosts: Vec<String>,
@@ -62,7 +64,7 @@ impl Default for ReplicaOptions {
     fn default() -> Self {
         ReplicaOptions {
             name: None,
-            policy: Policy::Fenced,
+            policy: ReplicaPolicy::Fenced,
             background: None,
             allowed_hosts: Vec::new(),
             max_deliveries: MAX_DELIVERIES,
@@ -240,7 +242,7 @@ pub async fn start(
         alive: alive.clone(),
         store,
         name: name.as_str().into(),
-        policy: options.policy,
+        policy: options.policy.into(),
         background: options.background,
         local: local::LocalHub::default(),
         deliveries: Arc::new(Semaphore::new(options.max_deliveries)),

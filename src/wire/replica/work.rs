@@ -310,7 +310,7 @@ async fn commit(
             done,
             floor: Floor::Check(wrote),
         },
-        // Replicas run fenced or naive (an SDK policy is refused before a replica starts).
+        // Naive: a replica's policy is a `ReplicaPolicy`, so nothing else reaches here.
         _ => Writer::Unfenced {
             name: &replica.name,
             background: None,

@@ -58,8 +58,8 @@ pub fn decide_get(
 ) -> GetPlan {
     match policy {
         Policy::Fenced => fenced(last_event_id, named, standalone),
-        // Replicas run fenced or naive: a lab of replicas refuses an SDK policy up front (the
-        // SDKs assume sticky sessions; none has a store a second replica could read).
+        // Naive: a replica starts from a `ReplicaPolicy` (fenced or naive), so no SDK policy
+        // reaches a replica's decision.
         _ => naive(last_event_id, named, standalone),
     }
 }

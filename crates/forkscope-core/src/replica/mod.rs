@@ -91,6 +91,49 @@ pub fn admits(policy: Policy, stored: u64, writer: u64) -> bool {
     policy == Policy::Naive || stored == writer
 }
 
+/// The policies a replica runs: the fence across replicas, or the SDKs' shared stores (no
+/// fence). The SDK policies model one server — none has a store a second replica could read —
+/// so a replica is only ever made from one of these, at the one place it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaPolicy {
+    Fenced,
+    Naive,
+}
+
+/// A policy no replica runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "replicas run fenced or naive, not {0}: the SDK policies model one server (none has a store a second replica could read)"
+)]
+pub struct NotAReplicaPolicy(pub Policy);
+
+impl TryFrom<Policy> for ReplicaPolicy {
+    type Error = NotAReplicaPolicy;
+
+    fn try_from(policy: Policy) -> Result<Self, Self::Error> {
+        match policy {
+            Policy::Fenced => Ok(ReplicaPolicy::Fenced),
+            Policy::Naive => Ok(ReplicaPolicy::Naive),
+            sdk => Err(NotAReplicaPolicy(sdk)),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplicaPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Policy::from(*self).fmt(f)
+    }
+}
+
+impl From<ReplicaPolicy> for Policy {
+    fn from(policy: ReplicaPolicy) -> Policy {
+        match policy {
+            ReplicaPolicy::Fenced => Policy::Fenced,
+            ReplicaPolicy::Naive => Policy::Naive,
+        }
+    }
+}
+
 /// Whether a store forgot ids it already handed out: its high-water mark is below `floor`, the
 /// mark a fenced writer's own last write returned. Only a store restored from an older state (a
 /// snapshot, an async replica promoted by failover) goes backwards; writing on from its mark
