@@ -20,6 +20,7 @@ struct Backend {
 
 fn retention(lease_ms: u64) -> Retention {
     Retention {
+        max_sessions: 10_000,
         session_idle_ms: 60_000,
         finished_ms: 60_000,
         lease_ms,
@@ -393,7 +394,9 @@ async fn the_log_is_capped(b: Backend) {
     assert!(kept < LOG_MAXLEN + 64, "kept {kept}");
     if let Some(redis) = &b.redis {
         let keys = redis.command(&["KEYS", "*"]);
-        for key in keys.split_whitespace().filter(|k| k.starts_with("fs:")) {
+        // The one key not of a session: the index the session cap counts.
+        let of_sessions = keys.split_whitespace().filter(|k| *k != "fs:sessions");
+        for key in of_sessions.filter(|k| k.starts_with("fs:")) {
             assert!(
                 key.starts_with(&format!("fs:{{{session}}}:")),
                 "every key is namespaced and hash-tagged by its session: {key}"
@@ -579,4 +582,54 @@ async fn a_record_no_replica_wrote_is_corrupt_not_unavailable(b: Backend) {
         Err(StoreError::Corrupt(why)) => assert!(why.contains(&key), "{why}"),
         other => panic!("WRONGTYPE: {other:?}"),
     }
+}
+
+/// A store with room for three sessions that go idle after 300 ms.
+fn capped_retention() -> Retention {
+    Retention {
+        max_sessions: 3,
+        session_idle_ms: 300,
+        ..retention(2_000)
+    }
+}
+
+#[tokio::test]
+async fn sessions_are_capped_on_memory() {
+    sessions_are_capped(Store::memory(capped_retention())).await;
+}
+
+#[tokio::test]
+async fn sessions_are_capped_on_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = Store::redis(&redis.url(), capped_retention()).await.unwrap();
+    sessions_are_capped(store).await;
+}
+
+/// The cap holds for the whole store: the fourth session is refused as full; one that ends, or
+/// goes idle past its time, makes room again.
+async fn sessions_are_capped(store: Store) {
+    let open = |store: Store| async move {
+        let session = SessionKey::generate();
+        store.open_session(&session).await.map(|()| session)
+    };
+    let first = open(store.clone()).await.unwrap();
+    open(store.clone()).await.unwrap();
+    open(store.clone()).await.unwrap();
+    let full = open(store.clone()).await.unwrap_err();
+    assert_eq!(full, StoreError::Full("3 sessions".into()));
+    assert!(store.end_session(&first).await.unwrap());
+    open(store.clone()).await.expect("an ended session makes room");
+    assert!(open(store.clone()).await.is_err());
+    // Idle past 300 ms, every session goes: room again (polled, bounded).
+    let mut reopened = false;
+    for _ in 0..200 {
+        if open(store.clone()).await.is_ok() {
+            reopened = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(reopened, "idle sessions never made room");
 }

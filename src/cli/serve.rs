@@ -2,7 +2,7 @@
 
 use super::{IdentityArg, PolicyArg, init_logging, outln, runtime, shutdown_signal};
 use forkscope::clock::LabClock;
-use forkscope::store::{Retention, Store};
+use forkscope::store::{DEFAULT_MAX_SESSIONS, Retention, Store};
 use forkscope::wire::replica::{self, Counters, ReplicaOptions};
 use forkscope::wire::server::{self, EmitRate, ServeOptions};
 use forkscope::wire::{Core, Shared};
@@ -49,6 +49,11 @@ pub struct ServeArgs {
     /// (default 600000); at capacity, `initialize` is answered 503 with Retry-After.
     #[arg(long)]
     session_idle_ms: Option<u64>,
+    /// Sessions held at once; past it `initialize` is answered 503 `too_many_sessions` with
+    /// Retry-After. One server: its own (default 64); with --store: the whole store's, shared
+    /// by every replica on it (default 10000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_sessions: Option<u64>,
     /// Replay memory across all sessions, in MiB (default 48); past it, `initialize` and
     /// tool calls are answered 503 `over_budget` with Retry-After.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
@@ -165,6 +170,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
     if let Some(retention) = args.retention_ms {
         config.retention_ms = retention;
     }
+    if let Some(max) = args.max_sessions {
+        config.max_sessions = max as usize;
+    }
     if let Some(idle) = args.session_idle_ms {
         config.session_idle_ms = idle;
     }
@@ -190,6 +198,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
     let addr = SocketAddr::new(args.bind, args.port);
     if let Some(store) = args.store {
         let retention = Retention {
+            max_sessions: args
+                .max_sessions
+                .map_or(DEFAULT_MAX_SESSIONS, |n| n as usize),
             session_idle_ms: config.session_idle_ms,
             finished_ms: config.retention_ms,
             lease_ms: args.lease_ms.unwrap_or(DEFAULT_LEASE_MS),

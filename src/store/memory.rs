@@ -17,8 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::Notify;
 
-/// Most sessions held at once; past it `initialize` is refused as the store being full.
-pub const MAX_SESSIONS: usize = 10_000;
 /// Most streams one session may hold whose events are still kept; past it a new stream is
 /// refused as the store being full (Redis bounds the same by expiring each stream's keys).
 pub const MAX_KEPT_STREAMS: usize = 1_024;
@@ -124,11 +122,12 @@ impl MemoryStore {
         let now = self.now_ms();
         let idle = self.inner.retention.session_idle_ms;
         let mut sessions = self.lock();
-        if sessions.len() >= MAX_SESSIONS {
+        let cap = self.inner.retention.max_sessions;
+        if sessions.len() >= cap {
             sessions.retain(|_, s| now.saturating_sub(s.touched_ms) < idle);
         }
-        if sessions.len() >= MAX_SESSIONS {
-            return Err(StoreError::Full(format!("{MAX_SESSIONS} sessions")));
+        if sessions.len() >= cap {
+            return Err(StoreError::Full(format!("{cap} sessions")));
         }
         sessions.entry(key.clone()).or_insert(Session {
             streams: Vec::new(),

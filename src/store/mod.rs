@@ -222,9 +222,16 @@ impl Link {
     }
 }
 
+/// Sessions one store holds at once by default, shared by every replica on it; past it
+/// `initialize` is refused as the store being full (503 `too_many_sessions`).
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
 /// A store's settings, the same for both.
 #[derive(Clone, Copy, Debug)]
 pub struct Retention {
+    /// Sessions the store holds at once, whichever replica opened them; a session counts until
+    /// it ends or goes idle past `session_idle_ms`.
+    pub max_sessions: usize,
     /// A session with no request for this long is gone.
     pub session_idle_ms: u64,
     /// A finished call's stream stays resumable this long.
@@ -235,6 +242,7 @@ pub struct Retention {
 impl Default for Retention {
     fn default() -> Self {
         Retention {
+            max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle_ms: 600_000,
             finished_ms: 15_000,
             lease_ms: forkscope_core::replica::DEFAULT_LEASE_MS,

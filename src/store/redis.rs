@@ -28,6 +28,7 @@ use std::time::Duration;
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_millis(1_000);
 
 struct Scripts {
+    open_session: Script,
     alloc_stream: Script,
     open_stream: Script,
     snapshot: Script,
@@ -37,6 +38,7 @@ struct Scripts {
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    open_session: Script::new(include_str!("lua/open_session.lua")),
     alloc_stream: Script::new(include_str!("lua/alloc_stream.lua")),
     open_stream: Script::new(include_str!("lua/open_stream.lua")),
     snapshot: Script::new(include_str!("lua/snapshot.lua")),
@@ -100,6 +102,10 @@ pub(super) fn classify(e: RedisError, key: &str) -> StoreError {
         StoreError::Corrupt(format!("{key}: {e}"))
     }
 }
+
+/// The sessions index: each live session, scored by when it opened, for the session cap. The
+/// one key not of a single session (see ARCHITECTURE.md: in a cluster it would be per shard).
+const SESSIONS: &str = "fs:sessions";
 
 fn meta(s: &SessionKey) -> String {
     format!("fs:{{{s}}}:meta")
@@ -177,19 +183,27 @@ impl RedisStore {
         self.conn.clone()
     }
 
+    /// Opens a session unless the store already holds `max_sessions` (counted in the sessions
+    /// index, `fs:sessions`, one entry per session while its record lives).
     pub async fn open_session(&self, session: &SessionKey) -> Result<(), StoreError> {
         let mut conn = self.conn();
-        let key = meta(session);
-        let _: () = redis::pipe()
-            .atomic()
-            .hset(&key, "streams", 0)
-            .ignore()
-            .pexpire(&key, self.retention.session_idle_ms as i64)
-            .ignore()
-            .query_async(&mut conn)
+        let cap = self.retention.max_sessions;
+        let mut invocation = SCRIPTS.open_session.prepare_invoke();
+        invocation
+            .key(SESSIONS)
+            .key(meta(session))
+            .arg(cap)
+            .arg(self.retention.session_idle_ms)
+            .arg(session.as_str());
+        let reply: Value = invocation
+            .invoke_async(&mut conn)
             .await
-            .map_err(|e| classify(e, &meta(session)))?;
-        Ok(())
+            .map_err(|e| classify(e, SESSIONS))?;
+        match ints_and_text(&reply).as_deref() {
+            Some([(1, _)]) => Ok(()),
+            Some([(-5, _)]) => Err(StoreError::Full(format!("{cap} sessions"))),
+            _ => Err(corrupt("open_session reply", &reply)),
+        }
     }
 
     pub async fn session_exists(&self, session: &SessionKey) -> Result<bool, StoreError> {
@@ -203,8 +217,12 @@ impl RedisStore {
 
     pub async fn end_session(&self, session: &SessionKey) -> Result<bool, StoreError> {
         let mut conn = self.conn();
-        let deleted: u64 = redis::cmd("DEL")
+        let (deleted, _): (u64, u64) = redis::pipe()
+            .cmd("DEL")
             .arg(meta(session))
+            .cmd("ZREM")
+            .arg(SESSIONS)
+            .arg(session.as_str())
             .query_async(&mut conn)
             .await
             .map_err(|e| classify(e, &meta(session)))?;
