@@ -240,7 +240,7 @@ async fn fenced(
         }
         // The store holds less than this connection was sent: it was restored from an older
         // state. A call's runner ends the call with an error that says so; a standalone
-        // stream's delivery ends here, and the client's resume is refused (its cursor is ahead).
+        // stream's delivery ends here, and the client's resume is refused (store_rolled_back).
         if forgot(record.high_water, after) && delivery.kind == StreamKind::Standalone {
             return Err(Ended::RolledBack {
                 stream: delivery.stream,

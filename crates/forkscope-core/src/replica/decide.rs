@@ -93,8 +93,9 @@ fn fenced(
             at: LabTime::from_millis(record.now_ms),
         });
     }
+    // The key proves the stream handed this cursor out; a store that holds less forgot it.
     if event.seq > record.high_water {
-        return reject(ResumeRejected::CursorAhead {
+        return reject(ResumeRejected::StoreRolledBack {
             stream: record.stream,
             cursor: event.seq,
             high_water: record.high_water,

@@ -79,7 +79,7 @@ fn fenced_refuses_what_it_cannot_prove() {
     ));
     assert!(matches!(
         decide(&keyed(2, 11, 0xfeed)),
-        GetPlan::Reject(ResumeRejected::CursorAhead { high_water: 10, .. })
+        GetPlan::Reject(ResumeRejected::StoreRolledBack { high_water: 10, .. })
     ));
     let mut evicted = r.clone();
     evicted.oldest_kept = 7;

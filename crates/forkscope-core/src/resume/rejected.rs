@@ -50,6 +50,18 @@ pub enum ResumeRejected {
         cursor: u64,
         high_water: u64,
     },
+    /// A replica's: the cursor carries the stream's key, so it was handed out, yet the shared
+    /// store holds fewer events — the store was restored from an older state.
+    #[error(
+        "Last-Event-ID {cursor} is past what the shared store holds of stream {stream} (high-water \
+         mark {high_water}), though the stream handed it out: the store was rolled back and forgot \
+         those events"
+    )]
+    StoreRolledBack {
+        stream: StreamId,
+        cursor: u64,
+        high_water: u64,
+    },
     #[error(
         "events after {cursor} on stream {stream} were evicted from the replay buffer (oldest \
          kept: {oldest_kept}), so gap-freedom cannot be proven"
@@ -80,6 +92,7 @@ impl ResumeRejected {
             ResumeRejected::StreamFenced { .. } => RejectReason::StreamFenced,
             ResumeRejected::StreamClosed { .. } => RejectReason::StreamClosed,
             ResumeRejected::CursorAhead { .. } => RejectReason::CursorAhead,
+            ResumeRejected::StoreRolledBack { .. } => RejectReason::StoreRolledBack,
             ResumeRejected::CursorEvicted { .. } => RejectReason::CursorEvicted,
             ResumeRejected::OrphanStillLive { .. } => RejectReason::OrphanStillLive,
             ResumeRejected::TooManyStreams { .. } => RejectReason::TooManyStreams,

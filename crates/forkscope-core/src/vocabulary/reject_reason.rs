@@ -38,6 +38,7 @@ pub enum RejectReason {
     CursorEvicted,
     OrphanStillLive,
     TooManyStreams,
+    StoreRolledBack,
 }
 
 impl RejectReason {
@@ -58,7 +59,7 @@ impl RejectReason {
     /// | 400 | malformed_cursor, cursor_not_on_stream | the request itself is wrong |
     /// | 403 | token_of_another_session | a credential used outside its session |
     /// | 409 | orphan_still_live, too_many_streams | the session's state conflicts; retry later |
-    /// | 410 | unknown_token, stream_fenced, stream_closed, cursor_evicted | what it names is gone |
+    /// | 410 | unknown_token, stream_fenced, stream_closed, cursor_evicted, store_rolled_back | what it names is gone |
     /// | 416 | cursor_ahead | the position was never served |
     /// | 428 | missing_token, missing_last_event_id | a resume must carry both |
     pub fn http_status(self) -> u16 {
@@ -69,7 +70,8 @@ impl RejectReason {
             RejectReason::UnknownToken
             | RejectReason::StreamFenced
             | RejectReason::StreamClosed
-            | RejectReason::CursorEvicted => 410,
+            | RejectReason::CursorEvicted
+            | RejectReason::StoreRolledBack => 410,
             RejectReason::CursorAhead => 416,
             RejectReason::MissingToken | RejectReason::MissingLastEventId => 428,
         }
@@ -126,6 +128,7 @@ mod tests {
                 "cursor_evicted",
                 "orphan_still_live",
                 "too_many_streams",
+                "store_rolled_back",
             ]
         );
         for reason in RejectReason::ALL {
