@@ -265,6 +265,97 @@ async fn a_corrupt_record_is_a_terminal_typed_500_naming_its_key() {
     assert!(message.contains(&key), "{message}");
 }
 
+/// Redis restored from an RDB snapshot a few steps old, mid call, over and over: the client
+/// never meets a reused id or a silent gap. It gets every step once and the result, or its
+/// steps once up to where it is told, by a typed error naming the rollback (the call's last
+/// message, or the refusal of its resume).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_restored_from_an_older_snapshot_never_reuses_an_id_or_hides_a_gap() {
+    let runs: usize = std::env::var("FORKSCOPE_ROLLBACK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let mut told = 0;
+    for run in 0..runs {
+        let Some(mut lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
+            return;
+        };
+        let session = lab.initialize(&lab.url(0)).await;
+        let mut call = lab.call(&lab.url(0), &session, 40, 30).await;
+        assert!(call.until(|e| progress_of(e).len() >= 5).await, "run {run}");
+        let snapshot = lab.redis.as_ref().unwrap().save_snapshot("older");
+        assert!(
+            call.until(|e| progress_of(e).len() >= 12).await,
+            "run {run}"
+        );
+        lab.redis.as_mut().unwrap().restore(&snapshot);
+        call.read_to_end().await;
+        let mut events = call.events.clone();
+        let ended_with = |events: &[forkscope::wire::sse::SseEvent]| {
+            events.iter().rev().find_map(|e| {
+                let v: Value = serde_json::from_str(&e.data).ok()?;
+                (v.get("result").is_some() || v.get("error").is_some()).then_some(v)
+            })
+        };
+        if ended_with(&events).is_none() {
+            // The delivery ended with the store: resume on the other replica.
+            let cursor = call.last_id();
+            let response = common::replica_lab::retrying_unavailable(|| {
+                lab.get(&lab.url(1), &session, Some(&cursor))
+            })
+            .await;
+            if response.status() == 200 {
+                let mut resumed = Sse::from_response(response);
+                resumed.read_to_end().await;
+                events.extend(resumed.events);
+            } else {
+                let status = response.status();
+                let body: Value = response.json().await.unwrap();
+                assert_eq!(
+                    body.pointer("/error/data/reason"),
+                    Some(&json!("store_rolled_back")),
+                    "run {run}: {status} {body}"
+                );
+                told += 1;
+                check_once(run, &events);
+                continue;
+            }
+        }
+        check_once(run, &events);
+        let last = ended_with(&events).unwrap_or_else(|| panic!("run {run}: no end"));
+        if last.get("error").is_some() {
+            assert_eq!(
+                last.pointer("/error/data/reason"),
+                Some(&json!("store_rolled_back")),
+                "run {run}: {last}"
+            );
+            told += 1;
+        } else {
+            assert_eq!(
+                progress_of(&events),
+                (1..=40).collect::<Vec<_>>(),
+                "run {run}"
+            );
+        }
+    }
+    eprintln!("{runs} rollbacks: {told} told by a typed error, the rest delivered whole");
+}
+
+/// Every step at most once, in order from 1 with no hole, and ids only ever increasing.
+fn check_once(run: usize, events: &[forkscope::wire::sse::SseEvent]) {
+    let steps = progress_of(events);
+    assert_eq!(
+        steps,
+        (1..=steps.len() as u64).collect::<Vec<_>>(),
+        "run {run}: steps"
+    );
+    let seqs = seqs_of(events);
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "run {run}: ids {seqs:?}"
+    );
+}
+
 /// Replica a is cut off from Redis mid-call (its link slowed past the lease), the client
 /// resumes on b, b adopts the call; when a's link heals, its late step is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -603,7 +603,9 @@ async fn sessions_are_capped_on_redis() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let store = Store::redis(&redis.url(), capped_retention()).await.unwrap();
+    let store = Store::redis(&redis.url(), capped_retention())
+        .await
+        .unwrap();
     sessions_are_capped(store).await;
 }
 
@@ -620,7 +622,9 @@ async fn sessions_are_capped(store: Store) {
     let full = open(store.clone()).await.unwrap_err();
     assert_eq!(full, StoreError::Full("3 sessions".into()));
     assert!(store.end_session(&first).await.unwrap());
-    open(store.clone()).await.expect("an ended session makes room");
+    open(store.clone())
+        .await
+        .expect("an ended session makes room");
     assert!(open(store.clone()).await.is_err());
     // Idle past 300 ms, every session goes: room again (polled, bounded).
     let mut reopened = false;

@@ -111,6 +111,32 @@ impl RedisServer {
         }
     }
 
+    /// Writes what Redis holds now to an RDB file (`SAVE`) and keeps it aside: an older
+    /// snapshot for [`RedisServer::restore`]. The server's own dump is removed again, so a plain
+    /// [`RedisServer::restart`] still comes back empty.
+    pub fn save_snapshot(&self, name: &str) -> PathBuf {
+        assert_eq!(self.command(&["SAVE"]), "OK");
+        let dump = self.dir.path().join("dump.rdb");
+        let kept = self.dir.path().join(format!("{name}.rdb"));
+        fs::rename(&dump, &kept).unwrap_or_else(|e| panic!("keeping {}: {e}", dump.display()));
+        kept
+    }
+
+    /// Kills the server and starts it again from `snapshot` (an RDB file from
+    /// [`RedisServer::save_snapshot`]) on the same port: what a Redis restored from an older
+    /// backup, or an async replica promoted by failover, comes back holding.
+    pub fn restore(&mut self, snapshot: &Path) {
+        self.kill9();
+        let dump = self.dir.path().join("dump.rdb");
+        fs::copy(snapshot, &dump)
+            .unwrap_or_else(|e| panic!("restoring {}: {e}", snapshot.display()));
+        match self.launch() {
+            Startup::Ready => {}
+            other => panic!("redis-server did not come back from its snapshot: {other:?}"),
+        }
+        let _ = fs::remove_file(&dump);
+    }
+
     /// Sends one command and renders its reply as text: a status or a bulk string as itself,
     /// an integer in decimal, an error as `(error) MESSAGE`, a nil as `(nil)`, an array as its
     /// elements one per line (empty: ""). Panics when Redis cannot be reached.
@@ -267,6 +293,7 @@ pub fn process_gone(pid: u32, name: &str) -> bool {
 }
 
 /// How a start attempt ended.
+#[derive(Debug)]
 enum Startup {
     Ready,
     /// The port was taken between the pick and the bind: try another.
