@@ -9,6 +9,9 @@
 
 mod facts;
 mod store_faults;
+mod watch;
+
+use watch::{Seen, Watch, poll_store};
 
 use crate::clock::LabClock;
 use crate::store::{Link, Retention, SessionKey, Store};
@@ -20,7 +23,6 @@ use forkscope_core::history::Record;
 use forkscope_core::replica::{DEFAULT_LEASE_MS, NotAReplicaPolicy, RecordState, ReplicaPolicy};
 use forkscope_core::{ByReplica, EmitRate, Policy, ReplicaId, SessionId, StreamId, StreamKind};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -170,38 +172,6 @@ pub struct ReplicasView {
     pub streams: Vec<StoredStream>,
     /// The last store read failed (the store is down or restarting).
     pub store_error: Option<String>,
-}
-
-/// What the lab learned from the replicas' facts, for the panes.
-#[derive(Debug, Default)]
-struct Watch {
-    replicas: Vec<Seen>,
-    /// Streams opened, per session, newest last.
-    streams: Vec<(SessionKey, StreamId, StreamKind)>,
-    stored: Vec<StoredStream>,
-    store_error: Option<String>,
-    /// The session's standalone stream and the replica it was last attached on (for sticky).
-    standalone_on: Option<(SessionKey, ReplicaId)>,
-}
-
-#[derive(Debug, Default)]
-struct Seen {
-    holds: Vec<(SessionKey, Held)>,
-    /// The tool calls this replica runs (it started them, or adopted them), until they finish.
-    runs: Vec<(SessionId, StreamId)>,
-    sent: u64,
-    recent: VecDeque<String>,
-}
-
-impl Watch {
-    fn note(&mut self, replica: ReplicaId, line: String) {
-        if let Some(seen) = self.replicas.get_mut(replica.index()) {
-            if seen.recent.len() == RECENT_FACTS {
-                seen.recent.pop_front();
-            }
-            seen.recent.push_back(line);
-        }
-    }
 }
 
 /// One replica's place in the lab: its address, its link to the store, and the replica while
@@ -603,60 +573,5 @@ fn options_for(
         name: Some(id.to_string()),
         witness: Some(witness),
         ..template.clone()
-    }
-}
-
-/// Reads the watched session's streams back from the store, for the panes.
-async fn poll_store(store: Store, watch: Arc<Mutex<Watch>>) {
-    let mut ticks = tokio::time::interval(STORE_POLL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        ticks.tick().await;
-        let wanted: Vec<(SessionKey, StreamId)> = {
-            let mut watch = lock(&watch);
-            let Some((session, _, _)) = watch.streams.last() else {
-                // Nothing watched (a store restart cleared it): nothing to show either.
-                watch.stored.clear();
-                continue;
-            };
-            let session = session.clone();
-            let mut wanted: Vec<_> = watch
-                .streams
-                .iter()
-                .filter(|(k, _, _)| *k == session)
-                .map(|(k, s, _)| (k.clone(), *s))
-                .collect();
-            let excess = wanted.len().saturating_sub(WATCHED_STREAMS);
-            wanted.drain(..excess);
-            wanted
-        };
-        let mut stored = Vec::new();
-        let mut error = None;
-        for (session, stream) in wanted {
-            match store.snapshot(&session, stream).await {
-                Ok(Some(snapshot)) => {
-                    let record = snapshot.record;
-                    stored.push(StoredStream {
-                        stream: record.stream,
-                        kind: record.kind,
-                        state: record.state,
-                        epoch: record.epoch,
-                        owner: record.owner,
-                        high_water: record.high_water,
-                        lease: record.call.map(|c| (c.lease.epoch, c.lease.owner, c.done)),
-                    });
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        let mut watch = lock(&watch);
-        if error.is_none() {
-            watch.stored = stored;
-        }
-        watch.store_error = error;
     }
 }
