@@ -318,14 +318,18 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// A `--store` that is neither `memory` nor a Redis URL.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} (or `memory`)")]
+pub struct StoreArgError(#[from] forkscope::store::redis::ConnectError);
+
 /// `--store` for a lab of replicas: `memory`, or a Redis URL checked as `serve --store` checks it.
-fn parse_store(s: &str) -> Result<StoreChoice, String> {
+fn parse_store(s: &str) -> Result<StoreChoice, StoreArgError> {
     if s == "memory" {
         return Ok(StoreChoice::Memory);
     }
-    forkscope::store::redis::parse_url(s)
-        .map(|_| StoreChoice::Redis(s.to_owned()))
-        .map_err(|e| format!("{e} (or `memory`)"))
+    forkscope::store::redis::parse_url(s)?;
+    Ok(StoreChoice::Redis(s.to_owned()))
 }
 
 /// How a lab of replicas' balancer routes.

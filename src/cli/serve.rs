@@ -108,15 +108,20 @@ pub struct ServeArgs {
     lease_ms: Option<u64>,
 }
 
+/// A `--replica` name that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("a replica name is 1-64 letters, digits, '.', '-', '_' or ':'")]
+pub struct BadReplicaName;
+
 /// A replica name: 1-64 characters of letters, digits, `.`, `-`, `_` and `:`.
-fn parse_replica_name(s: &str) -> Result<String, String> {
+fn parse_replica_name(s: &str) -> Result<String, BadReplicaName> {
     let ok = (1..=64).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
     if ok {
         Ok(s.to_owned())
     } else {
-        Err("a replica name is 1-64 letters, digits, '.', '-', '_' or ':'".to_owned())
+        Err(BadReplicaName)
     }
 }
 

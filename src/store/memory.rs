@@ -1,7 +1,9 @@
 //! The store in this process: the default, and the one the replica tests also run against
-//! Redis. Its compare-and-sets take one lock, and it checks epochs with the core's
-//! [`admits`], so it commits exactly what the Redis scripts commit. Its clock is its own
-//! (milliseconds since it was made), as Redis's `TIME` is the Redis store's.
+//! Redis. Its compare-and-sets take one lock, and it checks epochs with the core's [`admits`]
+//! and rollbacks with [`forgot`], the comparisons the Redis scripts make; the shared suite
+//! (`tests/store.rs`) holds both to the same answers (not yet a differential test over random
+//! operations). Its log trims event by event where Redis trims whole batches. Its clock is its
+//! own (milliseconds since it was made), as Redis's `TIME` is the Redis store's.
 
 use super::Floor;
 use super::{

@@ -4,10 +4,12 @@
 //!
 //! Keys: `fs:{SESSION}:meta` (a hash: stream counter, the standalone stream), `fs:{SESSION}:s:N`
 //! (a stream's record: epoch, holder, high-water, key, and a call's lease and progress) and
-//! `fs:{SESSION}:log:N` (a Redis Stream of its events, ids `SEQ-1`, capped by `MAXLEN ~`). One
-//! session's keys share the hash tag `{SESSION}`, so each script stays on one shard of a Redis
-//! Cluster; no key is shared between sessions. Every key expires: sessions when idle, a finished
-//! call's stream after its retention.
+//! `fs:{SESSION}:log:N` (a Redis Stream of its events, one entry per committed batch, the entry's
+//! id `SEQ-1` its last event's; trimmed by `MINID` to the newest [`super::LOG_MAXLEN`] events,
+//! whole batches, so up to one batch more). One session's keys share the hash tag `{SESSION}`,
+//! so each script stays on one shard of a Redis Cluster, and every one of them expires: sessions
+//! when idle, a finished call's stream after its retention. The one key shared between sessions
+//! is the sessions index `fs:sessions`, which the session cap counts.
 //!
 //! Cross-replica delivery reads the log with `XREAD BLOCK` from the client's cursor: replay and
 //! live tail are one read, so the hand-off between them has no gap and no duplicate (pub/sub

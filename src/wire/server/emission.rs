@@ -67,14 +67,32 @@ pub fn schema() -> Value {
     })
 }
 
+/// Why `emit_standalone`'s arguments were refused (answered with −32602).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EmitArgsError {
+    #[error("{field} must be an integer from {min} to {max}")]
+    OutOfRange {
+        field: &'static str,
+        min: u64,
+        max: u64,
+    },
+    #[error("label must be a string of at most {MAX_LABEL} bytes")]
+    Label,
+}
+
+/// A session already has its most `emit_standalone` runs going.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{MAX_RUNS_PER_SESSION} emit_standalone runs are already going in this session")]
+pub struct TooManyRuns;
+
 /// Reads the arguments; a missing one takes its default (10, 20 ms, `x`).
-pub fn parse_arguments(args: &Value) -> Result<EmitArgs, String> {
-    let number = |field: &str, default: u64, min: u64, max: u64| match args.get(field) {
+pub fn parse_arguments(args: &Value) -> Result<EmitArgs, EmitArgsError> {
+    let number = |field: &'static str, default: u64, min: u64, max: u64| match args.get(field) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v
             .as_u64()
             .filter(|n| (min..=max).contains(n))
-            .ok_or(format!("{field} must be an integer from {min} to {max}")),
+            .ok_or(EmitArgsError::OutOfRange { field, min, max }),
     };
     let count = number("count", 10, 1, MAX_COUNT)?;
     let delay_ms = number("delay_ms", 20, 0, MAX_DELAY_MS)?;
@@ -83,11 +101,7 @@ pub fn parse_arguments(args: &Value) -> Result<EmitArgs, String> {
         Some(Value::String(s)) if s.len() <= MAX_LABEL && !s.contains(char::is_control) => {
             s.clone()
         }
-        Some(_) => {
-            return Err(format!(
-                "label must be a string of at most {MAX_LABEL} bytes"
-            ));
-        }
+        Some(_) => return Err(EmitArgsError::Label),
     };
     Ok(EmitArgs {
         count,
@@ -102,12 +116,10 @@ pub fn start(
     session: SessionId,
     args: EmitArgs,
     now: LabTime,
-) -> Result<(), String> {
+) -> Result<(), TooManyRuns> {
     let runs = &mut core.io.emissions;
     if runs.iter().filter(|r| r.session == session).count() >= MAX_RUNS_PER_SESSION {
-        return Err(format!(
-            "{MAX_RUNS_PER_SESSION} emit_standalone runs are already going in this session"
-        ));
+        return Err(TooManyRuns);
     }
     runs.push(Emission {
         session,

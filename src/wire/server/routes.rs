@@ -210,7 +210,7 @@ fn emit_standalone(app: &App, session: SessionId, id: &Value, params: &Value) ->
     };
     let args = match super::emission::parse_arguments(&args) {
         Ok(args) => args,
-        Err(e) => return invalid(e),
+        Err(e) => return invalid(e.to_string()),
     };
     let count = args.count;
     {
@@ -219,7 +219,7 @@ fn emit_standalone(app: &App, session: SessionId, id: &Value, params: &Value) ->
         core_touch_and_start(&mut guard, session, args, now).map_err(|e| {
             json_response(
                 StatusCode::CONFLICT,
-                jsonrpc::error(id, jsonrpc::SESSION_ERROR, &e, None),
+                jsonrpc::error(id, jsonrpc::SESSION_ERROR, &e.to_string(), None),
             )
         })
     }
@@ -244,7 +244,7 @@ fn core_touch_and_start(
     session: SessionId,
     args: super::emission::EmitArgs,
     now: forkscope_core::LabTime,
-) -> Result<(), String> {
+) -> Result<(), super::emission::TooManyRuns> {
     super::emission::start(core, session, args, now)?;
     core.server.touch(now, session);
     Ok(())
