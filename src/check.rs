@@ -186,6 +186,8 @@ struct Observed {
     decisions: usize,
     orphaned: u64,
     connected: bool,
+    /// The client spent its retry budget.
+    gave_up: bool,
 }
 
 fn observe(sim: &forkscope_core::sim::Sim) -> Observed {
@@ -199,6 +201,10 @@ fn observe(sim: &forkscope_core::sim::Sim) -> Observed {
         decisions: sim.decisions().len(),
         orphaned: counters.orphaned,
         connected: sim.connected(),
+        gave_up: matches!(
+            sim.client().phase(),
+            forkscope_core::client::Phase::GaveUp { .. }
+        ),
     }
 }
 
@@ -360,7 +366,12 @@ fn schedule_file(
         if after.orphaned > before.orphaned && !matches!(step, Step::Probe(_)) {
             written.push(StepFile::wait(WaitFor::Orphaned, after.orphaned));
         }
-        if after.decisions > before.decisions {
+        if after.gave_up && !before.gave_up {
+            // The model's client spends its budget here. Over sockets its last tries may fall
+            // a little differently (an SDK's bare refusal, answered in real time): wait for it
+            // to be answered or to give up, not for a count of rulings it may not make.
+            written.push(StepFile::wait(WaitFor::Answered, 1));
+        } else if after.decisions > before.decisions {
             let ruled = (after.decisions - before.decisions) as u64;
             written.push(StepFile::wait(WaitFor::Decision, ruled));
         }

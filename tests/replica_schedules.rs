@@ -81,6 +81,13 @@ fn applied(call: bool, events: &[forkscope::wire::sse::SseEvent]) -> usize {
     }
 }
 
+/// Deliveries the fence ended, across the replicas.
+fn fenced(lab: &Lab) -> u64 {
+    (0..lab.replicas.len())
+        .map(|i| lab.counter(i, |c| &c.deliveries_fenced))
+        .sum()
+}
+
 fn background_of(events: &[forkscope::wire::sse::SseEvent]) -> Vec<u64> {
     events
         .iter()
@@ -155,6 +162,7 @@ async fn follow(
                 );
             }
             Fault::ConcurrentResumes => {
+                let fenced_before = fenced(run.lab);
                 let (one, two) = tokio::join!(run.resume(&cursor), run.resume(&cursor));
                 let (mut one, mut two) = (one.expect("resume"), two.expect("resume"));
                 // One of the two is fenced and ends; the client follows the other. (The winner
@@ -166,7 +174,27 @@ async fn follow(
                 let ended_done =
                     results_of(if ended == 1 { &one.events } else { &two.events }) == 1;
                 let lost = if ended_done { 3 - ended } else { ended };
-                current = if lost == 1 { two } else { one };
+                let (mut winner, mut loser) = if lost == 1 { (two, one) } else { (one, two) };
+                // The loser was fenced, not served alongside: its delivery ends, by the fence
+                // unless it had handed over the call's end before the winner took the stream,
+                // and what it sent is what the winner sends too.
+                loser.read_to_end().await;
+                assert!(loser.ended, "the losing resume was never fenced");
+                if results_of(&loser.events) == 0 {
+                    let fenced_now = fenced(run.lab);
+                    assert!(
+                        fenced_now > fenced_before,
+                        "the losing delivery ended unfenced ({fenced_before} → {fenced_now})"
+                    );
+                }
+                let sent = seqs_of(&loser.events);
+                winner.until(|e| seqs_of(e).len() >= sent.len()).await;
+                let kept = seqs_of(&winner.events);
+                assert!(
+                    kept.starts_with(&sent),
+                    "the loser sent {sent:?}, which the winner ({kept:?}) does not"
+                );
+                current = winner;
                 continue;
             }
             Fault::KillServingReplica => {
