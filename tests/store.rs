@@ -516,6 +516,11 @@ async fn a_rolled_back_store_refuses_a_fenced_writer(b: Backend) {
     assert_eq!(snapshot.record.state, RecordState::Finished);
     let seqs: Vec<u64> = events_after_3.iter().map(|(seq, _)| *seq).collect();
     assert_eq!(seqs, [6], "ids 4 and 5 are never handed out again");
+    assert_eq!(
+        snapshot.record.forgotten,
+        Some((4, 5)),
+        "and the record says so"
+    );
 
     // Unfenced: the same rollback, and ids 4 and 5 are written a second time.
     let session = open(&b).await;

@@ -57,6 +57,8 @@ struct Stream {
     log: VecDeque<(u64, String)>,
     call: Option<(CallSpec, u64, Lease)>,
     finished_ms: Option<u64>,
+    /// Ids handed out, then forgot by a rollback and skipped: `(first, last)`.
+    forgotten: Option<(u64, u64)>,
 }
 
 impl Stream {
@@ -199,6 +201,7 @@ impl MemoryStore {
             log: VecDeque::new(),
             call: new.call.clone().map(|spec| (spec, 0, lease)),
             finished_ms: None,
+            forgotten: None,
         });
         if new.kind == StreamKind::Standalone {
             session.standalone = Some(id);
@@ -263,6 +266,7 @@ impl MemoryStore {
                 lease: lease.clone(),
             }),
             now_ms: now,
+            forgotten: s.forgotten,
         };
         let snapshot = Snapshot {
             record,
@@ -392,7 +396,10 @@ impl MemoryStore {
                 floor: Floor::SkipTo(floor),
                 ..
             } => {
-                s.high_water = s.high_water.max(floor);
+                if s.high_water < floor {
+                    s.forgotten = Some((s.high_water + 1, floor));
+                    s.high_water = floor;
+                }
                 None
             }
             Writer::Unfenced { .. } => None,

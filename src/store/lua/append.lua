@@ -28,6 +28,8 @@ local hw = tonumber(redis.call('HGET', KEYS[2], 'hw'))
 local floor = tonumber(ARGV[12])
 if hw < floor then
   if ARGV[13] ~= '1' then return {-4, hw} end
+  -- Skipped, never issued again; a resume from before them is refused.
+  redis.call('HSET', KEYS[2], 'gapfrom', hw + 1, 'gapto', floor)
   hw = floor
 end
 if ARGV[11] ~= '' then

@@ -30,7 +30,11 @@ pub(in crate::store) fn classify(e: RedisError, key: &str) -> StoreError {
                     | ServerErrorKind::ClusterDown
                     | ServerErrorKind::ReadOnly
             )
-        );
+        )
+        // A script running long (BUSY), memory full (OOM), no connection slot free: Redis is
+        // there but cannot take this now.
+        || matches!(e.code(), Some("BUSY" | "OOM"))
+        || e.to_string().contains("max number of clients");
     if transient {
         StoreError::Unavailable(e.to_string())
     } else {
@@ -224,6 +228,10 @@ pub(super) fn read_record(
     } else {
         (None, None)
     };
+    let forgotten = match (get.contains_key("gapfrom"), get.contains_key("gapto")) {
+        (true, true) => Some((number("gapfrom")?, number("gapto")?)),
+        _ => None,
+    };
     Ok(Snapshot {
         record: StreamRecord {
             stream,
@@ -236,6 +244,7 @@ pub(super) fn read_record(
             oldest_kept,
             call,
             now_ms,
+            forgotten,
         },
         call: spec,
     })

@@ -38,7 +38,12 @@ impl LabClient {
                 let now = self.clock.now();
                 let mut guard = self.shared.lock();
                 let core = &mut *guard;
-                core.client.on_request_broken(now, id, &mut core.history);
+                if error.is_connect() {
+                    // Never sent: no server has the call, and nothing is owed for it.
+                    core.client.on_request_failed(id);
+                } else {
+                    core.client.on_request_broken(now, id, &mut core.history);
+                }
                 return Err(error.into());
             }
         };
@@ -50,6 +55,17 @@ impl LabClient {
             &[],
             response.headers(),
         );
+        if matches!(status, 502 | 504) {
+            // A gateway that sent the call on and heard nothing back: it may run.
+            let now = self.clock.now();
+            {
+                let mut guard = self.shared.lock();
+                let core = &mut *guard;
+                core.client.on_request_broken(now, id, &mut core.history);
+            }
+            let message = response.text().await.unwrap_or_default();
+            return Err(ClientError::Status { status, message });
+        }
         if status != 200 {
             self.shared.lock().client.on_request_done(id);
             let message = response.text().await.unwrap_or_default();

@@ -129,6 +129,12 @@ enum Ended {
         holds: u64,
         sent: u64,
     },
+    #[error("the store rolled back and forgot events {first}–{last} of stream {stream}")]
+    Forgot {
+        stream: StreamId,
+        first: u64,
+        last: u64,
+    },
 }
 
 async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Ended> {
@@ -251,7 +257,15 @@ async fn fenced(
         if let Some((first, _)) = events.first()
             && *first != after + 1
         {
-            return Err(Ended::Evicted { after });
+            // Ids a rolled-back store forgot (skipped so none is issued twice), or evicted.
+            return Err(match record.forgotten {
+                Some((first, last)) if after < last => Ended::Forgot {
+                    stream: delivery.stream,
+                    first,
+                    last,
+                },
+                _ => Ended::Evicted { after },
+            });
         }
         if let Some((last, _)) = events.last() {
             send(tx, render(replica, delivery, &events)).await?;
@@ -267,7 +281,7 @@ async fn fenced(
         }
         keep_alive(tx, &mut quiet_since).await?;
         if let Some(lease) = adoptable(replica.policy, record) {
-            adopt(replica, delivery, &snapshot, lease).await?;
+            adopt(replica, delivery, &snapshot, (lease, after)).await?;
         }
         // Caught up: wait for the next event (or READ_BLOCK), then read it with its record.
         let reader = match &mut waiter {
@@ -281,11 +295,14 @@ async fn fenced(
 }
 
 /// Takes over a call whose runner's lease expired, and runs it on from its last committed step.
+/// `sent`: what this delivery already handed over — a store holding less was rolled back, so the
+/// adopter starts from that mark, its first write is refused, and it ends the call with the
+/// error that says so rather than issue those ids again.
 async fn adopt(
     replica: &Replica,
     delivery: &Delivery,
     snapshot: &Snapshot,
-    lease: u64,
+    (lease, sent): (u64, u64),
 ) -> Result<(), Ended> {
     let adopted = replica
         .store
@@ -311,7 +328,7 @@ async fn adopt(
             work::CallStart {
                 lease,
                 done,
-                wrote: snapshot.record.high_water,
+                wrote: snapshot.record.high_water.max(sent),
             },
         );
     }

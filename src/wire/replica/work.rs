@@ -206,11 +206,25 @@ async fn seal(
         done: None,
         floor: Floor::SkipTo(wrote),
     };
-    let high_water = replica
-        .store
-        .append(session, stream, writer, &[body], true)
-        .await?
-        .map_err(|why| refused(replica, session, why))?;
+    // A rollback comes with failovers: a store that does not answer is asked again (bounded),
+    // and a stream already finished means an earlier try landed and its answer was lost.
+    let mut tries = 0;
+    let high_water = loop {
+        tries += 1;
+        let sealed = replica
+            .store
+            .append(session, stream, writer, std::slice::from_ref(&body), true)
+            .await;
+        match sealed {
+            Ok(Ok(high_water)) => break high_water,
+            Ok(Err(Refused::Closed(_))) => break wrote + 1,
+            Ok(Err(why)) => return Err(refused(replica, session, why)),
+            Err(StoreError::Unavailable(_)) if tries < RECOVER_ATTEMPTS => {
+                tokio::time::sleep(RECOVER_PAUSE).await;
+            }
+            Err(other) => return Err(other.into()),
+        }
+    };
     replica.tell(|| Fact::Finished {
         session: session.clone(),
         stream,
@@ -408,8 +422,12 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
     }
     let task_replica = replica.clone();
     replica.spawn(async move {
-        // What the store must still hold when this emitter next writes.
-        let mut wrote = 0;
+        // What the store must still hold when this emitter next writes: from the start, the
+        // stream as this replica attached it.
+        let mut wrote = match task_replica.store.snapshot(&session, stream).await {
+            Ok(Some(snapshot)) => snapshot.record.high_water,
+            _ => 0,
+        };
         let mut n = match task_replica.store.background_number(&session).await {
             Ok(n) => n,
             Err(why) => {

@@ -101,6 +101,16 @@ fn fenced(
             high_water: record.high_water,
         });
     }
+    if let Some((first, last)) = record.forgotten
+        && event.seq < last
+    {
+        return reject(ResumeRejected::StoreForgot {
+            stream: record.stream,
+            cursor: event.seq,
+            first,
+            last,
+        });
+    }
     if event.seq < record.high_water && event.seq + 1 < record.oldest_kept {
         return reject(ResumeRejected::CursorEvicted {
             stream: record.stream,

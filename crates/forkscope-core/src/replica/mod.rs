@@ -74,6 +74,10 @@ pub struct StreamRecord {
     pub call: Option<CallRecord>,
     /// The store's clock when the snapshot was read, in milliseconds.
     pub now_ms: u64,
+    /// Ids the store handed out and then forgot (it was rolled back), `(first, last)`, skipped
+    /// by the writer that found it so none is issued twice: a cursor before `last` cannot be
+    /// made whole.
+    pub forgotten: Option<(u64, u64)>,
 }
 
 impl StreamRecord {

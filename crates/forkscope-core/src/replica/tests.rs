@@ -14,6 +14,7 @@ fn record(stream: u32, kind: StreamKind) -> StreamRecord {
         oldest_kept: 1,
         call: None,
         now_ms: 5_000,
+        forgotten: None,
     }
 }
 
@@ -81,6 +82,30 @@ fn fenced_refuses_what_it_cannot_prove() {
         decide(&keyed(2, 11, 0xfeed)),
         GetPlan::Reject(ResumeRejected::StoreRolledBack { high_water: 10, .. })
     ));
+    // A rolled-back store's skipped ids: a cursor before their end cannot be made whole.
+    let mut forgot = r.clone();
+    forgot.forgotten = Some((6, 8));
+    let after = |seq| {
+        decide_get(
+            Policy::Fenced,
+            Some(&keyed(2, seq, 0xfeed)),
+            Some(&forgot),
+            None,
+        )
+    };
+    assert!(matches!(
+        after(5),
+        GetPlan::Reject(ResumeRejected::StoreForgot {
+            first: 6,
+            last: 8,
+            ..
+        })
+    ));
+    assert!(matches!(
+        after(7),
+        GetPlan::Reject(ResumeRejected::StoreForgot { .. })
+    ));
+    assert!(matches!(after(8), GetPlan::Resume { after: 8, .. }));
     let mut evicted = r.clone();
     evicted.oldest_kept = 7;
     assert!(matches!(

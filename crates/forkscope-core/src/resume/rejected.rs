@@ -62,6 +62,18 @@ pub enum ResumeRejected {
         cursor: u64,
         high_water: u64,
     },
+    /// A replica's: the shared store forgot events after the cursor (it was rolled back, and
+    /// the writer that found it skipped their ids), so the stream cannot be delivered whole.
+    #[error(
+        "the shared store forgot events {first}–{last} of stream {stream}, after Last-Event-ID \
+         {cursor} (it was rolled back): they cannot be delivered"
+    )]
+    StoreForgot {
+        stream: StreamId,
+        cursor: u64,
+        first: u64,
+        last: u64,
+    },
     #[error(
         "events after {cursor} on stream {stream} were evicted from the replay buffer (oldest \
          kept: {oldest_kept}), so gap-freedom cannot be proven"
@@ -92,7 +104,9 @@ impl ResumeRejected {
             ResumeRejected::StreamFenced { .. } => RejectReason::StreamFenced,
             ResumeRejected::StreamClosed { .. } => RejectReason::StreamClosed,
             ResumeRejected::CursorAhead { .. } => RejectReason::CursorAhead,
-            ResumeRejected::StoreRolledBack { .. } => RejectReason::StoreRolledBack,
+            ResumeRejected::StoreRolledBack { .. } | ResumeRejected::StoreForgot { .. } => {
+                RejectReason::StoreRolledBack
+            }
             ResumeRejected::CursorEvicted { .. } => RejectReason::CursorEvicted,
             ResumeRejected::OrphanStillLive { .. } => RejectReason::OrphanStillLive,
             ResumeRejected::TooManyStreams { .. } => RejectReason::TooManyStreams,

@@ -239,6 +239,7 @@ impl ReplicaLab {
             oldest_kept: 1,
             call: None,
             now_ms: 0,
+            forgotten: None,
         };
         let idle = Replica {
             alive: true,
@@ -464,6 +465,7 @@ impl ReplicaLab {
     fn standalone_snapshot(&self) -> StreamRecord {
         StreamRecord {
             now_ms: self.now_ms,
+            forgotten: None,
             ..self.standalone.clone()
         }
     }
@@ -552,6 +554,7 @@ impl ReplicaLab {
         self.decisions += 1;
         let record = StreamRecord {
             now_ms: self.now_ms,
+            forgotten: None,
             ..call.clone()
         };
         let cursor = WireCursor::Keyed {
@@ -724,6 +727,7 @@ impl ReplicaLab {
                 },
             }),
             now_ms: self.now_ms,
+            forgotten: None,
         });
         self.replica_mut(r).runner = Some(1);
         let by = self.by(r, fenced(self.policy, 1));
