@@ -188,7 +188,8 @@ pub struct Store {
 #[derive(Clone, Debug)]
 enum Backend {
     Memory(memory::MemoryStore),
-    Redis(redis::RedisStore),
+    /// Boxed: its client and connection manager are far larger than the memory store's handle.
+    Redis(Box<redis::RedisStore>),
 }
 
 /// A switch that cuts one replica off from the store, for the lab's partition fault. A call
@@ -280,7 +281,7 @@ impl Store {
     /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks that it answers.
     pub async fn redis(url: &str, retention: Retention) -> Result<Store, redis::ConnectError> {
         Ok(Store {
-            backend: Backend::Redis(redis::RedisStore::connect(url, retention).await?),
+            backend: Backend::Redis(Box::new(redis::RedisStore::connect(url, retention).await?)),
             link: None,
         })
     }
