@@ -258,8 +258,8 @@ async fn fenced(
             && *first != after + 1
         {
             // Ids a rolled-back store forgot (skipped so none is issued twice), or evicted.
-            return Err(match record.forgotten {
-                Some((first, last)) if after < last => Ended::Forgot {
+            return Err(match record.forgotten_after(after) {
+                Some((first, last)) => Ended::Forgot {
                     stream: delivery.stream,
                     first,
                     last,

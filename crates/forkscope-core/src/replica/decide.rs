@@ -101,9 +101,7 @@ fn fenced(
             high_water: record.high_water,
         });
     }
-    if let Some((first, last)) = record.forgotten
-        && event.seq < last
-    {
+    if let Some((first, last)) = record.forgotten_after(event.seq) {
         return reject(ResumeRejected::StoreForgot {
             stream: record.stream,
             cursor: event.seq,

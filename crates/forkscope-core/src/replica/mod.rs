@@ -86,6 +86,12 @@ impl StreamRecord {
     pub fn delivered_all(&self, after: u64) -> bool {
         self.state == RecordState::Finished && after >= self.high_water
     }
+
+    /// The ids a rolled-back store forgot that a delivery from `after` would still need: then
+    /// the stream cannot be delivered whole from there.
+    pub fn forgotten_after(&self, after: u64) -> Option<(u64, u64)> {
+        self.forgotten.filter(|(_, last)| after < *last)
+    }
 }
 
 /// Whether the store takes a write carrying `writer`'s epoch on a record at `stored`: the fence.
