@@ -55,6 +55,11 @@ enum Stopped {
     Refused(#[from] Refused),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The call ended with its closing error: the store rolled back under it.
+    #[error(
+        "the store rolled back (it held {holds} events, {wrote} were sent): the call ended with store_rolled_back"
+    )]
+    Sealed { holds: u64, wrote: u64 },
 }
 
 /// Counts a stale write, names the replica, and stops the writer.
@@ -151,7 +156,7 @@ async fn run_call(
 }
 
 /// Commits a batch of the call on `(session, stream, spec, lease)`; a store found rolled back
-/// ends the call ([`seal`]).
+/// ends the call ([`seal`]), and the runner stops (`Stopped::Sealed`).
 async fn commit_or_seal(
     replica: &Replica,
     (session, stream, spec, lease): (&SessionKey, StreamId, &CallSpec, u64),
@@ -161,7 +166,7 @@ async fn commit_or_seal(
     match commit_surely(replica, session, stream, lease, wrote, batch).await {
         Err(Stopped::Refused(Refused::RolledBack { holds, wrote, .. })) => {
             let why = RolledBack { holds, wrote };
-            seal(replica, session, stream, spec, lease, why).await
+            Err(seal(replica, session, stream, spec, lease, why).await)
         }
         other => other,
     }
@@ -188,7 +193,7 @@ async fn seal(
     spec: &CallSpec,
     lease: u64,
     why: RolledBack,
-) -> Result<u64, Stopped> {
+) -> Stopped {
     let RolledBack { holds, wrote } = why;
     tracing::warn!(replica = %replica.name, %session, %stream, holds, wrote, "the store rolled back under a running call: it ends with a typed error");
     let request_id: Value = serde_json::from_str(&spec.request_id).unwrap_or(Value::Null);
@@ -209,27 +214,26 @@ async fn seal(
     // A rollback comes with failovers: a store that does not answer is asked again (bounded),
     // and a stream already finished means an earlier try landed and its answer was lost.
     let mut tries = 0;
-    let high_water = loop {
+    loop {
         tries += 1;
         let sealed = replica
             .store
             .append(session, stream, writer, std::slice::from_ref(&body), true)
             .await;
         match sealed {
-            Ok(Ok(high_water)) => break high_water,
-            Ok(Err(Refused::Closed(_))) => break wrote + 1,
-            Ok(Err(why)) => return Err(refused(replica, session, why)),
+            Ok(Ok(_)) | Ok(Err(Refused::Closed(_))) => break,
+            Ok(Err(why)) => return refused(replica, session, why),
             Err(StoreError::Unavailable(_)) if tries < RECOVER_ATTEMPTS => {
                 tokio::time::sleep(RECOVER_PAUSE).await;
             }
-            Err(other) => return Err(other.into()),
+            Err(other) => return other.into(),
         }
-    };
+    }
     replica.tell(|| Fact::Finished {
         session: session.clone(),
         stream,
     });
-    Ok(high_water)
+    Stopped::Sealed { holds, wrote }
 }
 
 /// How often, and how far apart, a runner that lost its answer from the store reads again.
