@@ -10,6 +10,7 @@
 mod labs;
 mod overlay;
 mod playback;
+mod terminate;
 mod travel;
 
 use super::DashboardError;
@@ -383,7 +384,7 @@ impl App {
         let mut events = EventStream::new();
         let mut frame = tokio::time::interval(FRAME);
         frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut terminate = sigterm();
+        let mut terminate = terminate::sigterm();
         while !self.quit {
             self.tick();
             if self.dirty {
@@ -643,19 +644,4 @@ fn replicas_seen(lab: &Lab) -> Option<u64> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     format!("{view:?}").hash(&mut h);
     Some(h.finish())
-}
-
-/// Resolves on SIGTERM (or never, where there is none): quit cleanly, restoring the terminal.
-fn sigterm() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-    #[cfg(unix)]
-    {
-        if let Ok(mut signal) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            return Box::pin(async move {
-                signal.recv().await;
-            });
-        }
-    }
-    Box::pin(std::future::pending())
 }
