@@ -115,6 +115,8 @@ fn run(
             .args(["--depth", &depth.to_string()])
             .args(["--streams", &streams.to_string()])
             .args(["--delivery", delivery])
+            // What a depth costs, not what a minute reaches: no time budget to cut it.
+            .args(["--time-budget", "86400"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

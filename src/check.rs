@@ -9,23 +9,24 @@ use crate::scenario::file::{
     Count, Policies, ScenarioFile, StepFile, ToolArgs, WaitFor, WriteError,
 };
 use forkscope_core::model::{
-    self, Bounds, Counterexample, Delivery, Exploration, Level, ProbeGet, Step,
+    self, Bounds, Counterexample, Delivery, Exploration, Limits, ProbeGet, Progress, Step,
 };
 use forkscope_core::{Anomaly, ConfigError, LabConfig, Policy, StreamIdentity};
 use std::fmt::Write as _;
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-/// One policy's search and how long it took.
+/// One policy's search and how long it took: `S`, `R` and `T` are the model's step, rules
+/// and told step (one server's by default; [`replicas::Checked`] for the replica lab).
 #[derive(Debug)]
-pub struct Checked {
-    pub exploration: Exploration,
+pub struct Checked<S = Step, R = Bounds, T = model::TraceStep> {
+    pub exploration: Exploration<S, R>,
     pub elapsed: Duration,
     /// The counterexample told step by step (empty without one).
-    pub trace: Vec<model::TraceStep>,
+    pub trace: Vec<T>,
 }
 
-impl Checked {
+impl<S, R, T> Checked<S, R, T> {
     pub fn states_per_second(&self) -> f64 {
         self.exploration.distinct as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -39,20 +40,28 @@ pub fn config(identity: StreamIdentity) -> LabConfig {
     }
 }
 
-/// Runs the search for one policy; `on_level` sees each depth as it completes.
+/// Runs the search for one policy, its time budget on this process's clock; `on_progress`
+/// hears after every round of the search.
 pub fn check(
     config: LabConfig,
     policy: Policy,
     bounds: Bounds,
-    on_level: impl FnMut(&Level),
+    limits: Limits,
+    mut on_progress: impl FnMut(&Progress),
 ) -> Result<Checked, ConfigError> {
     let started = Instant::now();
-    // Every core the machine gives this process: the search is the same on any number.
-    let workers = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
-    let exploration = model::explore_on(workers, config, policy, bounds, on_level)?;
+    let exploration = model::explore_on(
+        workers(),
+        config,
+        policy,
+        bounds,
+        limits,
+        &mut || started.elapsed(),
+        &mut on_progress,
+    )?;
     let elapsed = started.elapsed();
     let trace = match &exploration.counterexample {
-        Some(c) => model::trace(config, policy, &c.steps, c.delivery, c.ends_run)?,
+        Some(c) => model::trace(config, policy, &c.steps, bounds.delivery, c.ends_run)?,
         None => Vec::new(),
     };
     Ok(Checked {
@@ -60,6 +69,11 @@ pub fn check(
         elapsed,
         trace,
     })
+}
+
+/// Every core the machine gives this process: the search is the same on any number.
+pub fn workers() -> NonZeroUsize {
+    std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
 }
 
 /// `1,234,567`.
@@ -81,37 +95,17 @@ pub fn text(checked: &[Checked]) -> String {
     for c in checked {
         let e = &c.exploration;
         let _ = writeln!(out, "{}: {}", e.policy, e.verdict());
-        let depth = match e.stopped {
-            None => format!("depth {} of {}", e.depth_reached, e.bounds.depth),
-            Some(stopped) => format!(
-                "depth {} of {} in full, {} cut short",
-                e.proven_depth, e.bounds.depth, stopped.at_depth
-            ),
-        };
-        let _ = writeln!(
-            out,
-            "  {} distinct states, {} steps taken, {depth}, at most {} streams per session, \
-             {} delivery{}; {:.2} s ({} states/s)",
-            thousands(e.distinct),
-            thousands(e.transitions),
-            e.bounds.streams,
-            match e.bounds.delivery {
-                Delivery::Interleaved => "interleaved",
-                Delivery::Eager => "eager",
-            },
-            if e.bounds.probes {
+        let about = format!(
+            "at most {} streams per session, {} delivery{}",
+            e.rules.streams,
+            delivery_name(e.rules.delivery),
+            if e.rules.probes {
                 ""
             } else {
                 ", no foreign GETs"
             },
-            c.elapsed.as_secs_f64(),
-            thousands(c.states_per_second() as u64)
         );
-        let _ = writeln!(
-            out,
-            "  memory: {} held at most (estimated), of a {} budget",
-            e.estimated_peak, e.bounds.memory_budget
-        );
+        write_summary(&mut out, c, &about);
         if let Some(counterexample) = &e.counterexample {
             let _ = writeln!(
                 out,
@@ -124,7 +118,6 @@ pub fn text(checked: &[Checked]) -> String {
                 .map_or_else(|| counterexample.anomaly.to_string(), str::to_owned);
             let _ = writeln!(out, "  the checker: {said}");
         } else {
-            let _ = writeln!(out, "  states by depth: {}", states_by_depth(&e.levels));
             let reached: Vec<String> = e
                 .reached
                 .iter()
@@ -136,40 +129,90 @@ pub fn text(checked: &[Checked]) -> String {
     out
 }
 
+/// What every model's report says of its search, after the verdict: the states, the depth,
+/// what was explored (`about`), the time and the memory, and without a counterexample the
+/// states by depth.
+pub(crate) fn write_summary<S, R, T>(out: &mut String, c: &Checked<S, R, T>, about: &str) {
+    let e = &c.exploration;
+    let depth = match e.stopped {
+        None => format!("depth {} of {}", e.depth_reached, e.limits.depth),
+        Some(stopped) => format!(
+            "depth {} of {} in full, {} cut short",
+            e.proven_depth, e.limits.depth, stopped.at_depth
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "  {} distinct states, {} steps taken, {depth}, {about}; {:.2} s ({} states/s)",
+        thousands(e.distinct),
+        thousands(e.transitions),
+        c.elapsed.as_secs_f64(),
+        thousands(c.states_per_second() as u64)
+    );
+    let time = match e.limits.time_budget_secs {
+        Some(secs) => format!(" and a {secs} s time budget"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  memory: {} held at most (estimated), of a {} budget{time}",
+        e.estimated_peak, e.limits.memory_budget
+    );
+    if e.counterexample.is_none() {
+        let _ = writeln!(out, "  states by depth: {}", states_by_depth(&e.levels));
+    }
+}
+
+pub(crate) fn delivery_name(delivery: Delivery) -> &'static str {
+    match delivery {
+        Delivery::Interleaved => "interleaved",
+        Delivery::Eager => "eager",
+    }
+}
+
+/// What every model's JSON report says of its search; `rules` is what it explored besides the
+/// limits, under its own name.
+pub(crate) fn json_summary<S: serde::Serialize, R, T: serde::Serialize>(
+    c: &Checked<S, R, T>,
+    rules: (&str, serde_json::Value),
+) -> serde_json::Value {
+    let e = &c.exploration;
+    let mut report = serde_json::json!({
+        "policy": e.policy,
+        "verdict": e.verdict(),
+        "holds": e.counterexample.is_none(),
+        "complete": e.complete,
+        "exhausted": e.exhausted,
+        "limits": e.limits,
+        "distinct_states": e.distinct,
+        "transitions": e.transitions,
+        "pruned": e.pruned,
+        "depth_reached": e.depth_reached,
+        "proven_depth": e.proven_depth,
+        "stopped": e.stopped,
+        "estimated_peak_bytes": e.estimated_peak,
+        "workers": e.workers,
+        "elapsed_ms": c.elapsed.as_millis() as u64,
+        "states_per_second": c.states_per_second().round() as u64,
+        "levels": e.levels,
+        "reached": e.reached,
+        "counterexample": e.counterexample.as_ref().map(|x| serde_json::json!({
+            "anomaly": x.anomaly.kind(),
+            "said": x.anomaly.to_string(),
+            "steps": x.steps,
+            "trace": c.trace,
+        })),
+    });
+    report[rules.0] = rules.1;
+    report
+}
+
 /// The report for scripts.
 pub fn json(checked: &[Checked]) -> serde_json::Value {
     serde_json::Value::Array(
         checked
             .iter()
-            .map(|c| {
-                let e = &c.exploration;
-                serde_json::json!({
-                    "policy": e.policy,
-                    "verdict": e.verdict(),
-                    "holds": e.counterexample.is_none(),
-                    "complete": e.complete,
-                    "exhausted": e.exhausted,
-                    "bounds": e.bounds,
-                    "distinct_states": e.distinct,
-                    "transitions": e.transitions,
-                    "pruned": e.pruned,
-                    "depth_reached": e.depth_reached,
-                    "proven_depth": e.proven_depth,
-                    "stopped": e.stopped,
-                    "estimated_peak_bytes": e.estimated_peak,
-                    "workers": e.workers,
-                    "elapsed_ms": c.elapsed.as_millis() as u64,
-                    "states_per_second": c.states_per_second().round() as u64,
-                    "levels": e.levels,
-                    "reached": e.reached,
-                    "counterexample": e.counterexample.as_ref().map(|x| serde_json::json!({
-                        "anomaly": x.anomaly.kind(),
-                        "said": x.anomaly.to_string(),
-                        "steps": x.steps,
-                        "trace": c.trace,
-                    })),
-                })
-            })
+            .map(|c| json_summary(c, ("bounds", serde_json::json!(c.exploration.rules))))
             .collect(),
     )
 }
@@ -211,16 +254,16 @@ fn observe(sim: &forkscope_core::sim::Sim) -> Observed {
 /// A counterexample as a scenario file (see [`schedule_toml`]).
 pub fn scenario_toml(
     config: LabConfig,
-    policy: Policy,
+    checked: &Checked,
     counterexample: &Counterexample,
-    trace: &[model::TraceStep],
 ) -> Result<String, ScheduleError> {
+    let e = &checked.exploration;
     schedule_toml(
         config,
-        policy,
+        e.policy,
         &counterexample.steps,
-        counterexample.delivery,
-        trace,
+        e.rules.delivery,
+        &checked.trace,
         Some(&counterexample.anomaly),
     )
 }

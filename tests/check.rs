@@ -67,7 +67,8 @@ fn a_memory_budget_stops_the_search_cleanly_and_exits_3() {
     let fenced = &report[0];
     assert_eq!(fenced["holds"], true);
     assert_eq!(fenced["complete"], false);
-    assert_eq!(fenced["bounds"]["memory_budget"], 8 << 20);
+    assert_eq!(fenced["limits"]["memory_budget"], 8 << 20);
+    assert_eq!(fenced["limits"]["time_budget_secs"], 60);
     assert_eq!(fenced["stopped"]["limit"], "memory_budget");
     assert_eq!(fenced["stopped"]["budget"], 8 << 20);
     let proven = fenced["proven_depth"].as_u64().unwrap();
@@ -120,6 +121,53 @@ fn a_state_limit_is_reported_as_incomplete_with_exit_3() {
         .output()
         .unwrap();
     assert_eq!(both.status.code(), Some(1));
+}
+
+/// One set of limits for both models: a time budget stops either search the way the memory
+/// budget does (exit 3, the depth proven named), and `--max-states` bounds the replica model
+/// too. The budget is a second: what is asserted is the reason and the exit, not a duration.
+#[test]
+fn a_time_budget_stops_either_model_with_exit_3() {
+    for replicas in [None, Some("2")] {
+        let mut check = forkscope();
+        check.args(["check", "--policy", "fenced", "--depth", "40"]);
+        check.args(["--time-budget", "1", "--format", "json"]);
+        if let Some(n) = replicas {
+            check.args(["--replicas", n]);
+        }
+        let out = check.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{replicas:?}: {stdout}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let fenced = &report[0];
+        assert_eq!(fenced["stopped"]["limit"], "time_budget", "{fenced}");
+        assert_eq!(fenced["stopped"]["secs"], 1);
+        let proven = fenced["proven_depth"].as_u64().unwrap();
+        assert_eq!(fenced["stopped"]["at_depth"].as_u64(), Some(proven + 1));
+        assert!(
+            fenced["verdict"].as_str().unwrap().ends_with(&format!(
+                "(time budget of 1 s reached at depth {})",
+                proven + 1
+            )),
+            "{fenced}"
+        );
+    }
+    let out = forkscope()
+        .args(["check", "--replicas", "2", "--policy", "fenced"])
+        .args(["--depth", "20", "--max-states", "5000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("(state limit 5000 reached at depth "),
+        "{stdout}"
+    );
+    let out = forkscope()
+        .args(["check", "--time-budget", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
 
 /// Every class of anomaly the checker names: `check` finds a shortest naive schedule for it,

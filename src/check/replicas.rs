@@ -2,39 +2,33 @@
 //! as the single-server check reports, and a counterexample written as a scenario of the
 //! replica lab (`replicas = 2`) that `forkscope run` replays over real sockets.
 
-use super::thousands;
 use crate::lab::Action;
 use crate::scenario::file::{Count, Policies, ScenarioFile, StepFile, WaitFor, WriteError};
-use forkscope_core::model::replicas::{self, Exploration, Level, Params, ReplicaStep, TracedStep};
+use forkscope_core::model::replicas::{self, Params, ReplicaStep, TracedStep};
+use forkscope_core::model::{Limits, Progress};
 use forkscope_core::{AnomalyKind, Policy};
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// One policy's search and how long it took.
-#[derive(Debug)]
-pub struct Checked {
-    pub exploration: Exploration,
-    pub elapsed: Duration,
-    /// The counterexample told step by step (empty without one).
-    pub trace: Vec<TracedStep>,
-}
+/// One policy's search of the replica lab and how long it took.
+pub type Checked = super::Checked<ReplicaStep, Params, TracedStep>;
 
-/// Runs the search for one policy until `depth`, or until `budget` has passed (then it stops
-/// after the last depth it explored in full).
+/// Runs the search for one policy, its time budget on this process's clock; `on_progress`
+/// hears after every round of the search.
 pub fn check(
     policy: Policy,
     params: Params,
-    depth: usize,
-    budget: Duration,
-    mut on_level: impl FnMut(&Level),
+    limits: Limits,
+    mut on_progress: impl FnMut(&Progress),
 ) -> Checked {
     let started = Instant::now();
     let exploration = replicas::explore(
         policy,
         params,
-        depth,
-        &mut || started.elapsed() >= budget,
-        &mut on_level,
+        limits,
+        super::workers(),
+        &mut || started.elapsed(),
+        &mut on_progress,
     );
     let elapsed = started.elapsed();
     let trace = exploration
@@ -54,26 +48,16 @@ pub fn text(checked: &[Checked]) -> String {
     let mut out = String::new();
     for c in checked {
         let e = &c.exploration;
-        let p = &e.params;
+        let p = &e.rules;
         let _ = writeln!(out, "{} across 2 replicas: {}", e.policy, e.verdict());
-        let _ = writeln!(
-            out,
-            "  {} distinct states, {} steps taken, depth {} of {}, at most {} emits and {} \
-             reconnects, {} tool call, {} delivery; {:.2} s ({} states/s)",
-            thousands(e.distinct),
-            thousands(e.transitions),
-            e.proven_depth,
-            e.depth,
+        let about = format!(
+            "at most {} emits and {} reconnects, {} tool call, {} delivery",
             p.emits,
             p.reconnects,
             if p.call { "one" } else { "no" },
-            match p.delivery {
-                forkscope_core::model::Delivery::Interleaved => "interleaved",
-                forkscope_core::model::Delivery::Eager => "eager",
-            },
-            c.elapsed.as_secs_f64(),
-            thousands((e.distinct as f64 / c.elapsed.as_secs_f64().max(1e-9)) as u64)
+            super::delivery_name(p.delivery),
         );
+        super::write_summary(&mut out, c, &about);
         if let Some(counterexample) = &e.counterexample {
             let _ = writeln!(
                 out,
@@ -83,45 +67,21 @@ pub fn text(checked: &[Checked]) -> String {
                 super::write_step(&mut out, i + 1, &step.said, &step.happened, &step.anomalies);
             }
             let _ = writeln!(out, "  the checker: {}", counterexample.anomaly);
-        } else {
-            let _ = writeln!(
-                out,
-                "  states by depth: {}",
-                super::states_by_depth(&e.levels)
-            );
         }
     }
     out
 }
 
-/// The report for scripts.
+/// The report for scripts: the single-server report's fields, with the replica lab's params.
 pub fn json(checked: &[Checked]) -> serde_json::Value {
     serde_json::Value::Array(
         checked
             .iter()
             .map(|c| {
-                let e = &c.exploration;
-                serde_json::json!({
-                    "policy": e.policy,
-                    "replicas": 2,
-                    "verdict": e.verdict(),
-                    "holds": e.counterexample.is_none(),
-                    "params": e.params,
-                    "depth": e.depth,
-                    "proven_depth": e.proven_depth,
-                    "exhausted": e.exhausted,
-                    "out_of_time": e.out_of_time,
-                    "distinct_states": e.distinct,
-                    "transitions": e.transitions,
-                    "elapsed_ms": c.elapsed.as_millis() as u64,
-                    "levels": e.levels,
-                    "counterexample": e.counterexample.as_ref().map(|x| serde_json::json!({
-                        "anomaly": x.anomaly.kind(),
-                        "said": x.anomaly.to_string(),
-                        "steps": x.steps,
-                        "trace": c.trace,
-                    })),
-                })
+                let mut report =
+                    super::json_summary(c, ("params", serde_json::json!(c.exploration.rules)));
+                report["replicas"] = serde_json::json!(2);
+                report
             })
             .collect(),
     )
@@ -221,7 +181,7 @@ pub fn scenario_file(checked: &Checked) -> Option<ScenarioFile> {
     // The other policy takes the same steps to different ends (a write refused, a delivery
     // ended): a wait that only one of them reaches is written for that one alone.
     let other = e.policy.toggled();
-    let other_trace = replicas::trace(other, &e.params, &counterexample.steps);
+    let other_trace = replicas::trace(other, &e.rules, &counterexample.steps);
     let mut before = replicas::ReplicaLab::new(e.policy, 1).observed();
     let mut other_before = replicas::ReplicaLab::new(other, 1).observed();
     for (i, (told, other_told)) in checked.trace.iter().zip(&other_trace).enumerate() {

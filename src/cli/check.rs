@@ -8,23 +8,25 @@ use forkscope_core::model::{self, ByteSize, Delivery};
 use forkscope_core::{AnomalyKind, ConfigError, Policy};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     #[arg(long, value_enum, default_value_t = Which::Both)]
     policy: Which,
     /// Steps after the client's first connection (1-40). Default: 8; with --replicas 2, 16
-    /// (fenced completes it in about 17 s in release on a 2-core machine; 19 within 60 s).
+    /// (fenced completes it in about 12 s in release on a 2-core machine).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=40))]
     depth: Option<u16>,
     /// Explore a lab of this many replicas on a shared store (only 2): the store's atomic
     /// steps (compare-and-set, lease expiry, partition, heal, kill) instead of one server.
-    /// Takes --policy, --depth, --delivery, --time-budget, --format and --write.
+    /// Takes --policy, --depth, the limits, --delivery, --format and --write.
     #[arg(long, value_name = "N")]
     replicas: Option<u8>,
-    /// With --replicas: stop after the last depth completed once this many seconds have
-    /// passed (exit 3 if that is short of --depth).
-    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    /// Seconds each policy's search may run (1-86400): it stops at the first round past
+    /// them, says to which depth every schedule holds, and exits 3.
+    #[arg(long, default_value_t = model::DEFAULT_TIME_BUDGET_SECS, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
     time_budget: u64,
     /// Streams a session may mint (1-16); schedules that would mint more are not followed.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
@@ -33,8 +35,8 @@ pub struct CheckArgs {
     /// holds; exit 3).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_states: Option<u64>,
-    /// Memory the search may hold, estimated (about 7 KiB per state waiting to be
-    /// explored): bytes, or a number with KiB, MiB, GiB or TiB (512MiB, 4GiB). When it
+    /// Memory the search may hold, estimated (about 80 bytes per state found, and 4 MiB
+    /// besides): bytes, or a number with KiB, MiB, GiB or TiB (512MiB, 4GiB). When it
     /// runs out the search stops after the last depth it explored in full, says what it
     /// proved, and exits 3.
     #[arg(long, default_value_t = model::DEFAULT_MEMORY_BUDGET, value_name = "SIZE")]
@@ -118,8 +120,8 @@ pub enum CheckError {
     },
 }
 
-/// Exit 0: no counterexample; 1: one found; 3: none, but a limit stopped the search short.
-/// The same with `--replicas 2`, where the limit is the time budget.
+/// Exit 0: no counterexample; 1: one found; 3: none, but a limit (time, memory, states)
+/// stopped the search short. The same with `--replicas 2`.
 pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
     if let Some(replicas) = args.replicas {
         return run_replicas(replicas, args);
@@ -129,11 +131,9 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
         (Some(DeliveryArg::Eager), _) | (None, Some(_)) => Delivery::Eager,
         (None, None) => Delivery::Interleaved,
     };
+    let limits = args.limits(8);
     let bounds = model::Bounds {
-        depth: usize::from(args.depth.unwrap_or(8)),
         streams: args.streams,
-        max_states: args.max_states,
-        memory_budget: args.memory_budget,
         probes: !args.client_only,
         delivery,
         target: args.anomaly,
@@ -151,23 +151,12 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
         one => one.policies(),
     };
     let config = check::config(args.identity.into());
-    // Progress on a terminal only: a log or a pipe gets the report alone.
-    let show_progress =
-        matches!(args.format, Format::Text) && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut checked = Vec::new();
     for policy in policies {
-        let progress = |level: &model::Level| {
-            if show_progress {
-                eprint!(
-                    "\r{policy}: depth {} — {} states…   ",
-                    level.depth, level.distinct
-                );
-            }
-        };
-        checked.push(check::check(config, policy, bounds, progress)?);
-        if show_progress {
-            eprint!("\r\x1b[K");
-        }
+        let mut line = ProgressLine::new(policy, &args.format);
+        checked.push(check::check(config, policy, bounds, limits, |p| {
+            line.show(p)
+        })?);
     }
     match args.format {
         Format::Text => out!("{}", check::text(&checked)),
@@ -208,15 +197,11 @@ fn write_scenario(
     found: &check::Checked,
     counterexample: &model::Counterexample,
 ) -> Result<(), CheckError> {
-    let text = check::scenario_toml(
-        config,
-        found.exploration.policy,
-        counterexample,
-        &found.trace,
-    )
-    .map_err(|source| CheckError::Schedule {
-        path: path.to_path_buf(),
-        source,
+    let text = check::scenario_toml(config, found, counterexample).map_err(|source| {
+        CheckError::Schedule {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     new_file::write_new(path, &text)?;
     Ok(())
@@ -234,7 +219,6 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
     }
     let refused = [
         (args.streams != 3, "--streams"),
-        (args.max_states.is_some(), "--max-states"),
         (args.client_only, "--client-only"),
         (args.anomaly.is_some(), "--anomaly"),
         (!matches!(args.identity, IdentityArg::EventId), "--identity"),
@@ -257,32 +241,19 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
         delivery,
         ..Params::default()
     };
-    let depth = usize::from(args.depth.unwrap_or(REPLICAS_DEPTH));
-    let budget = std::time::Duration::from_secs(args.time_budget);
+    let limits = args.limits(REPLICAS_DEPTH);
     let policies = match args.policy {
         Which::Both => vec![Policy::Fenced, Policy::Naive],
         Which::Fenced => vec![Policy::Fenced],
         Which::Naive => vec![Policy::Naive],
         sdk => return Err(CheckError::SdkWithReplicas(sdk.policies()[0])),
     };
-    let show_progress =
-        matches!(args.format, Format::Text) && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut checked = Vec::new();
     for policy in policies {
-        let progress = |level: &forkscope_core::model::replicas::Level| {
-            if show_progress {
-                eprint!(
-                    "\r{policy}: depth {} — {} states…   ",
-                    level.depth, level.distinct
-                );
-            }
-        };
-        checked.push(check_replicas::check(
-            policy, params, depth, budget, progress,
-        ));
-        if show_progress {
-            eprint!("\r\x1b[K");
-        }
+        let mut line = ProgressLine::new(policy, &args.format);
+        checked.push(check_replicas::check(policy, params, limits, |p| {
+            line.show(p)
+        }));
     }
     match args.format {
         Format::Text => out!("{}", check_replicas::text(&checked)),
@@ -294,7 +265,7 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
     let found = checked
         .iter()
         .find(|c| c.exploration.counterexample.is_some());
-    let unfinished = if checked.iter().any(|c| c.exploration.out_of_time) {
+    let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
@@ -319,6 +290,66 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
         say_written(path);
     }
     Ok(exit_for(found.is_some(), unfinished))
+}
+
+impl CheckArgs {
+    /// The limits every search takes, `depth` when none is given.
+    fn limits(&self, depth: u16) -> model::Limits {
+        model::Limits {
+            depth: usize::from(self.depth.unwrap_or(depth)),
+            max_states: self.max_states,
+            memory_budget: self.memory_budget,
+            time_budget_secs: Some(self.time_budget),
+        }
+    }
+}
+
+/// A search's progress on one line of a terminal (a log or a pipe gets the report alone),
+/// shown once it has run for a second: depth, states, rate and memory, rewritten in place and
+/// cleared when the search ends.
+struct ProgressLine {
+    policy: Policy,
+    started: Instant,
+    on_terminal: bool,
+    shown: bool,
+}
+
+impl ProgressLine {
+    fn new(policy: Policy, format: &Format) -> Self {
+        ProgressLine {
+            policy,
+            started: Instant::now(),
+            on_terminal: matches!(format, Format::Text)
+                && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            shown: false,
+        }
+    }
+
+    fn show(&mut self, p: &model::Progress) {
+        let elapsed = self.started.elapsed();
+        if !self.on_terminal || elapsed < Duration::from_secs(1) {
+            return;
+        }
+        self.shown = true;
+        let rate = p.distinct as f64 / elapsed.as_secs_f64();
+        eprint!(
+            "\r\x1b[K{}: depth {} — {} states, {} states/s, {} held (estimated), {:.0} s",
+            self.policy,
+            p.depth,
+            check::thousands(p.distinct),
+            check::thousands(rate as u64),
+            p.held,
+            elapsed.as_secs_f64()
+        );
+    }
+}
+
+impl Drop for ProgressLine {
+    fn drop(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+        }
+    }
 }
 
 /// Tells a person where the counterexample went, and how to replay it.

@@ -390,34 +390,30 @@ fn prove_policies(
     view: &Mutex<ProofView>,
     scenario: &Mutex<Option<String>>,
 ) {
-    use forkscope_core::model::{Bounds, DEFAULT_MEMORY_BUDGET, Delivery};
+    use forkscope_core::model::{Bounds, Delivery, Limits};
     for &policy in policies {
-        let bounds = match policy {
-            Policy::Fenced => Bounds {
-                depth: 10,
-                streams: 3,
-                max_states: Some(300_000),
-                memory_budget: DEFAULT_MEMORY_BUDGET,
-                probes: true,
-                delivery: Delivery::Interleaved,
-                target: None,
-            },
+        let (bounds, depth) = match policy {
+            Policy::Fenced => (Bounds::default(), 10),
             // Unfenced policies: look for the seed incident's shape.
-            _ => Bounds {
-                depth: 8,
-                streams: 3,
-                max_states: Some(300_000),
-                memory_budget: DEFAULT_MEMORY_BUDGET,
-                probes: false,
-                delivery: Delivery::Eager,
-                target: Some(forkscope_core::AnomalyKind::Fork),
-            },
+            _ => (
+                Bounds {
+                    streams: 3,
+                    probes: false,
+                    delivery: Delivery::Eager,
+                    target: Some(forkscope_core::AnomalyKind::Fork),
+                },
+                8,
+            ),
         };
-        let progress = |level: &forkscope_core::model::Level| {
+        let limits = Limits {
+            max_states: Some(300_000),
+            ..Limits::depth(depth)
+        };
+        let progress = |p: &forkscope_core::model::Progress| {
             view.lock().unwrap_or_else(PoisonError::into_inner).progress =
-                Some((level.depth, level.distinct));
+                Some((p.depth, p.distinct));
         };
-        let checked = match crate::check::check(config, policy, bounds, progress) {
+        let checked = match crate::check::check(config, policy, bounds, limits, progress) {
             Ok(c) => c,
             Err(e) => {
                 view.lock().unwrap_or_else(PoisonError::into_inner).error = Some(e.to_string());
@@ -432,9 +428,7 @@ fn prove_policies(
                 details.extend(step.happened.iter().map(|h| format!("      {h}")));
                 details.extend(step.anomalies.iter().map(|a| format!("    ✘ {a}")));
             }
-            if let Ok(text) =
-                crate::check::scenario_toml(config, policy, counterexample, &checked.trace)
-            {
+            if let Ok(text) = crate::check::scenario_toml(config, &checked, counterexample) {
                 *scenario.lock().unwrap_or_else(PoisonError::into_inner) = Some(text);
             }
         } else {

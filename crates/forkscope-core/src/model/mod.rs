@@ -17,11 +17,13 @@ pub mod memory;
 mod reached;
 pub mod replicas;
 mod search;
+mod server;
 mod step;
 mod trace;
 mod tree;
 
 pub use memory::{ByteSize, ByteSizeError, DEFAULT_MEMORY_BUDGET};
+pub use search::{DEFAULT_TIME_BUDGET_SECS, Limits, Progress};
 pub use step::{GARBAGE_TOKEN, ProbeGet, Step};
 pub use trace::{TraceStep, said_of, trace};
 
@@ -32,21 +34,15 @@ use crate::sim::{Sim, ToolSpec};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
+use std::time::Duration;
 
-/// How far the search goes.
+/// What the single-server model explores besides the [`Limits`]: its alphabet and its
+/// judgement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Bounds {
-    /// Steps after the client's first connection.
-    pub depth: usize,
     /// Streams a session may mint (standalone and tool calls); a schedule that would mint
     /// more is not followed.
     pub streams: u32,
-    /// Distinct states the search may hold at most; reaching it stops the search, incomplete
-    /// (the dashboard's quick check).
-    pub max_states: Option<u64>,
-    /// Memory the search may hold, estimated ([`memory::estimate`]); reaching it stops the
-    /// search, incomplete, rather than letting the allocator abort the process.
-    pub memory_budget: ByteSize,
     /// Foreign GETs ([`Step::Probe`]) are tried too; without them only the lab client's own
     /// steps, the network's faults and the timers are (the seed incident's cast).
     pub probes: bool,
@@ -72,10 +68,7 @@ pub enum Delivery {
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
-            depth: 8,
             streams: 3,
-            max_states: None,
-            memory_budget: DEFAULT_MEMORY_BUDGET,
             probes: true,
             delivery: Delivery::Interleaved,
             target: None,
@@ -127,6 +120,8 @@ pub enum Limit {
     MemoryBudget { budget: ByteSize },
     /// The search held `max_states` distinct states.
     StateLimit { max_states: u64 },
+    /// The caller's clock passed the budget.
+    TimeBudget { secs: u64 },
 }
 
 impl std::fmt::Display for Limit {
@@ -134,6 +129,7 @@ impl std::fmt::Display for Limit {
         match self {
             Limit::MemoryBudget { budget } => write!(f, "memory budget {budget}"),
             Limit::StateLimit { max_states } => write!(f, "state limit {max_states}"),
+            Limit::TimeBudget { secs } => write!(f, "time budget of {secs} s"),
         }
     }
 }
@@ -148,11 +144,13 @@ pub struct Stopped {
     pub at_depth: usize,
 }
 
-/// What the search found.
+/// What a search found: `S` is the model's step, `R` what it explored besides the limits
+/// ([`Bounds`] for one server, [`replicas::Params`] for the replica lab).
 #[derive(Clone, Debug, Serialize)]
-pub struct Exploration {
+pub struct Exploration<S = Step, R = Bounds> {
     pub policy: Policy,
-    pub bounds: Bounds,
+    pub rules: R,
+    pub limits: Limits,
     /// Threads the search ran on.
     pub workers: usize,
     /// Steps taken: each enabled step from each distinct state.
@@ -178,10 +176,10 @@ pub struct Exploration {
     /// What the explored steps made happen, each with how many steps did: evidence the search
     /// reached the decisions it is meant to test.
     pub reached: BTreeMap<String, u64>,
-    pub counterexample: Option<Counterexample>,
+    pub counterexample: Option<Counterexample<S>>,
 }
 
-impl Exploration {
+impl<S, R> Exploration<S, R> {
     /// One sentence: the verdict.
     pub fn verdict(&self) -> String {
         match &self.counterexample {
@@ -222,10 +220,8 @@ impl Exploration {
 
 /// A shortest schedule that breaks the invariant.
 #[derive(Clone, Debug, Serialize)]
-pub struct Counterexample {
-    pub steps: Vec<Step>,
-    /// How events were delivered while it happened: replay it the same way.
-    pub delivery: Delivery,
+pub struct Counterexample<S = Step> {
+    pub steps: Vec<S>,
     /// The first anomaly the checker named, in its words.
     pub anomaly: Anomaly,
     /// Found by ending the run after the last step, where nothing more happens on its own: an
@@ -281,26 +277,47 @@ fn streams_minted(sim: &Sim) -> u32 {
         .unwrap_or(0)
 }
 
-/// Explores every schedule up to `bounds`, breadth-first, on the calling thread; stops at the
-/// first anomaly. `on_level` is told as each depth completes (for progress output).
+/// Explores every schedule of the single-server lab up to `limits`, breadth-first, on the
+/// calling thread, with no clock (a time budget is never reached); stops at the first anomaly.
 pub fn explore(
     config: LabConfig,
     policy: Policy,
     bounds: Bounds,
-    mut on_level: impl FnMut(&Level),
+    limits: Limits,
 ) -> Result<Exploration, ConfigError> {
-    search::explore(config, policy, bounds, NonZeroUsize::MIN, &mut on_level)
+    explore_on(
+        NonZeroUsize::MIN,
+        config,
+        policy,
+        bounds,
+        limits,
+        &mut || Duration::ZERO,
+        &mut |_| {},
+    )
 }
 
-/// [`explore`] on `workers` threads: the same states, counts and counterexample, sooner.
+/// [`explore`] on `workers` threads, with the caller's clock for the time budget and a word
+/// after every round: the same states, counts and counterexample (the time budget aside),
+/// sooner.
 pub fn explore_on(
     workers: NonZeroUsize,
     config: LabConfig,
     policy: Policy,
     bounds: Bounds,
-    mut on_level: impl FnMut(&Level),
+    limits: Limits,
+    elapsed: &mut dyn FnMut() -> Duration,
+    on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<Exploration, ConfigError> {
-    search::explore(config, policy, bounds, workers, &mut on_level)
+    let mut root = initial(config, policy)?;
+    root.compact();
+    Ok(search::explore(
+        root,
+        bounds,
+        limits,
+        workers,
+        elapsed,
+        on_progress,
+    ))
 }
 
 #[cfg(test)]

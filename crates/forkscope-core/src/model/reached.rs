@@ -26,14 +26,14 @@ const EVENTS: [&str; 11] = [
 /// What one step made happen: bit `i` for [`EVENTS`]`[i]`, bit `EVENTS.len() + j` for a
 /// resume rejected for [`RejectReason::ALL`]`[j]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Reached(u32);
+pub struct Reached(u32);
 
 const _: () = assert!(EVENTS.len() + RejectReason::ALL.len() <= 32);
 
 /// What a state's counters say, so far: a step's part is the difference between the marks
 /// before and after it (read before the step, so the state itself can be moved on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Marks {
+pub struct Marks {
     /// [`EVENTS`]' counts, but for the renewal's, which is compared as is.
     counts: [u64; EVENTS.len()],
     renewed: Option<(LabTime, &'static str)>,

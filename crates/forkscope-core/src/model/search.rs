@@ -1,4 +1,7 @@
-//! The breadth-first search, level by level, on as many threads as it is given.
+//! The one search behind `forkscope check`: breadth-first over any [`Model`], level by level,
+//! on as many threads as it is given, under one set of [`Limits`]. The single-server lab (a
+//! whole [`Sim`](crate::sim::Sim)) and the replica lab
+//! ([`ReplicaLab`](super::replicas::ReplicaLab)) are two models of it.
 //!
 //! What it keeps per state is what the answer needs: a 128-bit fingerprint of the canonical
 //! form in the visited set, and a link in the [`Tree`] to spell a schedule. A level's states
@@ -6,32 +9,112 @@
 //! transitions they report are merged in the order one thread would have taken them. The
 //! merge alone decides what is new, counts, applies the limits and picks the counterexample,
 //! so the result — states, counts, the shortest schedule — is the same on any number of
-//! threads, and the same as a search that kept every state whole.
+//! threads, and the same as a search that kept every state whole (the time budget aside,
+//! which stops where the clock says).
+//!
+//! The core reads no clock: the caller hands the search one (`elapsed`), and the search asks
+//! it between rounds.
 
-use super::memory;
-use super::reached::{Marks, Reached, Tally};
+use super::memory::{self, ByteSize};
+use super::reached::{Reached, Tally};
 use super::tree::Tree;
-use super::{
-    Bounds, Counterexample, Exploration, Level, Limit, Step, Stopped, in_alphabet, initial,
-    streams_minted, take,
-};
-use crate::config::{ConfigError, LabConfig};
+use super::{Counterexample, Exploration, Level, Limit, Stopped};
 use crate::history::Anomaly;
 use crate::policy::Policy;
-use crate::sim::Sim;
-use std::collections::{BTreeMap, HashSet};
+use serde::Serialize;
+use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::num::NonZeroUsize;
 use std::ops::{ControlFlow, Range};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// States of a level one worker rebuilds and expands at a time: large enough that replaying
 /// their ancestors costs little beside expanding them, small enough to share out evenly.
 const PIECE: u32 = 128;
 
-/// Pieces per worker merged at once: the merge waits for the slowest piece of a round.
+/// Pieces per worker merged at once: the merge waits for the slowest piece of a round, and
+/// the clock is read between rounds.
 const PIECES_PER_WORKER: usize = 64;
+
+/// A lab the search can explore: plain data that clones, a fixed alphabet of steps, a
+/// canonical fingerprint, and the checker's judgement after each step.
+pub trait Model: Clone + Send + Sync {
+    /// One atomic step of the lab.
+    type Step: Copy + Send + Sync;
+    /// What every state of one search shares: the bounds of the alphabet and the judgement.
+    type Rules: Sync;
+    /// A state's counters before a step, to tell what the step made happen.
+    type Marks: Copy;
+
+    /// Every step the search may try under `rules`, in the order it tries them.
+    fn alphabet(rules: &Self::Rules) -> Vec<Self::Step>;
+    fn enabled(&self, step: Self::Step, rules: &Self::Rules) -> bool;
+    fn take(&mut self, step: Self::Step, rules: &Self::Rules);
+    /// The state up to renaming: two states alike but for names chance gave share it.
+    fn fingerprint(&self) -> u128;
+    /// What the checker says of the state a step reached.
+    fn judge(&self, rules: &Self::Rules) -> Judged;
+    fn policy(&self) -> Policy;
+    fn marks(&self) -> Self::Marks;
+    /// What the step from `before` to `after` made happen (nothing, for a model that keeps no
+    /// such evidence).
+    fn reached(before: &Self::Marks, after: &Self::Marks) -> Reached;
+}
+
+/// The checker's word on one state.
+#[derive(Debug)]
+pub enum Judged {
+    Holds,
+    /// The invariant broke; `ends_run` when it was found by ending the run there (see
+    /// [`Counterexample::ends_run`]).
+    Broken {
+        anomaly: Box<Anomaly>,
+        ends_run: bool,
+    },
+    /// Past a bound of the rules (more streams than allowed): not followed.
+    Pruned,
+}
+
+/// How far a search may go and what it may spend: the same four for every model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Steps from the initial state.
+    pub depth: usize,
+    /// Distinct states the search may hold at most; reaching it stops the search, incomplete.
+    pub max_states: Option<u64>,
+    /// Memory the search may hold, estimated ([`memory::estimate`]); reaching it stops the
+    /// search, incomplete, rather than letting the allocator abort the process.
+    pub memory_budget: ByteSize,
+    /// Seconds of the caller's clock the search may run; it stops at the first round past it.
+    pub time_budget_secs: Option<u64>,
+}
+
+/// The time budget when none is given: a minute, for every model.
+pub const DEFAULT_TIME_BUDGET_SECS: u64 = 60;
+
+impl Limits {
+    /// Only a depth: no state limit, the default memory budget, no time budget.
+    pub fn depth(depth: usize) -> Self {
+        Limits {
+            depth,
+            max_states: None,
+            memory_budget: memory::DEFAULT_MEMORY_BUDGET,
+            time_budget_secs: None,
+        }
+    }
+}
+
+/// Where a search is, told after every round (for a progress line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub depth: usize,
+    pub distinct: u64,
+    pub transitions: u64,
+    /// Memory held, estimated as the budget is.
+    pub held: ByteSize,
+}
 
 pub(super) type Visited = HashSet<u128, BuildHasherDefault<Prehashed>>;
 
@@ -46,39 +129,38 @@ struct Transition {
 
 #[derive(Debug)]
 enum Found {
-    /// The anomaly, and whether it was found by ending the run there (see
-    /// [`Counterexample::ends_run`]).
-    Anomaly(Box<Anomaly>, bool),
-    /// It minted more streams than the bound allows.
+    Broken(Box<Anomaly>, bool),
     Pruned,
     /// A state found before this round.
     Known,
     New(u128),
 }
 
-/// Nothing more happens on its own: no event on the wire, no timer due (a call's next step, a
-/// client's retry, a grace window). A run may end here; `run` ends a quiet lab the same way.
-fn at_rest(sim: &Sim) -> bool {
-    sim.in_flight() == 0 && sim.call_in_flight() == 0 && sim.next_deadline().is_none()
-}
-
-pub(super) fn explore(
-    config: LabConfig,
-    policy: Policy,
-    bounds: Bounds,
+/// Explores every schedule from `root` up to `limits`, breadth-first, on `workers` threads;
+/// stops at the first broken state, or at a limit. `elapsed` is the caller's clock, read
+/// between rounds; `on_progress` is told after every round.
+pub fn explore<M: Model>(
+    root: M,
+    rules: M::Rules,
+    limits: Limits,
     workers: NonZeroUsize,
-    on_level: &mut dyn FnMut(&Level),
-) -> Result<Exploration, ConfigError> {
+    elapsed: &mut dyn FnMut() -> Duration,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Exploration<M::Step, M::Rules> {
     let workers = workers.get();
-    let mut root = initial(config, policy)?;
-    root.compact();
+    let alphabet = M::alphabet(&rules);
+    assert!(
+        alphabet.len() <= usize::from(u8::MAX),
+        "a step index is a byte"
+    );
     let mut seen = Visited::default();
     seen.insert(root.fingerprint());
     let mut tree = Tree::new();
     let mut tally = Tally::default();
     let mut out = Exploration {
-        policy,
-        bounds,
+        policy: root.policy(),
+        rules,
+        limits,
         workers,
         transitions: 0,
         distinct: 1,
@@ -90,25 +172,39 @@ pub(super) fn explore(
         stopped: None,
         estimated_peak: memory::estimate(1),
         levels: Vec::new(),
-        reached: BTreeMap::new(),
+        reached: Default::default(),
         counterexample: None,
     };
-    'levels: for depth in 1..=bounds.depth {
+    let rules = &out.rules;
+    let out_of_time = |elapsed: &mut dyn FnMut() -> Duration| {
+        limits
+            .time_budget_secs
+            .is_some_and(|secs| elapsed() >= Duration::from_secs(secs))
+    };
+    'levels: for depth in 1..=limits.depth {
         let parents = tree.width(depth - 1) as u32;
         let pieces: Vec<Range<u32>> = (0..parents)
             .step_by(PIECE as usize)
             .map(|start| start..(start + PIECE).min(parents))
             .collect();
         let mut new_states = 0u64;
+        let mut stopped = None;
         'rounds: for round in pieces.chunks(workers * PIECES_PER_WORKER) {
+            if let Some(secs) = limits.time_budget_secs.filter(|_| out_of_time(elapsed)) {
+                stopped = Some(Limit::TimeBudget { secs });
+                break 'rounds;
+            }
             let expand = |piece: &Range<u32>| {
                 let mut found = Vec::new();
                 let _ = tree.replay(
                     &root,
-                    bounds.delivery,
+                    rules,
+                    &alphabet,
                     depth - 1,
                     piece.clone(),
-                    &mut |node, sim| expand_state(sim, node, &bounds, &seen, &mut found),
+                    &mut |node, state| {
+                        expand_state(state, node, rules, &alphabet, &seen, &mut found)
+                    },
                 );
                 found
             };
@@ -122,12 +218,11 @@ pub(super) fn explore(
                 tally.add(transition.reached);
                 let step = transition.step;
                 match transition.found {
-                    Found::Anomaly(anomaly, ends_run) => {
-                        let mut steps = tree.schedule(depth - 1, transition.parent);
-                        steps.push(Step::ALL[usize::from(step)]);
+                    Found::Broken(anomaly, ends_run) => {
+                        let mut steps = tree.schedule(&alphabet, depth - 1, transition.parent);
+                        steps.push(alphabet[usize::from(step)]);
                         out.counterexample = Some(Counterexample {
                             steps,
-                            delivery: bounds.delivery,
                             anomaly: *anomaly,
                             ends_run,
                         });
@@ -142,21 +237,16 @@ pub(super) fn explore(
                         }
                         // Checked before the state is kept, so neither limit is ever passed.
                         let held = memory::estimate(out.distinct + 1);
-                        let limit = match bounds.max_states {
+                        stopped = match limits.max_states {
                             Some(max_states) if out.distinct >= max_states => {
                                 Some(Limit::StateLimit { max_states })
                             }
-                            _ if held > bounds.memory_budget => Some(Limit::MemoryBudget {
-                                budget: bounds.memory_budget,
+                            _ if held > limits.memory_budget => Some(Limit::MemoryBudget {
+                                budget: limits.memory_budget,
                             }),
                             _ => None,
                         };
-                        if let Some(limit) = limit {
-                            out.stopped = Some(Stopped {
-                                limit,
-                                at_depth: depth,
-                            });
-                            out.complete = false;
+                        if stopped.is_some() {
                             break 'rounds;
                         }
                         out.estimated_peak = out.estimated_peak.max(held);
@@ -166,20 +256,31 @@ pub(super) fn explore(
                     }
                 }
             }
+            on_progress(&Progress {
+                depth,
+                distinct: out.distinct,
+                transitions: out.transitions,
+                held: out.estimated_peak,
+            });
+        }
+        if let Some(limit) = stopped {
+            out.stopped = Some(Stopped {
+                limit,
+                at_depth: depth,
+            });
+            out.complete = false;
         }
         out.depth_reached = depth;
         if out.complete {
             out.proven_depth = depth;
         }
-        let level = Level {
+        out.levels.push(Level {
             depth,
             new_states,
             distinct: out.distinct,
             transitions: out.transitions,
             complete: out.complete,
-        };
-        on_level(&level);
-        out.levels.push(level);
+        });
         if !out.complete {
             break;
         }
@@ -189,7 +290,7 @@ pub(super) fn explore(
         }
     }
     out.reached = tally.named();
-    Ok(out)
+    out
 }
 
 /// Runs `expand` on every piece of a round, on the calling thread and up to `workers - 1`
@@ -230,63 +331,42 @@ fn in_parallel<T: Send>(
     done.into_iter().map(|(_, result)| result).collect()
 }
 
-/// Takes every enabled step from `sim` (state `node` of its level), reporting each in the
-/// order of [`Step::ALL`]; stops after an anomaly, since nothing after it is merged.
-fn expand_state(
-    sim: Sim,
+/// Takes every enabled step from `state` (state `node` of its level), reporting each in the
+/// alphabet's order; stops after a broken state, since nothing after it is merged.
+fn expand_state<M: Model>(
+    state: M,
     node: u32,
-    bounds: &Bounds,
+    rules: &M::Rules,
+    alphabet: &[M::Step],
     seen: &Visited,
     found: &mut Vec<Transition>,
 ) -> ControlFlow<()> {
-    let mut enabled = [0u8; Step::ALL.len()];
-    let mut count = 0;
-    for (i, step) in Step::ALL.into_iter().enumerate() {
-        if in_alphabet(step, bounds) && step.enabled(&sim) {
-            enabled[count] = i as u8;
-            count += 1;
+    let mut enabled = Vec::with_capacity(alphabet.len());
+    for (i, &step) in alphabet.iter().enumerate() {
+        if state.enabled(step, rules) {
+            enabled.push(i as u8);
         }
     }
-    let Some((&last, rest)) = enabled[..count].split_last() else {
+    let Some((&last, rest)) = enabled.split_last() else {
         return ControlFlow::Continue(());
     };
-    let before = Marks::of(&sim);
-    let judge = |i: u8, mut child: Sim, found: &mut Vec<Transition>| {
-        take(Step::ALL[usize::from(i)], &mut child, bounds.delivery);
-        let reached = Reached::between(&before, &Marks::of(&child));
-        let wanted = |a: &&Anomaly| match bounds.target {
-            None => a.kind().is_violation(),
-            Some(kind) => a.kind() == kind,
-        };
-        let hit = child.history().checker().anomalies().iter().find(wanted);
-        // Exactly once, or told: where nothing more happens on its own, the run may end, and
-        // what is still owed is judged as `run` judges a quiet lab.
-        let settled = || {
-            let mut ended = child.clone();
-            ended.end_run();
-            ended
-                .history()
-                .checker()
-                .anomalies()
-                .iter()
-                .find(wanted)
-                .cloned()
-        };
-        let outcome = if let Some(anomaly) = hit {
-            Found::Anomaly(Box::new(anomaly.clone()), false)
-        } else if let Some(anomaly) = at_rest(&child).then(settled).flatten() {
-            Found::Anomaly(Box::new(anomaly), true)
-        } else if streams_minted(&child) > bounds.streams {
-            Found::Pruned
-        } else {
-            let fingerprint = child.fingerprint();
-            if seen.contains(&fingerprint) {
-                Found::Known
-            } else {
-                Found::New(fingerprint)
+    let before = state.marks();
+    let judge = |i: u8, mut child: M, found: &mut Vec<Transition>| {
+        child.take(alphabet[usize::from(i)], rules);
+        let reached = M::reached(&before, &child.marks());
+        let outcome = match child.judge(rules) {
+            Judged::Broken { anomaly, ends_run } => Found::Broken(anomaly, ends_run),
+            Judged::Pruned => Found::Pruned,
+            Judged::Holds => {
+                let fingerprint = child.fingerprint();
+                if seen.contains(&fingerprint) {
+                    Found::Known
+                } else {
+                    Found::New(fingerprint)
+                }
             }
         };
-        let stop = matches!(outcome, Found::Anomaly(..));
+        let stop = matches!(outcome, Found::Broken(..));
         found.push(Transition {
             parent: node,
             step: i,
@@ -300,10 +380,10 @@ fn expand_state(
         }
     };
     for &i in rest {
-        judge(i, sim.clone(), found)?;
+        judge(i, state.clone(), found)?;
     }
     // The last step takes the state itself: one clone fewer per state.
-    judge(last, sim, found)
+    judge(last, state, found)
 }
 
 /// The hasher of the visited set: its keys are fingerprints, already hashes, so their low

@@ -1,25 +1,22 @@
 use super::*;
 use crate::history::AnomalyKind;
+use std::time::Duration;
 
-fn bounds(depth: usize) -> Bounds {
-    Bounds {
-        depth,
-        streams: 3,
-        max_states: None,
-        memory_budget: DEFAULT_MEMORY_BUDGET,
-        probes: true,
-        delivery: Delivery::Interleaved,
-        target: None,
-    }
+fn bounds() -> Bounds {
+    Bounds::default()
+}
+
+fn to(depth: usize) -> Limits {
+    Limits::depth(depth)
 }
 
 #[test]
 fn naive_forks_within_a_few_steps_and_the_schedule_is_shortest() {
-    let found = explore(config(), Policy::Naive, bounds(6), |_| {}).unwrap();
+    let found = explore(config(), Policy::Naive, bounds(), to(6)).unwrap();
     let c = found.counterexample.expect("naive must fork");
     assert_eq!(c.anomaly.kind(), AnomalyKind::Fork, "{c:?}");
     // Nothing shorter forks: the level before the counterexample's was explored clean.
-    let shorter = explore(config(), Policy::Naive, bounds(c.steps.len() - 1), |_| {}).unwrap();
+    let shorter = explore(config(), Policy::Naive, bounds(), to(c.steps.len() - 1)).unwrap();
     assert!(
         shorter.counterexample.is_none(),
         "{:?}",
@@ -29,7 +26,7 @@ fn naive_forks_within_a_few_steps_and_the_schedule_is_shortest() {
 
 #[test]
 fn fenced_holds_up_to_a_small_depth() {
-    let found = explore(config(), Policy::Fenced, bounds(5), |_| {}).unwrap();
+    let found = explore(config(), Policy::Fenced, bounds(), to(5)).unwrap();
     assert!(found.counterexample.is_none(), "{:?}", found.counterexample);
     assert!(found.complete);
     assert!(found.distinct > 100, "explored only {}", found.distinct);
@@ -37,9 +34,16 @@ fn fenced_holds_up_to_a_small_depth() {
 
 #[test]
 fn a_counterexample_replays_to_the_same_anomaly() {
-    let found = explore(config(), Policy::Naive, bounds(6), |_| {}).unwrap();
+    let found = explore(config(), Policy::Naive, bounds(), to(6)).unwrap();
     let c = found.counterexample.unwrap();
-    let told = trace(config(), Policy::Naive, &c.steps, c.delivery, c.ends_run).unwrap();
+    let told = trace(
+        config(),
+        Policy::Naive,
+        &c.steps,
+        found.rules.delivery,
+        c.ends_run,
+    )
+    .unwrap();
     assert_eq!(told.len(), c.steps.len());
     let last = told.last().unwrap();
     assert!(
@@ -68,7 +72,7 @@ fn states_alike_up_to_renaming_share_a_fingerprint() {
 #[test]
 fn a_fence_that_skips_condition_2_is_caught() {
     crate::resume::fenced::SKIP_CONDITION_2.with(|skip| skip.set(true));
-    let found = explore(config(), Policy::Fenced, bounds(4), |_| {});
+    let found = explore(config(), Policy::Fenced, bounds(), to(4));
     crate::resume::fenced::SKIP_CONDITION_2.with(|skip| skip.set(false));
     let c = found
         .unwrap()
@@ -81,9 +85,9 @@ fn a_fence_that_skips_condition_2_is_caught() {
 fn the_search_reaches_the_decisions_it_tests() {
     let client_only = Bounds {
         probes: false,
-        ..bounds(10)
+        ..bounds()
     };
-    let found = explore(config(), Policy::Fenced, client_only, |_| {}).unwrap();
+    let found = explore(config(), Policy::Fenced, client_only, to(10)).unwrap();
     assert!(found.counterexample.is_none(), "{:?}", found.counterexample);
     for what in [
         "resume accepted",
@@ -106,9 +110,9 @@ fn the_search_reaches_the_decisions_it_tests() {
 fn eager_delivery_holds_too_and_naive_still_forks() {
     let eager = Bounds {
         delivery: Delivery::Eager,
-        ..bounds(8)
+        ..bounds()
     };
-    let fenced = explore(config(), Policy::Fenced, eager, |_| {}).unwrap();
+    let fenced = explore(config(), Policy::Fenced, eager, to(8)).unwrap();
     assert!(
         fenced.counterexample.is_none(),
         "{:?}",
@@ -119,7 +123,7 @@ fn eager_delivery_holds_too_and_naive_still_forks() {
         probes: false,
         ..eager
     };
-    let naive = explore(config(), Policy::Naive, target, |_| {}).unwrap();
+    let naive = explore(config(), Policy::Naive, target, to(8)).unwrap();
     let c = naive.counterexample.expect("naive duplicates");
     assert_eq!(c.anomaly.kind(), AnomalyKind::Duplicate);
     assert!(!c.steps.iter().any(|s| matches!(s, Step::Probe(_))));
@@ -130,11 +134,11 @@ fn eager_delivery_holds_too_and_naive_still_forks() {
 #[test]
 fn a_memory_budget_stops_the_search_after_the_last_full_depth() {
     let budget = ByteSize::mib(16);
-    let bounded = Bounds {
+    let bounded = Limits {
         memory_budget: budget,
-        ..bounds(30)
+        ..to(30)
     };
-    let found = explore(config(), Policy::Fenced, bounded, |_| {}).unwrap();
+    let found = explore(config(), Policy::Fenced, bounds(), bounded).unwrap();
     assert!(found.counterexample.is_none(), "{:?}", found.counterexample);
     assert!(!found.complete);
     let stopped = found
@@ -145,7 +149,7 @@ fn a_memory_budget_stops_the_search_after_the_last_full_depth() {
     assert!(found.proven_depth >= 5, "{found:?}");
     assert!(found.estimated_peak <= budget);
     // What it claims for the depths it finished is what a search bounded there finds.
-    let full = explore(config(), Policy::Fenced, bounds(found.proven_depth), |_| {}).unwrap();
+    let full = explore(config(), Policy::Fenced, bounds(), to(found.proven_depth)).unwrap();
     assert!(full.complete);
     assert_eq!(&full.levels[..], &found.levels[..found.proven_depth]);
     let last = found.levels.last().unwrap();
@@ -165,11 +169,11 @@ fn a_memory_budget_stops_the_search_after_the_last_full_depth() {
 
 #[test]
 fn a_state_limit_stops_the_search_the_same_way() {
-    let limited = Bounds {
+    let limited = Limits {
         max_states: Some(1_000),
-        ..bounds(30)
+        ..to(30)
     };
-    let found = explore(config(), Policy::Fenced, limited, |_| {}).unwrap();
+    let found = explore(config(), Policy::Fenced, bounds(), limited).unwrap();
     assert_eq!(found.distinct, 1_000);
     let stopped = found.stopped.unwrap();
     assert_eq!(stopped.limit, Limit::StateLimit { max_states: 1_000 });
@@ -181,22 +185,22 @@ fn a_state_limit_stops_the_search_the_same_way() {
     );
     // A limit met exactly at the end of a level leaves that level whole.
     let exact = found.levels[found.proven_depth - 1].distinct;
-    let at_a_level = Bounds {
+    let at_a_level = Limits {
         max_states: Some(exact),
-        ..bounds(found.proven_depth)
+        ..to(found.proven_depth)
     };
-    let whole = explore(config(), Policy::Fenced, at_a_level, |_| {}).unwrap();
+    let whole = explore(config(), Policy::Fenced, bounds(), at_a_level).unwrap();
     assert!(whole.complete && whole.stopped.is_none(), "{whole:?}");
 }
 
 #[test]
 fn a_budget_too_small_for_one_level_proves_nothing_and_says_so() {
-    let tiny = Bounds {
+    let tiny = Limits {
         // Room for three states: level 1 alone finds seven.
         memory_budget: memory::estimate(3),
-        ..bounds(8)
+        ..to(8)
     };
-    let found = explore(config(), Policy::Fenced, tiny, |_| {}).unwrap();
+    let found = explore(config(), Policy::Fenced, bounds(), tiny).unwrap();
     assert_eq!(found.proven_depth, 0);
     assert!(
         found.verdict().starts_with("nothing proven"),
@@ -205,9 +209,19 @@ fn a_budget_too_small_for_one_level_proves_nothing_and_says_so() {
     );
 }
 
-fn on(workers: usize, policy: Policy, bounds: Bounds) -> Exploration {
+fn on(workers: usize, policy: Policy, bounds: Bounds, limits: Limits) -> Exploration {
     let workers = NonZeroUsize::new(workers).unwrap();
-    explore_on(workers, config(), policy, bounds, |_| {}).unwrap()
+    let mut no_clock = || Duration::ZERO;
+    explore_on(
+        workers,
+        config(),
+        policy,
+        bounds,
+        limits,
+        &mut no_clock,
+        &mut |_| {},
+    )
+    .unwrap()
 }
 
 /// The counts a search that kept every state whole found (the explorer before states were
@@ -216,13 +230,13 @@ fn on(workers: usize, policy: Policy, bounds: Bounds) -> Exploration {
 /// one thread or several.
 #[test]
 fn the_search_finds_the_states_a_search_keeping_every_state_found() {
-    let interleaved = bounds(7);
+    let interleaved = bounds();
     let eager = Bounds {
         delivery: Delivery::Eager,
-        ..bounds(7)
+        ..bounds()
     };
     for workers in [1, 2, 3] {
-        let fenced = on(workers, Policy::Fenced, interleaved);
+        let fenced = on(workers, Policy::Fenced, interleaved, to(7));
         let by_depth: Vec<u64> = fenced.levels.iter().map(|l| l.distinct).collect();
         assert_eq!(
             by_depth,
@@ -250,7 +264,7 @@ fn the_search_finds_the_states_a_search_keeping_every_state_found() {
                 ("tool call given up (the client was told)", 175),
             ]
         );
-        let fenced = on(workers, Policy::Fenced, eager);
+        let fenced = on(workers, Policy::Fenced, eager, to(7));
         let by_depth: Vec<u64> = fenced.levels.iter().map(|l| l.distinct).collect();
         assert_eq!(
             by_depth,
@@ -260,7 +274,7 @@ fn the_search_finds_the_states_a_search_keeping_every_state_found() {
         assert_eq!(fenced.transitions, 9_754);
         // Naive forks at the second step, in the same two steps, after the same work.
         for (bounds, distinct, transitions) in [(interleaved, 32, 66), (eager, 33, 64)] {
-            let naive = on(workers, Policy::Naive, bounds);
+            let naive = on(workers, Policy::Naive, bounds, to(7));
             let c = naive.counterexample.expect("naive forks");
             assert_eq!(c.anomaly.kind(), AnomalyKind::Fork);
             assert_eq!(
@@ -275,15 +289,60 @@ fn the_search_finds_the_states_a_search_keeping_every_state_found() {
 /// Deeper, one thread and two agree on everything, limits included.
 #[test]
 fn threads_change_nothing_but_the_time() {
-    let capped = Bounds {
+    let capped = Limits {
         max_states: Some(20_000),
-        ..bounds(10)
+        ..to(10)
     };
-    let one = on(1, Policy::Fenced, capped);
-    let two = on(2, Policy::Fenced, capped);
+    let one = on(1, Policy::Fenced, bounds(), capped);
+    let two = on(2, Policy::Fenced, bounds(), capped);
     assert_eq!(one.levels, two.levels);
     assert_eq!(one.stopped, two.stopped);
     assert_eq!(one.reached, two.reached);
     assert_eq!((one.distinct, one.pruned), (two.distinct, two.pruned));
     assert_eq!(one.distinct, 20_000);
+}
+
+/// A time budget stops the search at the first round past it, as the other limits do: the
+/// depths before are whole and the same as an unlimited search's, and the verdict says what
+/// stopped it. The clock is the caller's (here one that moves a second each time it is read).
+#[test]
+fn a_time_budget_stops_the_search_where_the_clock_says() {
+    let budget = Limits {
+        time_budget_secs: Some(5),
+        ..to(30)
+    };
+    let mut ticks = 0u64;
+    let mut clock = || {
+        ticks += 1;
+        Duration::from_secs(ticks)
+    };
+    let mut told = Vec::new();
+    let found = explore_on(
+        NonZeroUsize::MIN,
+        config(),
+        Policy::Fenced,
+        bounds(),
+        budget,
+        &mut clock,
+        &mut |p| told.push(*p),
+    )
+    .unwrap();
+    let stopped = found.stopped.expect("five ticks are short of depth 30");
+    assert_eq!(stopped.limit, Limit::TimeBudget { secs: 5 });
+    assert_eq!(stopped.at_depth, found.proven_depth + 1);
+    // The clock is read once a round; one round a level while the levels are small.
+    assert_eq!(ticks, 5);
+    assert_eq!(found.proven_depth, 4);
+    let whole = explore(config(), Policy::Fenced, bounds(), to(4)).unwrap();
+    assert_eq!(&whole.levels[..], &found.levels[..4]);
+    assert!(
+        found
+            .verdict()
+            .ends_with("(time budget of 5 s reached at depth 5)"),
+        "{}",
+        found.verdict()
+    );
+    // Progress is told after every round, with what the search held.
+    assert_eq!(told.len(), 4);
+    assert_eq!(told.last().map(|p| p.distinct), Some(whole.distinct));
 }

@@ -1,19 +1,18 @@
 //! The search tree, kept as schedules rather than states: each state the search found is a
 //! link to the state it was reached from and the step that reached it — five bytes, where a
-//! whole [`Sim`] is several kilobytes. A level's states are rebuilt when they are expanded, by
-//! replaying the tree from the initial state depth-first; the Sim is deterministic (its
+//! whole lab is several kilobytes. A level's states are rebuilt when they are expanded, by
+//! replaying the tree from the initial state depth-first; a [`Model`] is deterministic (its
 //! randomness is part of its state), so a replay reaches the very state the search first saw.
 //!
 //! Links are stored level by level, in the order the search found them, so a state's children
 //! are a contiguous run of the next level, and the states of any contiguous run of a level are
 //! rebuilt in order by walking only their ancestors.
 
-use super::{Delivery, Step, take};
-use crate::sim::Sim;
+use super::search::Model;
 use std::ops::{ControlFlow, Range};
 
 /// The states first reached at one depth: for each, its parent's index in the level above and
-/// the step ([`Step::ALL`] index) taken from it. Parents never decrease along a level.
+/// the step (an index into the model's alphabet) taken from it. Parents never decrease along a level.
 #[derive(Debug, Default)]
 struct Links {
     parents: Vec<u32>,
@@ -52,10 +51,10 @@ impl Tree {
     }
 
     /// The steps from the initial state to state `node` of level `depth`.
-    pub(super) fn schedule(&self, depth: usize, mut node: u32) -> Vec<Step> {
+    pub(super) fn schedule<S: Copy>(&self, alphabet: &[S], depth: usize, mut node: u32) -> Vec<S> {
         let mut steps = Vec::with_capacity(depth);
         for level in self.levels[1..=depth].iter().rev() {
-            steps.push(Step::ALL[usize::from(level.steps[node as usize])]);
+            steps.push(alphabet[usize::from(level.steps[node as usize])]);
             node = level.parents[node as usize];
         }
         steps.reverse();
@@ -64,13 +63,14 @@ impl Tree {
 
     /// Rebuilds states `nodes` of level `depth` from `root`, in order, and hands each to
     /// `visit` (which may stop the walk). Only their ancestors are replayed, each once.
-    pub(super) fn replay<B>(
+    pub(super) fn replay<M: Model, B>(
         &self,
-        root: &Sim,
-        delivery: Delivery,
+        root: &M,
+        rules: &M::Rules,
+        alphabet: &[M::Step],
         depth: usize,
         nodes: Range<u32>,
-        visit: &mut impl FnMut(u32, Sim) -> ControlFlow<B>,
+        visit: &mut impl FnMut(u32, M) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         if nodes.is_empty() {
             return ControlFlow::Continue(());
@@ -85,7 +85,8 @@ impl Tree {
         }
         let walk = Walk {
             tree: self,
-            delivery,
+            rules,
+            alphabet,
             depth,
             runs: &runs,
         };
@@ -94,23 +95,24 @@ impl Tree {
 }
 
 /// One replay: which nodes of each level to rebuild.
-struct Walk<'a> {
+struct Walk<'a, M: Model> {
     tree: &'a Tree,
-    delivery: Delivery,
+    rules: &'a M::Rules,
+    alphabet: &'a [M::Step],
     depth: usize,
     runs: &'a [Range<u32>],
 }
 
-impl Walk<'_> {
+impl<M: Model> Walk<'_, M> {
     fn from<B>(
         &self,
         level: usize,
         node: u32,
-        sim: Sim,
-        visit: &mut impl FnMut(u32, Sim) -> ControlFlow<B>,
+        state: M,
+        visit: &mut impl FnMut(u32, M) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         if level == self.depth {
-            return visit(node, sim);
+            return visit(node, state);
         }
         let links = &self.tree.levels[level + 1];
         let run = &self.runs[level + 1];
@@ -121,21 +123,21 @@ impl Walk<'_> {
             return ControlFlow::Continue(());
         }
         for child in children.start..children.end - 1 {
-            self.child(level + 1, child, sim.clone(), visit)?;
+            self.child(level + 1, child, state.clone(), visit)?;
         }
         // The last child takes the parent itself: one clone fewer per parent.
-        self.child(level + 1, children.end - 1, sim, visit)
+        self.child(level + 1, children.end - 1, state, visit)
     }
 
     fn child<B>(
         &self,
         level: usize,
         node: u32,
-        mut sim: Sim,
-        visit: &mut impl FnMut(u32, Sim) -> ControlFlow<B>,
+        mut state: M,
+        visit: &mut impl FnMut(u32, M) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
-        let step = Step::ALL[usize::from(self.tree.levels[level].steps[node as usize])];
-        take(step, &mut sim, self.delivery);
-        self.from(level, node, sim, visit)
+        let step = self.alphabet[usize::from(self.tree.levels[level].steps[node as usize])];
+        state.take(step, self.rules);
+        self.from(level, node, state, visit)
     }
 }

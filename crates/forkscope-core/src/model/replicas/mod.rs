@@ -16,9 +16,11 @@
 //! single-server explorer's to find. Counters (emits, reconnects) are bounded by [`Params`]
 //! so the space is finite and small enough to explore deeply.
 
-mod search;
+pub use crate::model::Level;
 
-pub use search::{Counterexample, Exploration, Level, explore};
+/// What the search of the replica lab found.
+pub type Exploration = crate::model::Exploration<ReplicaStep, Params>;
+pub type Counterexample = crate::model::Counterexample<ReplicaStep>;
 
 use crate::canon::Canon;
 use crate::history::{Anomaly, History, Record};
@@ -26,7 +28,9 @@ use crate::ids::{
     ByReplica, ConnectionId, EventId, IdScheme, ReplicaId, SessionId, SplitMix64, StreamId,
     WireCursor,
 };
-use crate::model::Delivery;
+use crate::model::reached::Reached;
+use crate::model::search::{self, Judged, Model};
+use crate::model::{Delivery, Limits, Progress};
 use crate::policy::Policy;
 use crate::replica::{
     self, CallRecord, DEFAULT_LEASE_MS, GetPlan, Lease, LeaseState, RecordState, StreamRecord,
@@ -35,7 +39,66 @@ use crate::time::LabTime;
 use crate::vocabulary::{IdentityProof, StreamKind};
 use serde::Serialize;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Explores every schedule of the replica lab up to `limits`, breadth-first, on `workers`
+/// threads; stops at the first anomaly, or at a limit (`elapsed` is the caller's clock).
+pub fn explore(
+    policy: Policy,
+    params: Params,
+    limits: Limits,
+    workers: NonZeroUsize,
+    elapsed: &mut dyn FnMut() -> Duration,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Exploration {
+    let mut root = ReplicaLab::new(policy, 1);
+    root.keep_verdict_only();
+    search::explore(root, params, limits, workers, elapsed, on_progress)
+}
+
+impl Model for ReplicaLab {
+    type Step = ReplicaStep;
+    type Rules = Params;
+    type Marks = ();
+
+    fn alphabet(params: &Params) -> Vec<ReplicaStep> {
+        ReplicaStep::alphabet(params)
+    }
+
+    fn enabled(&self, step: ReplicaStep, params: &Params) -> bool {
+        ReplicaLab::enabled(self, step, params)
+    }
+
+    fn take(&mut self, step: ReplicaStep, params: &Params) {
+        ReplicaLab::take(self, step, params);
+    }
+
+    fn fingerprint(&self) -> u128 {
+        ReplicaLab::fingerprint(self)
+    }
+
+    fn judge(&self, _: &Params) -> Judged {
+        match self.anomaly() {
+            Some(anomaly) => Judged::Broken {
+                anomaly: Box::new(anomaly.clone()),
+                ends_run: false,
+            },
+            None => Judged::Holds,
+        }
+    }
+
+    fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    fn marks(&self) {}
+
+    fn reached(_: &(), _: &()) -> Reached {
+        Reached::default()
+    }
+}
 
 /// Replicas the model runs: the smallest lab in which a fork across replicas can happen.
 pub const REPLICAS: usize = 2;

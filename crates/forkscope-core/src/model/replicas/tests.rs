@@ -10,7 +10,14 @@ fn b() -> ReplicaId {
 }
 
 fn search(policy: Policy, params: Params, depth: usize) -> Exploration {
-    explore(policy, params, depth, &mut || false, &mut |_| {})
+    explore(
+        policy,
+        params,
+        Limits::depth(depth),
+        NonZeroUsize::MIN,
+        &mut || Duration::ZERO,
+        &mut |_| {},
+    )
 }
 
 fn run(policy: Policy, params: &Params, steps: &[ReplicaStep]) -> ReplicaLab {
