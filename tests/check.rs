@@ -385,9 +385,9 @@ fn replicas_naive_writes_its_fork_across_replicas_as_a_scenario() {
     let text = std::fs::read_to_string(&file).unwrap();
     let scenario: ScenarioFile = toml::from_str(&text).unwrap();
     assert_eq!(scenario.replicas, Some(2));
-    let naive = scenario.expect.naive.as_ref().unwrap();
+    let naive = scenario.expect.get(forkscope_core::Policy::Naive).unwrap();
     assert!(naive.anomalies.contains_key(&AnomalyKind::Fork), "{text}");
-    let fenced = scenario.expect.fenced.as_ref().unwrap();
+    let fenced = scenario.expect.get(forkscope_core::Policy::Fenced).unwrap();
     assert_eq!(fenced.anomalies.len(), 1, "{text}");
     let actions: Vec<Action> = scenario
         .steps

@@ -415,7 +415,7 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
     );
     let scenario = forkscope::scenario::load(&saved).unwrap();
     assert_eq!(
-        scenario.expect.fenced.as_ref().and_then(|e| e.clean),
+        scenario.expect.get(Policy::Fenced).and_then(|e| e.clean),
         None,
         "the lab started fenced, so the file names fenced: {scenario:?}"
     );

@@ -20,7 +20,7 @@ fn every_shipped_scenario_loads_and_says_what_it_teaches() {
             file.display()
         );
         assert!(
-            s.expect.naive.is_some() || s.expect.fenced.is_some(),
+            s.expect.get(Policy::Naive).is_some() || s.expect.get(Policy::Fenced).is_some(),
             "{}: no expectations",
             file.display()
         );

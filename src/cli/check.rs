@@ -1,10 +1,11 @@
 //! `forkscope check`: the exhaustive search, its report, and a counterexample written as a
 //! scenario.
 
-use super::{Format, IdentityArg, Which, out, outln};
+use super::{Format, IdentityArg, Which, out, outln, which_parser};
 use forkscope::check::{self, ScheduleError};
 use forkscope::new_file::{self, NewFileError};
 use forkscope_core::model::{self, ByteSize, Delivery};
+use forkscope_core::replica::ReplicaPolicy;
 use forkscope_core::{AnomalyKind, ConfigError, Policy};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    #[arg(long, value_enum, default_value_t = Which::Both)]
+    #[arg(long, value_parser = which_parser(), default_value = "both")]
     policy: Which,
     /// Steps after the client's first connection (1-40). Default: 8; with --replicas 2, 16
     /// (fenced completes it in about 12 s in release on a 2-core machine).
@@ -244,9 +245,10 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
     let limits = args.limits(REPLICAS_DEPTH);
     let policies = match args.policy {
         Which::Both => vec![Policy::Fenced, Policy::Naive],
-        Which::Fenced => vec![Policy::Fenced],
-        Which::Naive => vec![Policy::Naive],
-        sdk => return Err(CheckError::SdkWithReplicas(sdk.policies()[0])),
+        Which::One(policy) => match ReplicaPolicy::try_from(policy) {
+            Ok(_) => vec![policy],
+            Err(_) => return Err(CheckError::SdkWithReplicas(policy)),
+        },
     };
     let mut checked = Vec::new();
     for policy in policies {

@@ -1,6 +1,6 @@
 //! The dashboard, the default command: its flags sit on `forkscope` itself.
 
-use super::{IdentityArg, PolicyArg, RoutingArg, out, outln, parse_store};
+use super::{IdentityArg, RoutingArg, out, outln, parse_store, policy_parser};
 use forkscope::lab::{LabOptions, ReplicaSetup, StoreChoice};
 use forkscope::scenario::{self, ScenarioError};
 use forkscope_core::Policy;
@@ -10,8 +10,8 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 pub struct DashboardArgs {
     /// The dashboard's starting policy (key n cycles through them all).
-    #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
-    policy: PolicyArg,
+    #[arg(long, value_parser = policy_parser(), default_value = "fenced")]
+    policy: Policy,
     /// Start in compare mode with these two or three policies side by side, left to right
     /// (`naive,rmcp,fenced`); n turns the middle one. Without it, m compares naive and fenced.
     #[arg(long, value_name = "A,B[,C]", value_parser = parse_compare, conflicts_with = "scenario")]
@@ -64,8 +64,8 @@ pub struct Comparison(Vec<Policy>);
 /// Why `--compare` was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CompareError {
-    #[error("unknown policy `{0}`: expected {names}", names = policy_names())]
-    Unknown(String),
+    #[error(transparent)]
+    Unknown(#[from] forkscope_core::UnknownPolicy),
     #[error("`{0}` is named twice: each lab runs a different policy")]
     Twice(Policy),
     #[error("compare mode runs 2 or 3 policies side by side, not {0}")]
@@ -74,15 +74,10 @@ pub enum CompareError {
     SdkOnReplicas(Policy),
 }
 
-fn policy_names() -> String {
-    let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
-    names.join(", ")
-}
-
 fn parse_compare(text: &str) -> Result<Comparison, CompareError> {
     let mut list = Vec::new();
     for name in text.split(',').map(str::trim) {
-        let policy = Policy::from_name(name).ok_or_else(|| CompareError::Unknown(name.into()))?;
+        let policy: Policy = name.parse()?;
         if list.contains(&policy) {
             return Err(CompareError::Twice(policy));
         }
@@ -110,7 +105,7 @@ pub enum DashboardFailure {
 /// terminal it is an error rather than the headless demonstration.
 pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailure> {
     let mut options = LabOptions {
-        policy: args.policy.into(),
+        policy: args.policy,
         ..LabOptions::default()
     };
     if let Some(grace) = args.grace_ms {
@@ -194,7 +189,9 @@ mod tests {
         );
         assert_eq!(
             parse_compare("naive,grpc"),
-            Err(CompareError::Unknown("grpc".into()))
+            Err(CompareError::Unknown(forkscope_core::UnknownPolicy(
+                "grpc".into()
+            )))
         );
         assert_eq!(
             parse_compare("naive,naive"),
@@ -205,7 +202,7 @@ mod tests {
             parse_compare("naive,rmcp,ts-sdk,fenced"),
             Err(CompareError::Count(4))
         );
-        let unknown = CompareError::Unknown("x".into()).to_string();
+        let unknown = CompareError::Unknown(forkscope_core::UnknownPolicy("x".into())).to_string();
         assert!(unknown.contains("fenced, naive, ts-sdk"), "{unknown}");
     }
 }

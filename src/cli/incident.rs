@@ -1,13 +1,13 @@
 //! `forkscope incident`: the seed incident over real loopback HTTP, headless.
 
-use super::{Which, outln, runtime};
+use super::{Which, outln, runtime, which_parser};
 use forkscope::incident::{self, IncidentError};
 use forkscope_core::Policy;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct IncidentArgs {
-    #[arg(long, value_enum, default_value_t = Which::Both)]
+    #[arg(long, value_parser = which_parser(), default_value = "both")]
     policy: Which,
 }
 

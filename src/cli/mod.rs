@@ -12,6 +12,7 @@ mod record;
 mod run;
 mod serve;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use forkscope::lab::StoreChoice;
 use forkscope_core::{Policy, StreamIdentity};
@@ -101,35 +102,12 @@ enum Command {
     Record(record::RecordArgs),
 }
 
-/// A policy on the command line. The SDK policies reproduce what `forkscope probe` measured in
-/// each official SDK's server (`forkscope policies` lists each with its sources).
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum PolicyArg {
-    /// Every resume proven or refused with a reason (the fix).
-    Fenced,
-    /// The seed incident: a fresh stream replayed from 0 while the orphan keeps emitting.
-    Naive,
-    /// TypeScript SDK 1.32.2 + its InMemoryEventStore (typescript-sdk#943, #1978).
-    TsSdk,
-    /// Python SDK 2.3.0, no event store: no ids, nothing resumable (python-sdk#587).
-    PythonSdk,
-    /// Python SDK 2.3.0 + an example store: empty 200s, replay then close (python-sdk#3541).
-    PythonSdkStore,
-    /// rmcp 3.11.0: the cursor's own event replayed again, empty 200s (rust-sdk#791, #958).
-    Rmcp,
-}
-
-impl From<PolicyArg> for Policy {
-    fn from(p: PolicyArg) -> Self {
-        match p {
-            PolicyArg::Fenced => Policy::Fenced,
-            PolicyArg::Naive => Policy::Naive,
-            PolicyArg::TsSdk => Policy::TsSdk,
-            PolicyArg::PythonSdk => Policy::PythonSdk,
-            PolicyArg::PythonSdkStore => Policy::PythonSdkStore,
-            PolicyArg::Rmcp => Policy::Rmcp,
-        }
-    }
+/// `--policy NAME`: the names and their one-line help come from [`Policy::ALL`], so a new
+/// policy is a new variant there and nothing here. The SDK policies reproduce what `forkscope
+/// probe` measured in each official SDK's server (`forkscope policies` lists their sources).
+fn policy_parser() -> impl clap::builder::TypedValueParser<Value = Policy> {
+    let names = Policy::ALL.map(|p| PossibleValue::new(p.name()).help(p.summary()));
+    PossibleValuesParser::new(names).try_map(|name| name.parse::<Policy>())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -148,28 +126,33 @@ impl From<IdentityArg> for StreamIdentity {
 }
 
 /// Which policies a headless command runs: naive and fenced (`both`), or one policy.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// `--policy` where a command can run several: one policy, or `both` (naive and fenced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Which {
-    Fenced,
-    Naive,
     Both,
-    TsSdk,
-    PythonSdk,
-    PythonSdkStore,
-    Rmcp,
+    One(Policy),
+}
+
+const BOTH: &str = "both";
+
+fn which_parser() -> impl clap::builder::TypedValueParser<Value = Which> {
+    let both = PossibleValue::new(BOTH).help("naive, then fenced: the fork, then its prevention");
+    let names = Policy::ALL.map(|p| PossibleValue::new(p.name()).help(p.summary()));
+    PossibleValuesParser::new(std::iter::once(both).chain(names)).try_map(|name| {
+        if name == BOTH {
+            Ok(Which::Both)
+        } else {
+            name.parse().map(Which::One)
+        }
+    })
 }
 
 impl Which {
     /// The policies, naive first (the story's order: the fork, then its prevention).
     fn policies(self) -> Vec<Policy> {
         match self {
-            Which::Fenced => vec![Policy::Fenced],
-            Which::Naive => vec![Policy::Naive],
             Which::Both => vec![Policy::Naive, Policy::Fenced],
-            Which::TsSdk => vec![Policy::TsSdk],
-            Which::PythonSdk => vec![Policy::PythonSdk],
-            Which::PythonSdkStore => vec![Policy::PythonSdkStore],
-            Which::Rmcp => vec![Policy::Rmcp],
+            Which::One(policy) => vec![policy],
         }
     }
 }

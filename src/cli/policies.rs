@@ -7,12 +7,9 @@ use forkscope_core::resume::sdk;
 use std::process::ExitCode;
 
 pub fn run() -> ExitCode {
-    outln!(
-        "fenced            every resume proven (stream identity, no gap) or refused with a typed reason"
-    );
-    outln!(
-        "naive             the seed incident: a fresh stream replayed from 0, the orphan keeps emitting"
-    );
+    for pole in [Policy::Fenced, Policy::Naive] {
+        outln!("{:<17} {}", pole.name(), pole.summary());
+    }
     for q in sdk::all() {
         outln!();
         outln!("{:<17} {}", q.policy.name(), q.sdk);
@@ -27,7 +24,7 @@ pub fn run() -> ExitCode {
     outln!();
     outln!(
         "`forkscope serve --policy <name>`, the dashboard's `--policy` and `n`, and scenario files take any of: {}",
-        Policy::ALL.map(Policy::name).join(", ")
+        Policy::names()
     );
     ExitCode::SUCCESS
 }

@@ -1,6 +1,6 @@
 //! `forkscope record`: a scenario played headless, the dashboard recorded as it plays.
 
-use super::{Which, outln, runtime};
+use super::{Which, outln, runtime, which_parser};
 use forkscope::record::{Format, FormatError, RecordError};
 use forkscope::scenario::{self, ScenarioError};
 use std::path::PathBuf;
@@ -16,7 +16,7 @@ pub struct RecordArgs {
     #[arg(long)]
     still: bool,
     /// naive, fenced, or both side by side.
-    #[arg(long, value_enum, default_value_t = Which::Both)]
+    #[arg(long, value_parser = which_parser(), default_value = "both")]
     policy: Which,
     /// Terminal size of the recording, WIDTHxHEIGHT.
     #[arg(long, default_value = "120x36", value_parser = parse_size)]

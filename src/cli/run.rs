@@ -1,6 +1,6 @@
 //! `forkscope run`: scenario files played headless against a real loopback lab.
 
-use super::{Format, Which, out, outln, runtime};
+use super::{Format, Which, out, outln, runtime, which_parser};
 use forkscope::scenario::{self, ScenarioError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ pub struct RunArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Override the policies a file names.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = which_parser())]
     policy: Option<Which>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,

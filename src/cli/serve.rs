@@ -1,6 +1,6 @@
 //! `forkscope serve`: the MCP server alone, for other clients, until a signal stops it.
 
-use super::{IdentityArg, PolicyArg, init_logging, outln, runtime, shutdown_signal};
+use super::{IdentityArg, init_logging, outln, policy_parser, runtime, shutdown_signal};
 use forkscope::clock::LabClock;
 use forkscope::store::{DEFAULT_MAX_SESSIONS, Retention, Store};
 use forkscope::wire::replica::{self, Counters, ReplicaOptions};
@@ -24,8 +24,8 @@ pub struct ServeArgs {
     /// Address to bind. Anything but loopback exposes the lab to the network.
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     bind: IpAddr,
-    #[arg(long, value_enum, default_value_t = PolicyArg::Fenced)]
-    policy: PolicyArg,
+    #[arg(long, value_parser = policy_parser(), default_value = "fenced")]
+    policy: Policy,
     /// Milliseconds between background emits on each session's GET stream (0: none).
     #[arg(long, default_value_t = 1000, conflicts_with = "emit_rate")]
     emit_every: u64,
@@ -212,7 +212,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         };
         let replica = ReplicaOptions {
             name: args.replica,
-            policy: Policy::from(args.policy).try_into()?,
+            policy: args.policy.try_into()?,
             background,
             allowed_hosts: options.allowed_hosts,
             max_deliveries: replica::MAX_DELIVERIES,
@@ -222,7 +222,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
     }
     runtime().block_on(serve(
         addr,
-        args.policy.into(),
+        args.policy,
         config,
         options,
         Duration::from_millis(args.drain_ms),

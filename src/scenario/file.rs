@@ -8,13 +8,10 @@ use forkscope_core::{AnomalyKind, LabConfig, Policy, RejectReason, Tuning};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
-/// Which policies a scenario runs under: `"naive"`, `"fenced"`, `"both"` (naive, then fenced),
-/// any other policy's name (`"rmcp"`), or a list of names (`["naive", "ts-sdk", "fenced"]`),
-/// run in the order written.
+/// Which policies a scenario runs under: `"both"` (naive, then fenced), one policy's name
+/// (`"rmcp"`), or a list of names (`["naive", "ts-sdk", "fenced"]`), run in the order written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Policies {
-    Fenced,
-    Naive,
     #[default]
     Both,
     Listed(Vec<Policy>),
@@ -23,8 +20,6 @@ pub enum Policies {
 impl Policies {
     pub fn list(&self) -> Vec<Policy> {
         match self {
-            Policies::Fenced => vec![Policy::Fenced],
-            Policies::Naive => vec![Policy::Naive],
             Policies::Both => vec![Policy::Naive, Policy::Fenced],
             Policies::Listed(list) => list.clone(),
         }
@@ -33,21 +28,16 @@ impl Policies {
 
 impl From<Policy> for Policies {
     fn from(policy: Policy) -> Self {
-        match policy {
-            Policy::Fenced => Policies::Fenced,
-            Policy::Naive => Policies::Naive,
-            other => Policies::Listed(vec![other]),
-        }
+        Policies::Listed(vec![policy])
     }
 }
 
 impl Serialize for Policies {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Policies::Fenced | Policies::Naive => s.serialize_str(self.list()[0].name()),
             Policies::Both => s.serialize_str("both"),
-            Policies::Listed(list) if list.len() == 1 => s.serialize_str(list[0].name()),
-            Policies::Listed(list) => s.collect_seq(list.iter().map(|p| p.name())),
+            Policies::Listed(list) if list.len() == 1 => list[0].serialize(s),
+            Policies::Listed(list) => s.collect_seq(list),
         }
     }
 }
@@ -62,11 +52,10 @@ impl<'de> Deserialize<'de> for Policies {
             Many(Vec<String>),
         }
         let named = |name: &str| {
-            Policy::from_name(name).ok_or_else(|| {
-                let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+            name.parse::<Policy>().map_err(|_| {
                 D::Error::custom(format!(
                     "unknown policy `{name}`: expected both, {}",
-                    names.join(", ")
+                    Policy::names()
                 ))
             })
         };
@@ -265,50 +254,26 @@ pub struct Expect {
     pub tool_results: Option<Count>,
 }
 
+/// What a scenario expects, by policy: `[expect.naive]`, `[expect.ts-sdk]`, … — the keys are
+/// [`Policy`]'s own names, so an unknown one is refused with the list.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expectations {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub naive: Option<Expect>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fenced: Option<Expect>,
-    #[serde(rename = "ts-sdk", skip_serializing_if = "Option::is_none")]
-    pub ts_sdk: Option<Expect>,
-    #[serde(rename = "python-sdk", skip_serializing_if = "Option::is_none")]
-    pub python_sdk: Option<Expect>,
-    #[serde(rename = "python-sdk-store", skip_serializing_if = "Option::is_none")]
-    pub python_sdk_store: Option<Expect>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rmcp: Option<Expect>,
-}
+#[serde(transparent)]
+pub struct Expectations(BTreeMap<Policy, Expect>);
 
 impl Expectations {
-    fn slot(&mut self, policy: Policy) -> &mut Option<Expect> {
-        match policy {
-            Policy::Naive => &mut self.naive,
-            Policy::Fenced => &mut self.fenced,
-            Policy::TsSdk => &mut self.ts_sdk,
-            Policy::PythonSdk => &mut self.python_sdk,
-            Policy::PythonSdkStore => &mut self.python_sdk_store,
-            Policy::Rmcp => &mut self.rmcp,
-        }
-    }
-
     /// The expectation of `policy`, made if missing.
     pub fn of(&mut self, policy: Policy) -> &mut Expect {
-        self.slot(policy).get_or_insert_default()
+        self.0.entry(policy).or_default()
     }
 
     /// The expectation of `policy`, if the file has one.
     pub fn get(&self, policy: Policy) -> Option<&Expect> {
-        match policy {
-            Policy::Naive => self.naive.as_ref(),
-            Policy::Fenced => self.fenced.as_ref(),
-            Policy::TsSdk => self.ts_sdk.as_ref(),
-            Policy::PythonSdk => self.python_sdk.as_ref(),
-            Policy::PythonSdkStore => self.python_sdk_store.as_ref(),
-            Policy::Rmcp => self.rmcp.as_ref(),
-        }
+        self.0.get(&policy)
+    }
+
+    /// Every policy's expectation, in [`Policy::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (Policy, &Expect)> {
+        self.0.iter().map(|(p, e)| (*p, e))
     }
 }
 

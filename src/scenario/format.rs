@@ -203,14 +203,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         }
         steps.push(step);
     }
-    for (policy, expect) in [
-        (Policy::Naive, &file.expect.naive),
-        (Policy::Fenced, &file.expect.fenced),
-    ] {
-        if let Some(Expect {
-            conditions_broken: Some(list),
-            ..
-        }) = expect
+    for (policy, expect) in file.expect.iter() {
+        if let Some(list) = &expect.conditions_broken
             && let Some(bad) = list.iter().find(|c| !(1..=5).contains(*c))
         {
             return Err(invalid(
@@ -478,7 +472,7 @@ mod tests {
         assert_eq!(s.steps[1].line, 9);
         assert_eq!(s.config.grace_ms, 100);
         assert_eq!(
-            s.expect.naive.unwrap().anomalies[&AnomalyKind::Fork],
+            s.expect.get(Policy::Naive).unwrap().anomalies[&AnomalyKind::Fork],
             Count::AtLeast(1)
         );
     }

@@ -366,7 +366,7 @@ mod tests {
             )),
             "pacing keys are not steps"
         );
-        assert_eq!(s.expect.fenced.unwrap().clean, Some(true));
+        assert_eq!(s.expect.get(Policy::Fenced).unwrap().clean, Some(true));
     }
 
     /// What was done in a lab of replicas (`L`, or `--replicas 2`) replays in one.

@@ -139,7 +139,11 @@ fn every_step_kind_is_covered() {
 }
 
 fn scenario_with(name: &str, teaches: &str, steps: &[Step]) -> ScenarioFile {
-    let mut file = ScenarioFile::new(name.to_owned(), teaches.to_owned(), Policies::Naive);
+    let mut file = ScenarioFile::new(
+        name.to_owned(),
+        teaches.to_owned(),
+        Policies::from(Policy::Naive),
+    );
     file.background_every_ms = Some(250);
     file.tool = Some(ToolArgs {
         steps: 3,

@@ -50,7 +50,7 @@ pub use ids::{
     ByReplica, ConnectionId, Entropy, EventId, IdScheme, ReplicaId, ResumptionToken, SessionId,
     SplitMix64, StreamId, WireCursor,
 };
-pub use policy::{Condition, Policy};
+pub use policy::{Condition, Policy, UnknownPolicy};
 pub use resume::{
     ClientAction, IdentityProof, NewStream, RejectReason, ResumeDecision, ResumeRejected,
     ResumeRequest, Resumed, StreamEcho,

@@ -1,35 +1,33 @@
 //! The two server/client policies and the five conditions of the seed they enforce or break.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
+use std::str::FromStr;
 
 /// How the lab behaves on a reconnect. A run-time switch (key `n` in the dashboard).
 ///
 /// `fenced` and `naive` are the design's two poles. The others reproduce, rule by rule, what
 /// `forkscope probe` measured in an official SDK's server (see `resume::sdk`), so a workshop
 /// can show "what your SDK does" offline, beside the fence.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// The names are spelled once, in [`Policy::name`]: serde, the command line's parsers and
+/// scenario files all read and write them through it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Policy {
     /// All five conditions enforced: a resume is honoured only when stream identity and
     /// gap-freedom are proven, otherwise a typed rejection.
     #[default]
-    #[serde(rename = "fenced")]
     Fenced,
     /// The seed incident exactly: a tokenless reconnect silently mints a fresh stream that
     /// replays from its own index 0 while the orphan keeps receiving emits.
-    #[serde(rename = "naive")]
     Naive,
     /// The TypeScript SDK 1.32.2 with the `InMemoryEventStore` it ships.
-    #[serde(rename = "ts-sdk")]
     TsSdk,
     /// The Python SDK 2.3.0 without an event store: no event has an id.
-    #[serde(rename = "python-sdk")]
     PythonSdk,
     /// The Python SDK 2.3.0 with an event store written as its examples write theirs.
-    #[serde(rename = "python-sdk-store")]
     PythonSdkStore,
     /// rmcp 3.11.0 with its default `LocalSessionManager`.
-    #[serde(rename = "rmcp")]
     Rmcp,
 }
 
@@ -66,6 +64,7 @@ impl Policy {
         Self::ALL[(i + 1) % Self::ALL.len()]
     }
 
+    /// The policy's name: the one spelling of it, on the command line, in files and on screen.
     pub fn name(self) -> &'static str {
         match self {
             Policy::Fenced => "fenced",
@@ -77,9 +76,26 @@ impl Policy {
         }
     }
 
+    /// What the policy is, in a line: the fence, the seed, or the SDK and setup an SDK policy
+    /// reproduces (from its table).
+    pub fn summary(self) -> &'static str {
+        match crate::resume::sdk::quirks(self) {
+            Some(quirks) => quirks.sdk,
+            None if self.fences() => {
+                "every resume proven (stream identity, no gap) or refused with a typed reason"
+            }
+            None => "the seed incident: a fresh stream replayed from 0, the orphan keeps emitting",
+        }
+    }
+
     /// The policy a name (as [`Policy::name`] spells it) stands for.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Every name, for an error that lists them: `fenced, naive, ts-sdk, …`.
+    pub fn names() -> String {
+        Self::ALL.map(Policy::name).join(", ")
     }
 
     /// Whether this is the fence: stream identity proven, the old stream fenced, a typed
@@ -93,9 +109,36 @@ impl Policy {
         !matches!(self, Policy::Fenced | Policy::Naive)
     }
 }
+
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A name that is no policy's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy `{0}`: one of {names}", names = Policy::names())]
+pub struct UnknownPolicy(pub String);
+
+impl FromStr for Policy {
+    type Err = UnknownPolicy;
+
+    fn from_str(name: &str) -> Result<Self, UnknownPolicy> {
+        Policy::from_name(name).ok_or_else(|| UnknownPolicy(name.to_owned()))
+    }
+}
+
+impl Serialize for Policy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
