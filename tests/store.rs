@@ -642,3 +642,82 @@ async fn sessions_are_capped(store: Store) {
     }
     assert!(reopened, "idle sessions never made room");
 }
+
+/// Sessions idle out after 600 ms; a finished call is kept 300 ms.
+fn idle_retention() -> Retention {
+    Retention {
+        session_idle_ms: 600,
+        finished_ms: 300,
+        ..retention(2_000)
+    }
+}
+
+#[tokio::test]
+async fn one_idle_expiry_rule_on_memory() {
+    one_idle_expiry_rule(Store::memory(idle_retention())).await;
+}
+
+#[tokio::test]
+async fn one_idle_expiry_rule_on_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = Store::redis(&redis.url(), idle_retention()).await.unwrap();
+    one_idle_expiry_rule(store).await;
+}
+
+/// The one idle-expiry rule, the same on both stores: a request refreshes the session and the
+/// stream record it reads, each for the idle time; a finished stream is kept for its retention
+/// from when it finished. Time passes by sleeping, in steps a quarter of the idle time or
+/// three times it, so the answers do not depend on how fast the machine is.
+async fn one_idle_expiry_rule(store: Store) {
+    let quarter = std::time::Duration::from_millis(150);
+    let session = SessionKey::generate();
+    store.open_session(&session).await.unwrap();
+    let held = store
+        .open_stream(&session, &standalone("a", None))
+        .await
+        .unwrap()
+        .unwrap();
+    let finished = store
+        .open_stream(&session, &call("a", 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let lease = Writer::Lease {
+        epoch: 1,
+        name: "a",
+        done: Some(1),
+        floor: Floor::Check(0),
+    };
+    store
+        .append(&session, finished, lease, &events(1), true)
+        .await
+        .unwrap()
+        .unwrap();
+    // A held stream with no events: its delivery's replays (between blocked reads) keep the
+    // session and the record, twice the idle time and more.
+    for _ in 0..8 {
+        tokio::time::sleep(quarter).await;
+        let read = store.replay(&session, held, 0, 10).await.unwrap();
+        assert!(read.is_some(), "a held stream lost its record");
+    }
+    // The finished call went at its retention, though its session lives.
+    assert!(store.snapshot(&session, finished).await.unwrap().is_none());
+    // Requests that read only the session keep it, not a record no one reads.
+    for _ in 0..8 {
+        tokio::time::sleep(quarter).await;
+        assert!(store.session_exists(&session).await.unwrap());
+    }
+    assert!(
+        store.snapshot(&session, held).await.unwrap().is_none(),
+        "a record no request read outlived the idle time"
+    );
+    // No request at all: the session goes.
+    tokio::time::sleep(quarter * 12).await;
+    assert!(!store.session_exists(&session).await.unwrap());
+    assert_eq!(
+        store.snapshot(&session, held).await.unwrap_err(),
+        StoreError::SessionGone
+    );
+}

@@ -4,6 +4,11 @@
 //! (`tests/store.rs`) holds both to the same answers (not yet a differential test over random
 //! operations). Its log trims event by event where Redis trims whole batches. Its clock is its
 //! own (milliseconds since it was made), as Redis's `TIME` is the Redis store's.
+//!
+//! Idle expiry is the rule `lua/touch.lua` states for Redis: a request refreshes the session
+//! and the stream record it reads, each for `session_idle_ms`; a finished stream is kept
+//! `finished_ms` from when it finished. A delivery's blocked read refreshes nothing (an
+//! `XREAD`), but the replay it makes between reads does, so a held stream lives.
 
 use super::Floor;
 use super::{
@@ -59,9 +64,26 @@ struct Stream {
     finished_ms: Option<u64>,
     /// Ids handed out, then forgot by a rollback and skipped: `(first, last)`.
     forgotten: Option<(u64, u64)>,
+    /// The last request that read or wrote the record.
+    touched_ms: u64,
 }
 
 impl Stream {
+    /// Whether the record is still kept at `now`: a finished stream for its retention from
+    /// when it finished, any other for the idle time from its last request.
+    fn kept(&self, now: u64, retention: &Retention) -> bool {
+        match self.finished_ms {
+            Some(at) => now < at + retention.finished_ms,
+            None => now.saturating_sub(self.touched_ms) < retention.session_idle_ms,
+        }
+    }
+
+    /// A request read or wrote it: kept for the idle time from now (a finished stream keeps
+    /// its retention).
+    fn touch(&mut self, now: u64) {
+        self.touched_ms = now;
+    }
+
     /// Up to `max` events after `after`. The log is in sequence order (consecutive, but for the
     /// ids a rolled-back store skipped), so the first one is found by a binary search.
     fn after(&self, after: u64, max: usize) -> Events {
@@ -103,8 +125,21 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The session, if it is there and not idle past its retention (then it is dropped).
+    /// The session, if it is there and not idle past its retention (then it is dropped),
+    /// refreshed: a request touched it.
     fn live<'a>(
+        &self,
+        sessions: &'a mut HashMap<SessionKey, Session>,
+        key: &SessionKey,
+        now: u64,
+    ) -> Result<&'a mut Session, StoreError> {
+        let session = self.unexpired(sessions, key, now)?;
+        session.touched_ms = now;
+        Ok(session)
+    }
+
+    /// The session, if it is there and not idle past its retention, untouched.
+    fn unexpired<'a>(
         &self,
         sessions: &'a mut HashMap<SessionKey, Session>,
         key: &SessionKey,
@@ -117,9 +152,7 @@ impl MemoryStore {
         {
             sessions.remove(key);
         }
-        let session = sessions.get_mut(key).ok_or(StoreError::SessionGone)?;
-        session.touched_ms = now;
-        Ok(session)
+        sessions.get_mut(key).ok_or(StoreError::SessionGone)
     }
 
     pub async fn open_session(&self, key: &SessionKey) -> Result<(), StoreError> {
@@ -174,8 +207,13 @@ impl MemoryStore {
                 "{MAX_KEPT_STREAMS} streams with events kept in one session"
             )));
         }
+        let retention = self.inner.retention;
         if let Some((fenced, expect)) = new.fence {
-            let Some(old) = session.streams.iter_mut().find(|s| s.id == fenced) else {
+            let Some(old) = session
+                .streams
+                .iter_mut()
+                .find(|s| s.id == fenced && s.kept(now, &retention))
+            else {
                 return Ok(Err(0));
             };
             if old.epoch != expect {
@@ -202,6 +240,7 @@ impl MemoryStore {
             call: new.call.clone().map(|spec| (spec, 0, lease)),
             finished_ms: None,
             forgotten: None,
+            touched_ms: now,
         });
         if new.kind == StreamKind::Standalone {
             session.standalone = Some(id);
@@ -241,15 +280,17 @@ impl MemoryStore {
         max: usize,
     ) -> Result<Option<(Snapshot, Events)>, StoreError> {
         let now = self.now_ms();
-        let finished_ms = self.inner.retention.finished_ms;
+        let retention = self.inner.retention;
         let mut sessions = self.lock();
         let session = self.live(&mut sessions, key, now)?;
-        let Some(s) = session.streams.iter().find(|s| s.id == stream) else {
+        let Some(s) = session
+            .streams
+            .iter_mut()
+            .find(|s| s.id == stream && s.kept(now, &retention))
+        else {
             return Ok(None);
         };
-        if s.finished_ms.is_some_and(|at| now >= at + finished_ms) {
-            return Ok(None);
-        }
+        s.touch(now);
         let record = StreamRecord {
             stream: s.id,
             kind: s.kind,
@@ -275,6 +316,7 @@ impl MemoryStore {
         Ok(Some((snapshot, s.after(after, max))))
     }
 
+    /// The stream's record, refreshed with its session: a request read or wrote it.
     fn stream_mut<'a>(
         &self,
         sessions: &'a mut HashMap<SessionKey, Session>,
@@ -282,10 +324,25 @@ impl MemoryStore {
         stream: StreamId,
         now: u64,
     ) -> Result<&'a mut Stream, StoreError> {
-        self.live(sessions, key, now)?
+        self.live(sessions, key, now)?;
+        let s = self.kept_stream(sessions, key, stream, now)?;
+        s.touch(now);
+        Ok(s)
+    }
+
+    /// The stream's record if it is kept, touching nothing (a blocked read, as `XREAD`).
+    fn kept_stream<'a>(
+        &self,
+        sessions: &'a mut HashMap<SessionKey, Session>,
+        key: &SessionKey,
+        stream: StreamId,
+        now: u64,
+    ) -> Result<&'a mut Stream, StoreError> {
+        let retention = self.inner.retention;
+        self.unexpired(sessions, key, now)?
             .streams
             .iter_mut()
-            .find(|s| s.id == stream)
+            .find(|s| s.id == stream && s.kept(now, &retention))
             .ok_or_else(|| StoreError::Corrupt(format!("stream {stream} has no record")))
     }
 
@@ -472,7 +529,7 @@ impl MemoryStore {
             {
                 let now = self.now_ms();
                 let mut sessions = self.lock();
-                let s = self.stream_mut(&mut sessions, key, stream, now)?;
+                let s = self.kept_stream(&mut sessions, key, stream, now)?;
                 let events = s.after(after, max);
                 if !events.is_empty() {
                     return Ok(events);

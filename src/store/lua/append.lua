@@ -49,12 +49,11 @@ if mode == 'lease' then
   redis.call('HSET', KEYS[2], 'luntil', now + tonumber(ARGV[4]))
   if ARGV[7] ~= '-1' then redis.call('HSET', KEYS[2], 'done', ARGV[7]) end
 end
-local ttl = tonumber(ARGV[9])
+touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[9]))
 if ARGV[6] == '1' then
+  -- Finished: kept for its retention from now, and no longer refreshed.
   redis.call('HSET', KEYS[2], 'state', 'finished')
-  ttl = tonumber(ARGV[8])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[8]))
+  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[8]))
 end
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[9]))
-redis.call('PEXPIRE', KEYS[2], ttl)
-redis.call('PEXPIRE', KEYS[3], ttl)
 return {1, hw}

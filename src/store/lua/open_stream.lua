@@ -21,7 +21,5 @@ else
   local n = string.match(KEYS[2], ':s:(%d+)$')
   redis.call('HSET', KEYS[1], 'standalone', n)
 end
-local ttl = tonumber(ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
+touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[4]))
 return {1, now}

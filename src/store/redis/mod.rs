@@ -44,15 +44,32 @@ struct Scripts {
     append: Script,
 }
 
+/// A script that touches a session, with the one idle-expiry rule (`touch.lua`) before it.
+macro_rules! touching {
+    ($file:literal) => {
+        Script::new(concat!(
+            include_str!("../lua/touch.lua"),
+            include_str!(concat!("../lua/", $file))
+        ))
+    };
+}
+
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     open_session: Script::new(include_str!("../lua/open_session.lua")),
-    alloc_stream: Script::new(include_str!("../lua/alloc_stream.lua")),
-    open_stream: Script::new(include_str!("../lua/open_stream.lua")),
-    snapshot: Script::new(include_str!("../lua/snapshot.lua")),
-    attach: Script::new(include_str!("../lua/attach.lua")),
-    adopt: Script::new(include_str!("../lua/adopt.lua")),
-    append: Script::new(include_str!("../lua/append.lua")),
+    alloc_stream: touching!("alloc_stream.lua"),
+    open_stream: touching!("open_stream.lua"),
+    snapshot: touching!("snapshot.lua"),
+    attach: touching!("attach.lua"),
+    adopt: touching!("adopt.lua"),
+    append: touching!("append.lua"),
 });
+
+/// The idle-expiry rule alone, for the reads that are no script (a replay's `MULTI`): sent as
+/// `EVAL` inside the transaction. KEYS: meta, stream, log; ARGV: idle_ms.
+const TOUCH: &str = concat!(
+    include_str!("../lua/touch.lua"),
+    "touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))\n"
+);
 
 /// Why `--store redis://…` could not be used at start.
 #[derive(Debug, thiserror::Error)]
@@ -184,11 +201,20 @@ impl RedisStore {
 
     pub async fn session_exists(&self, session: &SessionKey) -> Result<bool, StoreError> {
         let mut conn = self.conn();
-        redis::cmd("EXISTS")
-            .arg(meta(session))
+        let (exists,): (bool,) = redis::pipe()
+            .atomic()
+            .exists(meta(session))
+            .pexpire(meta(session), self.idle_ms())
+            .ignore()
             .query_async(&mut conn)
             .await
-            .map_err(|e| classify(e, &meta(session)))
+            .map_err(|e| classify(e, &meta(session)))?;
+        Ok(exists)
+    }
+
+    /// The idle time as `PEXPIRE` takes it.
+    fn idle_ms(&self) -> i64 {
+        i64::try_from(self.retention.session_idle_ms).unwrap_or(i64::MAX)
     }
 
     pub async fn end_session(&self, session: &SessionKey) -> Result<bool, StoreError> {
@@ -214,6 +240,7 @@ impl RedisStore {
         let n: i64 = SCRIPTS
             .alloc_stream
             .key(meta(session))
+            .arg(self.retention.session_idle_ms)
             .invoke_async(&mut conn)
             .await
             .map_err(|e| classify(e, &meta(session)))?;
@@ -260,9 +287,11 @@ impl RedisStore {
 
     pub async fn background_number(&self, session: &SessionKey) -> Result<u64, StoreError> {
         let mut conn = self.conn();
-        let n: Option<u64> = redis::cmd("HGET")
-            .arg(meta(session))
-            .arg("bg")
+        let (n,): (Option<u64>,) = redis::pipe()
+            .atomic()
+            .hget(meta(session), "bg")
+            .pexpire(meta(session), self.idle_ms())
+            .ignore()
             .query_async(&mut conn)
             .await
             .map_err(|e| classify(e, &meta(session)))?;
@@ -271,10 +300,14 @@ impl RedisStore {
 
     pub async fn standalone(&self, session: &SessionKey) -> Result<Option<StreamId>, StoreError> {
         let mut conn = self.conn();
-        let (streams, standalone): (Option<u64>, Option<u32>) = redis::cmd("HMGET")
+        let ((streams, standalone),): ((Option<u64>, Option<u32>),) = redis::pipe()
+            .atomic()
+            .cmd("HMGET")
             .arg(meta(session))
             .arg("streams")
             .arg("standalone")
+            .pexpire(meta(session), self.idle_ms())
+            .ignore()
             .query_async(&mut conn)
             .await
             .map_err(|e| classify(e, &meta(session)))?;
@@ -295,6 +328,7 @@ impl RedisStore {
             .key(meta(session))
             .key(stream_key(session, stream))
             .key(log_key(session, stream))
+            .arg(self.retention.session_idle_ms)
             .invoke_async(&mut conn)
             .await
             .map_err(|e| classify(e, &stream_key(session, stream)))?;
@@ -338,6 +372,14 @@ impl RedisStore {
             redis::pipe()
                 .atomic()
                 .exists(meta(session))
+                .cmd("EVAL")
+                .arg(TOUCH)
+                .arg(3)
+                .arg(meta(session))
+                .arg(stream_key(session, stream))
+                .arg(&log)
+                .arg(self.retention.session_idle_ms)
+                .ignore()
                 .hgetall(stream_key(session, stream))
                 .cmd("XRANGE")
                 .arg(&log)
@@ -389,6 +431,7 @@ impl RedisStore {
             .attach
             .key(meta(session))
             .key(stream_key(session, stream))
+            .key(log_key(session, stream))
             .arg(expect)
             .arg(owner)
             .arg(self.retention.session_idle_ms)
@@ -419,10 +462,13 @@ impl RedisStore {
         let mut conn = self.conn();
         let reply: Vec<i64> = SCRIPTS
             .adopt
+            .key(meta(session))
             .key(stream_key(session, stream))
+            .key(log_key(session, stream))
             .arg(expect_lease)
             .arg(owner)
             .arg(self.retention.lease_ms)
+            .arg(self.retention.session_idle_ms)
             .invoke_async(&mut conn)
             .await
             .map_err(|e| classify(e, &stream_key(session, stream)))?;
