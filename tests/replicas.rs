@@ -37,6 +37,7 @@ both_stores!(
     naive_replicas_fork_across_machines,
     a_call_outlives_its_replica,
     round_robin_through_the_balancer,
+    a_cancel_on_either_replica_stops_the_call,
 );
 
 async fn a_call_resumed_on_the_other_replica_delivers_each_step_once(backend: Backend) {
@@ -121,6 +122,59 @@ async fn naive_replicas_fork_across_machines(backend: Backend) {
         0,
         "naive refuses nothing"
     );
+}
+
+/// `notifications/cancelled` sent to the replica that does not run the call stops it: the
+/// call's stream ends with the steps written so far and no result, the runner writes nothing
+/// more, and a resume finds the stream finished, not running.
+async fn a_cancel_on_either_replica_stops_the_call(backend: Backend) {
+    let Some(lab) = Lab::start(backend, Policy::Fenced, None, 2_000).await else {
+        return;
+    };
+    let session = lab.initialize(&lab.url(0)).await;
+    let mut call = lab.call(&lab.url(0), &session, 1_000, 20).await;
+    assert_eq!(call.served_by(), "a");
+    assert!(call.until(|e| progress_of(e).len() >= 3).await);
+    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}});
+    let answered = lab
+        .post(&lab.url(1), &session, cancel)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 202);
+    // The stream ends on its own (it would run 20 s more otherwise), with no result.
+    call.read_to_end().await;
+    let seen = progress_of(&call.events);
+    assert!(
+        seen.len() < 1_000,
+        "the call ran to its end: {}",
+        seen.len()
+    );
+    assert_eq!(
+        results_of(&call.events),
+        0,
+        "a cancelled call sends no result"
+    );
+    assert_eq!(
+        seen,
+        (1..=seen.len() as u64).collect::<Vec<_>>(),
+        "every step it wrote, once"
+    );
+    // A resume from the start replays exactly what was written, then ends: nothing more was.
+    let mut resumed = Sse::open(lab.get(&lab.url(1), &session, Some(&call.first_id()))).await;
+    resumed.read_to_end().await;
+    let replayed = progress_of(&resumed.events);
+    assert_eq!(replayed.last(), seen.last(), "{replayed:?}");
+    assert_eq!(results_of(&resumed.events), 0);
+    // A second cancel finds nothing running, and is still accepted.
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}});
+    let again = lab
+        .post(&lab.url(0), &session, cancel)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 202);
 }
 
 async fn a_call_outlives_its_replica(backend: Backend) {

@@ -250,6 +250,31 @@ impl MemoryStore {
         Ok(Ok(id))
     }
 
+    pub async fn cancel(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<StreamId>, StoreError> {
+        let now = self.now_ms();
+        let mut sessions = self.lock();
+        let session = self.live(&mut sessions, key, now)?;
+        // The latest call with this id, as the Redis store's index keeps it.
+        let running = session.streams.iter_mut().rev().find(|s| {
+            s.call
+                .as_ref()
+                .is_some_and(|(spec, ..)| spec.request_id == request_id)
+        });
+        let Some(s) = running.filter(|s| s.state == RecordState::Live) else {
+            return Ok(None);
+        };
+        s.state = RecordState::Finished;
+        s.finished_ms = Some(now);
+        let stream = s.id;
+        drop(sessions);
+        self.inner.appended.notify_waiters();
+        Ok(Some(stream))
+    }
+
     pub async fn background_number(&self, key: &SessionKey) -> Result<u64, StoreError> {
         let now = self.now_ms();
         Ok(self.live(&mut self.lock(), key, now)?.background)

@@ -314,6 +314,17 @@ impl Store {
         dispatch!(self, s => s.end_session(session).await)
     }
 
+    /// `notifications/cancelled`: the session's running call with this request id (JSON text,
+    /// as [`CallSpec::request_id`]) finishes with no result, whichever replica runs it. `None`:
+    /// no such call is running.
+    pub async fn cancel(
+        &self,
+        session: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<StreamId>, StoreError> {
+        dispatch!(self, s => s.cancel(session, request_id).await)
+    }
+
     /// Opens a stream; `Ok(Err(epoch))` when the fence's epoch moved since it was read.
     pub async fn open_stream(
         &self,

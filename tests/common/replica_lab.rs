@@ -281,6 +281,13 @@ impl Sse {
         self.until(|_| false).await;
     }
 
+    pub fn first_id(&self) -> String {
+        self.events
+            .iter()
+            .find_map(|e| e.id.clone())
+            .expect("an event id")
+    }
+
     pub fn last_id(&self) -> String {
         self.events
             .iter()

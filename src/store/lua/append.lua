@@ -53,6 +53,11 @@ touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[9]))
 if ARGV[6] == '1' then
   -- Finished: kept for its retention from now, and no longer refreshed.
   redis.call('HSET', KEYS[2], 'state', 'finished')
+  -- A finished call can no longer be cancelled: its entry in the session's index goes.
+  local rid = redis.call('HGET', KEYS[2], 'rid')
+  if rid and redis.call('HGET', KEYS[1], 'rid:' .. rid) == string.match(KEYS[2], ':s:(%d+)$') then
+    redis.call('HDEL', KEYS[1], 'rid:' .. rid)
+  end
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[8]))
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[8]))
 end

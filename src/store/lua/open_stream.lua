@@ -17,6 +17,9 @@ redis.call('HSET', KEYS[2], 'kind', ARGV[1], 'key', ARGV[2], 'owner', ARGV[3],
 if ARGV[1] == 'request' then
   redis.call('HSET', KEYS[2], 'steps', ARGV[5], 'delay', ARGV[6], 'done', 0, 'lease', 1,
     'lowner', ARGV[3], 'luntil', now + tonumber(ARGV[7]), 'rid', ARGV[8], 'ptok', ARGV[9])
+  -- The session's call by request id, for notifications/cancelled (the latest call wins).
+  local n = string.match(KEYS[2], ':s:(%d+)$')
+  redis.call('HSET', KEYS[1], 'rid:' .. ARGV[8], n)
 else
   local n = string.match(KEYS[2], ':s:(%d+)$')
   redis.call('HSET', KEYS[1], 'standalone', n)

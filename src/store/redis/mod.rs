@@ -42,6 +42,7 @@ struct Scripts {
     attach: Script,
     adopt: Script,
     append: Script,
+    cancel: Script,
 }
 
 /// A script that touches a session, with the one idle-expiry rule (`touch.lua`) before it.
@@ -62,6 +63,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     attach: touching!("attach.lua"),
     adopt: touching!("adopt.lua"),
     append: touching!("append.lua"),
+    cancel: touching!("cancel.lua"),
 });
 
 /// The idle-expiry rule alone, for the reads that are no script (a replay's `MULTI`): sent as
@@ -229,6 +231,33 @@ impl RedisStore {
             .await
             .map_err(|e| classify(e, &meta(session)))?;
         Ok(deleted > 0)
+    }
+
+    /// Finishes the session's running call with this request id, with no result; `None` when
+    /// no call of it is running.
+    pub async fn cancel(
+        &self,
+        session: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<StreamId>, StoreError> {
+        let mut conn = self.conn();
+        let reply: Vec<i64> = SCRIPTS
+            .cancel
+            .key(meta(session))
+            .arg(request_id)
+            .arg(self.retention.finished_ms)
+            .arg(self.retention.session_idle_ms)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| classify(e, &meta(session)))?;
+        match reply.as_slice() {
+            [1, n] => Ok(Some(StreamId(
+                u32::try_from(*n).map_err(|_| corrupt("cancel reply", n))?,
+            ))),
+            [0] => Ok(None),
+            [-1] => Err(StoreError::SessionGone),
+            other => Err(corrupt("cancel reply", other)),
+        }
     }
 
     pub async fn open_stream(

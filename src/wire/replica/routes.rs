@@ -12,6 +12,7 @@ use super::{Replica, session_key};
 use crate::store::{Adoption, CallSpec, NewStream, SessionKey, StoreError};
 use crate::wire::headers;
 use crate::wire::jsonrpc;
+use crate::wire::mcp::message::method;
 use crate::wire::server::incoming::{self, Incoming, Routed};
 use crate::wire::server::refusal::{
     Refusal, Unavailable, accepts, check_protocol_version, identity_header, json_response,
@@ -159,12 +160,31 @@ pub(super) async fn post_mcp(
         Err(refused) => return refused,
     };
     let (Some(method), Some(id)) = (method, id) else {
+        if method == Some(method::CANCELLED) {
+            cancel_call(&replica, &session, params.get("requestId")).await;
+        }
         // A notification or a response: accepted, nothing to answer.
         return StatusCode::ACCEPTED.into_response();
     };
     match incoming::route(method, &id, &headers) {
         Routed::Answered { response, .. } => response,
         Routed::CallTool => call_tool(&replica, session, id, &params).await,
+    }
+}
+
+/// `notifications/cancelled`: the call stops on whichever replica runs it (through the store),
+/// sends no result, and its stream ends once what it wrote is sent. A notification is never
+/// answered, so a store that cannot be reached is only logged.
+async fn cancel_call(replica: &Replica, session: &SessionKey, request_id: Option<&Value>) {
+    let Some(request_id) = request_id else { return };
+    match replica.store.cancel(session, &request_id.to_string()).await {
+        Ok(Some(stream)) => {
+            tracing::info!(replica = %replica.name, %session, %stream, request = %request_id, "tool call cancelled");
+        }
+        Ok(None) => {}
+        Err(why) => {
+            tracing::warn!(replica = %replica.name, %session, request = %request_id, "cannot cancel: {why}");
+        }
     }
 }
 

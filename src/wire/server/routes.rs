@@ -43,7 +43,7 @@ pub(super) async fn post_mcp(
         Err(refusal) => return refusal.into_response(),
     };
     let (Some(method), Some(id)) = (method, id) else {
-        if method == Some("notifications/cancelled") {
+        if method == Some(crate::wire::mcp::message::method::CANCELLED) {
             cancel_tool_call(&app, session, message.pointer("/params/requestId"));
         }
         // A notification or a response: accepted, nothing to answer.
