@@ -16,7 +16,7 @@
 
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,7 +37,7 @@ const READY_POLLS: u32 = 1000;
 const POLL: Duration = Duration::from_millis(10);
 /// Free ports tried before giving up: another process may take one between the pick and the bind.
 const PORT_ATTEMPTS: u32 = 5;
-/// A guard on every socket read and write of the RESP client, so a hung Redis fails the test.
+/// A guard on every socket read and write of the test's Redis client, so a hung Redis fails the test.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A `redis-server` with nothing saved to disk, on a free 127.0.0.1 port.
@@ -141,7 +141,7 @@ impl RedisServer {
     /// an integer in decimal, an error as `(error) MESSAGE`, a nil as `(nil)`, an array as its
     /// elements one per line (empty: ""). Panics when Redis cannot be reached.
     pub fn command(&self, args: &[&str]) -> String {
-        resp_command(self.port, args)
+        redis_command(self.port, args)
             .unwrap_or_else(|e| panic!("redis {args:?} on port {}: {e}\n{}", self.port, self.log()))
     }
 
@@ -162,7 +162,7 @@ impl RedisServer {
         self.child = Some(child);
         let (pid, port) = (self.pid, self.port);
         wait_ready(&mut self.child, &log, since, || {
-            owns_listener(pid, port) && resp_command(port, &["PING"]).is_ok_and(|r| r == "PONG")
+            owns_listener(pid, port) && redis_command(port, &["PING"]).is_ok_and(|r| r == "PONG")
         })
     }
 
@@ -435,57 +435,39 @@ fn owns_listener(pid: u32, port: u16) -> bool {
     })
 }
 
-/// One command to Redis on 127.0.0.1:`port` over a fresh connection, its reply rendered.
-fn resp_command(port: u16, args: &[&str]) -> io::Result<String> {
-    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
-    let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    let mut request = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        request.extend_from_slice(arg.as_bytes());
-        request.extend_from_slice(b"\r\n");
+/// One command through the `redis` crate's own client, its reply rendered as
+/// [`RedisServer::command`] says.
+fn redis_command(port: u16, args: &[&str]) -> redis::RedisResult<String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    let mut conn = client.get_connection_with_timeout(IO_TIMEOUT)?;
+    conn.set_read_timeout(Some(IO_TIMEOUT))?;
+    conn.set_write_timeout(Some(IO_TIMEOUT))?;
+    let (name, rest) = args.split_first().expect("a command");
+    match redis::cmd(name).arg(rest).query::<redis::Value>(&mut conn) {
+        Ok(reply) => Ok(render(&reply)),
+        // An error reply is an answer, not a failure to reach Redis.
+        Err(e) if e.kind() != redis::ErrorKind::Io && e.code().is_some() => Ok(format!(
+            "(error) {} {}",
+            e.code().unwrap_or_default(),
+            e.detail().unwrap_or_default()
+        )),
+        Err(e) => Err(e),
     }
-    stream.write_all(&request)?;
-    read_reply(&mut BufReader::new(stream))
 }
 
-/// One RESP2 reply, rendered as [`RedisServer::command`] says.
-fn read_reply(reader: &mut impl BufRead) -> io::Result<String> {
-    let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the connection closed before a reply",
-        ));
-    }
-    let line = line.trim_end_matches("\r\n");
-    let invalid = || io::Error::new(io::ErrorKind::InvalidData, format!("not RESP2: {line:?}"));
-    let mut chars = line.chars();
-    let kind = chars.next().ok_or_else(invalid)?;
-    let rest = chars.as_str();
-    match kind {
-        '+' | ':' => Ok(rest.to_owned()),
-        '-' => Ok(format!("(error) {rest}")),
-        '$' => {
-            let Ok(len) = usize::try_from(rest.parse::<i64>().map_err(|_| invalid())?) else {
-                return Ok("(nil)".to_owned());
-            };
-            let mut bulk = vec![0; len + 2];
-            reader.read_exact(&mut bulk)?;
-            bulk.truncate(len);
-            Ok(String::from_utf8_lossy(&bulk).into_owned())
+fn render(reply: &redis::Value) -> String {
+    use redis::Value;
+    match reply {
+        Value::Nil => "(nil)".to_owned(),
+        Value::Int(n) => n.to_string(),
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Okay => "OK".to_owned(),
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().map(render).collect::<Vec<_>>().join("\n")
         }
-        '*' => {
-            let Ok(count) = usize::try_from(rest.parse::<i64>().map_err(|_| invalid())?) else {
-                return Ok("(nil)".to_owned());
-            };
-            let items = (0..count)
-                .map(|_| read_reply(reader))
-                .collect::<io::Result<Vec<_>>>()?;
-            Ok(items.join("\n"))
-        }
-        _ => Err(invalid()),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::ServerError(e) => format!("(error) {e:?}"),
+        other => format!("{other:?}"),
     }
 }
