@@ -1,14 +1,14 @@
-//! A GET that reached a replica: open a standalone stream, resume one, or refuse. The rules are
-//! the single-process fence's ([`crate::resume::fenced`]) restated on a store record: identity
-//! from the key a keyed `Last-Event-ID` carries, a cursor the stream issued and still keeps, and
-//! an epoch to commit on, so a resume on one replica fences the attachment on another.
+//! A GET that reached a replica: open a standalone stream, resume one, or refuse. Identity comes
+//! from the key a keyed `Last-Event-ID` carries; whether the named stream may be resumed from
+//! the cursor is the single-process fence's own rule ([`resumable`]) on the record's facts; and
+//! the plan carries an epoch to commit on, so a resume on one replica fences the attachment on
+//! another.
 
 use super::{RecordState, StreamRecord, lease};
 use crate::ids::{StreamId, WireCursor};
 use crate::policy::Policy;
-use crate::resume::ResumeRejected;
-use crate::resume::shown;
-use crate::time::LabTime;
+use crate::resume::fenced::resumable;
+use crate::resume::{ResumeRejected, shown};
 use crate::vocabulary::StreamKind;
 
 /// What a replica does with a GET, for the store to commit.
@@ -64,6 +64,11 @@ pub fn decide_get(
     }
 }
 
+/// The fence on a store record. One choice differs from the single server's on purpose: a
+/// plain GET fences the session's live standalone stream at once, with no grace window. A
+/// replica cannot see another replica's connection, only the record's epoch, so it cannot tell
+/// a stream still being read from an orphan; the epoch bump ends the old delivery at its next
+/// look at the record (within one blocked read), and nothing emitted after it lands there.
 fn fenced(
     last_event_id: Option<&str>,
     named: Option<&StreamRecord>,
@@ -87,34 +92,9 @@ fn fenced(
     let Some(record) = named.filter(|r| r.stream == event.stream && r.key == key) else {
         return reject(ResumeRejected::UnknownToken);
     };
-    if record.state == RecordState::Fenced {
-        return reject(ResumeRejected::StreamFenced {
-            stream: record.stream,
-            at: LabTime::from_millis(record.now_ms),
-        });
-    }
-    // The key proves the stream handed this cursor out; a store that holds less forgot it.
-    if event.seq > record.high_water {
-        return reject(ResumeRejected::StoreRolledBack {
-            stream: record.stream,
-            cursor: event.seq,
-            high_water: record.high_water,
-        });
-    }
-    if let Some((first, last)) = record.forgotten_after(event.seq) {
-        return reject(ResumeRejected::StoreForgot {
-            stream: record.stream,
-            cursor: event.seq,
-            first,
-            last,
-        });
-    }
-    if event.seq < record.high_water && event.seq + 1 < record.oldest_kept {
-        return reject(ResumeRejected::CursorEvicted {
-            stream: record.stream,
-            cursor: event.seq,
-            oldest_kept: record.oldest_kept,
-        });
+    // Identity is proven (the key); the rest is the single server's fence, on the record.
+    if let Err(why) = resumable(&record.facts(), event.seq) {
+        return reject(why);
     }
     GetPlan::Resume {
         stream: record.stream,

@@ -23,6 +23,8 @@ pub use lease::{DEFAULT_LEASE_MS, LeaseState, lease_state};
 
 use crate::ids::StreamId;
 use crate::policy::Policy;
+use crate::resume::fenced::{Ended, StreamFacts};
+use crate::time::LabTime;
 use crate::vocabulary::StreamKind;
 use serde::{Deserialize, Serialize};
 
@@ -87,10 +89,25 @@ impl StreamRecord {
         self.state == RecordState::Finished && after >= self.high_water
     }
 
+    /// What the fence reads of the record ([`crate::resume::fenced::resumable`]). A store can
+    /// be restored from an older state, so a cursor past its mark was forgotten, not made up.
+    pub fn facts(&self) -> StreamFacts {
+        StreamFacts {
+            stream: self.stream,
+            ended: (self.state == RecordState::Fenced).then_some(Ended::Fenced {
+                at: LabTime::from_millis(self.now_ms),
+            }),
+            high_water: self.high_water,
+            oldest_kept: self.oldest_kept,
+            forgotten: self.forgotten,
+            restorable: true,
+        }
+    }
+
     /// The ids a rolled-back store forgot that a delivery from `after` would still need: then
     /// the stream cannot be delivered whole from there.
     pub fn forgotten_after(&self, after: u64) -> Option<(u64, u64)> {
-        self.forgotten.filter(|(_, last)| after < *last)
+        self.facts().forgotten_after(after)
     }
 }
 

@@ -140,6 +140,9 @@ fn fenced_refuses_what_it_cannot_prove() {
     ));
 }
 
+/// The grace choice for replicas, on purpose: a plain GET fences the live standalone stream at
+/// once, even one attached a moment ago, where one server would refuse it `orphan_still_live`
+/// inside its grace window. A replica sees epochs, not connections (see `decide.rs`).
 #[test]
 fn a_plain_get_fences_the_live_standalone_stream_under_fenced_only() {
     let r = record(2, StreamKind::Standalone);

@@ -106,29 +106,8 @@ fn resume_identified(
             });
         }
     };
-    match stream.state() {
-        StreamState::Fenced { at } => {
-            return Plan::reject(ResumeRejected::StreamFenced { stream: id, at });
-        }
-        StreamState::Closed { at } => {
-            return Plan::reject(ResumeRejected::StreamClosed { stream: id, at });
-        }
-        // A finished request stream is still replayable within its retention.
-        StreamState::Live | StreamState::Orphaned { .. } | StreamState::Finished { .. } => {}
-    }
-    if seq > stream.high_water() {
-        return Plan::reject(ResumeRejected::CursorAhead {
-            stream: id,
-            cursor: seq,
-            high_water: stream.high_water(),
-        });
-    }
-    if let Err(evicted) = stream.buffer.after(seq, stream.high_water()) {
-        return Plan::reject(ResumeRejected::CursorEvicted {
-            stream: id,
-            cursor: seq,
-            oldest_kept: evicted.oldest_kept,
-        });
+    if let Err(why) = resumable(&StreamFacts::of(stream), seq) {
+        return Plan::reject(why);
     }
     if stream.kind() == StreamKind::Request {
         // A request stream has no siblings in its lineage: nothing else to fence.
@@ -150,6 +129,106 @@ fn resume_identified(
         },
         Err(plan) => plan,
     }
+}
+
+/// What the fence reads of the stream a resume names, wherever the stream is kept: this
+/// server's own state ([`StreamFacts::of`]) or a store of replicas' record
+/// ([`crate::replica::StreamRecord::facts`]). One set of facts, so one rule judges both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamFacts {
+    pub stream: StreamId,
+    /// Fenced or closed, and when: it takes no resume. A finished stream is still replayable
+    /// within its retention.
+    pub ended: Option<Ended>,
+    /// The newest sequence the stream issued.
+    pub high_water: u64,
+    /// The oldest sequence still kept (`high_water + 1` when none is).
+    pub oldest_kept: u64,
+    /// Ids a rolled-back store handed out and then forgot, `(first, last)`.
+    pub forgotten: Option<(u64, u64)>,
+    /// Kept by a store that can be restored from an older state: a cursor past its high-water
+    /// mark was handed out (the stream's key proves it) and then forgotten, not made up.
+    pub restorable: bool,
+}
+
+/// How a stream stopped taking resumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Fenced { at: LabTime },
+    Closed { at: LabTime },
+}
+
+impl StreamFacts {
+    /// A stream of this server's own state.
+    pub fn of(stream: &crate::state::Stream) -> StreamFacts {
+        let high_water = stream.high_water();
+        StreamFacts {
+            stream: stream.id(),
+            ended: match stream.state() {
+                StreamState::Fenced { at } => Some(Ended::Fenced { at }),
+                StreamState::Closed { at } => Some(Ended::Closed { at }),
+                StreamState::Live | StreamState::Orphaned { .. } | StreamState::Finished { .. } => {
+                    None
+                }
+            },
+            high_water,
+            oldest_kept: stream.oldest_buffered().unwrap_or(high_water + 1),
+            forgotten: None,
+            restorable: false,
+        }
+    }
+}
+
+impl StreamFacts {
+    /// The forgotten ids a delivery or resume from `after` would still need: then the stream
+    /// cannot be delivered whole from there.
+    pub fn forgotten_after(&self, after: u64) -> Option<(u64, u64)> {
+        self.forgotten.filter(|(_, last)| after < *last)
+    }
+}
+
+/// The fence's cursor rule, for a stream whose identity is already proven: it still takes
+/// resumes, it issued `seq`, and it still holds every event after it (condition 1's
+/// gap-freedom). The one place these refusals are decided, for one server and for replicas.
+pub fn resumable(facts: &StreamFacts, seq: u64) -> Result<(), ResumeRejected> {
+    let stream = facts.stream;
+    match facts.ended {
+        Some(Ended::Fenced { at }) => return Err(ResumeRejected::StreamFenced { stream, at }),
+        Some(Ended::Closed { at }) => return Err(ResumeRejected::StreamClosed { stream, at }),
+        None => {}
+    }
+    if seq > facts.high_water {
+        return Err(if facts.restorable {
+            ResumeRejected::StoreRolledBack {
+                stream,
+                cursor: seq,
+                high_water: facts.high_water,
+            }
+        } else {
+            ResumeRejected::CursorAhead {
+                stream,
+                cursor: seq,
+                high_water: facts.high_water,
+            }
+        });
+    }
+    if let Some((first, last)) = facts.forgotten_after(seq) {
+        return Err(ResumeRejected::StoreForgot {
+            stream,
+            cursor: seq,
+            first,
+            last,
+        });
+    }
+    // The next event the client needs is older than the oldest kept: the gap cannot be filled.
+    if seq + 1 < facts.oldest_kept {
+        return Err(ResumeRejected::CursorEvicted {
+            stream,
+            cursor: seq,
+            oldest_kept: facts.oldest_kept,
+        });
+    }
+    Ok(())
 }
 
 fn open_new_stream(session: &Session, now: LabTime, config: &LabConfig) -> Plan {
