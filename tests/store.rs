@@ -6,8 +6,8 @@ mod common;
 
 use common::services::RedisServer;
 use forkscope::store::{
-    Adoption, CallSpec, Floor, LOG_MAXLEN, NewStream, Refused, Retention, SessionKey, Store,
-    StoreError, Writer,
+    Adoption, CallSpec, Floor, LOG_MAXLEN, NewStream, Refused, Retention, SessionId, Store,
+    StoreError, Writer, new_session_id,
 };
 use forkscope_core::replica::RecordState;
 use forkscope_core::{StreamId, StreamKind};
@@ -85,14 +85,14 @@ both_stores!(
     a_record_no_replica_wrote_is_corrupt_not_unavailable(2_000),
 );
 
-async fn open(b: &Backend) -> SessionKey {
-    let session = SessionKey::generate();
+async fn open(b: &Backend) -> SessionId {
+    let session = new_session_id();
     b.store.open_session(&session).await.expect("open session");
     session
 }
 
 /// A standalone stream opened by replica a, fencing nothing.
-async fn open_standalone(b: &Backend, session: &SessionKey) -> StreamId {
+async fn open_standalone(b: &Backend, session: &SessionId) -> StreamId {
     let opened = b.store.open_stream(session, &standalone("a", None)).await;
     opened
         .expect("the store answers")
@@ -141,7 +141,7 @@ fn events(n: usize) -> Vec<String> {
 async fn sessions_open_and_end(b: Backend) {
     let session = open(&b).await;
     assert!(b.store.session_exists(&session).await.unwrap());
-    let other = SessionKey::generate();
+    let other = new_session_id();
     assert!(!b.store.session_exists(&other).await.unwrap());
     assert_eq!(
         b.store
@@ -332,7 +332,7 @@ async fn a_blocked_read_wakes_on_an_append(b: Backend) {
     assert_eq!(got.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2]);
     // Nothing after 2 yet: the read blocks until the append lands (re-armed if it times out).
     let store = b.store.clone();
-    let session2 = session.clone();
+    let session2 = session;
     let writer = tokio::spawn(async move {
         let w = by_a(1);
         store.append(&session2, s, w, &events(1), false).await
@@ -618,7 +618,7 @@ async fn sessions_are_capped_on_redis() {
 /// goes idle past its time, makes room again.
 async fn sessions_are_capped(store: Store) {
     let open = |store: Store| async move {
-        let session = SessionKey::generate();
+        let session = new_session_id();
         store.open_session(&session).await.map(|()| session)
     };
     let first = open(store.clone()).await.unwrap();
@@ -672,7 +672,7 @@ async fn one_idle_expiry_rule_on_redis() {
 /// three times it, so the answers do not depend on how fast the machine is.
 async fn one_idle_expiry_rule(store: Store) {
     let quarter = std::time::Duration::from_millis(150);
-    let session = SessionKey::generate();
+    let session = new_session_id();
     store.open_session(&session).await.unwrap();
     let held = store
         .open_stream(&session, &standalone("a", None))

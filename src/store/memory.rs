@@ -12,7 +12,7 @@
 
 use super::Floor;
 use super::{
-    Adoption, CallSpec, Events, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention, SessionKey,
+    Adoption, CallSpec, Events, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention, SessionId,
     Snapshot, StoreError, Writer,
 };
 use forkscope_core::replica::{
@@ -35,7 +35,7 @@ pub struct MemoryStore {
 
 #[derive(Debug)]
 struct Inner {
-    sessions: Mutex<HashMap<SessionKey, Session>>,
+    sessions: Mutex<HashMap<SessionId, Session>>,
     /// Woken on every append: a blocked reader looks again.
     appended: Notify,
     born: Instant,
@@ -117,7 +117,7 @@ impl MemoryStore {
         1_000 + self.inner.born.elapsed().as_millis() as u64
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<SessionKey, Session>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Session>> {
         // A panic while holding the lock leaves plain data behind; keep serving it.
         self.inner
             .sessions
@@ -129,8 +129,8 @@ impl MemoryStore {
     /// refreshed: a request touched it.
     fn live<'a>(
         &self,
-        sessions: &'a mut HashMap<SessionKey, Session>,
-        key: &SessionKey,
+        sessions: &'a mut HashMap<SessionId, Session>,
+        key: &SessionId,
         now: u64,
     ) -> Result<&'a mut Session, StoreError> {
         let session = self.unexpired(sessions, key, now)?;
@@ -141,8 +141,8 @@ impl MemoryStore {
     /// The session, if it is there and not idle past its retention, untouched.
     fn unexpired<'a>(
         &self,
-        sessions: &'a mut HashMap<SessionKey, Session>,
-        key: &SessionKey,
+        sessions: &'a mut HashMap<SessionId, Session>,
+        key: &SessionId,
         now: u64,
     ) -> Result<&'a mut Session, StoreError> {
         let idle = self.inner.retention.session_idle_ms;
@@ -155,7 +155,7 @@ impl MemoryStore {
         sessions.get_mut(key).ok_or(StoreError::SessionGone)
     }
 
-    pub async fn open_session(&self, key: &SessionKey) -> Result<(), StoreError> {
+    pub async fn open_session(&self, key: &SessionId) -> Result<(), StoreError> {
         let now = self.now_ms();
         let idle = self.inner.retention.session_idle_ms;
         let mut sessions = self.lock();
@@ -166,7 +166,7 @@ impl MemoryStore {
         if sessions.len() >= cap {
             return Err(StoreError::Full(format!("{cap} sessions")));
         }
-        sessions.entry(key.clone()).or_insert(Session {
+        sessions.entry(*key).or_insert(Session {
             streams: Vec::new(),
             standalone: None,
             background: 0,
@@ -175,12 +175,12 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub async fn session_exists(&self, key: &SessionKey) -> Result<bool, StoreError> {
+    pub async fn session_exists(&self, key: &SessionId) -> Result<bool, StoreError> {
         let now = self.now_ms();
         Ok(self.live(&mut self.lock(), key, now).is_ok())
     }
 
-    pub async fn end_session(&self, key: &SessionKey) -> Result<bool, StoreError> {
+    pub async fn end_session(&self, key: &SessionId) -> Result<bool, StoreError> {
         let ended = self.lock().remove(key).is_some();
         self.inner.appended.notify_waiters();
         Ok(ended)
@@ -188,7 +188,7 @@ impl MemoryStore {
 
     pub async fn open_stream(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         new: &NewStream,
     ) -> Result<Result<StreamId, u64>, StoreError> {
         let now = self.now_ms();
@@ -252,7 +252,7 @@ impl MemoryStore {
 
     pub async fn cancel(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         request_id: &str,
     ) -> Result<Option<StreamId>, StoreError> {
         let now = self.now_ms();
@@ -275,19 +275,19 @@ impl MemoryStore {
         Ok(Some(stream))
     }
 
-    pub async fn background_number(&self, key: &SessionKey) -> Result<u64, StoreError> {
+    pub async fn background_number(&self, key: &SessionId) -> Result<u64, StoreError> {
         let now = self.now_ms();
         Ok(self.live(&mut self.lock(), key, now)?.background)
     }
 
-    pub async fn standalone(&self, key: &SessionKey) -> Result<Option<StreamId>, StoreError> {
+    pub async fn standalone(&self, key: &SessionId) -> Result<Option<StreamId>, StoreError> {
         let now = self.now_ms();
         Ok(self.live(&mut self.lock(), key, now)?.standalone)
     }
 
     pub async fn snapshot(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         stream: StreamId,
     ) -> Result<Option<Snapshot>, StoreError> {
         Ok(self
@@ -299,7 +299,7 @@ impl MemoryStore {
     /// The record and the events after `after`, under one lock: the epoch and the events agree.
     pub async fn replay(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         stream: StreamId,
         after: u64,
         max: usize,
@@ -344,8 +344,8 @@ impl MemoryStore {
     /// The stream's record, refreshed with its session: a request read or wrote it.
     fn stream_mut<'a>(
         &self,
-        sessions: &'a mut HashMap<SessionKey, Session>,
-        key: &SessionKey,
+        sessions: &'a mut HashMap<SessionId, Session>,
+        key: &SessionId,
         stream: StreamId,
         now: u64,
     ) -> Result<&'a mut Stream, StoreError> {
@@ -358,8 +358,8 @@ impl MemoryStore {
     /// The stream's record if it is kept, touching nothing (a blocked read, as `XREAD`).
     fn kept_stream<'a>(
         &self,
-        sessions: &'a mut HashMap<SessionKey, Session>,
-        key: &SessionKey,
+        sessions: &'a mut HashMap<SessionId, Session>,
+        key: &SessionId,
         stream: StreamId,
         now: u64,
     ) -> Result<&'a mut Stream, StoreError> {
@@ -373,7 +373,7 @@ impl MemoryStore {
 
     pub async fn attach(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         stream: StreamId,
         expect: u64,
         owner: &str,
@@ -397,7 +397,7 @@ impl MemoryStore {
 
     pub async fn adopt(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         stream: StreamId,
         expect_lease: u64,
         owner: &str,
@@ -429,7 +429,7 @@ impl MemoryStore {
 
     pub async fn append(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         stream: StreamId,
         writer: Writer<'_>,
         events: &[String],
@@ -523,15 +523,15 @@ impl MemoryStore {
     }
 
     /// The session as it is now (`None`: not here), for the lab's rollback fault.
-    pub(super) fn image(&self, key: &SessionKey) -> Option<Session> {
+    pub(super) fn image(&self, key: &SessionId) -> Option<Session> {
         self.lock().get(key).cloned()
     }
 
     /// Puts the session back as `image` held it; every blocked reader looks again.
-    pub(super) fn restore(&self, key: &SessionKey, image: Option<Session>) {
+    pub(super) fn restore(&self, key: &SessionId, image: Option<Session>) {
         let mut sessions = self.lock();
         match image {
-            Some(session) => sessions.insert(key.clone(), session),
+            Some(session) => sessions.insert(*key, session),
             None => sessions.remove(key),
         };
         drop(sessions);
@@ -540,7 +540,7 @@ impl MemoryStore {
 
     pub async fn read(
         &self,
-        key: &SessionKey,
+        key: &SessionId,
         stream: StreamId,
         after: u64,
         max: usize,

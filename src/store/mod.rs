@@ -14,9 +14,11 @@ pub mod memory;
 pub mod redis;
 pub mod rollback;
 
-use forkscope_core::StreamId;
+/// The store names sessions by the core's own id type.
+pub use forkscope_core::SessionId;
 use forkscope_core::StreamKind;
 use forkscope_core::replica::{StaleEpoch, StreamRecord};
+use forkscope_core::{Entropy, StreamId};
 use std::time::Duration;
 
 /// Events a stream's log keeps (on Redis, whole committed batches: up to one batch more): a
@@ -25,34 +27,19 @@ pub const LOG_MAXLEN: u64 = 10_016;
 /// Longest a blocked read waits before the reader looks at the stream's record again.
 pub const READ_BLOCK: Duration = Duration::from_millis(250);
 
-/// A session id as replicas share it: 32 hex digits, unguessable, minted by the replica that
-/// answered `initialize`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SessionKey(String);
-
-impl SessionKey {
-    pub fn generate() -> SessionKey {
-        SessionKey(format!("{:032x}", rand::random::<u128>()))
-    }
-
-    /// Reads a session id as a client sent it back: only the spelling [`generate`] makes.
-    ///
-    /// [`generate`]: SessionKey::generate
-    pub fn parse(s: &str) -> Option<SessionKey> {
-        (s.len() == 32
-            && s.bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
-        .then(|| SessionKey(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+/// A new session id, as replicas share it: the core's [`SessionId`] (32 lowercase hex digits on
+/// the wire), its 128 bits from the thread's CSPRNG, seeded by the operating system, so it is
+/// unguessable. Minted by the replica that answered `initialize`.
+pub fn new_session_id() -> SessionId {
+    SessionId::generate(&mut ThreadEntropy)
 }
 
-impl std::fmt::Display for SessionKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+/// The thread's CSPRNG as the core's [`Entropy`].
+struct ThreadEntropy;
+
+impl Entropy for ThreadEntropy {
+    fn next_u64(&mut self) -> u64 {
+        rand::random()
     }
 }
 
@@ -302,15 +289,15 @@ impl Store {
         dispatch_sync!(self, s => s.label())
     }
 
-    pub async fn open_session(&self, session: &SessionKey) -> Result<(), StoreError> {
+    pub async fn open_session(&self, session: &SessionId) -> Result<(), StoreError> {
         dispatch!(self, s => s.open_session(session).await)
     }
 
-    pub async fn session_exists(&self, session: &SessionKey) -> Result<bool, StoreError> {
+    pub async fn session_exists(&self, session: &SessionId) -> Result<bool, StoreError> {
         dispatch!(self, s => s.session_exists(session).await)
     }
 
-    pub async fn end_session(&self, session: &SessionKey) -> Result<bool, StoreError> {
+    pub async fn end_session(&self, session: &SessionId) -> Result<bool, StoreError> {
         dispatch!(self, s => s.end_session(session).await)
     }
 
@@ -319,7 +306,7 @@ impl Store {
     /// no such call is running.
     pub async fn cancel(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         request_id: &str,
     ) -> Result<Option<StreamId>, StoreError> {
         dispatch!(self, s => s.cancel(session, request_id).await)
@@ -328,25 +315,25 @@ impl Store {
     /// Opens a stream; `Ok(Err(epoch))` when the fence's epoch moved since it was read.
     pub async fn open_stream(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         new: &NewStream,
     ) -> Result<Result<StreamId, u64>, StoreError> {
         dispatch!(self, s => s.open_stream(session, new).await)
     }
 
     /// The number of the session's last background event: a new emitter numbers on from it.
-    pub async fn background_number(&self, session: &SessionKey) -> Result<u64, StoreError> {
+    pub async fn background_number(&self, session: &SessionId) -> Result<u64, StoreError> {
         dispatch!(self, s => s.background_number(session).await)
     }
 
     /// The session's current standalone stream.
-    pub async fn standalone(&self, session: &SessionKey) -> Result<Option<StreamId>, StoreError> {
+    pub async fn standalone(&self, session: &SessionId) -> Result<Option<StreamId>, StoreError> {
         dispatch!(self, s => s.standalone(session).await)
     }
 
     pub async fn snapshot(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
     ) -> Result<Option<Snapshot>, StoreError> {
         dispatch!(self, s => s.snapshot(session, stream).await)
@@ -357,7 +344,7 @@ impl Store {
     /// the log entries read: an event apiece in memory, a committed batch (up to 64) on Redis.
     pub async fn replay(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         after: u64,
         max: usize,
@@ -368,7 +355,7 @@ impl Store {
     /// A resume: bumps the stream epoch from `expect`, naming `owner` the holder.
     pub async fn attach(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         expect: u64,
         owner: &str,
@@ -378,7 +365,7 @@ impl Store {
 
     pub async fn adopt(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         expect_lease: u64,
         owner: &str,
@@ -390,7 +377,7 @@ impl Store {
     /// Returns the stream's high-water mark after the batch.
     pub async fn append(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         writer: Writer<'_>,
         events: &[String],
@@ -432,7 +419,7 @@ impl Reader {
     /// came in time (the caller looks at the record, then reads again).
     pub async fn read(
         &mut self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         after: u64,
         max: usize,
@@ -447,14 +434,15 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
-    use super::SessionKey;
+    use super::{SessionId, new_session_id};
 
     #[test]
-    fn session_keys_parse_only_as_generated() {
-        let k = SessionKey::generate();
-        assert_eq!(SessionKey::parse(k.as_str()), Some(k.clone()));
-        assert_eq!(SessionKey::parse(&k.as_str().to_uppercase()), None);
-        assert_eq!(SessionKey::parse("abc"), None);
-        assert_eq!(SessionKey::parse("{x}:meta-000000000000000000000000"), None);
+    fn session_ids_parse_only_as_generated() {
+        let k = new_session_id();
+        assert_eq!(SessionId::parse(&k.to_string()), Some(k));
+        assert_eq!(SessionId::parse(&k.to_string().to_uppercase()), None);
+        assert_eq!(SessionId::parse("abc"), None);
+        assert_eq!(SessionId::parse("{x}:meta-000000000000000000000000"), None);
+        assert_ne!(new_session_id(), k);
     }
 }

@@ -5,7 +5,7 @@
 //! over the same connections. Not on any request path: `forkscope serve` never calls it.
 
 use super::redis::{RedisStore, unavailable};
-use super::{Backend, Link, SessionKey, Store, StoreError, memory};
+use super::{Backend, Link, SessionId, Store, StoreError, memory};
 
 /// One session's records and logs at an instant.
 #[derive(Clone, Debug)]
@@ -20,7 +20,7 @@ enum Image {
 
 impl Store {
     /// The session's records and logs as they are now.
-    pub async fn image(&self, session: &SessionKey) -> Result<SessionImage, StoreError> {
+    pub async fn image(&self, session: &SessionId) -> Result<SessionImage, StoreError> {
         Link::check(self.link.as_ref()).await?;
         Ok(SessionImage(match &self.backend {
             Backend::Memory(s) => Image::Memory(s.image(session)),
@@ -31,7 +31,7 @@ impl Store {
     /// Puts the session back as `image` held it: what was written since is forgotten.
     pub async fn restore(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         image: &SessionImage,
     ) -> Result<(), StoreError> {
         Link::check(self.link.as_ref()).await?;
@@ -49,7 +49,7 @@ impl Store {
 }
 
 /// Every key of the session (they share its hash tag).
-async fn keys_of(store: &RedisStore, session: &SessionKey) -> Result<Vec<String>, StoreError> {
+async fn keys_of(store: &RedisStore, session: &SessionId) -> Result<Vec<String>, StoreError> {
     let mut conn = store.conn();
     let pattern = format!("fs:{{{session}}}:*");
     let mut keys = Vec::new();
@@ -77,7 +77,7 @@ async fn keys_of(store: &RedisStore, session: &SessionKey) -> Result<Vec<String>
 
 async fn dump(
     store: &RedisStore,
-    session: &SessionKey,
+    session: &SessionId,
 ) -> Result<Vec<(String, Vec<u8>, i64)>, StoreError> {
     let mut conn = store.conn();
     let mut out = Vec::new();
@@ -100,7 +100,7 @@ async fn dump(
 
 async fn put_back(
     store: &RedisStore,
-    session: &SessionKey,
+    session: &SessionId,
     keys: &[(String, Vec<u8>, i64)],
 ) -> Result<(), StoreError> {
     let now = keys_of(store, session).await?;

@@ -4,12 +4,11 @@
 
 use super::{Held, ReplicaId, WATCHED_STREAMS, Watch, lock};
 use crate::clock::LabClock;
-use crate::store::SessionKey;
 use crate::wire::Shared;
 use crate::wire::replica::witness::Fact;
 use forkscope_core::history::Record;
 use forkscope_core::{
-    ByReplica, ConnectionId, IdScheme, IdentityProof, PayloadKey, SessionId, StreamId, StreamKind,
+    ByReplica, ConnectionId, IdScheme, PayloadKey, SessionId, StreamId, StreamKind,
 };
 use std::sync::Mutex;
 
@@ -22,7 +21,6 @@ pub(super) fn record(
     fact: Fact,
 ) {
     let by = |epoch: Option<u64>| Some(ByReplica { replica: id, epoch });
-    let session_of = |key: &SessionKey| SessionId::parse(key.as_str());
     let mut watch = lock(watch);
     if let Fact::Written {
         session,
@@ -31,9 +29,7 @@ pub(super) fn record(
         effects,
     } = &fact
     {
-        let Some(s) = session_of(session) else {
-            return;
-        };
+        let s = *session;
         drop(watch);
         let mut core = shared.lock();
         let now = clock.now();
@@ -66,9 +62,7 @@ pub(super) fn record(
             return;
         }
         Fact::SessionOpened { session } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             watch.note(id, format!("opens session {}", s.short()));
             (by(None), Record::SessionOpened { session: s })
         }
@@ -79,10 +73,8 @@ pub(super) fn record(
             flagged_new,
             epoch,
         } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
-            watch.streams.push((session.clone(), stream, kind));
+            let s = session;
+            watch.streams.push((session, stream, kind));
             if kind == StreamKind::Request
                 && let Some(seen) = watch.replicas.get_mut(id.index())
             {
@@ -106,20 +98,14 @@ pub(super) fn record(
             after,
             replay,
             epoch,
+            proof,
         } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             let line = match epoch {
                 Some(e) => format!("resumes {stream} after #{after}: takes epoch {e}"),
                 None => format!("resumes {stream} after #{after}, no epoch taken"),
             };
             watch.note(id, line);
-            let proof = if epoch.is_some() {
-                IdentityProof::EventIdKey
-            } else {
-                IdentityProof::Unchecked
-            };
             let record = Record::ResumeAccepted {
                 session: s,
                 stream,
@@ -130,9 +116,7 @@ pub(super) fn record(
             (by(epoch), record)
         }
         Fact::Rejected { session, reason } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             watch.note(id, format!("refuses a resume: {reason}"));
             (by(None), Record::ResumeRejected { session: s, reason })
         }
@@ -142,12 +126,10 @@ pub(super) fn record(
             connection,
             epoch,
         } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             let seen = &mut watch.replicas[id.index()];
             seen.holds.push((
-                session.clone(),
+                session,
                 Held {
                     stream,
                     connection,
@@ -160,7 +142,7 @@ pub(super) fn record(
             if stream_kind(&watch, &session, stream) == Some(StreamKind::Standalone)
                 || watch.standalone_on.is_none()
             {
-                watch.standalone_on = Some((session.clone(), id));
+                watch.standalone_on = Some((session, id));
             }
             let record = Record::Attached {
                 session: s,
@@ -176,9 +158,7 @@ pub(super) fn record(
             effect,
             epoch,
         } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             let Some(effect) = effect else { return };
             watch.replicas[id.index()].sent += 1;
             let record = Record::Emitted {
@@ -191,9 +171,7 @@ pub(super) fn record(
             (by(epoch), record)
         }
         Fact::Refused { session, stale } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             watch.note(
                 id,
                 format!(
@@ -216,9 +194,7 @@ pub(super) fn record(
             lease,
             done,
         } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             watch.note(id, format!("adopts the call on {stream} after step {done}"));
             for seen in &mut watch.replicas {
                 seen.runs.retain(|run| *run != (s, stream));
@@ -235,9 +211,7 @@ pub(super) fn record(
             (by(None), record)
         }
         Fact::Finished { session, stream } => {
-            let Some(s) = session_of(&session) else {
-                return;
-            };
+            let s = session;
             watch.note(id, format!("finishes the call on {stream}"));
             for seen in &mut watch.replicas {
                 seen.runs.retain(|run| *run != (s, stream));
@@ -265,7 +239,7 @@ pub(super) fn record(
     core.history.record_by(now, by, record);
 }
 
-fn stream_kind(watch: &Watch, session: &SessionKey, stream: StreamId) -> Option<StreamKind> {
+fn stream_kind(watch: &Watch, session: &SessionId, stream: StreamId) -> Option<StreamKind> {
     watch
         .streams
         .iter()

@@ -14,7 +14,7 @@ mod watch;
 use watch::{Seen, Watch, poll_store};
 
 use crate::clock::LabClock;
-use crate::store::{Link, Retention, SessionKey, Store};
+use crate::store::{Link, Retention, Store};
 use crate::wire::Shared;
 use crate::wire::balance::{Balancer, Mode, Upstream};
 use crate::wire::replica::witness::Witness;
@@ -199,7 +199,7 @@ pub struct Replicas {
     /// again): a script's next step waits for them ([`Replicas::idle`]).
     pending: Arc<std::sync::atomic::AtomicUsize>,
     /// This lab's sessions as the store held them at the last `SnapshotStore`.
-    images: Arc<Mutex<Vec<(SessionKey, crate::store::rollback::SessionImage)>>>,
+    images: Arc<Mutex<Vec<(SessionId, crate::store::rollback::SessionImage)>>>,
 }
 
 /// Counts one background action from its start until it is dropped.
@@ -449,9 +449,9 @@ impl Replicas {
         };
         self.balancer.set_mode(next.mode());
         if next == Routing::Sticky
-            && let Some((session, on)) = lock(&self.watch).standalone_on.clone()
+            && let Some((session, on)) = lock(&self.watch).standalone_on
         {
-            let _ = self.balancer.learn(session.as_str(), on.index());
+            let _ = self.balancer.learn(&session.to_string(), on.index());
         }
         next
     }
@@ -470,9 +470,7 @@ impl Replicas {
         let Some(running) = &slots[index].running else {
             return Err(super::Refusal::ReplicaState(id, "killed"));
         };
-        let key = SessionKey::parse(&session.to_string())
-            .ok_or_else(|| super::Refusal::Store("a session id the store cannot spell".into()))?;
-        Ok(running.emit_now(&key))
+        Ok(running.emit_now(&session))
     }
 
     /// Every running replica's emitters for `session` emit once.
@@ -512,8 +510,7 @@ impl Replicas {
                         .holds
                         .iter()
                         .map(|(session, held)| {
-                            let bound = SessionId::parse(session.as_str())
-                                .and_then(|s| checker.attached_on(s, held.stream));
+                            let bound = checker.attached_on(*session, held.stream);
                             Held {
                                 superseded: bound
                                     .is_some_and(|b| b.replica != slot.id || b.epoch != held.epoch),

@@ -4,7 +4,7 @@
 
 use super::{Replicas, lock};
 use crate::lab::Refusal;
-use crate::store::SessionKey;
+use crate::store::SessionId;
 
 impl Replicas {
     /// The store loses this lab's sessions, as a restart of a Redis without persistence loses
@@ -78,12 +78,11 @@ impl Replicas {
     }
 
     /// The sessions this lab has in the store.
-    fn lab_sessions(&self) -> Vec<SessionKey> {
+    fn lab_sessions(&self) -> Vec<SessionId> {
         let watch = lock(&self.watch);
-        let mut sessions: Vec<SessionKey> =
-            watch.streams.iter().map(|(k, _, _)| k.clone()).collect();
-        sessions.extend(watch.standalone_on.iter().map(|(k, _)| k.clone()));
-        sessions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        let mut sessions: Vec<SessionId> = watch.streams.iter().map(|(k, _, _)| *k).collect();
+        sessions.extend(watch.standalone_on.iter().map(|(k, _)| *k));
+        sessions.sort();
         sessions.dedup();
         sessions
     }

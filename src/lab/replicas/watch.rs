@@ -2,7 +2,7 @@
 //! recent facts, and the watched session's streams as the store holds them (polled).
 
 use super::{Held, RECENT_FACTS, STORE_POLL, StoredStream, WATCHED_STREAMS, lock};
-use crate::store::{SessionKey, Store};
+use crate::store::Store;
 use forkscope_core::{ReplicaId, SessionId, StreamId, StreamKind};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -12,16 +12,16 @@ use std::sync::{Arc, Mutex};
 pub(super) struct Watch {
     pub(super) replicas: Vec<Seen>,
     /// Streams opened, per session, newest last.
-    pub(super) streams: Vec<(SessionKey, StreamId, StreamKind)>,
+    pub(super) streams: Vec<(SessionId, StreamId, StreamKind)>,
     pub(super) stored: Vec<StoredStream>,
     pub(super) store_error: Option<String>,
     /// The session's standalone stream and the replica it was last attached on (for sticky).
-    pub(super) standalone_on: Option<(SessionKey, ReplicaId)>,
+    pub(super) standalone_on: Option<(SessionId, ReplicaId)>,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct Seen {
-    pub(super) holds: Vec<(SessionKey, Held)>,
+    pub(super) holds: Vec<(SessionId, Held)>,
     /// The tool calls this replica runs (it started them, or adopted them), until they finish.
     pub(super) runs: Vec<(SessionId, StreamId)>,
     pub(super) sent: u64,
@@ -45,19 +45,19 @@ pub(super) async fn poll_store(store: Store, watch: Arc<Mutex<Watch>>) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         ticks.tick().await;
-        let wanted: Vec<(SessionKey, StreamId)> = {
+        let wanted: Vec<(SessionId, StreamId)> = {
             let mut watch = lock(&watch);
             let Some((session, _, _)) = watch.streams.last() else {
                 // Nothing watched (a store restart cleared it): nothing to show either.
                 watch.stored.clear();
                 continue;
             };
-            let session = session.clone();
+            let session = *session;
             let mut wanted: Vec<_> = watch
                 .streams
                 .iter()
                 .filter(|(k, _, _)| *k == session)
-                .map(|(k, s, _)| (k.clone(), *s))
+                .map(|(k, s, _)| (*k, *s))
                 .collect();
             let excess = wanted.len().saturating_sub(WATCHED_STREAMS);
             wanted.drain(..excess);

@@ -22,7 +22,7 @@ use replies::{corrupt, entries_of, ints_and_text, kind_name, pack, read_entries,
 
 use super::{
     Adoption, CallSpec, Events, Floor, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention,
-    SessionKey, Snapshot, StoreError, Writer,
+    SessionId, Snapshot, StoreError, Writer,
 };
 use forkscope_core::StreamId;
 use forkscope_core::replica::StaleEpoch;
@@ -102,13 +102,13 @@ impl std::fmt::Debug for RedisStore {
 /// one key not of a single session (see ARCHITECTURE.md: in a cluster it would be per shard).
 const SESSIONS: &str = "fs:sessions";
 
-fn meta(s: &SessionKey) -> String {
+fn meta(s: &SessionId) -> String {
     format!("fs:{{{s}}}:meta")
 }
-fn stream_key(s: &SessionKey, stream: StreamId) -> String {
+fn stream_key(s: &SessionId, stream: StreamId) -> String {
     format!("fs:{{{s}}}:s:{}", stream.0)
 }
-fn log_key(s: &SessionKey, stream: StreamId) -> String {
+fn log_key(s: &SessionId, stream: StreamId) -> String {
     format!("fs:{{{s}}}:log:{}", stream.0)
 }
 
@@ -180,7 +180,7 @@ impl RedisStore {
 
     /// Opens a session unless the store already holds `max_sessions` (counted in the sessions
     /// index, `fs:sessions`, one entry per session while its record lives).
-    pub async fn open_session(&self, session: &SessionKey) -> Result<(), StoreError> {
+    pub async fn open_session(&self, session: &SessionId) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let cap = self.retention.max_sessions;
         let mut invocation = SCRIPTS.open_session.prepare_invoke();
@@ -189,7 +189,7 @@ impl RedisStore {
             .key(meta(session))
             .arg(cap)
             .arg(self.retention.session_idle_ms)
-            .arg(session.as_str());
+            .arg(session.to_string());
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
@@ -201,7 +201,7 @@ impl RedisStore {
         }
     }
 
-    pub async fn session_exists(&self, session: &SessionKey) -> Result<bool, StoreError> {
+    pub async fn session_exists(&self, session: &SessionId) -> Result<bool, StoreError> {
         let mut conn = self.conn();
         let (exists,): (bool,) = redis::pipe()
             .atomic()
@@ -219,14 +219,14 @@ impl RedisStore {
         i64::try_from(self.retention.session_idle_ms).unwrap_or(i64::MAX)
     }
 
-    pub async fn end_session(&self, session: &SessionKey) -> Result<bool, StoreError> {
+    pub async fn end_session(&self, session: &SessionId) -> Result<bool, StoreError> {
         let mut conn = self.conn();
         let (deleted, _): (u64, u64) = redis::pipe()
             .cmd("DEL")
             .arg(meta(session))
             .cmd("ZREM")
             .arg(SESSIONS)
-            .arg(session.as_str())
+            .arg(session.to_string())
             .query_async(&mut conn)
             .await
             .map_err(|e| classify(e, &meta(session)))?;
@@ -237,7 +237,7 @@ impl RedisStore {
     /// no call of it is running.
     pub async fn cancel(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         request_id: &str,
     ) -> Result<Option<StreamId>, StoreError> {
         let mut conn = self.conn();
@@ -262,7 +262,7 @@ impl RedisStore {
 
     pub async fn open_stream(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         new: &NewStream,
     ) -> Result<Result<StreamId, u64>, StoreError> {
         let mut conn = self.conn();
@@ -314,7 +314,7 @@ impl RedisStore {
         }
     }
 
-    pub async fn background_number(&self, session: &SessionKey) -> Result<u64, StoreError> {
+    pub async fn background_number(&self, session: &SessionId) -> Result<u64, StoreError> {
         let mut conn = self.conn();
         let (n,): (Option<u64>,) = redis::pipe()
             .atomic()
@@ -327,7 +327,7 @@ impl RedisStore {
         Ok(n.unwrap_or(0))
     }
 
-    pub async fn standalone(&self, session: &SessionKey) -> Result<Option<StreamId>, StoreError> {
+    pub async fn standalone(&self, session: &SessionId) -> Result<Option<StreamId>, StoreError> {
         let mut conn = self.conn();
         let ((streams, standalone),): ((Option<u64>, Option<u32>),) = redis::pipe()
             .atomic()
@@ -348,7 +348,7 @@ impl RedisStore {
 
     pub async fn snapshot(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
     ) -> Result<Option<Snapshot>, StoreError> {
         let mut conn = self.conn();
@@ -390,7 +390,7 @@ impl RedisStore {
     /// one batch, so nothing runs between them and no `WATCH` is needed.
     pub async fn replay(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         after: u64,
         max: usize,
@@ -450,7 +450,7 @@ impl RedisStore {
 
     pub async fn attach(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         expect: u64,
         owner: &str,
@@ -483,7 +483,7 @@ impl RedisStore {
 
     pub async fn adopt(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         expect_lease: u64,
         owner: &str,
@@ -516,7 +516,7 @@ impl RedisStore {
 
     pub async fn append(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         writer: Writer<'_>,
         events: &[String],
@@ -627,7 +627,7 @@ impl std::fmt::Debug for RedisReader {
 impl RedisReader {
     pub async fn read(
         &mut self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
         after: u64,
         max: usize,

@@ -12,7 +12,7 @@
 use super::local::Local;
 use super::witness::{Fact, effect_of};
 use super::{Replica, work};
-use crate::store::{Adoption, Reader, SessionKey, Snapshot, StoreError};
+use crate::store::{Adoption, Reader, Snapshot, StoreError};
 use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
 use axum::body::{Body, Bytes};
@@ -41,7 +41,7 @@ const QUEUE: usize = 16;
 /// What one delivery carries.
 #[derive(Clone, Debug)]
 pub(super) struct Delivery {
-    pub session: SessionKey,
+    pub session: SessionId,
     pub stream: StreamId,
     pub kind: StreamKind,
     pub key: u64,
@@ -75,7 +75,7 @@ pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphore
     let task_replica = replica.clone();
     let connection = replica.connections.fetch_add(1, Ordering::Relaxed) + 1;
     replica.tell(|| Fact::Attached {
-        session: delivery.session.clone(),
+        session: delivery.session,
         stream: delivery.stream,
         connection,
         epoch: delivery.epoch,
@@ -91,7 +91,7 @@ pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphore
             tracing::info!(replica = %task_replica.name, session = %delivery.session, stream = %delivery.stream, "delivery ended: {why}");
         }
         task_replica.tell(|| Fact::DeliveryEnded {
-            session: delivery.session.clone(),
+            session: delivery.session,
             stream: delivery.stream,
             connection,
             why: ended.map_or_else(|why| why.to_string(), |()| "the stream ended".to_owned()),
@@ -160,17 +160,14 @@ fn render(replica: &Replica, delivery: &Delivery, events: &[(u64, String)]) -> B
         let effect = watched
             .then(|| effect_of(delivery.kind, delivery.stream, data))
             .flatten();
-        let key = effect.and_then(|effect| {
-            let session = SessionId::parse(delivery.session.as_str())?;
-            Some(PayloadKey::new(session, effect).to_string())
-        });
+        let key = effect.map(|effect| PayloadKey::new(delivery.session, effect).to_string());
         let truth = replica
             .truth
             .then_some((delivery.stream.0, *seq, key.as_deref()));
         sse::write_frame(&mut out, truth, &delivery.id(*seq), None, data);
         if *seq > delivery.live_after {
             replica.tell(|| Fact::Sent {
-                session: delivery.session.clone(),
+                session: delivery.session,
                 stream: delivery.stream,
                 seq: *seq,
                 effect,
@@ -315,14 +312,14 @@ async fn adopt(
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(replica = %replica.name, session = %delivery.session, stream = %delivery.stream, done, "adopted a tool call whose lease expired");
         replica.tell(|| Fact::Adopted {
-            session: delivery.session.clone(),
+            session: delivery.session,
             stream: delivery.stream,
             lease,
             done,
         });
         work::start_call(
             replica,
-            delivery.session.clone(),
+            delivery.session,
             delivery.stream,
             spec,
             work::CallStart {

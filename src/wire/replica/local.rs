@@ -3,7 +3,7 @@
 //! that lands on another replica replays the log and then hears nothing of the original writer:
 //! the orphan on the first replica keeps receiving, and the session forks.
 
-use crate::store::SessionKey;
+use crate::store::SessionId;
 use forkscope_core::StreamId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ pub(super) enum Local {
     Finished,
 }
 
-type Channels = HashMap<(SessionKey, StreamId), broadcast::Sender<Local>>;
+type Channels = HashMap<(SessionId, StreamId), broadcast::Sender<Local>>;
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct LocalHub {
@@ -28,7 +28,7 @@ pub(super) struct LocalHub {
 impl LocalHub {
     pub(super) fn subscribe(
         &self,
-        session: &SessionKey,
+        session: &SessionId,
         stream: StreamId,
     ) -> broadcast::Receiver<Local> {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
@@ -39,13 +39,13 @@ impl LocalHub {
         // id: a resume on the same replica takes the stream over, and the delivery it replaced
         // ends (its channel closes). Only a resume on another replica leaves an orphan.
         let (tx, rx) = broadcast::channel(LOCAL_QUEUE);
-        streams.insert((session.clone(), stream), tx);
+        streams.insert((*session, stream), tx);
         rx
     }
 
-    pub(super) fn publish(&self, session: &SessionKey, stream: StreamId, item: Local) {
+    pub(super) fn publish(&self, session: &SessionId, stream: StreamId, item: Local) {
         let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = streams.get(&(session.clone(), stream)) {
+        if let Some(tx) = streams.get(&(*session, stream)) {
             let _ = tx.send(item);
         }
     }

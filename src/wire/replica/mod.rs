@@ -17,7 +17,7 @@ mod routes;
 pub mod witness;
 mod work;
 
-use crate::store::{SessionKey, Store};
+use crate::store::{SessionId, Store};
 use crate::wire::headers;
 use crate::wire::server::rebinding::{self, AllowedHosts};
 use crate::wire::server::{EmitRate, MAX_BODY_BYTES};
@@ -119,7 +119,7 @@ struct Replica {
 
 /// The emitters of each session on this replica, by stream, poked by
 /// [`RunningReplica::emit_now`].
-type Pokes = Arc<Mutex<HashMap<SessionKey, Vec<(StreamId, Weak<Semaphore>)>>>>;
+type Pokes = Arc<Mutex<HashMap<SessionId, Vec<(StreamId, Weak<Semaphore>)>>>>;
 
 /// Pokes an emitter holds before more are dropped: a key held down is not a thousand emits.
 pub(crate) const MAX_POKES: usize = 64;
@@ -165,7 +165,7 @@ pub struct RunningReplica {
 impl RunningReplica {
     /// Each background emitter this replica runs for `session` emits once, now. Returns how
     /// many were poked.
-    pub fn emit_now(&self, session: &SessionKey) -> usize {
+    pub fn emit_now(&self, session: &SessionId) -> usize {
         let mut pokes = self.pokes.lock().unwrap_or_else(|p| p.into_inner());
         let Some(emitters) = pokes.get_mut(session) else {
             return 0;
@@ -289,6 +289,6 @@ pub async fn start(
 }
 
 /// The session a request names, as the replica reads it.
-fn session_key(raw: &str) -> Option<SessionKey> {
-    SessionKey::parse(raw)
+fn session_key(raw: &str) -> Option<SessionId> {
+    SessionId::parse(raw)
 }

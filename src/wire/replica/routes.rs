@@ -9,7 +9,7 @@ use super::deliver::{self, Delivery};
 use super::witness::Fact;
 use super::work::{self, CallStart};
 use super::{Replica, session_key};
-use crate::store::{Adoption, CallSpec, NewStream, SessionKey, StoreError};
+use crate::store::{Adoption, CallSpec, NewStream, SessionId, StoreError, new_session_id};
 use crate::wire::headers;
 use crate::wire::jsonrpc;
 use crate::wire::mcp::message::method;
@@ -62,7 +62,7 @@ fn store_failure(id: &Value, why: StoreError) -> Response {
 
 /// A revision this server speaks, and a session id spelled as replicas spell them; whether the
 /// store holds the session is asked next ([`session_of`]), or answered by the first read.
-fn session_named(headers: &HeaderMap) -> Result<SessionKey, Response> {
+fn session_named(headers: &HeaderMap) -> Result<SessionId, Response> {
     check_protocol_version(headers, axum::http::StatusCode::BAD_REQUEST)
         .map_err(IntoResponse::into_response)?;
     let raw = identity_header(headers, headers::SESSION_ID)
@@ -73,7 +73,7 @@ fn session_named(headers: &HeaderMap) -> Result<SessionKey, Response> {
 
 /// The checks every request on a session passes: [`session_named`], and a session the store
 /// holds.
-async fn session_of(replica: &Replica, headers: &HeaderMap) -> Result<SessionKey, Response> {
+async fn session_of(replica: &Replica, headers: &HeaderMap) -> Result<SessionId, Response> {
     let session = session_named(headers)?;
     match replica.store.session_exists(&session).await {
         Ok(true) => Ok(session),
@@ -138,20 +138,18 @@ pub(super) async fn post_mcp(
     let (id, method) = (incoming.id, incoming.method.as_deref());
     if let (Some("initialize"), Some(id)) = (method, &id) {
         let version = incoming::negotiated_version(&incoming.message);
-        let session = SessionKey::generate();
+        let session = new_session_id();
         if let Err(why) = replica.store.open_session(&session).await {
             return store_failure(id, why);
         }
         tracing::info!(replica = %replica.name, %session, version, "session initialized");
-        replica.tell(|| Fact::SessionOpened {
-            session: session.clone(),
-        });
+        replica.tell(|| Fact::SessionOpened { session });
         let result = incoming::initialize_result(version);
         let mut response = json_response(StatusCode::OK, jsonrpc::result(id, result));
         insert(
             response.headers_mut(),
             headers::SESSION_ID,
-            session.as_str(),
+            &session.to_string(),
         );
         return response;
     }
@@ -175,7 +173,7 @@ pub(super) async fn post_mcp(
 /// `notifications/cancelled`: the call stops on whichever replica runs it (through the store),
 /// sends no result, and its stream ends once what it wrote is sent. A notification is never
 /// answered, so a store that cannot be reached is only logged.
-async fn cancel_call(replica: &Replica, session: &SessionKey, request_id: Option<&Value>) {
+async fn cancel_call(replica: &Replica, session: &SessionId, request_id: Option<&Value>) {
     let Some(request_id) = request_id else { return };
     match replica.store.cancel(session, &request_id.to_string()).await {
         Ok(Some(stream)) => {
@@ -188,7 +186,7 @@ async fn cancel_call(replica: &Replica, session: &SessionKey, request_id: Option
     }
 }
 
-async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &Value) -> Response {
+async fn call_tool(replica: &Replica, session: SessionId, id: Value, params: &Value) -> Response {
     let (args, progress_token) = match incoming::tool_call(&id, params) {
         Ok(call) => call,
         Err(refused) => return refused,
@@ -223,7 +221,7 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
     };
     tracing::info!(replica = %replica.name, %session, %stream, steps = args.steps, "tool call started");
     replica.tell(|| Fact::StreamOpened {
-        session: session.clone(),
+        session,
         stream,
         kind: StreamKind::Request,
         flagged_new: replica.policy == Policy::Fenced,
@@ -231,7 +229,7 @@ async fn call_tool(replica: &Replica, session: SessionKey, id: Value, params: &V
     });
     work::start_call(
         replica,
-        session.clone(),
+        session,
         stream,
         spec,
         CallStart {
@@ -292,7 +290,7 @@ pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) 
 /// Reads, decides, commits. `Ok(None)`: the epoch moved since the read; read again.
 async fn attempt_get(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     cursor: Option<&str>,
 ) -> Result<Option<(Delivery, bool)>, Response> {
     let fail = |why| store_failure(&Value::Null, why);
@@ -329,7 +327,7 @@ async fn attempt_get(
         GetPlan::Reject(rejected) => {
             tracing::info!(replica = %replica.name, %session, reason = %rejected.reason(), "resume rejected");
             replica.tell(|| Fact::Rejected {
-                session: session.clone(),
+                session: *session,
                 reason: rejected.reason(),
             });
             Err(resume_rejected(&rejected))
@@ -353,15 +351,15 @@ async fn attempt_get(
             };
             tracing::info!(replica = %replica.name, %session, %stream, "new standalone stream");
             replica.tell(|| Fact::StreamOpened {
-                session: session.clone(),
+                session: *session,
                 stream,
                 kind: StreamKind::Standalone,
                 flagged_new: replica.policy == Policy::Fenced,
                 epoch: (replica.policy == Policy::Fenced).then_some(1),
             });
-            work::start_emitter(replica, session.clone(), stream, 1);
+            work::start_emitter(replica, *session, stream, 1);
             let delivery = Delivery {
-                session: session.clone(),
+                session: *session,
                 stream,
                 kind: StreamKind::Standalone,
                 key,
@@ -377,6 +375,7 @@ async fn attempt_get(
             after,
             expect_epoch,
             adopt,
+            proof,
         } => {
             let Some(snapshot) = named.or(standalone).filter(|s| s.record.stream == stream) else {
                 return Ok(None);
@@ -399,11 +398,12 @@ async fn attempt_get(
             tracing::info!(replica = %replica.name, %session, %stream, after, ?epoch, "resumed");
             let high_water = snapshot.record.high_water;
             replica.tell(|| Fact::Resumed {
-                session: session.clone(),
+                session: *session,
                 stream,
                 after,
                 replay: high_water.saturating_sub(after),
                 epoch,
+                proof,
             });
             if let (Some(lease), Some(spec)) = (adopt, snapshot.call.clone()) {
                 let adopted = replica
@@ -417,14 +417,14 @@ async fn attempt_get(
                         .calls_adopted
                         .fetch_add(1, Ordering::Relaxed);
                     replica.tell(|| Fact::Adopted {
-                        session: session.clone(),
+                        session: *session,
                         stream,
                         lease,
                         done,
                     });
                     work::start_call(
                         replica,
-                        session.clone(),
+                        *session,
                         stream,
                         spec,
                         CallStart {
@@ -436,10 +436,10 @@ async fn attempt_get(
                 }
             }
             if snapshot.record.kind == StreamKind::Standalone {
-                work::start_emitter(replica, session.clone(), stream, epoch.unwrap_or(1));
+                work::start_emitter(replica, *session, stream, epoch.unwrap_or(1));
             }
             let delivery = Delivery {
-                session: session.clone(),
+                session: *session,
                 stream,
                 kind: snapshot.record.kind,
                 key: snapshot.record.key,

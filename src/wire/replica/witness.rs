@@ -5,9 +5,9 @@
 //! The replica only reports; the lab turns facts into history records and the core's checker
 //! judges them.
 
-use crate::store::SessionKey;
+use crate::store::SessionId;
 use forkscope_core::replica::StaleEpoch;
-use forkscope_core::{Effect, RejectReason, StreamId, StreamKind};
+use forkscope_core::{Effect, IdentityProof, RejectReason, StreamId, StreamKind};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -15,11 +15,11 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fact {
     SessionOpened {
-        session: SessionKey,
+        session: SessionId,
     },
     /// A new stream: a standalone one a GET opened, or a tool call's.
     StreamOpened {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         kind: StreamKind,
         /// Told to the client as new (`Mcp-Stream-Resumed: false`): fenced replicas say so.
@@ -29,26 +29,28 @@ pub enum Fact {
     },
     /// A resume committed (fenced: the attach took `epoch`).
     Resumed {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         after: u64,
         replay: u64,
         epoch: Option<u64>,
+        /// What proved the stream's identity, as the decision said.
+        proof: IdentityProof,
     },
     Rejected {
-        session: SessionKey,
+        session: SessionId,
         reason: RejectReason,
     },
     /// A delivery began on this replica: the client's connection for `stream` is here now.
     Attached {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         connection: u64,
         epoch: Option<u64>,
     },
     /// An event handed to a connection live (a replay is told by [`Fact::Resumed`]).
     Sent {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         seq: u64,
         effect: Option<Effect>,
@@ -56,7 +58,7 @@ pub enum Fact {
     },
     /// A batch this replica committed to the store: ids `first..` carry these side effects.
     Written {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         first: u64,
         effects: Vec<Option<Effect>>,
@@ -64,32 +66,32 @@ pub enum Fact {
     /// The store held fewer events of `stream` than this replica had written up to: it was
     /// restored from an older state. The write was refused (fenced).
     RolledBack {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         holds: u64,
         wrote: u64,
     },
     /// The store refused a write of this replica: its epoch was stale.
     Refused {
-        session: SessionKey,
+        session: SessionId,
         stale: StaleEpoch,
     },
     /// This replica took over a call whose lease expired.
     Adopted {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         lease: u64,
         done: u64,
     },
     /// A call's result was committed: its stream takes nothing more.
     Finished {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
     },
     /// A delivery on this replica ended: its stream did, or the client went, a resume
     /// elsewhere fenced it, the store failed.
     DeliveryEnded {
-        session: SessionKey,
+        session: SessionId,
         stream: StreamId,
         connection: u64,
         why: String,

@@ -10,7 +10,7 @@
 use super::Replica;
 use super::local::Local;
 use super::witness::{Fact, effect_of};
-use crate::store::{CallSpec, Floor, Refused, SessionKey, StoreError, Writer};
+use crate::store::{CallSpec, Floor, Refused, SessionId, StoreError, Writer};
 use crate::wire::mcp::jsonrpc;
 use crate::wire::server::{background, tool};
 use forkscope_core::replica::StaleEpoch;
@@ -36,7 +36,7 @@ pub(super) struct CallStart {
 
 pub(super) fn start_call(
     replica: &Replica,
-    session: SessionKey,
+    session: SessionId,
     stream: StreamId,
     spec: CallSpec,
     start: CallStart,
@@ -63,7 +63,7 @@ enum Stopped {
 }
 
 /// Counts a stale write, names the replica, and stops the writer.
-fn refused(replica: &Replica, session: &SessionKey, why: Refused) -> Stopped {
+fn refused(replica: &Replica, session: &SessionId, why: Refused) -> Stopped {
     if let Refused::RolledBack {
         stream,
         holds,
@@ -71,7 +71,7 @@ fn refused(replica: &Replica, session: &SessionKey, why: Refused) -> Stopped {
     } = why
     {
         replica.tell(|| Fact::RolledBack {
-            session: session.clone(),
+            session: *session,
             stream,
             holds,
             wrote,
@@ -84,7 +84,7 @@ fn refused(replica: &Replica, session: &SessionKey, why: Refused) -> Stopped {
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(replica = %replica.name, "{stale}");
         replica.tell(|| Fact::Refused {
-            session: session.clone(),
+            session: *session,
             stale: stale.clone(),
         });
     }
@@ -93,7 +93,7 @@ fn refused(replica: &Replica, session: &SessionKey, why: Refused) -> Stopped {
 
 async fn run_call(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     stream: StreamId,
     spec: &CallSpec,
     start: CallStart,
@@ -159,7 +159,7 @@ async fn run_call(
 /// ends the call ([`seal`]), and the runner stops (`Stopped::Sealed`).
 async fn commit_or_seal(
     replica: &Replica,
-    (session, stream, spec, lease): (&SessionKey, StreamId, &CallSpec, u64),
+    (session, stream, spec, lease): (&SessionId, StreamId, &CallSpec, u64),
     wrote: u64,
     batch: Batch<'_>,
 ) -> Result<u64, Stopped> {
@@ -188,7 +188,7 @@ struct RolledBack {
 /// is the only writer any more; and a real tool's steps are side effects, not text to repeat.
 async fn seal(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     stream: StreamId,
     spec: &CallSpec,
     lease: u64,
@@ -230,7 +230,7 @@ async fn seal(
         }
     }
     replica.tell(|| Fact::Finished {
-        session: session.clone(),
+        session: *session,
         stream,
     });
     Stopped::Sealed { holds, wrote }
@@ -254,7 +254,7 @@ struct Batch<'a> {
 /// (commit again). Naive runners do not look: they stop.
 async fn commit_surely(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     stream: StreamId,
     lease: u64,
     wrote: u64,
@@ -310,7 +310,7 @@ async fn commit_surely(
 /// still holds what this runner wrote (`wrote`). Returns the stream's high-water mark after it.
 async fn commit(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     stream: StreamId,
     lease: u64,
     wrote: u64,
@@ -349,7 +349,7 @@ async fn commit(
     tell_local(replica, session, stream, high_water, bodies, finish);
     if finish {
         replica.tell(|| Fact::Finished {
-            session: session.clone(),
+            session: *session,
             stream,
         });
     }
@@ -360,7 +360,7 @@ async fn commit(
 /// twice (what a rolled-back store makes an unfenced writer do) even when no one receives it.
 fn tell_written(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     (stream, kind): (StreamId, StreamKind),
     high_water: u64,
     bodies: &[String],
@@ -369,7 +369,7 @@ fn tell_written(
         return;
     }
     replica.tell(|| Fact::Written {
-        session: session.clone(),
+        session: *session,
         stream,
         first: high_water + 1 - bodies.len() as u64,
         effects: bodies
@@ -382,7 +382,7 @@ fn tell_written(
 /// The naive replica's live path: its own connections hear its own writes.
 fn tell_local(
     replica: &Replica,
-    session: &SessionKey,
+    session: &SessionId,
     stream: StreamId,
     high_water: u64,
     bodies: &[String],
@@ -403,7 +403,7 @@ fn tell_local(
 
 /// Emits background events on the standalone stream `stream` while this replica holds `epoch`,
 /// numbered on from the session's last one, whichever replica emitted it.
-pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: StreamId, epoch: u64) {
+pub(super) fn start_emitter(replica: &Replica, session: SessionId, stream: StreamId, epoch: u64) {
     if replica.background.is_none() && !replica.emit_on_demand {
         return;
     }
@@ -415,7 +415,7 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionKey, stream: Stre
             emitters.retain(|(_, e)| e.strong_count() > 0);
             !emitters.is_empty()
         });
-        let emitters = pokes.entry(session.clone()).or_default();
+        let emitters = pokes.entry(session).or_default();
         // Naive: one emitter per stream on a replica, as one SDK process runs one task per
         // session; a resume here keeps it. Fenced: the old one is on an epoch the resume
         // moved, so its next write is refused and it stops; this one takes over.

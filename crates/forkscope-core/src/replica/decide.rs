@@ -9,7 +9,7 @@ use crate::ids::{StreamId, WireCursor};
 use crate::policy::Policy;
 use crate::resume::fenced::resumable;
 use crate::resume::{ResumeRejected, shown};
-use crate::vocabulary::StreamKind;
+use crate::vocabulary::{IdentityProof, StreamKind};
 
 /// What a replica does with a GET, for the store to commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub enum GetPlan {
         after: u64,
         expect_epoch: Option<u64>,
         adopt: Option<u64>,
+        /// What proved the stream's identity: the decision's word, for the record.
+        proof: IdentityProof,
     },
     Reject(ResumeRejected),
 }
@@ -101,6 +103,7 @@ fn fenced(
         after: event.seq,
         expect_epoch: Some(record.epoch),
         adopt: adoptable(Policy::Fenced, record),
+        proof: IdentityProof::EventIdKey,
     }
 }
 
@@ -130,6 +133,7 @@ fn naive(
         after,
         expect_epoch: None,
         adopt: None,
+        proof: IdentityProof::Unchecked,
     }
 }
 

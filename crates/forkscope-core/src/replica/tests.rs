@@ -1,6 +1,7 @@
 use super::*;
 use crate::ids::{EventId, WireCursor};
 use crate::resume::ResumeRejected;
+use crate::vocabulary::IdentityProof;
 
 fn record(stream: u32, kind: StreamKind) -> StreamRecord {
     StreamRecord {
@@ -57,7 +58,8 @@ fn a_keyed_cursor_resumes_on_the_epoch_it_read() {
             stream: StreamId(2),
             after: 4,
             expect_epoch: Some(3),
-            adopt: None
+            adopt: None,
+            proof: IdentityProof::EventIdKey,
         }
     );
 }
@@ -185,7 +187,8 @@ fn naive_trusts_any_cursor_and_fences_nothing() {
             stream: StreamId(2),
             after: 4,
             expect_epoch: None,
-            adopt: None
+            adopt: None,
+            proof: IdentityProof::Unchecked,
         }
     );
     let plan = decide_get(Policy::Naive, Some(&keyed(2, 99, 1)), Some(&r), Some(&r));

@@ -36,7 +36,7 @@ use crate::replica::{
     self, CallRecord, DEFAULT_LEASE_MS, GetPlan, Lease, LeaseState, RecordState, StreamRecord,
 };
 use crate::time::LabTime;
-use crate::vocabulary::{IdentityProof, StreamKind};
+use crate::vocabulary::StreamKind;
 use serde::Serialize;
 use std::fmt;
 use std::num::NonZeroUsize;

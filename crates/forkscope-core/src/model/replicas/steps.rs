@@ -17,12 +17,13 @@ impl ReplicaLab {
         }
         .to_string();
         let plan = replica::decide_get(self.policy, Some(&cursor), Some(&record), Some(&record));
-        let (after, expect_epoch) = match plan {
+        let (after, expect_epoch, proof) = match plan {
             GetPlan::Resume {
                 after,
                 expect_epoch,
+                proof,
                 ..
-            } => (after, expect_epoch),
+            } => (after, expect_epoch, proof),
             GetPlan::Reject(rejected) => {
                 let by = self.by(r, None);
                 let reason = rejected.reason();
@@ -51,10 +52,7 @@ impl ReplicaLab {
                 stream: STANDALONE,
                 after,
                 replay_len: (high_water - after) as usize,
-                proof: match self.policy {
-                    Policy::Fenced => IdentityProof::EventIdKey,
-                    _ => IdentityProof::Unchecked,
-                },
+                proof,
             },
         );
         self.record(
