@@ -560,6 +560,79 @@ async fn a_slow_reader_that_keeps_reading_is_never_cut() {
     server.running.stop().await;
 }
 
+/// `emit_standalone` waits for a slow reader's writer as the background emitter does, rather
+/// than fill its queue and get the connection cut: 40,000 notifications asked for at once (four
+/// runs), while the reader is not reading yet, all arrive on the one connection, each run's in
+/// order. (Without the room check the connection was cut after 15,027.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emit_standalone_waits_for_room_rather_than_cut_a_slow_reader() {
+    let options = ServeOptions {
+        background: None,
+        liveness: forkscope::wire::server::liveness::Liveness {
+            keepalive_ms: None,
+            write_deadline_ms: None,
+        },
+        ..ServeOptions::default()
+    };
+    let server = start(LabConfig::default(), options).await;
+    let session = initialize(&server.url).await;
+    // A 2 KB receive buffer: the server's writer queue, not the kernel, holds what is unread.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2_048).unwrap();
+    let mut tcp = socket.connect(server.running.addr).await.unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(LIMIT, tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "no response head");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    for (id, label) in [(1, "w"), (2, "x"), (3, "y"), (4, "z")] {
+        let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"emit_standalone","arguments":{"count":10_000,"delay_ms":0,"label":label}}});
+        let answered = call(
+            on_session(reqwest::Client::new().post(&server.url), session)
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .body(body.to_string()),
+        )
+        .await;
+        assert_eq!(answered.status(), 200);
+    }
+    // Let the run get ahead of a reader that reads nothing (the condition, not a sync).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let each = b"urn:forkscope-probe:";
+    let mut seen = 0;
+    while seen < 40_000 {
+        let n = tokio::time::timeout(LIMIT, tcp.read(&mut buf))
+            .await
+            .expect("notifications keep coming")
+            .unwrap();
+        assert!(n > 0, "the stream was cut after {seen} notifications");
+        // Counted in what is new (and the few bytes before it a match may start in).
+        let from = raw.len().saturating_sub(each.len() - 1);
+        raw.extend_from_slice(&buf[..n]);
+        seen += raw[from..]
+            .windows(each.len())
+            .filter(|w| w == each)
+            .count();
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let numbers: Vec<u64> = text
+        .split("urn:forkscope-probe:w:")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(numbers, (1..=10_000).collect::<Vec<_>>());
+    server.running.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // A graceful stop.
 

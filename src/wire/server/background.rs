@@ -94,6 +94,18 @@ pub(super) fn emit_body(
     Some(landed(core, session, emitted))
 }
 
+/// Whether the writer of the stream a background emit of `session` would land on has room for
+/// one more event (true when it lands on no stream). A full writer holds every background
+/// schedule of its session — the emitter's and `emit_standalone`'s — until it drains: a slow
+/// reader is not buffered without bound.
+pub(super) fn has_room(core: &Core, session: SessionId) -> bool {
+    let target = core
+        .server
+        .session(session)
+        .and_then(|s| s.background_target().or(s.active()));
+    target.is_none_or(|stream| core.io.writers.has_room(session, stream, 1))
+}
+
 /// Emits what is due on every session, at most `budget` events. Returns the next deadline
 /// (`None`: nothing scheduled, or every schedule waits for its writer).
 pub(super) fn run_due(
@@ -110,13 +122,7 @@ pub(super) fn run_due(
         task.blocked = false;
         task.emitter.handle_timeout(now);
         while *budget > 0 && core.io.background.tasks[&session].emitter.is_owed() {
-            let target = core
-                .server
-                .session(session)
-                .and_then(|s| s.background_target().or(s.active()));
-            if let Some(stream) = target
-                && !core.io.writers.has_room(session, stream, 1)
-            {
+            if !has_room(core, session) {
                 if let Some(task) = core.io.background.tasks.get_mut(&session) {
                     task.blocked = true;
                 }

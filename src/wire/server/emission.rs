@@ -140,8 +140,10 @@ fn body(label: &str, n: u64) -> String {
     )
 }
 
-/// Emits what is due, at most `budget` events; a finished run, or one whose session is gone,
-/// is dropped. Returns the next deadline.
+/// Emits what is due, at most `budget` events, as the background emitter does: only while the
+/// stream's writer has room ([`super::background::has_room`]; a run held by a full writer
+/// waits for it to drain, with no deadline of its own). A finished run, or one whose session is
+/// gone, is dropped. Returns the next deadline.
 pub(super) fn run_due(core: &mut Core, now: LabTime, budget: &mut usize) -> Option<LabTime> {
     let mut next: Option<LabTime> = None;
     let mut i = 0;
@@ -154,6 +156,10 @@ pub(super) fn run_due(core: &mut Core, now: LabTime, budget: &mut usize) -> Opti
         }
         if run.due_at() > now || *budget == 0 {
             next = Some(next.map_or(run.due_at(), |n| n.min(run.due_at())));
+            i += 1;
+            continue;
+        }
+        if !super::background::has_room(core, session) {
             i += 1;
             continue;
         }
