@@ -512,6 +512,19 @@ async fn a_second_call_with_an_id_in_flight_is_refused_and_echoes_it() {
     server.running.stop().await;
 }
 
+/// The session's standalone GET over a raw socket with a 2 KB receive buffer, its request sent:
+/// a reader whose window the server fills at once.
+async fn small_window_get(addr: std::net::SocketAddr, session: SessionId) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2_048).unwrap();
+    let mut tcp = socket.connect(addr).await.unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    tcp
+}
+
 // ---------------------------------------------------------------------------------------------
 // A slow reader that reads all along is alive.
 
@@ -528,13 +541,7 @@ async fn a_slow_reader_that_keeps_reading_is_never_cut() {
     let server = start(LabConfig::default(), options).await;
     let session = initialize(&server.url).await;
     // A 2 KB receive buffer, read 1 KB at a time four times a second: 4 KB/s.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(2_048).unwrap();
-    let mut tcp = socket.connect(server.running.addr).await.unwrap();
-    let request = format!(
-        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
-    );
-    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut tcp = small_window_get(server.running.addr, session).await;
     let mut read = 0usize;
     let mut buf = [0u8; 1024];
     // 24 KB at 4 KB/s: six times the write deadline.
@@ -576,14 +583,8 @@ async fn emit_standalone_waits_for_room_rather_than_cut_a_slow_reader() {
     };
     let server = start(LabConfig::default(), options).await;
     let session = initialize(&server.url).await;
-    // A 2 KB receive buffer: the server's writer queue, not the kernel, holds what is unread.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(2_048).unwrap();
-    let mut tcp = socket.connect(server.running.addr).await.unwrap();
-    let request = format!(
-        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
-    );
-    tcp.write_all(request.as_bytes()).await.unwrap();
+    // The server's writer queue, not the kernel, holds what is unread.
+    let mut tcp = small_window_get(server.running.addr, session).await;
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
     while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
