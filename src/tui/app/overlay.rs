@@ -407,7 +407,7 @@ fn prove_policies(
         };
         let limits = Limits {
             max_states: Some(300_000),
-            ..Limits::depth(depth)
+            ..Limits::up_to(depth)
         };
         let progress = |p: &forkscope_core::model::Progress| {
             view.lock().unwrap_or_else(PoisonError::into_inner).progress =

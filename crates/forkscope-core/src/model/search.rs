@@ -96,7 +96,7 @@ pub const DEFAULT_TIME_BUDGET_SECS: u64 = 60;
 
 impl Limits {
     /// Only a depth: no state limit, the default memory budget, no time budget.
-    pub fn depth(depth: usize) -> Self {
+    pub fn up_to(depth: usize) -> Self {
         Limits {
             depth,
             max_states: None,

@@ -7,7 +7,7 @@ fn bounds() -> Bounds {
 }
 
 fn to(depth: usize) -> Limits {
-    Limits::depth(depth)
+    Limits::up_to(depth)
 }
 
 #[test]

@@ -13,7 +13,7 @@ fn search(policy: Policy, params: Params, depth: usize) -> Exploration {
     explore(
         policy,
         params,
-        Limits::depth(depth),
+        Limits::up_to(depth),
         NonZeroUsize::MIN,
         &mut || Duration::ZERO,
         &mut |_| {},
