@@ -193,11 +193,12 @@ impl MemoryStore {
     ) -> Result<Result<StreamId, u64>, StoreError> {
         let now = self.now_ms();
         let mut sessions = self.lock();
-        let finished_ms = self.inner.retention.finished_ms;
+        let retention = self.inner.retention;
         let session = self.live(&mut sessions, key, now)?;
-        // A finished call's events go once its retention is over, as its keys expire on Redis.
+        // A record no longer kept (a finished call past its retention, a stream idle past its
+        // time) frees its events, as its keys expire on Redis.
         for stream in &mut session.streams {
-            if stream.finished_ms.is_some_and(|at| now >= at + finished_ms) {
+            if !stream.kept(now, &retention) {
                 stream.log = VecDeque::new();
             }
         }
@@ -207,7 +208,6 @@ impl MemoryStore {
                 "{MAX_KEPT_STREAMS} streams with events kept in one session"
             )));
         }
-        let retention = self.inner.retention;
         if let Some((fenced, expect)) = new.fence {
             let Some(old) = session
                 .streams
