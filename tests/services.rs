@@ -301,7 +301,13 @@ async fn haproxy_sends_everything_to_the_upstream_left() {
     let Some(proxy) = Haproxy::start(&[a.addr, b.addr]) else {
         return;
     };
-    let client = client();
+    // A new client connection for every request: HAProxy sends a session's first request on a
+    // new server connection ("http-reuse safe"), so what reaches a stopped `a` is a connect.
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let mut seen = Vec::new();
     for _ in 0..2 {
         seen.push(name_behind(&client, &proxy, "/mcp").await);
@@ -309,9 +315,25 @@ async fn haproxy_sends_everything_to_the_upstream_left() {
     seen.sort();
     assert_eq!(seen, ["a", "b"]);
 
+    let a_addr = a.addr;
     a.stop().await;
-    // Before the check notices, a request routed to `a` meets a refused connect and is sent on
-    // to `b` (redispatch): every one is answered, by `b`.
+    // `a` closed its kept connections as it stopped. A request HAProxy sends on one of them
+    // before it reads the close gets a 502 (told, not lost: HAProxy never replays a request it
+    // sent). Once HAProxy has let go of every one ...
+    let mut released = false;
+    for _ in 0..POLLS {
+        released = proxy.connections_to(a_addr) == 0;
+        if released {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert!(
+        released,
+        "HAProxy kept a connection to the stopped upstream"
+    );
+    // ... and before the check notices, a request routed to `a` meets a refused connect and is
+    // sent on to `b` (redispatch): every one is answered, by `b`.
     for _ in 0..4 {
         assert_eq!(name_behind(&client, &proxy, "/mcp").await, "b");
     }

@@ -244,6 +244,17 @@ impl Haproxy {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
+    /// How many connections HAProxy still holds to `upstream`, in any state: one the upstream
+    /// closed stays until HAProxy has read the close and closed its end.
+    pub fn connections_to(&self, upstream: SocketAddr) -> usize {
+        let std::net::IpAddr::V4(ip) = upstream.ip() else {
+            return 0;
+        };
+        // /proc/net/tcp spells an IPv4 address as the little-endian hex of its 32 bits.
+        let remote = format!("{:08X}:{:04X}", u32::from(ip).swap_bytes(), upstream.port());
+        owned_sockets(self.pid, |fields| fields[2] == remote)
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -408,31 +419,38 @@ fn read_log(path: &Path) -> String {
 /// mistakes another process that took the port for its own. Read from /proc; where there is
 /// none (not Linux), any listener counts.
 fn owns_listener(pid: u32, port: u16) -> bool {
-    let Ok(table) = fs::read_to_string("/proc/net/tcp") else {
-        return true;
-    };
     let local = format!("0100007F:{port:04X}");
-    let listening: Vec<String> = table
+    // local_address, st (0A: LISTEN)
+    owned_sockets(pid, |fields| fields[1] == local && fields[3] == "0A") > 0
+}
+
+/// How many of `pid`'s TCP sockets (over IPv4, as every service here binds 127.0.0.1) have
+/// a `/proc/net/tcp` row that `row` accepts (its whitespace-split fields). Unreadable `/proc`
+/// counts as one, so a start on a system without it is not refused for want of it.
+fn owned_sockets(pid: u32, row: impl Fn(&[&str]) -> bool) -> usize {
+    let Ok(table) = fs::read_to_string("/proc/net/tcp") else {
+        return 1;
+    };
+    let inodes: Vec<String> = table
         .lines()
         .skip(1)
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            // local_address, st (0A: LISTEN), inode
-            (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
-                .then(|| fields.get(9).map(|inode| format!("socket:[{inode}]")))
-                .flatten()
+            (fields.len() > 9 && row(&fields)).then(|| format!("socket:[{}]", fields[9]))
         })
         .collect();
-    if listening.is_empty() {
-        return false;
+    if inodes.is_empty() {
+        return 0;
     }
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
+        return 0;
     };
-    fds.flatten().any(|fd| {
-        fs::read_link(fd.path())
-            .is_ok_and(|target| listening.iter().any(|s| target.as_os_str() == s.as_str()))
-    })
+    fds.flatten()
+        .filter(|fd| {
+            fs::read_link(fd.path())
+                .is_ok_and(|target| inodes.iter().any(|s| target.as_os_str() == s.as_str()))
+        })
+        .count()
 }
 
 /// One command through the `redis` crate's own client, its reply rendered as
