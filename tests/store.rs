@@ -24,6 +24,7 @@ fn retention(lease_ms: u64) -> Retention {
         session_idle_ms: 60_000,
         finished_ms: 60_000,
         lease_ms,
+        log_events: LOG_MAXLEN,
     }
 }
 

@@ -209,6 +209,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
             session_idle_ms: config.session_idle_ms,
             finished_ms: config.retention_ms,
             lease_ms: args.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+            ..Retention::default()
         };
         let replica = ReplicaOptions {
             name: args.replica,

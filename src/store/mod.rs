@@ -1,14 +1,20 @@
 //! The store boundary: where a replica keeps sessions, streams (epoch, holder, high-water, key),
 //! their event logs and tool-call progress, so that any replica can serve any request.
 //!
-//! Two implementations behind one type, [`Store`]:
-//! - [`memory`]: in this process, the default (`forkscope serve --store memory`, the tests);
-//! - [`redis`]: a real Redis (`--store redis://HOST:PORT[/DB]`), every compare-and-set a Lua
-//!   script, so the epoch check and the write it guards are one atomic step in the store.
+//! The store's rules are the core's [`StoreMachine`], once. Two implementations behind one
+//! type, [`Store`]:
+//! - [`memory`]: that machine behind a lock, in this process, the default (`forkscope serve
+//!   --store memory`, the tests);
+//! - [`redis`]: a real Redis (`--store redis://HOST:PORT[/DB]`), every operation a Lua script
+//!   doing what the machine's method does, so the epoch check and the write it guards are one
+//!   atomic step in the store. `tests/store_differential.rs` holds the two to the same answers.
 //!
 //! The store decides nothing. A replica reads a [`StreamRecord`], the core decides
 //! ([`forkscope_core::replica`]), and the store commits on the epoch the replica read; a
 //! conflict sends the replica back to read and decide again.
+//!
+//! [`StoreMachine`]: forkscope_core::replica::store::StoreMachine
+//! [`StreamRecord`]: forkscope_core::replica::StreamRecord
 
 pub mod memory;
 pub mod redis;
@@ -16,14 +22,16 @@ pub mod rollback;
 
 /// The store names sessions by the core's own id type.
 pub use forkscope_core::SessionId;
-use forkscope_core::StreamKind;
-use forkscope_core::replica::{StaleEpoch, StreamRecord};
+use forkscope_core::replica::StaleEpoch;
 use forkscope_core::{Entropy, StreamId};
 use std::time::Duration;
 
-/// Events a stream's log keeps (on Redis, whole committed batches: up to one batch more): a
-/// call's 10,000 steps and its result fit.
-pub const LOG_MAXLEN: u64 = 10_016;
+/// The store's types and limits are the core's, where its rules are.
+pub use forkscope_core::replica::store::{
+    Adoption, CallSpec, DEFAULT_MAX_SESSIONS, Events, Floor, LOG_MAXLEN, MAX_KEPT_STREAMS,
+    NewStream, Refused, Retention, Snapshot, StoreFault, Writer,
+};
+
 /// Longest a blocked read waits before the reader looks at the stream's record again.
 pub const READ_BLOCK: Duration = Duration::from_millis(250);
 
@@ -43,107 +51,6 @@ impl Entropy for ThreadEntropy {
     }
 }
 
-/// What a tool call's stream is opened with, so any replica can continue it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CallSpec {
-    pub steps: u64,
-    pub delay_ms: u64,
-    /// The JSON-RPC request id, as JSON text: the result answers it.
-    pub request_id: String,
-    /// The progress token, as JSON text (`None`: the call reports no progress).
-    pub progress_token: Option<String>,
-}
-
-#[derive(Clone, Debug)]
-pub struct NewStream {
-    pub kind: StreamKind,
-    pub key: u64,
-    pub owner: String,
-    pub call: Option<CallSpec>,
-    /// The session's standalone stream to fence in the same step, on the epoch it was read at.
-    pub fence: Option<(StreamId, u64)>,
-}
-
-/// A stream's record and what only the wire needs to continue its call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
-    pub record: StreamRecord,
-    pub call: Option<CallSpec>,
-}
-
-/// Who is writing, and on which fencing token.
-#[derive(Clone, Copy, Debug)]
-pub enum Writer<'a> {
-    /// An emit on a standalone stream, by the replica holding its stream epoch. `background`
-    /// is the session-wide number of the background event it carries, recorded with it so that
-    /// the next holder numbers on from there ([`Store::background_number`]).
-    Epoch {
-        epoch: u64,
-        name: &'a str,
-        background: Option<u64>,
-        /// The high-water mark this writer's last write returned: a store below it forgot.
-        floor: u64,
-    },
-    /// A tool call's step, by the replica holding its lease; `done` is the call's progress once
-    /// the batch lands. The write renews the lease.
-    Lease {
-        epoch: u64,
-        name: &'a str,
-        done: Option<u64>,
-        floor: Floor,
-    },
-    /// The naive replica: no epoch, as in the SDKs' stores.
-    Unfenced {
-        name: &'a str,
-        background: Option<u64>,
-    },
-}
-
-/// What a fenced writer knows its stream holds: the high-water mark its own last write returned
-/// ([`forkscope_core::replica::forgot`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Floor {
-    /// Refuse the write when the store holds less: it was rolled back.
-    Check(u64),
-    /// The store was rolled back: raise its mark to this first, so the write lands past every
-    /// id already handed out and none is issued twice (a call's last message, saying so).
-    SkipTo(u64),
-}
-
-/// Why a write did not land.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
-    #[error(transparent)]
-    Stale(#[from] StaleEpoch),
-    /// The stream finished or was fenced: nothing more lands on it.
-    #[error("stream {0} takes no more events")]
-    Closed(StreamId),
-    /// The store holds fewer events than this writer already wrote: it was restored from an
-    /// older state, and writing on would hand the same ids out again.
-    #[error(
-        "the store rolled back: stream {stream} holds {holds} events, but this writer had written up to {wrote}"
-    )]
-    RolledBack {
-        stream: StreamId,
-        holds: u64,
-        wrote: u64,
-    },
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Adoption {
-    /// The call is this replica's now, at `lease`, continuing after step `done`.
-    Adopted {
-        lease: u64,
-        done: u64,
-    },
-    NotExpired {
-        remaining_ms: u64,
-    },
-    /// Someone else took it, or it finished: read again.
-    Lost,
-}
-
 /// Why the store could not answer. Every one reaches a client as a typed 503 or 404, never as a
 /// silent new stream.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -160,8 +67,14 @@ pub enum StoreError {
     Full(String),
 }
 
-/// Events read from a stream's log, in order: `(seq, data)`.
-pub type Events = Vec<(u64, String)>;
+impl From<StoreFault> for StoreError {
+    fn from(fault: StoreFault) -> StoreError {
+        match fault {
+            StoreFault::SessionGone => StoreError::SessionGone,
+            StoreFault::Full(what) => StoreError::Full(what),
+        }
+    }
+}
 
 /// The store, in memory or on Redis, as one replica reaches it. One enum rather than a trait
 /// object: two variants, and async calls with no boxing on the hot path.
@@ -206,34 +119,6 @@ impl Link {
                 ))
             }
             _ => Ok(()),
-        }
-    }
-}
-
-/// Sessions one store holds at once by default, shared by every replica on it; past it
-/// `initialize` is refused as the store being full (503 `too_many_sessions`).
-pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
-
-/// A store's settings, the same for both.
-#[derive(Clone, Copy, Debug)]
-pub struct Retention {
-    /// Sessions the store holds at once, whichever replica opened them; a session counts until
-    /// it ends or goes idle past `session_idle_ms`.
-    pub max_sessions: usize,
-    /// A session with no request for this long is gone.
-    pub session_idle_ms: u64,
-    /// A finished call's stream stays resumable this long.
-    pub finished_ms: u64,
-    pub lease_ms: u64,
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention {
-            max_sessions: DEFAULT_MAX_SESSIONS,
-            session_idle_ms: 600_000,
-            finished_ms: 15_000,
-            lease_ms: forkscope_core::replica::DEFAULT_LEASE_MS,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! over the same connections. Not on any request path: `forkscope serve` never calls it.
 
 use super::redis::{RedisStore, unavailable};
-use super::{Backend, Link, SessionId, Store, StoreError, memory};
+use super::{Backend, Link, SessionId, Store, StoreError};
 
 /// One session's records and logs at an instant.
 #[derive(Clone, Debug)]
@@ -13,7 +13,7 @@ pub struct SessionImage(Image);
 
 #[derive(Clone, Debug)]
 enum Image {
-    Memory(Option<memory::Session>),
+    Memory(forkscope_core::replica::store::SessionImage),
     /// Each key with its `DUMP` and its `PTTL` (negative: no expiry).
     Redis(Vec<(String, Vec<u8>, i64)>),
 }
@@ -37,7 +37,7 @@ impl Store {
         Link::check(self.link.as_ref()).await?;
         match (&self.backend, &image.0) {
             (Backend::Memory(s), Image::Memory(held)) => {
-                s.restore(session, held.clone());
+                s.restore(session, held);
                 Ok(())
             }
             (Backend::Redis(s), Image::Redis(keys)) => put_back(s, session, keys).await,

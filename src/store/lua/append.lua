@@ -1,3 +1,4 @@
+-- forkscope_core::replica::store::StoreMachine::append, atomically in Redis.
 -- Appends a batch of events to a stream's log, if the writer's epoch is current: the fence,
 -- checked where the write lands. Sequence numbers come from the stream's high-water mark here,
 -- so no two replicas ever issue the same id.

@@ -1,3 +1,4 @@
+-- forkscope_core::replica::store::StoreMachine::attach, atomically in Redis.
 -- A resume: bumps the stream epoch if it is still the one the replica decided on, and names the
 -- new holder. Every later write or delivery at the old epoch is refused.
 -- KEYS[1] meta, KEYS[2] stream, KEYS[3] log; ARGV: expected epoch, owner, idle_ms

@@ -1,3 +1,4 @@
+-- forkscope_core::replica::store::StoreMachine::cancel, atomically in Redis.
 -- notifications/cancelled, on whichever replica it lands: the session's running call with this
 -- request id finishes where it is, with no result. Its runner's next write is refused as to a
 -- finished stream, so it stops; its deliveries end once they have sent what was written.

@@ -1,3 +1,4 @@
+-- forkscope_core::replica::store::StoreMachine::open_session, atomically in Redis.
 -- Opens a session unless the store holds its cap of them. A session counts while its record
 -- (meta) lives: it expires after the idle time with no request, or is deleted when the session
 -- ends. The index KEYS[1] lists sessions by when they were last looked at; at the cap, the 256
@@ -24,6 +25,7 @@ if redis.call('ZCARD', KEYS[1]) >= cap then
   if redis.call('ZCARD', KEYS[1]) >= cap then return {-5} end
 end
 redis.call('ZADD', KEYS[1], now, ARGV[3])
-redis.call('HSET', KEYS[2], 'streams', 0)
+-- An open session is left as it is (StoreMachine::open_session).
+redis.call('HSETNX', KEYS[2], 'streams', 0)
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
 return {1}

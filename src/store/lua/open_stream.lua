@@ -1,3 +1,4 @@
+-- forkscope_core::replica::store::StoreMachine::open_stream, atomically in Redis.
 -- Opens stream KEYS[2] (log KEYS[3]) of session KEYS[1]. With a fence, first fences the
 -- session's standalone stream KEYS[4] on the epoch the replica read it at (condition 2),
 -- or answers {-2, epoch} so the replica reads again and decides again.

@@ -1,3 +1,4 @@
+-- forkscope_core::replica::store::StoreMachine::snapshot, atomically in Redis.
 -- One stream's record, the oldest sequence its log keeps, and the store's clock, read at one
 -- instant: what a replica decides on.
 -- KEYS[1] meta, KEYS[2] stream, KEYS[3] log; ARGV[1] idle_ms

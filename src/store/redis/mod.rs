@@ -5,7 +5,7 @@
 //! Keys: `fs:{SESSION}:meta` (a hash: stream counter, the standalone stream), `fs:{SESSION}:s:N`
 //! (a stream's record: epoch, holder, high-water, key, and a call's lease and progress) and
 //! `fs:{SESSION}:log:N` (a Redis Stream of its events, one entry per committed batch, the entry's
-//! id `SEQ-1` its last event's; trimmed by `MINID` to the newest [`super::LOG_MAXLEN`] events,
+//! id `SEQ-1` its last event's; trimmed by `MINID` to the newest `Retention::log_events` events,
 //! whole batches, so up to one batch more). One session's keys share the hash tag `{SESSION}`,
 //! so each script stays on one shard of a Redis Cluster, and every one of them expires: sessions
 //! when idle, a finished call's stream after its retention. The one key shared between sessions
@@ -21,8 +21,8 @@ pub(super) use replies::{classify, unavailable};
 use replies::{corrupt, entries_of, ints_and_text, kind_name, pack, read_entries, read_record};
 
 use super::{
-    Adoption, CallSpec, Events, Floor, LOG_MAXLEN, NewStream, READ_BLOCK, Refused, Retention,
-    SessionId, Snapshot, StoreError, Writer,
+    Adoption, CallSpec, Events, Floor, NewStream, READ_BLOCK, Refused, Retention, SessionId,
+    Snapshot, StoreError, Writer,
 };
 use forkscope_core::StreamId;
 use forkscope_core::replica::StaleEpoch;
@@ -316,14 +316,20 @@ impl RedisStore {
 
     pub async fn background_number(&self, session: &SessionId) -> Result<u64, StoreError> {
         let mut conn = self.conn();
-        let (n,): (Option<u64>,) = redis::pipe()
+        let ((streams, n),): ((Option<u64>, Option<u64>),) = redis::pipe()
             .atomic()
-            .hget(meta(session), "bg")
+            .cmd("HMGET")
+            .arg(meta(session))
+            .arg("streams")
+            .arg("bg")
             .pexpire(meta(session), self.idle_ms())
             .ignore()
             .query_async(&mut conn)
             .await
             .map_err(|e| classify(e, &meta(session)))?;
+        if streams.is_none() {
+            return Err(StoreError::SessionGone);
+        }
         Ok(n.unwrap_or(0))
     }
 
@@ -510,6 +516,7 @@ impl RedisStore {
                 remaining_ms: *remaining as u64,
             }),
             [-2, _] | [-3] => Ok(Adoption::Lost),
+            [-1] => Err(StoreError::SessionGone),
             other => Err(corrupt("adopt reply", other)),
         }
     }
@@ -553,7 +560,7 @@ impl RedisStore {
             .arg(epoch)
             .arg(name)
             .arg(self.retention.lease_ms)
-            .arg(LOG_MAXLEN)
+            .arg(self.retention.log_events)
             .arg(if finish { "1" } else { "0" })
             .arg(done.map_or(-1, |d| d as i64))
             .arg(self.retention.finished_ms)

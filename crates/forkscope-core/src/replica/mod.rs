@@ -15,6 +15,7 @@
 
 mod decide;
 mod lease;
+pub mod store;
 
 pub use decide::{
     GetPlan, adoptable, adopts_orphaned_calls, cursor_stream, decide_get, needs_standalone,
@@ -171,16 +172,40 @@ pub fn forgot(high_water: u64, floor: u64) -> bool {
 }
 
 /// A write the store refused: the writer's epoch is stale. Counted as a late emit refused.
+/// `current` 0 (no record holds it: every stream starts at 1) says the record is gone.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "late write refused: replica {writer} wrote at epoch {writer_epoch}, but stream {stream} is at epoch {current} (held by {holder})"
-)]
 pub struct StaleEpoch {
     pub stream: StreamId,
     pub writer: String,
     pub writer_epoch: u64,
     pub current: u64,
     pub holder: String,
+}
+
+impl std::fmt::Display for StaleEpoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let StaleEpoch {
+            stream,
+            writer,
+            writer_epoch,
+            current,
+            holder,
+        } = self;
+        write!(
+            f,
+            "late write refused: replica {writer} wrote at epoch {writer_epoch}, but "
+        )?;
+        match current {
+            0 => write!(
+                f,
+                "stream {stream} has no record (it expired or its session ended)"
+            ),
+            _ => write!(
+                f,
+                "stream {stream} is at epoch {current} (held by {holder})"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,577 @@
+//! The store's state and one method per store operation. Each method is what one Lua script
+//! does, in the same order (what it checks first, what it refreshes, what it answers on a
+//! conflict), so the two can be compared answer by answer.
+//!
+//! Idle expiry, the rule `lua/touch.lua` states: a request refreshes the session and the stream
+//! record it reads, each for `session_idle_ms`; a finished stream is kept `finished_ms` from when
+//! it finished. A record past its time is gone, as an expired key is: it is dropped where it is
+//! next looked at. A blocked read ([`StoreMachine::read`]) refreshes nothing, as `XREAD` does.
+
+use super::{
+    Adoption, CallSpec, Events, Floor, MAX_KEPT_STREAMS, NewStream, Refused, Retention, Snapshot,
+    StoreFault, Writer,
+};
+use crate::ids::{SessionId, StreamId};
+use crate::policy::Policy;
+use crate::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits, forgot};
+use crate::vocabulary::StreamKind;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Every session the store holds, by the store's clock (milliseconds, the caller's).
+#[derive(Clone, Debug)]
+pub struct StoreMachine {
+    retention: Retention,
+    sessions: HashMap<SessionId, Session>,
+}
+
+/// One session's records at an instant, for the lab's rollback fault: put back, they are what a
+/// store restored from an older snapshot holds.
+#[derive(Clone, Debug)]
+pub struct SessionImage(Option<Session>);
+
+#[derive(Clone, Debug)]
+struct Session {
+    /// By stream number. A number is allocated before a fence is checked, so a refused open
+    /// uses one up, as the Redis store's counter does.
+    streams: BTreeMap<u32, Stream>,
+    opened: u32,
+    standalone: Option<StreamId>,
+    background: u64,
+    /// The session's running calls by request id (JSON text), for `notifications/cancelled`.
+    calls: HashMap<String, StreamId>,
+    touched_ms: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Stream {
+    kind: StreamKind,
+    key: u64,
+    state: RecordState,
+    epoch: u64,
+    owner: String,
+    high_water: u64,
+    /// Committed batches in sequence order, each as one write appended it.
+    log: VecDeque<Batch>,
+    call: Option<Call>,
+    finished_ms: Option<u64>,
+    /// Ids handed out, then forgot by a rollback and skipped: `(first, last)`.
+    forgotten: Option<(u64, u64)>,
+    touched_ms: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Call {
+    spec: CallSpec,
+    done: u64,
+    lease: Lease,
+}
+
+/// One write's events: the log keeps and trims whole batches, as the Redis store's entries.
+#[derive(Clone, Debug)]
+struct Batch {
+    last: u64,
+    events: Vec<String>,
+}
+
+impl Batch {
+    fn first(&self) -> u64 {
+        self.last + 1 - self.events.len() as u64
+    }
+}
+
+impl Stream {
+    /// Whether the record is still kept at `now`: a finished stream for its retention from
+    /// when it finished, any other for the idle time from its last request.
+    fn kept(&self, now: u64, retention: &Retention) -> bool {
+        match self.finished_ms {
+            Some(at) => now < at + retention.finished_ms,
+            None => now.saturating_sub(self.touched_ms) < retention.session_idle_ms,
+        }
+    }
+
+    /// A request read or wrote it. A finished stream keeps the retention it was given.
+    fn touch(&mut self, now: u64) {
+        if self.state != RecordState::Finished {
+            self.touched_ms = now;
+        }
+    }
+
+    fn finish(&mut self, now: u64) {
+        self.state = RecordState::Finished;
+        self.finished_ms = Some(now);
+    }
+
+    /// The events of up to `max` batches holding any after `after`.
+    fn after(&self, after: u64, max: usize) -> Events {
+        let skip = self.log.partition_point(|b| b.last <= after);
+        let mut events = Vec::new();
+        for batch in self.log.range(skip..).take(max) {
+            let first = batch.first();
+            events.extend(
+                (first..)
+                    .zip(&batch.events)
+                    .filter(|(seq, _)| *seq > after)
+                    .map(|(seq, data)| (seq, data.clone())),
+            );
+        }
+        events
+    }
+
+    fn record(&self, stream: StreamId, now: u64) -> Snapshot {
+        Snapshot {
+            record: StreamRecord {
+                stream,
+                kind: self.kind,
+                key: self.key,
+                state: self.state,
+                epoch: self.epoch,
+                owner: self.owner.clone(),
+                high_water: self.high_water,
+                oldest_kept: self.log.front().map_or(self.high_water + 1, Batch::first),
+                call: self.call.as_ref().map(|c| CallRecord {
+                    steps: c.spec.steps,
+                    delay_ms: c.spec.delay_ms,
+                    done: c.done,
+                    lease: c.lease.clone(),
+                }),
+                now_ms: now,
+                forgotten: self.forgotten,
+            },
+            call: self.call.as_ref().map(|c| c.spec.clone()),
+        }
+    }
+}
+
+/// The refusal of a write or an attach to a record that is not there: epoch 0, which no record
+/// holds (every stream starts at 1), held by no one.
+fn no_record(stream: StreamId, writer: &str, writer_epoch: u64) -> StaleEpoch {
+    StaleEpoch {
+        stream,
+        writer: writer.to_owned(),
+        writer_epoch,
+        current: 0,
+        holder: String::new(),
+    }
+}
+
+impl Session {
+    /// The stream's record if it is still kept; one past its time is dropped.
+    fn stream(&mut self, stream: StreamId, now: u64, retention: &Retention) -> Option<&mut Stream> {
+        if self
+            .streams
+            .get(&stream.0)
+            .is_some_and(|s| !s.kept(now, retention))
+        {
+            self.streams.remove(&stream.0);
+        }
+        self.streams.get_mut(&stream.0)
+    }
+}
+
+impl StoreMachine {
+    pub fn new(retention: Retention) -> StoreMachine {
+        StoreMachine {
+            retention,
+            sessions: HashMap::new(),
+        }
+    }
+
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// The session if it is there and not idle past its time (one past it is dropped),
+    /// untouched.
+    fn session(&mut self, id: &SessionId, now: u64) -> Result<&mut Session, StoreFault> {
+        let idle = self.retention.session_idle_ms;
+        if self
+            .sessions
+            .get(id)
+            .is_some_and(|s| now.saturating_sub(s.touched_ms) >= idle)
+        {
+            self.sessions.remove(id);
+        }
+        self.sessions.get_mut(id).ok_or(StoreFault::SessionGone)
+    }
+
+    /// The session, refreshed: a request touched it.
+    fn live(&mut self, id: &SessionId, now: u64) -> Result<&mut Session, StoreFault> {
+        let session = self.session(id, now)?;
+        session.touched_ms = now;
+        Ok(session)
+    }
+
+    /// Opens a session unless the store holds its cap of them (after dropping those idle past
+    /// their time). An open session is left as it is.
+    pub fn open_session(&mut self, id: &SessionId, now: u64) -> Result<(), StoreFault> {
+        let (cap, idle) = (self.retention.max_sessions, self.retention.session_idle_ms);
+        if self.sessions.len() >= cap {
+            self.sessions
+                .retain(|_, s| now.saturating_sub(s.touched_ms) < idle);
+        }
+        if self.sessions.len() >= cap {
+            return Err(StoreFault::Full(format!("{cap} sessions")));
+        }
+        self.sessions
+            .entry(*id)
+            .or_insert_with(|| Session {
+                streams: BTreeMap::new(),
+                opened: 0,
+                standalone: None,
+                background: 0,
+                calls: HashMap::new(),
+                touched_ms: now,
+            })
+            .touched_ms = now;
+        Ok(())
+    }
+
+    pub fn session_exists(&mut self, id: &SessionId, now: u64) -> bool {
+        self.live(id, now).is_ok()
+    }
+
+    /// Ends the session and everything in it; false when it was not there.
+    pub fn end_session(&mut self, id: &SessionId, now: u64) -> bool {
+        self.session(id, now).is_ok() && self.sessions.remove(id).is_some()
+    }
+
+    /// Opens a stream; `Ok(Err(epoch))` when the standalone stream to fence is no longer at the
+    /// epoch it was read at (0: its record is gone), and nothing is fenced or opened.
+    pub fn open_stream(
+        &mut self,
+        id: &SessionId,
+        new: &NewStream,
+        now: u64,
+    ) -> Result<Result<StreamId, u64>, StoreFault> {
+        let retention = self.retention;
+        let session = self.live(id, now)?;
+        // A record past its time frees its events, as its keys expire on Redis.
+        session.streams.retain(|_, s| s.kept(now, &retention));
+        if session.streams.len() >= MAX_KEPT_STREAMS {
+            return Err(StoreFault::Full(format!(
+                "{MAX_KEPT_STREAMS} streams kept in one session"
+            )));
+        }
+        session.opened += 1;
+        let stream = StreamId(session.opened);
+        if let Some((fenced, expect)) = new.fence {
+            let Some(old) = session.stream(fenced, now, &retention) else {
+                return Ok(Err(0));
+            };
+            if old.epoch != expect {
+                return Ok(Err(old.epoch));
+            }
+            old.epoch += 1;
+            old.state = RecordState::Fenced;
+        }
+        let call = new.call.clone().map(|spec| Call {
+            spec,
+            done: 0,
+            lease: Lease {
+                epoch: 1,
+                owner: new.owner.clone(),
+                until_ms: now + retention.lease_ms,
+            },
+        });
+        match (new.kind, &call) {
+            // The latest call with a request id is the one a cancel names.
+            (StreamKind::Request, Some(call)) => {
+                session.calls.insert(call.spec.request_id.clone(), stream);
+            }
+            (StreamKind::Request, None) => {}
+            (StreamKind::Standalone, _) => session.standalone = Some(stream),
+        }
+        session.streams.insert(
+            stream.0,
+            Stream {
+                kind: new.kind,
+                key: new.key,
+                state: RecordState::Live,
+                epoch: 1,
+                owner: new.owner.clone(),
+                high_water: 0,
+                log: VecDeque::new(),
+                call,
+                finished_ms: None,
+                forgotten: None,
+                touched_ms: now,
+            },
+        );
+        Ok(Ok(stream))
+    }
+
+    /// `notifications/cancelled`: the session's running call with this request id finishes
+    /// where it is, with no result. `None`: no such call is running.
+    pub fn cancel(
+        &mut self,
+        id: &SessionId,
+        request_id: &str,
+        now: u64,
+    ) -> Result<Option<StreamId>, StoreFault> {
+        let retention = self.retention;
+        let session = self.live(id, now)?;
+        let Some(&stream) = session.calls.get(request_id) else {
+            return Ok(None);
+        };
+        match session.stream(stream, now, &retention) {
+            Some(s) if s.state == RecordState::Live => s.finish(now),
+            _ => return Ok(None),
+        }
+        session.calls.remove(request_id);
+        Ok(Some(stream))
+    }
+
+    /// The number of the session's last background event: a new emitter numbers on from it.
+    pub fn background_number(&mut self, id: &SessionId, now: u64) -> Result<u64, StoreFault> {
+        Ok(self.live(id, now)?.background)
+    }
+
+    /// The session's current standalone stream.
+    pub fn standalone(&mut self, id: &SessionId, now: u64) -> Result<Option<StreamId>, StoreFault> {
+        Ok(self.live(id, now)?.standalone)
+    }
+
+    /// The stream's record and the events of up to `max` batches after `after`, at one instant.
+    /// `None`: the session lives but the stream has no record.
+    pub fn replay(
+        &mut self,
+        id: &SessionId,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+        now: u64,
+    ) -> Result<Option<(Snapshot, Events)>, StoreFault> {
+        let retention = self.retention;
+        let session = self.live(id, now)?;
+        let Some(s) = session.stream(stream, now, &retention) else {
+            return Ok(None);
+        };
+        s.touch(now);
+        Ok(Some((s.record(stream, now), s.after(after, max))))
+    }
+
+    pub fn snapshot(
+        &mut self,
+        id: &SessionId,
+        stream: StreamId,
+        now: u64,
+    ) -> Result<Option<Snapshot>, StoreFault> {
+        Ok(self
+            .replay(id, stream, 0, 0, now)?
+            .map(|(snapshot, _)| snapshot))
+    }
+
+    /// A delivery's read between replays: the events of up to `max` batches after `after`,
+    /// refreshing nothing. A stream with no record (or no session) has none.
+    pub fn read(
+        &mut self,
+        id: &SessionId,
+        stream: StreamId,
+        after: u64,
+        max: usize,
+        now: u64,
+    ) -> Events {
+        let retention = self.retention;
+        self.session(id, now)
+            .ok()
+            .and_then(|session| session.stream(stream, now, &retention))
+            .map_or_else(Vec::new, |s| s.after(after, max))
+    }
+
+    /// A resume: bumps the stream epoch from `expect`, naming `owner` the holder. A refusal
+    /// refreshes nothing.
+    pub fn attach(
+        &mut self,
+        id: &SessionId,
+        stream: StreamId,
+        expect: u64,
+        owner: &str,
+        now: u64,
+    ) -> Result<Result<u64, StaleEpoch>, StoreFault> {
+        let retention = self.retention;
+        let session = self.session(id, now)?;
+        let Some(s) = session.stream(stream, now, &retention) else {
+            return Ok(Err(no_record(stream, owner, expect)));
+        };
+        if !admits(Policy::Fenced, s.epoch, expect) {
+            return Ok(Err(StaleEpoch {
+                stream,
+                writer: owner.to_owned(),
+                writer_epoch: expect,
+                current: s.epoch,
+                holder: s.owner.clone(),
+            }));
+        }
+        s.epoch += 1;
+        s.owner = owner.to_owned();
+        s.touch(now);
+        let epoch = s.epoch;
+        session.touched_ms = now;
+        Ok(Ok(epoch))
+    }
+
+    /// Takes a tool call over when its lease has expired by the store's clock and is still at
+    /// the epoch the replica read: bumps the lease epoch, so the old runner's late steps are
+    /// refused.
+    pub fn adopt(
+        &mut self,
+        id: &SessionId,
+        stream: StreamId,
+        expect_lease: u64,
+        owner: &str,
+        now: u64,
+    ) -> Result<Adoption, StoreFault> {
+        let retention = self.retention;
+        let session = self.live(id, now)?;
+        let Some(s) = session.stream(stream, now, &retention) else {
+            return Ok(Adoption::Lost);
+        };
+        s.touch(now);
+        let live = s.state == RecordState::Live;
+        let Some(call) = s.call.as_mut() else {
+            return Ok(Adoption::Lost);
+        };
+        if call.lease.epoch != expect_lease || !live {
+            return Ok(Adoption::Lost);
+        }
+        if call.lease.until_ms > now {
+            return Ok(Adoption::NotExpired {
+                remaining_ms: call.lease.until_ms - now,
+            });
+        }
+        call.lease = Lease {
+            epoch: call.lease.epoch + 1,
+            owner: owner.to_owned(),
+            until_ms: now + retention.lease_ms,
+        };
+        Ok(Adoption::Adopted {
+            lease: call.lease.epoch,
+            done: call.done,
+        })
+    }
+
+    /// Appends `events` as one batch (none: a lease renewal), finishing the stream after them if
+    /// `finish`, if `writer`'s epoch is current: the fence, checked where the write lands.
+    /// Returns the stream's high-water mark after the batch. A refusal refreshes nothing.
+    pub fn append(
+        &mut self,
+        id: &SessionId,
+        stream: StreamId,
+        writer: Writer<'_>,
+        events: &[String],
+        finish: bool,
+        now: u64,
+    ) -> Result<Result<u64, Refused>, StoreFault> {
+        let retention = self.retention;
+        let session = self.session(id, now)?;
+        let Some(s) = session.stream(stream, now, &retention) else {
+            return Ok(Err(match writer {
+                Writer::Epoch { epoch, name, .. } | Writer::Lease { epoch, name, .. } => {
+                    Refused::Stale(no_record(stream, name, epoch))
+                }
+                Writer::Unfenced { .. } => Refused::Closed(stream),
+            }));
+        };
+        let stale = |current: u64, holder: &str, name: &str, epoch: u64| {
+            Ok(Err(Refused::Stale(StaleEpoch {
+                stream,
+                writer: name.to_owned(),
+                writer_epoch: epoch,
+                current,
+                holder: holder.to_owned(),
+            })))
+        };
+        match writer {
+            Writer::Epoch { epoch, name, .. } if !admits(Policy::Fenced, s.epoch, epoch) => {
+                return stale(s.epoch, &s.owner, name, epoch);
+            }
+            Writer::Lease { epoch, name, .. } => match &s.call {
+                Some(call) if !admits(Policy::Fenced, call.lease.epoch, epoch) => {
+                    return stale(call.lease.epoch, &call.lease.owner, name, epoch);
+                }
+                None => return stale(0, "", name, epoch),
+                Some(_) => {}
+            },
+            _ => {}
+        }
+        if s.state != RecordState::Live {
+            return Ok(Err(Refused::Closed(stream)));
+        }
+        let floor = match writer {
+            Writer::Epoch { floor, .. } => Floor::Check(floor),
+            Writer::Lease { floor, .. } => floor,
+            Writer::Unfenced { .. } => Floor::Check(0),
+        };
+        match floor {
+            Floor::Check(wrote) if forgot(s.high_water, wrote) => {
+                return Ok(Err(Refused::RolledBack {
+                    stream,
+                    holds: s.high_water,
+                    wrote,
+                }));
+            }
+            // Skipped, never issued again; a resume from before them is refused.
+            Floor::SkipTo(to) if forgot(s.high_water, to) => {
+                s.forgotten = Some((s.high_water + 1, to));
+                s.high_water = to;
+            }
+            _ => {}
+        }
+        if !events.is_empty() {
+            s.high_water += events.len() as u64;
+            s.log.push_back(Batch {
+                last: s.high_water,
+                events: events.to_vec(),
+            });
+            // Keeps the newest `log_events` events, whole batches: one whose last event is
+            // older goes.
+            let keep_from = (s.high_water + 1).saturating_sub(retention.log_events);
+            while s.log.front().is_some_and(|b| b.last < keep_from) {
+                s.log.pop_front();
+            }
+        }
+        if let (Writer::Lease { done, .. }, Some(call)) = (writer, s.call.as_mut()) {
+            call.lease.until_ms = now + retention.lease_ms;
+            if let Some(done) = done {
+                call.done = done;
+            }
+        }
+        s.touch(now);
+        if finish {
+            s.finish(now);
+        }
+        let high_water = s.high_water;
+        if finish
+            && let Some(rid) = s.call.as_ref().map(|c| c.spec.request_id.clone())
+            && session.calls.get(&rid) == Some(&stream)
+        {
+            session.calls.remove(&rid);
+        }
+        if let Writer::Epoch {
+            background: Some(n),
+            ..
+        }
+        | Writer::Unfenced {
+            background: Some(n),
+            ..
+        } = writer
+        {
+            session.background = n;
+        }
+        session.touched_ms = now;
+        Ok(Ok(high_water))
+    }
+
+    /// The session as it is now, for the lab's rollback fault.
+    pub fn image(&self, id: &SessionId) -> SessionImage {
+        SessionImage(self.sessions.get(id).cloned())
+    }
+
+    /// Puts the session back as `image` held it: what was written since is forgotten.
+    pub fn restore(&mut self, id: &SessionId, image: &SessionImage) {
+        match &image.0 {
+            Some(session) => self.sessions.insert(*id, session.clone()),
+            None => self.sessions.remove(id),
+        };
+    }
+}
