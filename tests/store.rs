@@ -198,10 +198,18 @@ async fn stream_ids_come_from_the_store(b: Backend) {
 async fn a_resume_fences_the_old_epoch(b: Backend) {
     let session = open(&b).await;
     let s = open_standalone(&b, &session).await;
-    let epoch = b.store.attach(&session, s, 1, "b").await.unwrap();
-    assert_eq!(epoch, Ok(2));
+    let resumed = b
+        .store
+        .resume(&session, s, Some(1), None, "b")
+        .await
+        .unwrap();
+    assert_eq!(resumed.map(|r| r.epoch), Ok(Some(2)));
     // A second resume decided on the same snapshot loses the race: read again, decide again.
-    let lost = b.store.attach(&session, s, 1, "c").await.unwrap();
+    let lost = b
+        .store
+        .resume(&session, s, Some(1), None, "c")
+        .await
+        .unwrap();
     assert_eq!(lost.unwrap_err().current, 2);
     let late = b
         .store
@@ -584,7 +592,7 @@ async fn a_record_no_replica_wrote_is_corrupt_not_unavailable(b: Backend) {
         .query_async(&mut raw)
         .await
         .unwrap();
-    match b.store.attach(&session, s, 1, "b").await {
+    match b.store.resume(&session, s, Some(1), None, "b").await {
         Err(StoreError::Corrupt(why)) => assert!(why.contains(&key), "{why}"),
         other => panic!("WRONGTYPE: {other:?}"),
     }

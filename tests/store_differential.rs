@@ -17,7 +17,7 @@ mod common;
 use common::services::RedisServer;
 use forkscope::store::rollback::SessionImage;
 use forkscope::store::{
-    Adoption, CallSpec, Events, Floor, NewStream, Retention, SessionId, Snapshot, Store,
+    Adoption, CallSpec, Events, Floor, NewStream, Resumed, Retention, SessionId, Snapshot, Store,
     StoreError, Writer, new_session_id,
 };
 use forkscope_core::{StreamId, StreamKind};
@@ -79,7 +79,7 @@ enum Op {
     Snapshot(SessionId, StreamId),
     Replay(SessionId, StreamId, u64, usize),
     Read(SessionId, StreamId, u64, usize),
-    Attach(SessionId, StreamId, u64, &'static str),
+    Resume(SessionId, StreamId, Option<u64>, Option<u64>, &'static str),
     Adopt(SessionId, StreamId, u64, &'static str),
     Append(SessionId, StreamId, Written, Vec<String>, bool),
     Image(SessionId),
@@ -241,7 +241,13 @@ impl Generator {
                 rng.below(high_water),
                 1 + rng.below(4) as usize,
             ),
-            52..=59 => Op::Attach(session, stream, epoch, owner),
+            52..=59 => Op::Resume(
+                session,
+                stream,
+                rng.chance(80).then_some(epoch),
+                rng.chance(40).then_some(lease),
+                owner,
+            ),
             60..=65 => Op::Adopt(session, stream, lease, owner),
             66..=97 => {
                 let events = (0..rng.below(5))
@@ -298,8 +304,14 @@ impl Generator {
             (Op::EndSession(s), _) | (Op::OpenSession(s), Answer::Unit(Err(_))) => {
                 self.known.entry(*s).or_default().ended = true;
             }
-            (Op::Attach(s, id, ..), Answer::Attached(Ok(Ok(epoch)))) => {
-                self.known.entry(*s).or_default().epoch.insert(*id, *epoch);
+            (Op::Resume(s, id, ..), Answer::Resumed(Ok(Ok(resumed)))) => {
+                let k = self.known.entry(*s).or_default();
+                if let Some(epoch) = resumed.epoch {
+                    k.epoch.insert(*id, epoch);
+                }
+                if let Some(Adoption::Adopted { lease, .. }) = resumed.adoption {
+                    k.lease.insert(*id, lease);
+                }
             }
             (Op::Adopt(s, id, ..), Answer::Adopted(Ok(Adoption::Adopted { lease, .. }))) => {
                 self.known.entry(*s).or_default().lease.insert(*id, *lease);
@@ -347,9 +359,16 @@ enum Answer {
     Snapshot(Result<Option<Snapshot>, StoreError>),
     Replayed(Result<Option<(Snapshot, Events)>, StoreError>),
     Events(Result<Events, StoreError>),
-    Attached(Result<Result<u64, forkscope_core::replica::StaleEpoch>, StoreError>),
+    Resumed(Result<Result<Resumed, forkscope_core::replica::StaleEpoch>, StoreError>),
     Adopted(Result<Adoption, StoreError>),
     Appended(Result<Result<u64, forkscope::store::Refused>, StoreError>),
+}
+
+fn blank_adoption(adoption: Adoption) -> Adoption {
+    match adoption {
+        Adoption::NotExpired { .. } => Adoption::NotExpired { remaining_ms: 0 },
+        other => other,
+    }
 }
 
 fn blank(mut snapshot: Snapshot) -> Snapshot {
@@ -381,15 +400,20 @@ async fn ask(store: &Store, images: &mut HashMap<SessionId, SessionImage>, op: &
             let mut reader = store.reader().await.expect("a reader");
             Answer::Events(reader.read(s, *id, *after, *max).await)
         }
-        Op::Attach(s, id, expect, owner) => {
-            Answer::Attached(store.attach(s, *id, *expect, owner).await)
-        }
-        Op::Adopt(s, id, expect, owner) => {
-            Answer::Adopted(store.adopt(s, *id, *expect, owner).await.map(|a| match a {
-                Adoption::NotExpired { .. } => Adoption::NotExpired { remaining_ms: 0 },
-                other => other,
+        Op::Resume(s, id, expect, adopt, owner) => {
+            Answer::Resumed(store.resume(s, *id, *expect, *adopt, owner).await.map(|r| {
+                r.map(|r| Resumed {
+                    adoption: r.adoption.map(blank_adoption),
+                    ..r
+                })
             }))
         }
+        Op::Adopt(s, id, expect, owner) => Answer::Adopted(
+            store
+                .adopt(s, *id, *expect, owner)
+                .await
+                .map(blank_adoption),
+        ),
         Op::Append(s, id, written, events, finish) => Answer::Appended(
             store
                 .append(s, *id, written.writer(), events, *finish)
@@ -470,8 +494,12 @@ fn outcome(answer: &Answer) -> &'static str {
     match answer {
         Answer::Opened(Ok(Err(_))) => "open: fence moved",
         Answer::Opened(Ok(Ok(_))) => "open: opened",
-        Answer::Attached(Ok(Ok(_))) => "attach: attached",
-        Answer::Attached(Ok(Err(_))) => "attach: stale",
+        Answer::Resumed(Ok(Ok(Resumed {
+            adoption: Some(Adoption::Adopted { .. }),
+            ..
+        }))) => "resume: attached and adopted",
+        Answer::Resumed(Ok(Ok(_))) => "resume: attached",
+        Answer::Resumed(Ok(Err(_))) => "resume: stale",
         Answer::Adopted(Ok(Adoption::Adopted { .. })) => "adopt: adopted",
         Answer::Adopted(Ok(Adoption::NotExpired { .. })) => "adopt: not expired",
         Answer::Adopted(Ok(Adoption::Lost)) => "adopt: lost",
@@ -518,7 +546,8 @@ async fn the_core_store_machine_and_the_redis_scripts_answer_alike() {
     // The run met the conflicts it is there to compare, not only successes.
     for needed in [
         "open: fence moved",
-        "attach: stale",
+        "resume: stale",
+        "resume: attached and adopted",
         "adopt: adopted",
         "adopt: not expired",
         "adopt: lost",

@@ -4,8 +4,8 @@
 //! blocked readers; every rule is the machine's.
 
 use super::{
-    Adoption, Events, NewStream, READ_BLOCK, Refused, Retention, SessionId, Snapshot, StoreError,
-    Writer,
+    Adoption, Events, NewStream, READ_BLOCK, Refused, Resumed, Retention, SessionId, Snapshot,
+    StoreError, Writer,
 };
 use forkscope_core::StreamId;
 use forkscope_core::replica::StaleEpoch;
@@ -124,14 +124,15 @@ impl MemoryStore {
         Ok(self.run(|m, now| m.replay(key, stream, after, max, now))?)
     }
 
-    pub async fn attach(
+    pub async fn resume(
         &self,
         key: &SessionId,
         stream: StreamId,
-        expect: u64,
+        expect: Option<u64>,
+        adopt: Option<u64>,
         owner: &str,
-    ) -> Result<Result<u64, StaleEpoch>, StoreError> {
-        Ok(self.run(|m, now| m.attach(key, stream, expect, owner, now))?)
+    ) -> Result<Result<Resumed, StaleEpoch>, StoreError> {
+        Ok(self.run(|m, now| m.resume(key, stream, expect, adopt, owner, now))?)
     }
 
     pub async fn adopt(

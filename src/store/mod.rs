@@ -29,7 +29,7 @@ use std::time::Duration;
 /// The store's types and limits are the core's, where its rules are.
 pub use forkscope_core::replica::store::{
     Adoption, CallSpec, DEFAULT_MAX_SESSIONS, Events, Floor, LOG_MAXLEN, MAX_KEPT_STREAMS,
-    NewStream, Refused, Retention, Snapshot, StoreFault, Writer,
+    NewStream, Refused, Resumed, Retention, Snapshot, StoreFault, Writer,
 };
 
 /// Longest a blocked read waits before the reader looks at the stream's record again.
@@ -237,15 +237,18 @@ impl Store {
         dispatch!(self, s => s.replay(session, stream, after, max).await)
     }
 
-    /// A resume: bumps the stream epoch from `expect`, naming `owner` the holder.
-    pub async fn attach(
+    /// A resume, one step: bumps the stream epoch from `expect` (when given), naming `owner`
+    /// the holder, then takes the stream's call over from lease epoch `adopt` (when given) if
+    /// its lease expired.
+    pub async fn resume(
         &self,
         session: &SessionId,
         stream: StreamId,
-        expect: u64,
+        expect: Option<u64>,
+        adopt: Option<u64>,
         owner: &str,
-    ) -> Result<Result<u64, StaleEpoch>, StoreError> {
-        dispatch!(self, s => s.attach(session, stream, expect, owner).await)
+    ) -> Result<Result<Resumed, StaleEpoch>, StoreError> {
+        dispatch!(self, s => s.resume(session, stream, expect, adopt, owner).await)
     }
 
     pub async fn adopt(

@@ -21,8 +21,8 @@ pub(super) use replies::{classify, unavailable};
 use replies::{corrupt, entries_of, ints_and_text, kind_name, pack, read_entries, read_record};
 
 use super::{
-    Adoption, CallSpec, Events, Floor, NewStream, READ_BLOCK, Refused, Retention, SessionId,
-    Snapshot, StoreError, Writer,
+    Adoption, CallSpec, Events, Floor, NewStream, READ_BLOCK, Refused, Resumed, Retention,
+    SessionId, Snapshot, StoreError, Writer,
 };
 use forkscope_core::StreamId;
 use forkscope_core::replica::StaleEpoch;
@@ -39,7 +39,7 @@ struct Scripts {
     alloc_stream: Script,
     open_stream: Script,
     snapshot: Script,
-    attach: Script,
+    resume: Script,
     adopt: Script,
     append: Script,
     cancel: Script,
@@ -47,10 +47,10 @@ struct Scripts {
 
 /// A script that touches a session, with the one idle-expiry rule (`touch.lua`) before it.
 macro_rules! touching {
-    ($file:literal) => {
+    ($($file:literal),+) => {
         Script::new(concat!(
             include_str!("../lua/touch.lua"),
-            include_str!(concat!("../lua/", $file))
+            $(include_str!(concat!("../lua/", $file))),+
         ))
     };
 }
@@ -60,8 +60,8 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     alloc_stream: touching!("alloc_stream.lua"),
     open_stream: touching!("open_stream.lua"),
     snapshot: touching!("snapshot.lua"),
-    attach: touching!("attach.lua"),
-    adopt: touching!("adopt.lua"),
+    resume: touching!("take_over.lua", "resume.lua"),
+    adopt: touching!("take_over.lua", "adopt.lua"),
     append: touching!("append.lua"),
     cancel: touching!("cancel.lua"),
 });
@@ -454,36 +454,53 @@ impl RedisStore {
         Ok(Some((snapshot, entries_of(entries, after)?)))
     }
 
-    pub async fn attach(
+    pub async fn resume(
         &self,
         session: &SessionId,
         stream: StreamId,
-        expect: u64,
+        expect: Option<u64>,
+        adopt: Option<u64>,
         owner: &str,
-    ) -> Result<Result<u64, StaleEpoch>, StoreError> {
+    ) -> Result<Result<Resumed, StaleEpoch>, StoreError> {
         let mut conn = self.conn();
+        let optional = |n: Option<u64>| n.map_or(String::new(), |n| n.to_string());
         let reply: Value = SCRIPTS
-            .attach
+            .resume
             .key(meta(session))
             .key(stream_key(session, stream))
             .key(log_key(session, stream))
-            .arg(expect)
+            .arg(optional(expect))
             .arg(owner)
             .arg(self.retention.session_idle_ms)
+            .arg(optional(adopt))
+            .arg(self.retention.lease_ms)
             .invoke_async(&mut conn)
             .await
             .map_err(|e| classify(e, &stream_key(session, stream)))?;
-        match ints_and_text(&reply).as_deref() {
-            Some([(1, _), (epoch, _)]) => Ok(Ok(*epoch as u64)),
-            Some([(-1, _)]) => Err(StoreError::SessionGone),
-            Some([(-2, _), (current, _), (_, holder)]) => Ok(Err(StaleEpoch {
+        let Some(parts) = ints_and_text(&reply) else {
+            return Err(corrupt("resume reply", &reply));
+        };
+        let numbers: Vec<i64> = parts.iter().map(|(n, _)| *n).collect();
+        match numbers.as_slice() {
+            [-1] => Err(StoreError::SessionGone),
+            [-2, current, _] => Ok(Err(StaleEpoch {
                 stream,
                 writer: owner.to_owned(),
-                writer_epoch: expect,
+                writer_epoch: expect.unwrap_or(0),
                 current: *current as u64,
-                holder: holder.clone(),
+                holder: parts[2].1.clone(),
             })),
-            _ => Err(corrupt("attach reply", &reply)),
+            [1, epoch, adoption @ ..] => {
+                let epoch = expect.map(|_| *epoch as u64);
+                let adoption = match adoption {
+                    [] => None,
+                    taken => {
+                        Some(adoption_of(taken).ok_or_else(|| corrupt("resume reply", &reply))?)
+                    }
+                };
+                Ok(Ok(Resumed { epoch, adoption }))
+            }
+            _ => Err(corrupt("resume reply", &reply)),
         }
     }
 
@@ -508,16 +525,8 @@ impl RedisStore {
             .await
             .map_err(|e| classify(e, &stream_key(session, stream)))?;
         match reply.as_slice() {
-            [1, lease, done] => Ok(Adoption::Adopted {
-                lease: *lease as u64,
-                done: *done as u64,
-            }),
-            [-4, remaining] => Ok(Adoption::NotExpired {
-                remaining_ms: *remaining as u64,
-            }),
-            [-2, _] | [-3] => Ok(Adoption::Lost),
             [-1] => Err(StoreError::SessionGone),
-            other => Err(corrupt("adopt reply", other)),
+            taken => adoption_of(taken).ok_or_else(|| corrupt("adopt reply", taken)),
         }
     }
 
@@ -651,5 +660,20 @@ impl RedisReader {
             .await
             .map_err(|e| classify(e, &stream_key(session, stream)))?;
         read_entries(reply, after)
+    }
+}
+
+/// What `take_over.lua` answered.
+fn adoption_of(reply: &[i64]) -> Option<Adoption> {
+    match reply {
+        [1, lease, done] => Some(Adoption::Adopted {
+            lease: *lease as u64,
+            done: *done as u64,
+        }),
+        [-4, remaining] => Some(Adoption::NotExpired {
+            remaining_ms: *remaining as u64,
+        }),
+        [-2] => Some(Adoption::Lost),
+        _ => None,
     }
 }

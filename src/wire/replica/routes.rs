@@ -9,7 +9,7 @@ use super::deliver::{self, Delivery};
 use super::witness::Fact;
 use super::work::{self, CallStart};
 use super::{Replica, session_key};
-use crate::store::{Adoption, CallSpec, NewStream, SessionId, StoreError, new_session_id};
+use crate::store::{Adoption, CallSpec, NewStream, Resumed, SessionId, StoreError, new_session_id};
 use crate::wire::headers;
 use crate::wire::jsonrpc;
 use crate::wire::mcp::message::method;
@@ -380,21 +380,29 @@ async fn attempt_get(
             let Some(snapshot) = named.or(standalone).filter(|s| s.record.stream == stream) else {
                 return Ok(None);
             };
-            let epoch = match expect_epoch {
-                Some(expect) => {
-                    let attached = replica
-                        .store
-                        .attach(session, stream, expect, &replica.name)
-                        .await
-                        .map_err(fail)?;
-                    let Ok(epoch) = attached else {
-                        return Ok(None);
-                    };
-                    replica.counters.resumes.fetch_add(1, Ordering::Relaxed);
-                    Some(epoch)
+            // Attach and adopt are one store step: a replica holds a call's stream only with
+            // its one chance at the call.
+            let adopt = adopt.filter(|_| snapshot.call.is_some());
+            let resumed = if expect_epoch.is_some() || adopt.is_some() {
+                let resumed = replica
+                    .store
+                    .resume(session, stream, expect_epoch, adopt, &replica.name)
+                    .await
+                    .map_err(fail)?;
+                let Ok(resumed) = resumed else {
+                    return Ok(None);
+                };
+                resumed
+            } else {
+                Resumed {
+                    epoch: None,
+                    adoption: None,
                 }
-                None => None,
             };
+            let epoch = resumed.epoch;
+            if epoch.is_some() {
+                replica.counters.resumes.fetch_add(1, Ordering::Relaxed);
+            }
             tracing::info!(replica = %replica.name, %session, %stream, after, ?epoch, "resumed");
             let high_water = snapshot.record.high_water;
             replica.tell(|| Fact::Resumed {
@@ -405,35 +413,30 @@ async fn attempt_get(
                 epoch,
                 proof,
             });
-            if let (Some(lease), Some(spec)) = (adopt, snapshot.call.clone()) {
-                let adopted = replica
-                    .store
-                    .adopt(session, stream, lease, &replica.name)
-                    .await
-                    .map_err(fail)?;
-                if let Adoption::Adopted { lease, done } = adopted {
-                    replica
-                        .counters
-                        .calls_adopted
-                        .fetch_add(1, Ordering::Relaxed);
-                    replica.tell(|| Fact::Adopted {
-                        session: *session,
-                        stream,
+            if let (Some(Adoption::Adopted { lease, done }), Some(spec)) =
+                (resumed.adoption, snapshot.call.clone())
+            {
+                replica
+                    .counters
+                    .calls_adopted
+                    .fetch_add(1, Ordering::Relaxed);
+                replica.tell(|| Fact::Adopted {
+                    session: *session,
+                    stream,
+                    lease,
+                    done,
+                });
+                work::start_call(
+                    replica,
+                    *session,
+                    stream,
+                    spec,
+                    CallStart {
                         lease,
                         done,
-                    });
-                    work::start_call(
-                        replica,
-                        *session,
-                        stream,
-                        spec,
-                        CallStart {
-                            lease,
-                            done,
-                            wrote: snapshot.record.high_water,
-                        },
-                    );
-                }
+                        wrote: snapshot.record.high_water,
+                    },
+                );
             }
             if snapshot.record.kind == StreamKind::Standalone {
                 work::start_emitter(replica, *session, stream, epoch.unwrap_or(1));

@@ -148,6 +148,13 @@ impl ReplicaId {
         usize::from(self.0)
     }
 
+    /// The replica's name, `A`, as `Display` writes it, without an allocation.
+    pub fn name(self) -> &'static str {
+        const NAMES: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let i = self.index();
+        &NAMES[i..=i]
+    }
+
     /// Reads a replica's name, `A`, only as `Display` writes it.
     pub fn parse(s: &str) -> Option<ReplicaId> {
         match s.as_bytes() {

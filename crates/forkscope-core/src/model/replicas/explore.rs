@@ -72,15 +72,19 @@ impl ReplicaLab {
             Vec::new(),
         );
         self.history.canonical(&mut c);
-        canonical_record(&mut c, &self.standalone, self.now_ms);
+        match self.stored(STANDALONE) {
+            Some(standalone) => canonical_record(&mut c, &standalone, self.now_ms),
+            None => c.tag(0),
+        }
         c.number(self.written_by.len() as u64);
         for r in &self.written_by {
             c.number(r.index() as u64);
         }
-        match &self.call {
+        // Whether the client called is whether the call's record is there.
+        match self.stored(CALL) {
             Some(call) => {
                 c.tag(1);
-                canonical_record(&mut c, call, self.now_ms);
+                canonical_record(&mut c, &call, self.now_ms);
             }
             None => c.tag(0),
         }
@@ -97,7 +101,19 @@ impl ReplicaLab {
                 None => c.tag(0),
             }
             c.number(replica.emitter.map_or(0, |e| e.map_or(1, |e| e + 2)));
-            c.number(replica.runner.map_or(0, |e| e + 1));
+            match replica.runner {
+                Some(runner) => {
+                    c.tag(1);
+                    c.number(runner.lease);
+                    // A fenced runner's count is the record's while it holds the lease, and
+                    // moot once it does not (its next write is refused); a naive runner's is
+                    // its own alone (an unfenced write records no progress).
+                    if self.policy == Policy::Naive {
+                        c.number(runner.done);
+                    }
+                }
+                None => c.tag(0),
+            }
         }
         c.number(match self.connection {
             Connection::On(r) => r.index() as u64 + 1,
@@ -110,16 +126,16 @@ impl ReplicaLab {
     }
 }
 
-fn canonical_record(c: &mut Canon, record: &StreamRecord, now_ms: u64) {
+fn canonical_record(c: &mut Canon, record: &RecordLook<'_>, now_ms: u64) {
     c.tag(record.state as u8);
     c.number(record.epoch);
-    c.text(&record.owner);
+    c.text(record.owner);
     c.number(record.high_water);
-    if let Some(call) = &record.call {
-        c.number(call.done);
-        c.number(call.lease.epoch);
-        c.text(&call.lease.owner);
-        c.flag(replica::lease_state(&call.lease, now_ms) == LeaseState::Expired);
+    if let Some((done, lease)) = record.call {
+        c.number(done);
+        c.number(lease.epoch);
+        c.text(&lease.owner);
+        c.flag(replica::lease_state(lease, now_ms) == LeaseState::Expired);
     }
 }
 

@@ -1,11 +1,12 @@
 //! `forkscope check --replicas 2`: the replica lab as plain data, explored breadth-first.
 //!
 //! The single-server explorer runs the whole [`Sim`](crate::sim::Sim); the replica lab has no
-//! Sim, so this is a small model of it on the wire's own rules. What is shared is kept as the
-//! store keeps it ([`StreamRecord`]), and every store operation is one atomic step decided by
-//! the very functions the wire calls: a GET by [`replica::decide_get`] and committed by
-//! compare-and-set on the stream epoch, a write admitted or refused by [`replica::admits`], a
-//! lease judged by [`replica::lease_state`] and taken over only when
+//! Sim, so this is a small model of it on the wire's own rules. What is shared is the store
+//! itself, the core's [`StoreMachine`] that the in-memory store wraps and the Redis scripts are
+//! held to, and every store operation is one atomic step of it, decided by the very functions
+//! the wire calls: a GET by [`replica::decide_get`] and committed by the machine's `attach` on
+//! the epoch it read, a write admitted or refused by the machine's `append`, a lease judged by
+//! [`replica::lease_state`] and taken over by the machine's `adopt` when
 //! [`replica::adoptable`] says so. What happened is recorded in a [`History`] with the replica
 //! and epoch that did it, so the checker that judges the real lab judges the model: a send
 //! from a replica the client left is the fork across replicas.
@@ -32,9 +33,8 @@ use crate::model::reached::Reached;
 use crate::model::search::{self, Judged, Model};
 use crate::model::{Delivery, Limits, Progress};
 use crate::policy::Policy;
-use crate::replica::{
-    self, CallRecord, DEFAULT_LEASE_MS, GetPlan, Lease, LeaseState, RecordState, StreamRecord,
-};
+use crate::replica::store::{CallSpec, NewStream, RecordLook, Retention, StoreMachine};
+use crate::replica::{self, GetPlan, LeaseState, RecordState};
 use crate::time::LabTime;
 use crate::vocabulary::StreamKind;
 use serde::Serialize;
@@ -172,8 +172,15 @@ struct Replica {
     delivery: Option<Delivering>,
     /// The background emitter, on the stream epoch it writes under.
     emitter: Option<Option<u64>>,
-    /// The call runner, on the lease epoch it writes under.
-    runner: Option<u64>,
+    /// The call runner: the lease epoch it writes under, and the steps it has done (its own
+    /// count, as the wire's runner keeps it).
+    runner: Option<Runner>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Runner {
+    lease: u64,
+    done: u64,
 }
 
 impl Replica {
@@ -197,11 +204,12 @@ pub struct ReplicaLab {
     session: SessionId,
     /// The store's clock, in milliseconds.
     now_ms: u64,
-    standalone: StreamRecord,
+    /// The shared store: the session's standalone stream and, once called, its tool call's.
+    store: StoreMachine,
     /// Which replica wrote each event of the standalone stream (index `seq - 1`): a naive
     /// delivery hears only its own replica's.
     written_by: Vec<ReplicaId>,
-    call: Option<StreamRecord>,
+    called: bool,
     replicas: [Replica; REPLICAS],
     connection: Connection,
     /// The sequence of the newest standalone event the client applied.
@@ -234,19 +242,18 @@ impl ReplicaLab {
         let session = SessionId::generate(&mut SplitMix64::new(super::SEED));
         let a = replica_id(0);
         let epoch = 1;
-        let standalone = StreamRecord {
-            stream: STANDALONE,
-            kind: StreamKind::Standalone,
-            key: STANDALONE_KEY,
-            state: RecordState::Live,
-            epoch,
-            owner: a.to_string(),
-            high_water: 0,
-            oldest_kept: 1,
-            call: None,
-            now_ms: 0,
-            forgotten: None,
-        };
+        let mut store = StoreMachine::new(Retention::default());
+        let opened = store.open_session(&session, 0).and_then(|()| {
+            let new = NewStream {
+                kind: StreamKind::Standalone,
+                key: STANDALONE_KEY,
+                owner: a.to_string(),
+                call: None,
+                fence: None,
+            };
+            store.open_stream(&session, &new, 0)
+        });
+        debug_assert_eq!(opened, Ok(Ok(STANDALONE)), "an empty store opens stream 1");
         let idle = Replica {
             alive: true,
             partitioned: false,
@@ -266,9 +273,9 @@ impl ReplicaLab {
             policy,
             session,
             now_ms: 0,
-            standalone,
+            store,
             written_by: Vec::new(),
-            call: None,
+            called: false,
             replicas: [on_a, idle],
             connection: Connection::On(a),
             cursor: 0,
@@ -353,9 +360,13 @@ impl ReplicaLab {
             .record_by(LabTime::from_millis(self.now_ms), by, record);
     }
 
+    /// A stream's record as the store holds it now (a look, not a store operation).
+    fn stored(&self, stream: StreamId) -> Option<RecordLook<'_>> {
+        self.store.look(&self.session, stream, self.now_ms)
+    }
+
     fn call_running(&self) -> bool {
-        self.call
-            .as_ref()
+        self.stored(CALL)
             .is_some_and(|c| c.state == RecordState::Live)
     }
 
@@ -375,7 +386,7 @@ impl ReplicaLab {
             }
             ReplicaStep::Send(r) => self.next_send(r).is_some(),
             ReplicaStep::CallStart(r) => {
-                params.call && self.call.is_none() && self.replica(r).reaches_store()
+                params.call && !self.called && self.replica(r).reaches_store()
             }
             ReplicaStep::CallStep(r) => {
                 self.call_running()
@@ -393,18 +404,17 @@ impl ReplicaLab {
     /// (killed, partitioned, or no longer running the call): only then does time pass it. A
     /// runner that reaches the store renews well before expiry.
     fn lease_unrenewed(&self) -> bool {
-        let Some(call) = self.call.as_ref().filter(|_| self.call_running()) else {
+        let Some(call) = self.stored(CALL).filter(|c| c.state == RecordState::Live) else {
             return false;
         };
-        let Some(record) = &call.call else {
+        let Some((_, lease)) = call.call else {
             return false;
         };
-        let lease = &record.lease;
         if replica::lease_state(lease, self.now_ms) == LeaseState::Expired {
             return false;
         }
         let holder = ReplicaId::parse(&lease.owner).map(|r| self.replica(r));
-        holder.is_none_or(|h| !h.reaches_store() || h.runner != Some(lease.epoch))
+        holder.is_none_or(|h| !h.reaches_store() || h.runner.map(|r| r.lease) != Some(lease.epoch))
     }
 
     /// The sequence `r`'s delivery would send next, if it can read one now. A fenced delivery
@@ -415,7 +425,7 @@ impl ReplicaLab {
             return None;
         }
         let delivery = replica.delivery.as_ref()?;
-        let high_water = self.standalone.high_water;
+        let high_water = self.stored(STANDALONE).map_or(0, |s| s.high_water);
         match delivery.replay_to {
             None => (delivery.sent < high_water).then_some(delivery.sent + 1),
             // Naive: the replay from the log, then only what its own replica writes.
@@ -435,8 +445,8 @@ impl ReplicaLab {
             ReplicaStep::CallStart(r) => self.call_start(r),
             ReplicaStep::CallStep(r) => self.call_step(r),
             ReplicaStep::LeaseExpires => {
-                if let Some(lease) = self.call.as_ref().and_then(|c| c.call.as_ref()) {
-                    self.now_ms = self.now_ms.max(lease.lease.until_ms);
+                if let Some((_, lease)) = self.stored(CALL).and_then(|c| c.call) {
+                    self.now_ms = self.now_ms.max(lease.until_ms);
                 }
             }
             ReplicaStep::Partition(r) => self.replica_mut(r).partitioned = true,
@@ -467,13 +477,15 @@ impl ReplicaLab {
             }
         }
     }
+}
 
-    fn standalone_snapshot(&self) -> StreamRecord {
-        StreamRecord {
-            now_ms: self.now_ms,
-            forgotten: None,
-            ..self.standalone.clone()
-        }
+/// The call the client makes, as the store opens it.
+fn call_spec() -> CallSpec {
+    CallSpec {
+        steps: CALL_STEPS,
+        delay_ms: 300,
+        request_id: "1".into(),
+        progress_token: None,
     }
 }
 

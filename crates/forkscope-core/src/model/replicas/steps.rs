@@ -1,13 +1,18 @@
-//! The replica lab's steps, each one store operation decided by `replica/`'s own rules.
+//! The replica lab's steps, each one operation of the store machine decided by `replica/`'s
+//! own rules.
 
 use super::*;
+use crate::replica::store::{Adoption, Floor, Refused, Resumed, Writer};
 
 impl ReplicaLab {
     pub(super) fn reconnect(&mut self, r: ReplicaId) {
         self.reconnects += 1;
         self.decisions += 1;
         let session = self.session;
-        let record = self.standalone_snapshot();
+        let Ok(Some(snapshot)) = self.store.snapshot(&session, STANDALONE, self.now_ms) else {
+            return;
+        };
+        let record = snapshot.record;
         let cursor = WireCursor::Keyed {
             event: EventId {
                 stream: STANDALONE,
@@ -36,14 +41,23 @@ impl ReplicaLab {
         };
         // The compare-and-set: the record was read in this same step, so its epoch holds.
         let epoch = match expect_epoch {
-            Some(read) => {
-                self.standalone.epoch = read + 1;
-                self.standalone.owner = r.to_string();
-                Some(read + 1)
+            Some(_) => {
+                let resumed = self.store.resume(
+                    &session,
+                    STANDALONE,
+                    expect_epoch,
+                    None,
+                    r.name(),
+                    self.now_ms,
+                );
+                match resumed {
+                    Ok(Ok(resumed)) => resumed.epoch,
+                    _ => return,
+                }
             }
             None => None,
         };
-        let high_water = self.standalone.high_water;
+        let high_water = record.high_water;
         let by = self.by(r, epoch);
         self.record(
             by,
@@ -79,15 +93,12 @@ impl ReplicaLab {
     /// The client's GET for its tool call's stream, through `r`: a call whose lease expired is
     /// adopted here, under a bumped lease epoch.
     pub(super) fn resume_call(&mut self, r: ReplicaId) {
-        let Some(call) = self.call.as_ref() else {
+        let session = self.session;
+        let Ok(Some(snapshot)) = self.store.snapshot(&session, CALL, self.now_ms) else {
             return;
         };
         self.decisions += 1;
-        let record = StreamRecord {
-            now_ms: self.now_ms,
-            forgotten: None,
-            ..call.clone()
-        };
+        let record = snapshot.record;
         let cursor = WireCursor::Keyed {
             event: EventId {
                 stream: CALL,
@@ -105,35 +116,27 @@ impl ReplicaLab {
         else {
             return;
         };
-        let now_ms = self.now_ms;
-        let session = self.session;
-        let Some(call) = self.call.as_mut() else {
+        if expect_epoch.is_none() && adopt.is_none() {
             return;
-        };
-        if let Some(read) = expect_epoch {
-            call.epoch = read + 1;
-            call.owner = r.to_string();
         }
-        let Some(lease_epoch) = adopt else {
+        let resumed = self
+            .store
+            .resume(&session, CALL, expect_epoch, adopt, r.name(), self.now_ms);
+        let Ok(Ok(Resumed {
+            adoption: Some(Adoption::Adopted { lease, done }),
+            ..
+        })) = resumed
+        else {
             return;
         };
-        let Some(progress) = call.call.as_mut() else {
-            return;
-        };
-        progress.lease = Lease {
-            epoch: lease_epoch + 1,
-            owner: r.to_string(),
-            until_ms: now_ms + DEFAULT_LEASE_MS,
-        };
-        let done = progress.done;
-        self.replica_mut(r).runner = Some(lease_epoch + 1);
-        let by = self.by(r, Some(lease_epoch + 1));
+        self.replica_mut(r).runner = Some(Runner { lease, done });
+        let by = self.by(r, Some(lease));
         self.record(
             by,
             Record::CallAdopted {
                 session,
                 stream: CALL,
-                lease: lease_epoch + 1,
+                lease,
                 done,
             },
         );
@@ -144,28 +147,46 @@ impl ReplicaLab {
         let Some(epoch) = self.replica(r).emitter else {
             return;
         };
-        let stored = self.standalone.epoch;
-        if replica::admits(self.policy, stored, epoch.unwrap_or(stored)) {
-            self.standalone.high_water += 1;
-            self.written_by.push(r);
-            self.appended += 1;
-            return;
-        }
-        // Refused: the emitter learns its epoch is stale and stops.
-        self.replica_mut(r).emitter = None;
-        let holder = ReplicaId::parse(&self.standalone.owner);
-        let by = self.by(r, epoch);
-        let session = self.session;
-        self.record(
-            by,
-            Record::StaleWriteRefused {
-                session,
-                stream: STANDALONE,
-                epoch: epoch.unwrap_or(0),
-                current: stored,
-                holder,
+        let (session, name) = (self.session, r.name());
+        // No rollback here: the writer's floor (what its last write returned) never binds.
+        let writer = match epoch {
+            Some(epoch) => Writer::Epoch {
+                epoch,
+                name,
+                background: None,
+                floor: 0,
             },
-        );
+            None => Writer::Unfenced {
+                name,
+                background: None,
+            },
+        };
+        let event = [String::new()];
+        match self
+            .store
+            .append(&session, STANDALONE, writer, &event, false, self.now_ms)
+        {
+            Ok(Ok(_)) => {
+                self.written_by.push(r);
+                self.appended += 1;
+            }
+            Ok(Err(Refused::Stale(stale))) => {
+                // Refused: the emitter learns its epoch is stale and stops.
+                self.replica_mut(r).emitter = None;
+                let by = self.by(r, epoch);
+                self.record(
+                    by,
+                    Record::StaleWriteRefused {
+                        session,
+                        stream: STANDALONE,
+                        epoch: epoch.unwrap_or(0),
+                        current: stale.current,
+                        holder: ReplicaId::parse(&stale.holder),
+                    },
+                );
+            }
+            _ => self.replica_mut(r).emitter = None,
+        }
     }
 
     pub(super) fn send(&mut self, r: ReplicaId) {
@@ -175,7 +196,7 @@ impl ReplicaLab {
         let Some(delivery) = self.replica(r).delivery.clone() else {
             return;
         };
-        let stored = self.standalone.epoch;
+        let stored = self.stored(STANDALONE).map_or(0, |s| s.epoch);
         if let Some(epoch) = delivery.epoch
             && !replica::admits(self.policy, stored, epoch)
         {
@@ -238,29 +259,18 @@ impl ReplicaLab {
 
     pub(super) fn call_start(&mut self, r: ReplicaId) {
         let session = self.session;
-        self.call = Some(StreamRecord {
-            stream: CALL,
+        let new = NewStream {
             kind: StreamKind::Request,
             key: CALL_KEY,
-            state: RecordState::Live,
-            epoch: 1,
-            owner: r.to_string(),
-            high_water: 0,
-            oldest_kept: 1,
-            call: Some(CallRecord {
-                steps: CALL_STEPS,
-                delay_ms: 300,
-                done: 0,
-                lease: Lease {
-                    epoch: 1,
-                    owner: r.to_string(),
-                    until_ms: self.now_ms + DEFAULT_LEASE_MS,
-                },
-            }),
-            now_ms: self.now_ms,
-            forgotten: None,
-        });
-        self.replica_mut(r).runner = Some(1);
+            owner: r.name().into(),
+            call: Some(call_spec()),
+            fence: None,
+        };
+        self.called = true;
+        if self.store.open_stream(&session, &new, self.now_ms) != Ok(Ok(CALL)) {
+            return;
+        }
+        self.replica_mut(r).runner = Some(Runner { lease: 1, done: 0 });
         let by = self.by(r, fenced(self.policy, 1));
         self.record(
             by,
@@ -275,41 +285,48 @@ impl ReplicaLab {
     }
 
     pub(super) fn call_step(&mut self, r: ReplicaId) {
-        let Some(writer) = self.replica(r).runner else {
+        let Some(runner) = self.replica(r).runner else {
             return;
         };
-        let policy = self.policy;
-        let now_ms = self.now_ms;
-        let Some(call) = self.call.as_mut() else {
-            return;
-        };
-        let Some(progress) = call.call.as_mut() else {
-            return;
-        };
-        let stored = progress.lease.epoch;
-        if replica::admits(policy, stored, writer) {
-            progress.done += 1;
-            progress.lease.until_ms = now_ms + DEFAULT_LEASE_MS;
-            call.high_water += 1;
-            if progress.done > progress.steps {
-                call.state = RecordState::Finished;
-                self.replica_mut(r).runner = None;
-            }
-            return;
-        }
-        let holder = ReplicaId::parse(&progress.lease.owner);
-        self.replica_mut(r).runner = None;
-        let by = self.by(r, Some(writer));
-        let session = self.session;
-        self.record(
-            by,
-            Record::StaleWriteRefused {
-                session,
-                stream: CALL,
-                epoch: writer,
-                current: stored,
-                holder,
+        let (session, name) = (self.session, r.name());
+        let done = runner.done + 1;
+        // The step after the last is the result, and it finishes the stream.
+        let finish = done > CALL_STEPS;
+        let writer = match self.policy {
+            Policy::Fenced => Writer::Lease {
+                epoch: runner.lease,
+                name,
+                done: Some(done),
+                floor: Floor::Check(0),
             },
-        );
+            _ => Writer::Unfenced {
+                name,
+                background: None,
+            },
+        };
+        let event = [String::new()];
+        match self
+            .store
+            .append(&session, CALL, writer, &event, finish, self.now_ms)
+        {
+            Ok(Ok(_)) => {
+                self.replica_mut(r).runner = (!finish).then_some(Runner { done, ..runner });
+            }
+            Ok(Err(Refused::Stale(stale))) => {
+                self.replica_mut(r).runner = None;
+                let by = self.by(r, Some(runner.lease));
+                self.record(
+                    by,
+                    Record::StaleWriteRefused {
+                        session,
+                        stream: CALL,
+                        epoch: runner.lease,
+                        current: stale.current,
+                        holder: ReplicaId::parse(&stale.holder),
+                    },
+                );
+            }
+            _ => self.replica_mut(r).runner = None,
+        }
     }
 }

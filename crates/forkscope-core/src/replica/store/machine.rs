@@ -8,20 +8,33 @@
 //! next looked at. A blocked read ([`StoreMachine::read`]) refreshes nothing, as `XREAD` does.
 
 use super::{
-    Adoption, CallSpec, Events, Floor, MAX_KEPT_STREAMS, NewStream, Refused, Retention, Snapshot,
-    StoreFault, Writer,
+    Adoption, CallSpec, Events, Floor, MAX_KEPT_STREAMS, NewStream, Refused, Resumed, Retention,
+    Snapshot, StoreFault, Writer,
 };
 use crate::ids::{SessionId, StreamId};
 use crate::policy::Policy;
 use crate::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits, forgot};
 use crate::vocabulary::StreamKind;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// Every session the store holds, by the store's clock (milliseconds, the caller's).
 #[derive(Clone, Debug)]
 pub struct StoreMachine {
     retention: Retention,
-    sessions: HashMap<SessionId, Session>,
+    /// Shared until written, as each stream is: see [`Session::streams`].
+    sessions: Arc<BTreeMap<SessionId, Session>>,
+}
+
+/// A stream's record as [`StoreMachine::look`] lends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLook<'a> {
+    pub state: RecordState,
+    pub epoch: u64,
+    pub owner: &'a str,
+    pub high_water: u64,
+    /// A call's steps done, and its lease.
+    pub call: Option<(u64, &'a Lease)>,
 }
 
 /// One session's records at an instant, for the lab's rollback fault: put back, they are what a
@@ -32,13 +45,15 @@ pub struct SessionImage(Option<Session>);
 #[derive(Clone, Debug)]
 struct Session {
     /// By stream number. A number is allocated before a fence is checked, so a refused open
-    /// uses one up, as the Redis store's counter does.
-    streams: BTreeMap<u32, Stream>,
+    /// uses one up, as the Redis store's counter does. Shared until written (`Arc::make_mut`):
+    /// a model clones the store at every state it explores, and most steps write one record
+    /// or none.
+    streams: BTreeMap<u32, Arc<Stream>>,
     opened: u32,
     standalone: Option<StreamId>,
     background: u64,
     /// The session's running calls by request id (JSON text), for `notifications/cancelled`.
-    calls: HashMap<String, StreamId>,
+    calls: Arc<BTreeMap<String, StreamId>>,
     touched_ms: u64,
 }
 
@@ -50,8 +65,8 @@ struct Stream {
     epoch: u64,
     owner: String,
     high_water: u64,
-    /// Committed batches in sequence order, each as one write appended it.
-    log: VecDeque<Batch>,
+    /// Events in sequence order, each with the batch (the write) it came in.
+    log: VecDeque<Logged>,
     call: Option<Call>,
     finished_ms: Option<u64>,
     /// Ids handed out, then forgot by a rollback and skipped: `(first, last)`.
@@ -61,22 +76,19 @@ struct Stream {
 
 #[derive(Clone, Debug)]
 struct Call {
-    spec: CallSpec,
+    spec: Arc<CallSpec>,
     done: u64,
     lease: Lease,
 }
 
-/// One write's events: the log keeps and trims whole batches, as the Redis store's entries.
+/// One event of a log, and the last sequence of the batch it was written in: the log keeps and
+/// reads whole batches, as the Redis store's entries are. (One flat queue rather than a queue of
+/// batches: a model clones the store at every state.)
 #[derive(Clone, Debug)]
-struct Batch {
-    last: u64,
-    events: Vec<String>,
-}
-
-impl Batch {
-    fn first(&self) -> u64 {
-        self.last + 1 - self.events.len() as u64
-    }
+struct Logged {
+    seq: u64,
+    batch_last: u64,
+    data: String,
 }
 
 impl Stream {
@@ -101,43 +113,51 @@ impl Stream {
         self.finished_ms = Some(now);
     }
 
-    /// The events of up to `max` batches holding any after `after`.
+    /// The events after `after` of up to `max` batches holding any.
     fn after(&self, after: u64, max: usize) -> Events {
-        let skip = self.log.partition_point(|b| b.last <= after);
+        let skip = self.log.partition_point(|e| e.batch_last <= after);
         let mut events = Vec::new();
-        for batch in self.log.range(skip..).take(max) {
-            let first = batch.first();
-            events.extend(
-                (first..)
-                    .zip(&batch.events)
-                    .filter(|(seq, _)| *seq > after)
-                    .map(|(seq, data)| (seq, data.clone())),
-            );
+        let (mut batches, mut batch) = (0, None);
+        for e in self.log.range(skip..) {
+            if batch != Some(e.batch_last) {
+                batches += 1;
+                if batches > max {
+                    break;
+                }
+                batch = Some(e.batch_last);
+            }
+            if e.seq > after {
+                events.push((e.seq, e.data.clone()));
+            }
         }
         events
     }
 
     fn record(&self, stream: StreamId, now: u64) -> Snapshot {
         Snapshot {
-            record: StreamRecord {
-                stream,
-                kind: self.kind,
-                key: self.key,
-                state: self.state,
-                epoch: self.epoch,
-                owner: self.owner.clone(),
-                high_water: self.high_water,
-                oldest_kept: self.log.front().map_or(self.high_water + 1, Batch::first),
-                call: self.call.as_ref().map(|c| CallRecord {
-                    steps: c.spec.steps,
-                    delay_ms: c.spec.delay_ms,
-                    done: c.done,
-                    lease: c.lease.clone(),
-                }),
-                now_ms: now,
-                forgotten: self.forgotten,
-            },
-            call: self.call.as_ref().map(|c| c.spec.clone()),
+            record: self.stream_record(stream, now),
+            call: self.call.as_ref().map(|c| CallSpec::clone(&c.spec)),
+        }
+    }
+
+    fn stream_record(&self, stream: StreamId, now: u64) -> StreamRecord {
+        StreamRecord {
+            stream,
+            kind: self.kind,
+            key: self.key,
+            state: self.state,
+            epoch: self.epoch,
+            owner: self.owner.clone(),
+            high_water: self.high_water,
+            oldest_kept: self.log.front().map_or(self.high_water + 1, |e| e.seq),
+            call: self.call.as_ref().map(|c| CallRecord {
+                steps: c.spec.steps,
+                delay_ms: c.spec.delay_ms,
+                done: c.done,
+                lease: c.lease.clone(),
+            }),
+            now_ms: now,
+            forgotten: self.forgotten,
         }
     }
 }
@@ -155,8 +175,65 @@ fn no_record(stream: StreamId, writer: &str, writer_epoch: u64) -> StaleEpoch {
 }
 
 impl Session {
+    /// The adoption rule, for [`StoreMachine::adopt`] and [`StoreMachine::resume`].
+    fn take_over(
+        &mut self,
+        stream: StreamId,
+        expect_lease: u64,
+        owner: &str,
+        now: u64,
+        retention: &Retention,
+    ) -> Adoption {
+        let Some(s) = self.stream(stream, now, retention) else {
+            return Adoption::Lost;
+        };
+        s.touch(now);
+        let live = s.state == RecordState::Live;
+        let Some(call) = s.call.as_mut() else {
+            return Adoption::Lost;
+        };
+        if call.lease.epoch != expect_lease || !live {
+            return Adoption::Lost;
+        }
+        if call.lease.until_ms > now {
+            return Adoption::NotExpired {
+                remaining_ms: call.lease.until_ms - now,
+            };
+        }
+        call.lease = Lease {
+            epoch: call.lease.epoch + 1,
+            owner: owner.to_owned(),
+            until_ms: now + retention.lease_ms,
+        };
+        Adoption::Adopted {
+            lease: call.lease.epoch,
+            done: call.done,
+        }
+    }
+
     /// The stream's record if it is still kept; one past its time is dropped.
     fn stream(&mut self, stream: StreamId, now: u64, retention: &Retention) -> Option<&mut Stream> {
+        self.stream_shared(stream, now, retention)
+            .map(Arc::make_mut)
+    }
+
+    /// The stream's record if it is still kept, refreshed for a read: written (copied, if a
+    /// clone of the store shares it) only when the refresh changes it.
+    fn read(&mut self, stream: StreamId, now: u64, retention: &Retention) -> Option<&Stream> {
+        let s = self.stream_shared(stream, now, retention)?;
+        if s.state != RecordState::Finished && s.touched_ms != now {
+            Arc::make_mut(s).touch(now);
+        }
+        Some(s)
+    }
+
+    /// The stream's record if it is still kept, as shared; one past its time is dropped.
+    fn stream_shared(
+        &mut self,
+        stream: StreamId,
+        now: u64,
+        retention: &Retention,
+    ) -> Option<&mut Arc<Stream>> {
         if self
             .streams
             .get(&stream.0)
@@ -172,7 +249,7 @@ impl StoreMachine {
     pub fn new(retention: Retention) -> StoreMachine {
         StoreMachine {
             retention,
-            sessions: HashMap::new(),
+            sessions: Arc::default(),
         }
     }
 
@@ -189,9 +266,14 @@ impl StoreMachine {
             .get(id)
             .is_some_and(|s| now.saturating_sub(s.touched_ms) >= idle)
         {
-            self.sessions.remove(id);
+            Arc::make_mut(&mut self.sessions).remove(id);
         }
-        self.sessions.get_mut(id).ok_or(StoreFault::SessionGone)
+        if !self.sessions.contains_key(id) {
+            return Err(StoreFault::SessionGone);
+        }
+        Arc::make_mut(&mut self.sessions)
+            .get_mut(id)
+            .ok_or(StoreFault::SessionGone)
     }
 
     /// The session, refreshed: a request touched it.
@@ -206,20 +288,20 @@ impl StoreMachine {
     pub fn open_session(&mut self, id: &SessionId, now: u64) -> Result<(), StoreFault> {
         let (cap, idle) = (self.retention.max_sessions, self.retention.session_idle_ms);
         if self.sessions.len() >= cap {
-            self.sessions
+            Arc::make_mut(&mut self.sessions)
                 .retain(|_, s| now.saturating_sub(s.touched_ms) < idle);
         }
         if self.sessions.len() >= cap {
             return Err(StoreFault::Full(format!("{cap} sessions")));
         }
-        self.sessions
+        Arc::make_mut(&mut self.sessions)
             .entry(*id)
             .or_insert_with(|| Session {
                 streams: BTreeMap::new(),
                 opened: 0,
                 standalone: None,
                 background: 0,
-                calls: HashMap::new(),
+                calls: Arc::default(),
                 touched_ms: now,
             })
             .touched_ms = now;
@@ -232,7 +314,7 @@ impl StoreMachine {
 
     /// Ends the session and everything in it; false when it was not there.
     pub fn end_session(&mut self, id: &SessionId, now: u64) -> bool {
-        self.session(id, now).is_ok() && self.sessions.remove(id).is_some()
+        self.session(id, now).is_ok() && Arc::make_mut(&mut self.sessions).remove(id).is_some()
     }
 
     /// Opens a stream; `Ok(Err(epoch))` when the standalone stream to fence is no longer at the
@@ -265,7 +347,7 @@ impl StoreMachine {
             old.state = RecordState::Fenced;
         }
         let call = new.call.clone().map(|spec| Call {
-            spec,
+            spec: Arc::new(spec),
             done: 0,
             lease: Lease {
                 epoch: 1,
@@ -276,14 +358,14 @@ impl StoreMachine {
         match (new.kind, &call) {
             // The latest call with a request id is the one a cancel names.
             (StreamKind::Request, Some(call)) => {
-                session.calls.insert(call.spec.request_id.clone(), stream);
+                Arc::make_mut(&mut session.calls).insert(call.spec.request_id.clone(), stream);
             }
             (StreamKind::Request, None) => {}
             (StreamKind::Standalone, _) => session.standalone = Some(stream),
         }
         session.streams.insert(
             stream.0,
-            Stream {
+            Arc::new(Stream {
                 kind: new.kind,
                 key: new.key,
                 state: RecordState::Live,
@@ -295,7 +377,7 @@ impl StoreMachine {
                 finished_ms: None,
                 forgotten: None,
                 touched_ms: now,
-            },
+            }),
         );
         Ok(Ok(stream))
     }
@@ -317,7 +399,7 @@ impl StoreMachine {
             Some(s) if s.state == RecordState::Live => s.finish(now),
             _ => return Ok(None),
         }
-        session.calls.remove(request_id);
+        Arc::make_mut(&mut session.calls).remove(request_id);
         Ok(Some(stream))
     }
 
@@ -343,10 +425,9 @@ impl StoreMachine {
     ) -> Result<Option<(Snapshot, Events)>, StoreFault> {
         let retention = self.retention;
         let session = self.live(id, now)?;
-        let Some(s) = session.stream(stream, now, &retention) else {
+        let Some(s) = session.read(stream, now, &retention) else {
             return Ok(None);
         };
-        s.touch(now);
         Ok(Some((s.record(stream, now), s.after(after, max))))
     }
 
@@ -359,6 +440,25 @@ impl StoreMachine {
         Ok(self
             .replay(id, stream, 0, 0, now)?
             .map(|(snapshot, _)| snapshot))
+    }
+
+    /// The stream's record as it is at `now`, borrowed, refreshing and dropping nothing: what a
+    /// model looks at between its steps (which are enabled, its fingerprint), many times a
+    /// state. `None`: no record.
+    pub fn look(&self, id: &SessionId, stream: StreamId, now: u64) -> Option<RecordLook<'_>> {
+        let session = self.sessions.get(id)?;
+        (now.saturating_sub(session.touched_ms) < self.retention.session_idle_ms).then_some(())?;
+        let s = session
+            .streams
+            .get(&stream.0)
+            .filter(|s| s.kept(now, &self.retention))?;
+        Some(RecordLook {
+            state: s.state,
+            epoch: s.epoch,
+            owner: &s.owner,
+            high_water: s.high_water,
+            call: s.call.as_ref().map(|c| (c.done, &c.lease)),
+        })
     }
 
     /// A delivery's read between replays: the events of up to `max` batches after `after`,
@@ -378,41 +478,52 @@ impl StoreMachine {
             .map_or_else(Vec::new, |s| s.after(after, max))
     }
 
-    /// A resume: bumps the stream epoch from `expect`, naming `owner` the holder. A refusal
-    /// refreshes nothing.
-    pub fn attach(
+    /// A resume, one step: bumps the stream epoch from `expect` (when given), naming `owner`
+    /// the holder, then (when `adopt` names the lease epoch read) takes the stream's call over
+    /// if its lease expired. As one step, a replica never holds a call's stream without having
+    /// had its one chance at the call. A refused attach refreshes and adopts nothing.
+    pub fn resume(
         &mut self,
         id: &SessionId,
         stream: StreamId,
-        expect: u64,
+        expect: Option<u64>,
+        adopt: Option<u64>,
         owner: &str,
         now: u64,
-    ) -> Result<Result<u64, StaleEpoch>, StoreFault> {
+    ) -> Result<Result<Resumed, StaleEpoch>, StoreFault> {
         let retention = self.retention;
         let session = self.session(id, now)?;
-        let Some(s) = session.stream(stream, now, &retention) else {
-            return Ok(Err(no_record(stream, owner, expect)));
-        };
-        if !admits(Policy::Fenced, s.epoch, expect) {
-            return Ok(Err(StaleEpoch {
-                stream,
-                writer: owner.to_owned(),
-                writer_epoch: expect,
-                current: s.epoch,
-                holder: s.owner.clone(),
-            }));
+        let mut epoch = None;
+        if let Some(expect) = expect {
+            let Some(s) = session.stream(stream, now, &retention) else {
+                return Ok(Err(no_record(stream, owner, expect)));
+            };
+            if !admits(Policy::Fenced, s.epoch, expect) {
+                return Ok(Err(StaleEpoch {
+                    stream,
+                    writer: owner.to_owned(),
+                    writer_epoch: expect,
+                    current: s.epoch,
+                    holder: s.owner.clone(),
+                }));
+            }
+            s.epoch += 1;
+            s.owner = owner.to_owned();
+            s.touch(now);
+            epoch = Some(s.epoch);
+            session.touched_ms = now;
         }
-        s.epoch += 1;
-        s.owner = owner.to_owned();
-        s.touch(now);
-        let epoch = s.epoch;
-        session.touched_ms = now;
-        Ok(Ok(epoch))
+        let adoption = adopt.map(|lease| {
+            session.touched_ms = now;
+            session.take_over(stream, lease, owner, now, &retention)
+        });
+        Ok(Ok(Resumed { epoch, adoption }))
     }
 
     /// Takes a tool call over when its lease has expired by the store's clock and is still at
     /// the epoch the replica read: bumps the lease epoch, so the old runner's late steps are
-    /// refused.
+    /// refused. (A delivery that finds its call's runner gone; a resume adopts in
+    /// [`StoreMachine::resume`].)
     pub fn adopt(
         &mut self,
         id: &SessionId,
@@ -423,31 +534,7 @@ impl StoreMachine {
     ) -> Result<Adoption, StoreFault> {
         let retention = self.retention;
         let session = self.live(id, now)?;
-        let Some(s) = session.stream(stream, now, &retention) else {
-            return Ok(Adoption::Lost);
-        };
-        s.touch(now);
-        let live = s.state == RecordState::Live;
-        let Some(call) = s.call.as_mut() else {
-            return Ok(Adoption::Lost);
-        };
-        if call.lease.epoch != expect_lease || !live {
-            return Ok(Adoption::Lost);
-        }
-        if call.lease.until_ms > now {
-            return Ok(Adoption::NotExpired {
-                remaining_ms: call.lease.until_ms - now,
-            });
-        }
-        call.lease = Lease {
-            epoch: call.lease.epoch + 1,
-            owner: owner.to_owned(),
-            until_ms: now + retention.lease_ms,
-        };
-        Ok(Adoption::Adopted {
-            lease: call.lease.epoch,
-            done: call.done,
-        })
+        Ok(session.take_over(stream, expect_lease, owner, now, &retention))
     }
 
     /// Appends `events` as one batch (none: a lease renewal), finishing the stream after them if
@@ -518,15 +605,19 @@ impl StoreMachine {
             _ => {}
         }
         if !events.is_empty() {
+            let first = s.high_water + 1;
             s.high_water += events.len() as u64;
-            s.log.push_back(Batch {
-                last: s.high_water,
-                events: events.to_vec(),
-            });
+            let batch_last = s.high_water;
+            s.log
+                .extend((first..).zip(events).map(|(seq, data)| Logged {
+                    seq,
+                    batch_last,
+                    data: data.clone(),
+                }));
             // Keeps the newest `log_events` events, whole batches: one whose last event is
             // older goes.
             let keep_from = (s.high_water + 1).saturating_sub(retention.log_events);
-            while s.log.front().is_some_and(|b| b.last < keep_from) {
+            while s.log.front().is_some_and(|e| e.batch_last < keep_from) {
                 s.log.pop_front();
             }
         }
@@ -545,7 +636,7 @@ impl StoreMachine {
             && let Some(rid) = s.call.as_ref().map(|c| c.spec.request_id.clone())
             && session.calls.get(&rid) == Some(&stream)
         {
-            session.calls.remove(&rid);
+            Arc::make_mut(&mut session.calls).remove(&rid);
         }
         if let Writer::Epoch {
             background: Some(n),
@@ -570,8 +661,8 @@ impl StoreMachine {
     /// Puts the session back as `image` held it: what was written since is forgotten.
     pub fn restore(&mut self, id: &SessionId, image: &SessionImage) {
         match &image.0 {
-            Some(session) => self.sessions.insert(*id, session.clone()),
-            None => self.sessions.remove(id),
+            Some(session) => Arc::make_mut(&mut self.sessions).insert(*id, session.clone()),
+            None => Arc::make_mut(&mut self.sessions).remove(id),
         };
     }
 }

@@ -1,4 +1,4 @@
-//! The shared store's rules, once: what each store operation (open, attach, adopt, append,
+//! The shared store's rules, once: what each store operation (open, resume, adopt, append,
 //! snapshot, cancel, expire) answers and changes, as a sans-IO machine ([`StoreMachine`]) whose
 //! clock is a parameter.
 //!
@@ -9,7 +9,7 @@
 
 mod machine;
 
-pub use machine::{SessionImage, StoreMachine};
+pub use machine::{RecordLook, SessionImage, StoreMachine};
 
 use super::StaleEpoch;
 use crate::ids::StreamId;
@@ -157,6 +157,15 @@ pub enum Adoption {
     },
     /// Someone else took it, it finished, or its record is gone: read again.
     Lost,
+}
+
+/// What a resume committed ([`StoreMachine::resume`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    /// The stream epoch it attached on (`None`: it was asked to take none, as naive).
+    pub epoch: Option<u64>,
+    /// Whether it took the stream's call over, when asked to.
+    pub adoption: Option<Adoption>,
 }
 
 /// Why the store could not answer at all (rather than refuse a step).

@@ -65,7 +65,8 @@ fn a_resume_fences_the_old_holder_and_a_stale_open_opens_nothing() {
         .open_stream(&s, &standalone("A", None), 0)
         .unwrap()
         .unwrap();
-    assert_eq!(m.attach(&s, first, 1, "B", 1).unwrap(), Ok(2));
+    let resumed = m.resume(&s, first, Some(1), None, "B", 1).unwrap().unwrap();
+    assert_eq!(resumed.epoch, Some(2));
     let refused = m.append(&s, first, epoch_writer(1, 0), &events(1), false, 2);
     let Ok(Err(Refused::Stale(stale))) = refused else {
         panic!("{refused:?}")
@@ -88,7 +89,7 @@ fn a_record_that_is_gone_refuses_with_epoch_zero_and_says_so() {
     let mut m = machine();
     let s = sid(1);
     m.open_session(&s, 0).unwrap();
-    let Ok(Err(stale)) = m.attach(&s, StreamId(5), 1, "B", 0) else {
+    let Ok(Err(stale)) = m.resume(&s, StreamId(5), Some(1), None, "B", 0) else {
         panic!()
     };
     assert_eq!(stale.current, 0);
@@ -181,8 +182,22 @@ fn a_lease_is_adopted_only_once_it_expired_and_only_by_one() {
         Ok(Adoption::Adopted { lease: 2, done: 0 })
     );
     assert_eq!(m.adopt(&s, c, 1, "C", 200), Ok(Adoption::Lost));
-    assert_eq!(m.cancel(&s, "1", 60), Ok(Some(c)));
-    assert_eq!(m.cancel(&s, "1", 61), Ok(None));
+    // A resume attaches and adopts in one step, or does neither.
+    let stale = m.resume(&s, c, Some(7), Some(2), "C", 300).unwrap();
+    assert_eq!(stale.map_err(|e| e.current), Err(1));
+    let resumed = m
+        .resume(&s, c, Some(1), Some(2), "C", 300)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        resumed,
+        Resumed {
+            epoch: Some(2),
+            adoption: Some(Adoption::Adopted { lease: 3, done: 0 })
+        }
+    );
+    assert_eq!(m.cancel(&s, "1", 301), Ok(Some(c)));
+    assert_eq!(m.cancel(&s, "1", 302), Ok(None));
 }
 
 #[test]
