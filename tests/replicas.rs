@@ -486,3 +486,92 @@ async fn a_quiet_replica_stream_keeps_alive() {
             .unwrap_or(false)
     );
 }
+
+/// Reads `sse` to its end; true when the body ended cleanly (its terminating chunk arrived),
+/// false when the connection broke under it.
+async fn ends_cleanly(sse: &mut Sse) -> bool {
+    let read = async {
+        loop {
+            match sse.response.chunk().await {
+                Ok(Some(chunk)) => sse.events.extend(sse.parser.feed(&chunk).unwrap()),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    };
+    tokio::time::timeout(common::replica_lab::PATIENCE, read)
+        .await
+        .expect("the stream ends")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_replica_ends_its_streams_cleanly_and_its_call_moves() {
+    let Some(mut lab) = Lab::start(Backend::Memory, Policy::Fenced, Some(50), 300).await else {
+        return;
+    };
+    let session = lab.initialize(&lab.url(0)).await;
+    let mut standalone = Sse::open(lab.get(&lab.url(0), &session, None)).await;
+    let mut first = lab.call(&lab.url(0), &session, 30, 20).await;
+    assert!(first.until(|e| progress_of(e).len() >= 5).await);
+    // SIGTERM on replica a: no new connection, its streams end with their terminating chunk.
+    let a = lab.replicas.remove(0);
+    let drained = tokio::spawn(a.drain(Duration::from_secs(5)));
+    assert!(
+        ends_cleanly(&mut first).await,
+        "the call's stream ends cleanly"
+    );
+    assert!(
+        ends_cleanly(&mut standalone).await,
+        "the standalone stream ends cleanly"
+    );
+    drained.await.unwrap();
+    // The call was left in the store: replica b adopts it once its lease expires, and the
+    // client's resume there gets every step once.
+    let b = lab.url(0);
+    let mut resumed = Sse::open(lab.get(&b, &session, Some(&first.last_id()))).await;
+    assert!(resumed.until(|e| results_of(e) == 1).await);
+    let mut seen = progress_of(&first.events);
+    seen.extend(progress_of(&resumed.events));
+    assert_eq!(seen, (1..=30).collect::<Vec<_>>(), "every step once");
+    assert_eq!(lab.counter(0, |c| &c.calls_adopted), 1);
+}
+
+/// A client that stops reading (a NAT drop, a stalled reader) is judged gone after the write
+/// deadline: its delivery ends and the replica closes the connection, as the single server
+/// does. Without the deadline the emitter would queue for it forever and the read below would
+/// never reach the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_closes_a_stream_whose_client_takes_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(lab) = Lab::start(Backend::Memory, Policy::Fenced, Some(1), 2_000).await else {
+        return;
+    };
+    let session = lab.initialize(&lab.url(0)).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2_048).unwrap();
+    let mut tcp = socket.connect(lab.replicas[0].addr).await.unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    // Reads nothing for longer than the write deadline (the condition, not a sync).
+    let deadline = forkscope::wire::replica::ReplicaOptions::default()
+        .write_deadline
+        .expect("a write deadline by default");
+    tokio::time::sleep(deadline * 2).await;
+    let mut buf = [0u8; 16 * 1024];
+    let mut read = 0usize;
+    let ended = async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read += n,
+            }
+        }
+    };
+    tokio::time::timeout(common::replica_lab::PATIENCE, ended)
+        .await
+        .expect("the replica closed the connection");
+    // What was queued before the cut, not a stream that went on.
+    assert!(read < 4 * 1024 * 1024, "{read} bytes");
+}

@@ -90,7 +90,9 @@ pub struct ServeArgs {
     request_timeout_ms: u64,
     /// On SIGINT or SIGTERM, how long open responses may take to finish, in milliseconds
     /// (0-600000): running tool calls get a JSON-RPC error saying the server is stopping,
-    /// and every stream ends cleanly; what is still open after it is closed.
+    /// and every stream ends cleanly; what is still open after it is closed. With --store,
+    /// streams end cleanly (their clients resume on another replica) and a running call is
+    /// left in the store for another replica to adopt.
     #[arg(long, default_value_t = server::DRAIN_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     drain_ms: u64,
     /// Serve as one replica on a shared store: `memory` (this process only) or
@@ -217,9 +219,17 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
             background,
             allowed_hosts: options.allowed_hosts,
             max_deliveries: replica::MAX_DELIVERIES,
+            max_connections: options.max_connections,
+            request_read_timeout: options.request_read_timeout,
+            idle_timeout: options.idle_timeout,
+            write_deadline: options
+                .liveness
+                .write_deadline_ms
+                .map(Duration::from_millis),
             ..ReplicaOptions::default()
         };
-        return runtime().block_on(serve_replica(addr, store, retention, replica));
+        let drain = Duration::from_millis(args.drain_ms);
+        return runtime().block_on(serve_replica(addr, store, retention, replica, drain));
     }
     runtime().block_on(serve(
         addr,
@@ -236,6 +246,7 @@ async fn serve_replica(
     store: String,
     retention: Retention,
     options: ReplicaOptions,
+    drain: Duration,
 ) -> Result<ExitCode, ServeError> {
     let store = match store.as_str() {
         "memory" => Store::memory(retention),
@@ -264,6 +275,9 @@ async fn serve_replica(
         Counters::get(&c.deliveries_fenced),
         Counters::get(&c.calls_adopted),
     );
+    // Streams end cleanly and their clients resume on another replica; a call this replica
+    // ran is adopted there once its lease expires.
+    running.drain(drain).await;
     Ok(ExitCode::SUCCESS)
 }
 

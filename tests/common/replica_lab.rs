@@ -228,7 +228,7 @@ pub async fn retrying_unavailable(
 /// An SSE response read as it arrives.
 pub struct Sse {
     pub response: reqwest::Response,
-    parser: Parser,
+    pub parser: Parser,
     pub events: Vec<SseEvent>,
     pub ended: bool,
 }

@@ -13,6 +13,7 @@ use super::local::Local;
 use super::witness::{Fact, effect_of};
 use super::{Replica, work};
 use crate::store::{Adoption, Reader, Snapshot, StoreError};
+use crate::wire::server::handles::Handle;
 use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
 use axum::body::{Body, Bytes};
@@ -70,8 +71,18 @@ impl Delivery {
 }
 
 /// The response body: a task reads the store and feeds it; the task ends when the client goes.
-pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphorePermit) -> Body {
+pub(super) fn body(
+    replica: &Replica,
+    delivery: Delivery,
+    permit: OwnedSemaphorePermit,
+    connection: Option<Handle>,
+) -> Body {
     let (tx, rx) = mpsc::channel::<Bytes>(QUEUE);
+    let tx = Out {
+        tx,
+        deadline: replica.write_deadline,
+        connection,
+    };
     let task_replica = replica.clone();
     let connection = replica.connections.fetch_add(1, Ordering::Relaxed) + 1;
     replica.tell(|| Fact::Attached {
@@ -90,6 +101,9 @@ pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphore
         if let Err(why) = &ended {
             tracing::info!(replica = %task_replica.name, session = %delivery.session, stream = %delivery.stream, "delivery ended: {why}");
         }
+        if let (Err(Ended::WritesStalled(_)), Some(connection)) = (&ended, &tx.connection) {
+            connection.close();
+        }
         task_replica.tell(|| Fact::DeliveryEnded {
             session: delivery.session,
             stream: delivery.stream,
@@ -107,6 +121,8 @@ pub(super) fn body(replica: &Replica, delivery: Delivery, permit: OwnedSemaphore
 enum Ended {
     #[error("the client went away")]
     ClientGone,
+    #[error("writes stalled: the client took nothing for {} ms", .0.as_millis())]
+    WritesStalled(Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("fenced: stream {stream} is at epoch {current}, held by {holder}")]
@@ -137,13 +153,36 @@ enum Ended {
     },
 }
 
-async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Ended> {
-    tx.send(bytes).await.map_err(|_| Ended::ClientGone)
+/// Where a delivery writes: the response body's queue, and the connection under it.
+struct Out {
+    tx: mpsc::Sender<Bytes>,
+    /// How long a write may wait for room: see `ReplicaOptions::write_deadline`.
+    deadline: Option<Duration>,
+    connection: Option<Handle>,
+}
+
+impl Out {
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// Queues `bytes` for the client. A client that takes nothing for the write deadline (a NAT
+/// drop, a reader that stopped) is judged gone: the delivery ends and its connection is
+/// closed, as the single server's write deadline does.
+async fn send(tx: &Out, bytes: Bytes) -> Result<(), Ended> {
+    let sent = match tx.deadline {
+        Some(deadline) => tokio::time::timeout(deadline, tx.tx.send(bytes))
+            .await
+            .map_err(|_| Ended::WritesStalled(deadline))?,
+        None => tx.tx.send(bytes).await,
+    };
+    sent.map_err(|_| Ended::ClientGone)
 }
 
 /// A `: keep-alive` comment when the connection has been quiet for [`KEEPALIVE`]: a write, so a
 /// client that went away is noticed, and its delivery ends, without waiting for an event.
-async fn keep_alive(tx: &mpsc::Sender<Bytes>, quiet_since: &mut Instant) -> Result<(), Ended> {
+async fn keep_alive(tx: &Out, quiet_since: &mut Instant) -> Result<(), Ended> {
     if quiet_since.elapsed() >= KEEPALIVE {
         send(tx, Bytes::from_static(KEEPALIVE_FRAME)).await?;
         *quiet_since = Instant::now();
@@ -178,11 +217,7 @@ fn render(replica: &Replica, delivery: &Delivery, events: &[(u64, String)]) -> B
     out.freeze()
 }
 
-async fn prime(
-    replica: &Replica,
-    delivery: &Delivery,
-    tx: &mpsc::Sender<Bytes>,
-) -> Result<(), Ended> {
+async fn prime(replica: &Replica, delivery: &Delivery, tx: &Out) -> Result<(), Ended> {
     if delivery.priming {
         let truth = replica.truth.then_some(sse::Truth {
             stream: delivery.stream.0,
@@ -206,11 +241,7 @@ async fn read_record(replica: &Replica, delivery: &Delivery) -> Result<Snapshot,
         .ok_or(Ended::Gone)
 }
 
-async fn fenced(
-    replica: &Replica,
-    delivery: &Delivery,
-    tx: &mpsc::Sender<Bytes>,
-) -> Result<(), Ended> {
+async fn fenced(replica: &Replica, delivery: &Delivery, tx: &Out) -> Result<(), Ended> {
     let epoch = delivery.epoch.unwrap_or_default();
     prime(replica, delivery, tx).await?;
     // Opened only once the delivery has caught up: a replay of a finished call never needs one.
@@ -332,11 +363,7 @@ async fn adopt(
     Ok(())
 }
 
-async fn naive(
-    replica: &Replica,
-    delivery: &Delivery,
-    tx: &mpsc::Sender<Bytes>,
-) -> Result<(), Ended> {
+async fn naive(replica: &Replica, delivery: &Delivery, tx: &Out) -> Result<(), Ended> {
     // Listening before the replay is read: what this replica writes meanwhile is not lost.
     let mut live = replica.local.subscribe(&delivery.session, delivery.stream);
     let record = read_record(replica, delivery).await?.record;

@@ -19,20 +19,21 @@ mod work;
 
 use crate::store::{SessionId, Store};
 use crate::wire::headers;
+use crate::wire::server::connections::{self, Limits, Stop};
 use crate::wire::server::rebinding::{self, AllowedHosts};
-use crate::wire::server::{EmitRate, MAX_BODY_BYTES};
+use crate::wire::server::{self, EmitRate, MAX_BODY_BYTES, liveness};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::HeaderValue;
 use axum::middleware;
 use axum::response::Response;
 use axum::routing::post;
-use axum::serve::ListenerExt;
 use forkscope_core::replica::ReplicaPolicy;
 use forkscope_core::{Policy, StreamId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
 
@@ -58,6 +59,16 @@ pub struct ReplicaOptions {
     /// Run a background emitter for every standalone stream, emitting on
     /// [`RunningReplica::emit_now`] (and on `background`'s rate, if any): the lab's `EmitOn`.
     pub emit_on_demand: bool,
+    /// The single server's bounds on connections, the same accept loop
+    /// ([`server::connections`]): see [`server::MAX_CONNECTIONS`],
+    /// [`server::REQUEST_READ_TIMEOUT`], [`server::IDLE_TIMEOUT`].
+    pub max_connections: usize,
+    pub request_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// A delivery whose frames the client has not taken for this long is judged gone: it ends
+    /// and its connection is closed (`None`: kept until the socket fails). See
+    /// [`liveness::WRITE_DEADLINE_MS`].
+    pub write_deadline: Option<Duration>,
 }
 
 impl Default for ReplicaOptions {
@@ -71,6 +82,10 @@ impl Default for ReplicaOptions {
             witness: None,
             truth_comments: false,
             emit_on_demand: false,
+            max_connections: server::MAX_CONNECTIONS,
+            request_read_timeout: server::REQUEST_READ_TIMEOUT,
+            idle_timeout: server::IDLE_TIMEOUT,
+            write_deadline: Some(Duration::from_millis(liveness::WRITE_DEADLINE_MS)),
         }
     }
 }
@@ -115,6 +130,8 @@ struct Replica {
     /// Cleared by [`RunningReplica::kill`]: a request still in flight then starts no new work
     /// and tells the lab nothing more, as a crashed process would not.
     alive: Arc<AtomicBool>,
+    /// See [`ReplicaOptions::write_deadline`].
+    write_deadline: Option<Duration>,
 }
 
 /// The emitters of each session on this replica, by stream, poked by
@@ -155,7 +172,7 @@ pub struct RunningReplica {
     pub addr: SocketAddr,
     pub name: String,
     pub counters: Arc<Counters>,
-    stop: Option<oneshot::Sender<()>>,
+    stop: Option<oneshot::Sender<Stop>>,
     server: JoinHandle<()>,
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
     pokes: Pokes,
@@ -186,10 +203,28 @@ impl RunningReplica {
         self.abort_all();
     }
 
+    /// Stops gracefully: no new connection; this replica's work ends where it stands (a call
+    /// it ran is adopted by another replica once its lease expires, as after a crash, and no
+    /// step is lost: each was committed before it was sent); every delivery's response ends
+    /// cleanly with its terminating chunk, so its client reconnects elsewhere from its cursor;
+    /// connections close once their responses are written, within `within`.
+    pub async fn drain(mut self, within: Duration) {
+        self.abort_work();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Stop::Drain(within));
+        }
+        let _ = (&mut self.server).await;
+    }
+
     fn abort_all(&mut self) {
-        self.alive.store(false, Ordering::SeqCst);
+        self.abort_work();
         self.stop.take();
         self.server.abort();
+    }
+
+    /// Ends what this replica runs: deliveries, call runners, background emitters.
+    fn abort_work(&mut self) {
+        self.alive.store(false, Ordering::SeqCst);
         for task in self
             .tasks
             .lock()
@@ -248,8 +283,19 @@ pub async fn start(
         deliveries: Arc::new(Semaphore::new(options.max_deliveries)),
         counters: counters.clone(),
         tasks: tasks.clone(),
+        write_deadline: options.write_deadline,
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));
+    let limits = Limits {
+        max_connections: options.max_connections,
+        read_timeout: options.request_read_timeout,
+        idle_timeout: options.idle_timeout,
+        // A replica keeps its own keep-alive comments and write deadline, in each delivery.
+        liveness: liveness::Liveness {
+            keepalive_ms: None,
+            write_deadline_ms: options.write_deadline.map(|d| d.as_millis() as u64),
+        },
+    };
     let app = axum::Router::new()
         .route(
             "/mcp",
@@ -258,24 +304,21 @@ pub async fn start(
                 .delete(routes::delete_mcp),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            limits.read_timeout,
+            connections::bound_request_read,
+        ))
+        .layer(middleware::from_fn(connections::track_in_flight))
         .with_state(replica)
         .layer(middleware::from_fn_with_state(
             allowed,
             rebinding::check_names,
         ))
         .layer(middleware::map_response_with_state(name_header, served_by));
-    let (stop, stopped) = oneshot::channel::<()>();
-    // Nagle off on every accepted socket, as the in-process server does.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let (stop, stopped) = oneshot::channel::<Stop>();
+    // The single server's accept loop: Nagle off, the connection cap, head and idle timeouts,
+    // a drain on stop.
+    let server = tokio::spawn(connections::accept(listener, app, limits, stopped));
     Ok(RunningReplica {
         addr,
         name,

@@ -13,11 +13,13 @@ use crate::store::{Adoption, CallSpec, NewStream, Resumed, SessionId, StoreError
 use crate::wire::headers;
 use crate::wire::jsonrpc;
 use crate::wire::mcp::message::method;
+use crate::wire::server::handles::Handle;
 use crate::wire::server::incoming::{self, Incoming, Routed};
 use crate::wire::server::refusal::{
     Refusal, Unavailable, accepts, check_protocol_version, identity_header, json_response,
     resume_rejected, session_error, store_corrupt, unavailable,
 };
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -99,14 +101,18 @@ fn permit(replica: &Replica, id: &Value) -> Result<OwnedSemaphorePermit, Respons
     })
 }
 
+/// The connection a request came on, as the accept loop hands it over: a delivery whose
+/// writes stall closes it.
+type Connection = Option<Extension<Handle>>;
+
 fn sse(
     replica: &Replica,
     delivery: Delivery,
-    permit: OwnedSemaphorePermit,
+    (permit, connection): (OwnedSemaphorePermit, Connection),
     resumed: bool,
 ) -> Response {
     let stream = delivery.stream;
-    let body = deliver::body(replica, delivery, permit);
+    let body = deliver::body(replica, delivery, permit, connection.map(|c| c.0));
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -127,6 +133,7 @@ fn sse(
 
 pub(super) async fn post_mcp(
     State(replica): State<Replica>,
+    connection: Connection,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -166,7 +173,7 @@ pub(super) async fn post_mcp(
     };
     match incoming::route(method, &id, &headers) {
         Routed::Answered { response, .. } => response,
-        Routed::CallTool => call_tool(&replica, session, id, &params).await,
+        Routed::CallTool => call_tool(&replica, session, (id, connection), &params).await,
     }
 }
 
@@ -186,7 +193,12 @@ async fn cancel_call(replica: &Replica, session: &SessionId, request_id: Option<
     }
 }
 
-async fn call_tool(replica: &Replica, session: SessionId, id: Value, params: &Value) -> Response {
+async fn call_tool(
+    replica: &Replica,
+    session: SessionId,
+    (id, connection): (Value, Connection),
+    params: &Value,
+) -> Response {
     let (args, progress_token) = match incoming::tool_call(&id, params) {
         Ok(call) => call,
         Err(refused) => return refused,
@@ -248,10 +260,14 @@ async fn call_tool(replica: &Replica, session: SessionId, id: Value, params: &Va
         epoch: (replica.policy == Policy::Fenced).then_some(1),
         priming: true,
     };
-    sse(replica, delivery, permit, false)
+    sse(replica, delivery, (permit, connection), false)
 }
 
-pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) -> Response {
+pub(super) async fn get_mcp(
+    State(replica): State<Replica>,
+    connection: Connection,
+    headers: HeaderMap,
+) -> Response {
     if !accepts(&headers, "text/event-stream") {
         return session_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -274,7 +290,9 @@ pub(super) async fn get_mcp(State(replica): State<Replica>, headers: HeaderMap) 
     };
     for _ in 0..MAX_ATTEMPTS {
         match attempt_get(&replica, &session, cursor).await {
-            Ok(Some((delivery, resumed))) => return sse(&replica, delivery, permit, resumed),
+            Ok(Some((delivery, resumed))) => {
+                return sse(&replica, delivery, (permit, connection), resumed);
+            }
             Ok(None) => continue,
             Err(refused) => return refused,
         }

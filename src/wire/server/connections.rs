@@ -50,7 +50,7 @@ fn over_capacity() -> Vec<u8> {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Limits {
+pub(crate) struct Limits {
     pub max_connections: usize,
     pub read_timeout: std::time::Duration,
     /// A connection with no request in flight for this long is closed (HTTP/1 keep-alive and
@@ -70,7 +70,7 @@ const HYPER_BUFFER: usize = 16 * 1024;
 const MAX_REFUSING: usize = 64;
 const REFUSE_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
-pub(super) async fn accept(
+pub(crate) async fn accept(
     listener: TcpListener,
     router: axum::Router,
     limits: Limits,
@@ -213,7 +213,7 @@ pub(super) async fn accept(
 
 /// How the accept loop stops.
 #[derive(Debug)]
-pub(super) enum Stop {
+pub(crate) enum Stop {
     /// At once: every connection is dropped where it stands (a lab torn down).
     Abort,
     /// Gracefully: no new connection; each open one finishes its response (already told to
@@ -327,7 +327,7 @@ async fn refuse(mut tcp: tokio::net::TcpStream, read_timeout: std::time::Duratio
 
 /// Marks the connection busy from a request's head until its response body ends (an SSE
 /// stream is busy while it is open), so [`idle_watch`] closes only idle connections.
-pub(super) async fn track_in_flight(request: Request, next: Next) -> Response {
+pub(crate) async fn track_in_flight(request: Request, next: Next) -> Response {
     let Some(handle) = request.extensions().get::<Handle>().cloned() else {
         return next.run(request).await;
     };
@@ -370,7 +370,7 @@ impl http_body::Body for Tracked {
 /// A POST's body must arrive within the read timeout (headers are bounded by hyper): the
 /// handler reads the body before it answers, so the whole handler is timed. Streams are not:
 /// a GET or a tool call's SSE response returns as soon as its headers are ready.
-pub(super) async fn bound_request_read(
+pub(crate) async fn bound_request_read(
     State(timeout): State<std::time::Duration>,
     request: Request,
     next: Next,

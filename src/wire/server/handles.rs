@@ -161,4 +161,4 @@ impl Drop for InFlight {
 }
 
 /// What a request carries to know its TCP connection.
-pub(super) type Handle = Arc<ConnectionHandle>;
+pub(crate) type Handle = Arc<ConnectionHandle>;

@@ -12,10 +12,10 @@
 //! - [`rebinding`] and [`refusal`]: what is refused before the core is asked.
 
 pub mod background;
-mod connections;
+pub(crate) mod connections;
 pub mod driver;
 pub mod emission;
-mod handles;
+pub(crate) mod handles;
 pub(crate) mod incoming;
 pub mod liveness;
 pub mod rebinding;
