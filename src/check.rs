@@ -76,18 +76,8 @@ pub fn workers() -> NonZeroUsize {
     std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
 }
 
-/// `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// `1,234,567`: the core's, as its verdicts write numbers.
+pub use forkscope_core::model::thousands;
 
 /// The report for people.
 pub fn text(checked: &[Checked]) -> String {

@@ -6,6 +6,10 @@
 //!   this replica's next emit is refused, so it stops: no orphan keeps receiving.
 //!
 //! Under naive nothing is fenced: both keep writing, and tell only this replica's connections.
+//!
+//! Which step is due and when, and which background event is owed, are the core's `work/`
+//! machines ([`ToolCall`], [`BackgroundEmitter`]), as on the single server; this file commits
+//! what they say to the store.
 
 use super::Replica;
 use super::local::Local;
@@ -13,8 +17,9 @@ use super::witness::{Fact, effect_of};
 use crate::store::{CallSpec, Floor, Refused, SessionId, StoreError, Writer};
 use crate::wire::mcp::jsonrpc;
 use crate::wire::server::{background, tool};
+use forkscope_core::LabTime;
 use forkscope_core::replica::StaleEpoch;
-use forkscope_core::work::ToolStep;
+use forkscope_core::work::{BackgroundEmitter, ToolCall, ToolSpec};
 use forkscope_core::{Policy, StreamId, StreamKind};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -23,7 +28,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Steps committed in one script call when a call runs with no delay: one round trip per batch.
-const STEP_BATCH: u64 = 64;
+const STEP_BATCH: usize = 64;
+/// How far a background schedule may fall behind (a store that answered slowly) before it skips
+/// ahead: one, so a late emitter sends one event, not a burst.
+const MAX_BEHIND: u64 = 1;
 
 /// Where a call's runner starts: its lease epoch, the steps already committed, and the stream's
 /// high-water mark then (what the store must still hold when the runner next writes).
@@ -91,6 +99,9 @@ fn refused(replica: &Replica, session: &SessionId, why: Refused) -> Stopped {
     Stopped::Refused(why)
 }
 
+/// The call as the core's [`ToolCall`] schedules it (the machine the single server and the
+/// Sim drive): each step it has due is committed to the store under the lease before the next,
+/// up to [`STEP_BATCH`] in one write when they are due together.
 async fn run_call(
     replica: &Replica,
     session: &SessionId,
@@ -103,55 +114,69 @@ async fn run_call(
         .progress_token
         .as_deref()
         .and_then(|t| serde_json::from_str(t).ok());
-    let lease_ms = replica.store.retention().lease_ms;
-    let mut done = start.done;
+    let clock = RunnerClock::start();
+    // Checked when the call was made; the store keeps what was checked.
+    let tool = ToolSpec {
+        steps: spec.steps,
+        delay_ms: spec.delay_ms,
+    };
+    let mut call = ToolCall::resumed(
+        *session,
+        stream,
+        tool,
+        token.is_some(),
+        start.done,
+        clock.now(),
+    );
+    let renew_every = Duration::from_millis((replica.store.retention().lease_ms / 3).max(1));
     let mut wrote = start.wrote;
     let at = (session, stream, spec, start.lease);
-    loop {
-        if spec.delay_ms > 0 {
-            // Asleep between steps, the runner still renews: its lease outlives the delay.
-            let mut left = spec.delay_ms;
-            while left > 0 {
-                let nap = left.min((lease_ms / 3).max(1));
-                tokio::time::sleep(Duration::from_millis(nap)).await;
-                left -= nap;
-                if left > 0 {
-                    let renewal = Batch {
-                        done: None,
-                        bodies: &[],
-                        finish: false,
-                    };
-                    wrote = commit_or_seal(replica, at, wrote, renewal).await?;
-                }
+    while let Some(due) = call.poll_timeout() {
+        // Asleep until the next step, the runner still renews: its lease outlives the delay.
+        loop {
+            let until = clock.instant(due);
+            let nap = tokio::time::Instant::now() + renew_every;
+            if until <= nap {
+                tokio::time::sleep_until(until).await;
+                break;
             }
+            tokio::time::sleep_until(nap).await;
+            let renewal = Batch {
+                done: None,
+                bodies: &[],
+                finish: false,
+            };
+            wrote = commit_or_seal(replica, at, wrote, renewal).await?;
         }
-        let batch = if spec.delay_ms == 0 { STEP_BATCH } else { 1 };
-        let last = (done + batch).min(spec.steps);
-        let mut bodies: Vec<String> = Vec::new();
-        if token.is_some() {
-            for k in done + 1..=last {
-                let step = ToolStep::Progress {
-                    done: k,
-                    total: spec.steps,
-                };
-                bodies.push(tool::step_body(&request_id, token.as_ref(), step));
-            }
-        }
-        let finish = last == spec.steps;
-        if finish {
-            let step = ToolStep::Result { steps: spec.steps };
-            bodies.push(tool::step_body(&request_id, token.as_ref(), step));
-        }
-        let step = Batch {
-            done: Some(last),
+        let steps = call.take_due(clock.now(), STEP_BATCH);
+        let bodies: Vec<String> = steps
+            .iter()
+            .map(|step| tool::step_body(&request_id, token.as_ref(), *step))
+            .collect();
+        let batch = Batch {
+            done: Some(call.done()),
             bodies: &bodies,
-            finish,
+            finish: call.is_over(),
         };
-        wrote = commit_or_seal(replica, at, wrote, step).await?;
-        if finish {
-            return Ok(());
-        }
-        done = last;
+        wrote = commit_or_seal(replica, at, wrote, batch).await?;
+    }
+    Ok(())
+}
+
+/// Lab time for a replica's work: milliseconds since it started, as the core's machines count.
+struct RunnerClock(tokio::time::Instant);
+
+impl RunnerClock {
+    fn start() -> RunnerClock {
+        RunnerClock(tokio::time::Instant::now())
+    }
+
+    fn now(&self) -> LabTime {
+        LabTime::from_millis(self.0.elapsed().as_millis() as u64)
+    }
+
+    fn instant(&self, at: LabTime) -> tokio::time::Instant {
+        self.0 + Duration::from_millis(at.as_millis())
     }
 }
 
@@ -432,29 +457,46 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionId, stream: Strea
             Ok(Some(snapshot)) => snapshot.record.high_water,
             _ => 0,
         };
-        let mut n = match task_replica.store.background_number(&session).await {
+        let n = match task_replica.store.background_number(&session).await {
             Ok(n) => n,
             Err(why) => {
                 tracing::warn!(replica = %task_replica.name, %session, "background emitter not started: {why}");
                 return;
             }
         };
-        // No rate: emits only when poked (an hour between ticks stands for never).
-        let every = Duration::from_millis(rate.map_or(3_600_000, |r| r.interval_ms()));
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // The core's schedule (the single server's and the Sim's), numbered on from the
+        // session's number when this emitter started: two naive emitters of one session (the
+        // orphan's, the resume's) can give one number twice, a duplicate side effect; under
+        // fenced only one of them can still write.
+        let clock = RunnerClock::start();
+        let mut emitter = match rate {
+            Some(rate) => BackgroundEmitter::scheduled(session, rate, MAX_BEHIND, clock.now()),
+            None => BackgroundEmitter::on_demand(session),
+        }
+        .numbered_from(n);
         loop {
-            tokio::select! {
-                _ = ticks.tick() => {}
+            let due = emitter.poll_timeout().map(|at| clock.instant(at));
+            let poked = tokio::select! {
+                () = sleep_until_some(due) => {
+                    emitter.handle_timeout(clock.now());
+                    false
+                }
                 permit = poke.acquire() => match permit {
-                    Ok(permit) => permit.forget(),
+                    Ok(permit) => {
+                        permit.forget();
+                        true
+                    }
                     Err(_) => return,
                 },
-            }
-            // Counted on from the session's number when this emitter started: two naive
-            // emitters of one session (the orphan's, the resume's) can give one number twice,
-            // a duplicate side effect; under fenced only one of them can still write.
-            n += 1;
+            };
+            let n = if poked {
+                emitter.next_number()
+            } else {
+                match emitter.take_owed_number() {
+                    Some(n) => n,
+                    None => continue,
+                }
+            };
             let body = [background::body(n)];
             let writer = match task_replica.policy {
                 Policy::Fenced => Writer::Epoch {
@@ -474,6 +516,7 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionId, stream: Strea
                 .await;
             match appended {
                 Ok(Ok(high_water)) => {
+                    emitter.landed();
                     wrote = high_water;
                     let written = (stream, StreamKind::Standalone);
                     tell_written(&task_replica, &session, written, high_water, &body);
@@ -492,4 +535,12 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionId, stream: Strea
             }
         }
     });
+}
+
+/// Sleeps until `at`; forever when there is none (an emitter that emits only when poked).
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -179,6 +179,19 @@ pub struct Exploration<S = Step, R = Bounds> {
     pub counterexample: Option<Counterexample<S>>,
 }
 
+/// `1,234,567`: how a verdict and a report write a count.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 impl<S, R> Exploration<S, R> {
     /// One sentence: the verdict.
     pub fn verdict(&self) -> String {
@@ -190,7 +203,7 @@ impl<S, R> Exploration<S, R> {
             ),
             None if self.complete => format!(
                 "no fork, duplicate, gap, drift, loss or reused id in {} states up to depth {}{}",
-                self.distinct,
+                thousands(self.distinct),
                 self.depth_reached,
                 if self.exhausted {
                     " (every reachable state)"
@@ -206,12 +219,14 @@ impl<S, R> Exploration<S, R> {
                 Some(Stopped { limit, at_depth }) => format!(
                     "every schedule up to depth {} holds: no fork, duplicate, gap, drift, loss or \
                      reused id in {} states ({limit} reached at depth {at_depth})",
-                    self.proven_depth, self.distinct
+                    self.proven_depth,
+                    thousands(self.distinct)
                 ),
                 // `complete` is false only when a limit stopped the search.
                 None => format!(
                     "no anomaly in the {} states explored, to depth {}",
-                    self.distinct, self.depth_reached
+                    thousands(self.distinct),
+                    self.depth_reached
                 ),
             },
         }

@@ -107,6 +107,27 @@ impl BackgroundEmitter {
         }
     }
 
+    /// Numbers on from `n`: the session's last background event, wherever it was emitted (a
+    /// replica takes the number from its store).
+    pub fn numbered_from(self, n: u64) -> Self {
+        BackgroundEmitter { emitted: n, ..self }
+    }
+
+    /// Takes the owed emit, if one is, for a caller that writes it elsewhere (a replica's
+    /// store): the number its body carries. [`BackgroundEmitter::landed`] counts it once it
+    /// landed; one that did not is skipped, not owed again.
+    pub fn take_owed_number(&mut self) -> Option<u64> {
+        let schedule = self.schedule.as_mut().filter(|s| s.owed > 0)?;
+        schedule.owed -= 1;
+        schedule.taken += 1;
+        Some(self.next_number())
+    }
+
+    /// The emit numbered [`BackgroundEmitter::next_number`] landed where the caller wrote it.
+    pub fn landed(&mut self) {
+        self.emitted += 1;
+    }
+
     pub fn session(&self) -> SessionId {
         self.session
     }

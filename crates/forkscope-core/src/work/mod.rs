@@ -3,9 +3,12 @@
 //! [`BackgroundEmitter::poll_timeout`] say when they next have something to do, and each step
 //! emits through the [`crate::server::Server`] the caller passes in.
 //!
-//! The Sim, the wire server and so the exhaustive check all drive these same machines: a proof
-//! about a tool call is about the code `serve` runs. Only the bodies differ (the wire spells a
-//! JSON-RPC message; the Sim a stand-in), and they are the adapter's to spell.
+//! The Sim, the wire server, a replica's runner and emitter (`wire/replica/work.rs`, which
+//! commit each step to the shared store rather than emit through a [`crate::server::Server`]:
+//! [`ToolCall::take_due`], [`BackgroundEmitter::take_owed_number`]) and so both exhaustive checks
+//! all drive these same machines: a proof about a tool call is about the code `serve` runs.
+//! Only the bodies differ (the wire spells a JSON-RPC message; the Sim a stand-in), and they are
+//! the adapter's to spell.
 
 mod background;
 mod tool_call;

@@ -131,6 +131,45 @@ impl ToolCall {
         }
     }
 
+    /// A call taken over after `done` steps (a replica adopting it from its store): its next
+    /// step is due one delay from `now`.
+    pub fn resumed(
+        session: SessionId,
+        stream: StreamId,
+        spec: ToolSpec,
+        reports_progress: bool,
+        done: u64,
+        now: LabTime,
+    ) -> Self {
+        ToolCall {
+            done: done.min(spec.steps),
+            ..ToolCall::new(session, stream, spec, reports_progress, now)
+        }
+    }
+
+    /// The steps due at `now`, at most `max`, each moved past, for a caller that writes them
+    /// elsewhere in one write (a replica commits them to its store): progress steps, then the
+    /// result, which ends the call. Silent steps are moved past on the way, as in
+    /// [`ToolCall::poll_step`]: [`ToolCall::done`] counts them.
+    pub fn take_due(&mut self, now: LabTime, max: usize) -> Vec<ToolStep> {
+        let mut due = Vec::new();
+        while due.len() < max {
+            let Some(step) = self.poll_step(now) else {
+                break;
+            };
+            due.push(step);
+            match step {
+                ToolStep::Progress { .. } => self.advance(),
+                ToolStep::Result { .. } => {
+                    self.done = self.spec.steps;
+                    self.next_at = None;
+                    break;
+                }
+            }
+        }
+        due
+    }
+
     pub fn session(&self) -> SessionId {
         self.session
     }

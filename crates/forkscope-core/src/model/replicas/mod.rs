@@ -37,6 +37,7 @@ use crate::replica::store::{CallSpec, NewStream, RecordLook, Retention, StoreMac
 use crate::replica::{self, GetPlan, LeaseState, RecordState};
 use crate::time::LabTime;
 use crate::vocabulary::StreamKind;
+use crate::work::{ToolCall, ToolSpec};
 use serde::Serialize;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -172,8 +173,7 @@ struct Replica {
     delivery: Option<Delivering>,
     /// The background emitter, on the stream epoch it writes under.
     emitter: Option<Option<u64>>,
-    /// The call runner: the lease epoch it writes under, and the steps it has done (its own
-    /// count, as the wire's runner keeps it).
+    /// The call runner: the lease epoch it writes under, and the steps it has done.
     runner: Option<Runner>,
 }
 
@@ -181,6 +181,21 @@ struct Replica {
 struct Runner {
     lease: u64,
     done: u64,
+}
+
+impl Runner {
+    /// The call as the core's [`ToolCall`] runs it after this runner's steps (the wire's
+    /// runner's machine: which step is next, when it is over). Made when asked rather than
+    /// kept: the search holds states by the million. The model takes a step whenever the
+    /// search says, so the machine's steps have no delay.
+    fn call(self, session: SessionId, now_ms: u64) -> ToolCall {
+        let spec = ToolSpec {
+            steps: CALL_STEPS,
+            delay_ms: 0,
+        };
+        let now = LabTime::from_millis(now_ms);
+        ToolCall::resumed(session, CALL, spec, true, self.done, now)
+    }
 }
 
 impl Replica {

@@ -289,9 +289,16 @@ impl ReplicaLab {
             return;
         };
         let (session, name) = (self.session, r.name());
-        let done = runner.done + 1;
-        // The step after the last is the result, and it finishes the stream.
-        let finish = done > CALL_STEPS;
+        // The call's next step, as the core's machine has it: a progress step, or the result,
+        // which finishes the stream.
+        let mut call = runner.call(session, self.now_ms);
+        if call
+            .take_due(LabTime::from_millis(self.now_ms), 1)
+            .is_empty()
+        {
+            return;
+        }
+        let (done, finish) = (call.done(), call.is_over());
         let writer = match self.policy {
             Policy::Fenced => Writer::Lease {
                 epoch: runner.lease,
