@@ -63,7 +63,8 @@ struct Stream {
     key: u64,
     state: RecordState,
     epoch: u64,
-    owner: String,
+    /// Shared: a model clones records by the million, and the holder changes only on a resume.
+    owner: Arc<str>,
     high_water: u64,
     /// Events in sequence order, each with the batch (the write) it came in.
     log: VecDeque<Logged>,
@@ -147,7 +148,7 @@ impl Stream {
             key: self.key,
             state: self.state,
             epoch: self.epoch,
-            owner: self.owner.clone(),
+            owner: self.owner.to_string(),
             high_water: self.high_water,
             oldest_kept: self.log.front().map_or(self.high_water + 1, |e| e.seq),
             call: self.call.as_ref().map(|c| CallRecord {
@@ -370,7 +371,7 @@ impl StoreMachine {
                 key: new.key,
                 state: RecordState::Live,
                 epoch: 1,
-                owner: new.owner.clone(),
+                owner: new.owner.as_str().into(),
                 high_water: 0,
                 log: VecDeque::new(),
                 call,
@@ -424,6 +425,16 @@ impl StoreMachine {
         now: u64,
     ) -> Result<Option<(Snapshot, Events)>, StoreFault> {
         let retention = self.retention;
+        // A read that refreshes nothing new (the session and the record were refreshed at
+        // this very `now`) changes nothing, so it reads what is shared rather than copy it.
+        if let Some(session) = self.sessions.get(id)
+            && session.touched_ms == now
+            && let Some(s) = session.streams.get(&stream.0)
+            && s.kept(now, &retention)
+            && (s.touched_ms == now || s.state == RecordState::Finished)
+        {
+            return Ok(Some((s.record(stream, now), s.after(after, max))));
+        }
         let session = self.live(id, now)?;
         let Some(s) = session.read(stream, now, &retention) else {
             return Ok(None);
@@ -504,11 +515,11 @@ impl StoreMachine {
                     writer: owner.to_owned(),
                     writer_epoch: expect,
                     current: s.epoch,
-                    holder: s.owner.clone(),
+                    holder: s.owner.to_string(),
                 }));
             }
             s.epoch += 1;
-            s.owner = owner.to_owned();
+            s.owner = owner.into();
             s.touch(now);
             epoch = Some(s.epoch);
             session.touched_ms = now;
