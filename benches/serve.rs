@@ -2292,16 +2292,7 @@ fn number(value: Option<f64>, unit: &str) -> String {
     match value {
         None => "—".to_owned(),
         Some(v) if unit == "events/s" || unit == "bytes" => {
-            let n = v.round() as u64;
-            let s = n.to_string();
-            let mut out = String::new();
-            for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
+            forkscope_core::model::thousands(v.round() as u64)
         }
         Some(v) if unit == "ms" => format!("{v:.3} ms"),
         Some(v) if unit == "MiB" => format!("{v:.1} MiB"),

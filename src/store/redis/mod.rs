@@ -15,7 +15,9 @@
 //! live tail are one read, so the hand-off between them has no gap and no duplicate (pub/sub
 //! beside a log needs subscribe, read, and dedupe, and loses what lands between them).
 
+mod reader;
 mod replies;
+pub use reader::RedisReader;
 
 pub(super) use replies::{classify, unavailable};
 use replies::{corrupt, entries_of, ints_and_text, kind_name, pack, read_entries, read_record};
@@ -626,40 +628,6 @@ impl RedisStore {
             .find_map(|l| l.strip_prefix("used_memory:"))
             .and_then(|v| v.trim().parse().ok())
             .ok_or_else(|| corrupt("INFO memory", &info))
-    }
-}
-
-/// A connection of one delivery's own, for `XREAD BLOCK`.
-pub struct RedisReader {
-    conn: MultiplexedConnection,
-}
-
-impl std::fmt::Debug for RedisReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RedisReader")
-    }
-}
-
-impl RedisReader {
-    pub async fn read(
-        &mut self,
-        session: &SessionId,
-        stream: StreamId,
-        after: u64,
-        max: usize,
-    ) -> Result<Events, StoreError> {
-        let reply: Value = redis::cmd("XREAD")
-            .arg("COUNT")
-            .arg(max)
-            .arg("BLOCK")
-            .arg(READ_BLOCK.as_millis() as u64)
-            .arg("STREAMS")
-            .arg(log_key(session, stream))
-            .arg(format!("{after}-1"))
-            .query_async(&mut self.conn)
-            .await
-            .map_err(|e| classify(e, &stream_key(session, stream)))?;
-        read_entries(reply, after)
     }
 }
 
