@@ -25,6 +25,8 @@ struct Task {
     /// The session's own background events that landed: their bodies count on from it, one
     /// by one, whatever else (`emit_standalone`) takes numbers in the keys' sequence.
     own: u64,
+    /// When the task started: its schedule runs from here.
+    since: LabTime,
 }
 
 #[derive(Debug, Default)]
@@ -39,14 +41,23 @@ impl Background {
 
     /// The session's task, started at `now` (at `rate`, or on demand) if it has none yet.
     fn task(&mut self, session: SessionId, rate: Option<EmitRate>, now: LabTime) -> &mut Task {
-        self.tasks.entry(session).or_insert_with(|| Task {
+        let task = self.tasks.entry(session).or_insert_with(|| Task {
             emitter: match rate {
                 Some(rate) => BackgroundEmitter::scheduled(session, rate, MAX_BEHIND, now),
                 None => BackgroundEmitter::on_demand(session),
             },
             blocked: false,
             own: 0,
-        })
+            since: now,
+        });
+        // A task an on-demand emit started (a key, `emit_standalone`) before the driver's first
+        // turn on the session takes the schedule from when it started: which of the two came
+        // first must not move the session's emits (it did: a scripted lab then never emitted).
+        if let (Some(rate), None) = (rate, task.emitter.poll_timeout()) {
+            task.emitter = BackgroundEmitter::scheduled(session, rate, MAX_BEHIND, task.since)
+                .numbered_from(task.emitter.emitted());
+        }
+        task
     }
 }
 
@@ -150,4 +161,27 @@ pub(super) fn run_due(
         }
     }
     next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An on-demand emit that starts the session's task before the driver's first turn must
+    /// not cost the session its schedule: the schedule runs from when the task started.
+    #[test]
+    fn a_task_an_emit_started_keeps_the_schedule_from_its_start() {
+        let session = SessionId::parse(&format!("{:032x}", 7)).unwrap();
+        let rate = EmitRate::every_ms(700);
+        let mut background = Background::default();
+        background.task(session, None, LabTime::from_millis(0));
+        let task = background.task(session, Some(rate), LabTime::from_millis(300));
+        assert_eq!(task.emitter.poll_timeout(), Some(LabTime::from_millis(700)));
+        // And a schedule once set stays as it was.
+        let again = background.task(session, Some(rate), LabTime::from_millis(650));
+        assert_eq!(
+            again.emitter.poll_timeout(),
+            Some(LabTime::from_millis(700))
+        );
+    }
 }
