@@ -87,6 +87,8 @@ pub struct Snapshot {
     pub exchanges: Vec<Exchange>,
     /// The most recent history entries, oldest first.
     pub recent: Vec<Entry>,
+    /// How many history entries the view was composed from (`History::total` then).
+    pub entries: u64,
     pub server_connections: usize,
     pub proxied_connections: u64,
     pub half_open: u64,
@@ -111,6 +113,7 @@ impl Snapshot {
             speed: 1.0,
             exchanges,
             recent: recent.iter().skip(skip).cloned().collect(),
+            entries: sim.history().total(),
             server_connections: usize::from(sim.connected()),
             proxied_connections: 0,
             half_open: 0,
@@ -534,6 +537,7 @@ impl Lab {
             speed: self.clock.speed(),
             exchanges: self.exchanges.list(),
             recent: recent.iter().skip(skip).cloned().collect(),
+            entries: core.history.total(),
             server_connections: core.io.open_connections(),
             proxied_connections: stats.open.load(Ordering::Relaxed),
             half_open: stats.half_open.load(Ordering::Relaxed),

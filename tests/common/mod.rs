@@ -149,6 +149,18 @@ pub async fn seed(policy: Policy, present: bool, compare: bool) -> (App, Termina
         }),
     )
     .await;
+    // And what the resume replayed, applied (naive: the three again; fenced: nothing): the
+    // lab's clock moves on only after, so every run's records come in one order.
+    until(
+        &mut app,
+        &mut terminal,
+        "the replay applied",
+        each(|s| match s.view.policy {
+            Policy::Naive => applied(s) >= 6,
+            _ => applied(s) >= 3,
+        }),
+    )
+    .await;
     // Lab time to 0.7 s, where the background emitter writes to the stream it was given: the
     // orphan under naive (the fork), the resumed stream under fenced.
     for _ in 0..4 {

@@ -309,7 +309,7 @@ impl App {
             return;
         }
         self.live = self.labs.iter().map(|l| l.snapshot()).collect();
-        let changes = self.changes();
+        let changes = self.changes(&self.live);
         self.travel.record(&self.labs, &self.live, changes);
         let live = std::mem::take(&mut self.live);
         self.pin_evidence(&live);
@@ -360,15 +360,19 @@ impl App {
     }
 
     /// Changes whenever something happened in a lab (not merely time passing): a new moment
-    /// for time travel.
-    fn changes(&self) -> u64 {
+    /// for time travel. Read from the snapshots the moment keeps, never from the labs again: a
+    /// change that lands after a snapshot then makes the next moment instead of going unseen.
+    fn changes(&self, panels: &[Snapshot]) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        for lab in &self.labs {
-            lab.core().history.total().hash(&mut h);
-            lab.exchanges().fingerprint().hash(&mut h);
-            lab.clock().paused().hash(&mut h);
-            replicas_seen(lab).hash(&mut h);
+        for snap in panels {
+            snap.entries.hash(&mut h);
+            (snap.exchanges.len(), snap.exchanges.last().map(|e| e.at)).hash(&mut h);
+            snap.paused.hash(&mut h);
+            snap.replicas
+                .as_ref()
+                .map(|v| format!("{v:?}"))
+                .hash(&mut h);
         }
         if let Some(p) = &self.playback {
             let n = p.narration();

@@ -54,8 +54,9 @@ impl Travel {
         if self.timeline.tracks.len() != labs.len() {
             self.timeline = Timeline::with_budget(labs.len(), self.budget);
         }
-        for (track, lab) in self.timeline.tracks.iter_mut().zip(labs) {
-            track.sync(&lab.core().history);
+        // As far as each panel's snapshot saw, so a moment's marks and its verdict agree.
+        for ((track, lab), panel) in self.timeline.tracks.iter_mut().zip(labs).zip(panels) {
+            track.sync_to(&lab.core().history, panel.entries);
         }
         if self.captured != Some(changes) {
             self.timeline.capture(panels);

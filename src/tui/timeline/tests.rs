@@ -2,7 +2,7 @@ use super::*;
 use crate::lab::Snapshot;
 use crate::tui::weight::weight;
 use forkscope_core::sim::Sim;
-use forkscope_core::{LabConfig, LabTime, Policy};
+use forkscope_core::{AnomalyKind, LabConfig, LabTime, Policy};
 
 /// Plays the seed incident under naive in the core's own simulation, capturing a moment
 /// after every step, as the dashboard does after every change.
@@ -292,4 +292,44 @@ fn moments_share_an_unchanged_list_of_exchanges_and_count_it_once() {
         timeline.len(),
         timeline.moments_heap
     );
+}
+
+/// The dashboard takes a lab's snapshot, then syncs the track while the lab goes on: entries
+/// the history took after the snapshot wait for the next moment, so the moment whose verdict
+/// first counts the fork is the one that placed its mark (`v` selects it there).
+#[test]
+fn a_moments_marks_go_as_far_as_its_snapshot_saw() {
+    let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 7).unwrap();
+    let mut timeline = Timeline::new(1);
+    sim.start();
+    for _ in 0..3 {
+        sim.emit_background();
+        sim.deliver_all();
+        sim.advance(100);
+    }
+    sim.drop_connection();
+    sim.strip_token();
+    sim.reconnect(true);
+    sim.deliver_all();
+    sim.advance(100);
+    let before = Snapshot::from_sim(&sim, Vec::new());
+    assert_eq!(before.view.verdict.count(AnomalyKind::Fork), 0);
+    // The fork lands between the snapshot and the sync.
+    sim.emit_background();
+    sim.deliver_all();
+    assert_eq!(sim.history().verdict().count(AnomalyKind::Fork), 1);
+    timeline.tracks[0].sync_to(sim.history(), before.entries);
+    timeline.capture(&[before]);
+    timeline.tracks[0].sync_to(sim.history(), sim.history().total());
+    timeline.capture(&[Snapshot::from_sim(&sim, Vec::new())]);
+    let track = &timeline.tracks[0];
+    let forks_until = |moment: usize| {
+        let (marks, _) = track.placed_until(timeline.moment(moment).unwrap().panels[0].placed);
+        marks
+            .iter()
+            .filter(|p| p.mark.stands_for(AnomalyKind::Fork))
+            .count()
+    };
+    assert_eq!(forks_until(0), 0, "not before its verdict counts it");
+    assert_eq!(forks_until(1), 1);
 }

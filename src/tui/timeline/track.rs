@@ -44,16 +44,26 @@ impl Track {
 
     /// Copies the entries `history` recorded since the last call.
     pub fn sync(&mut self, history: &History) {
+        self.sync_to(history, history.total());
+    }
+
+    /// Copies the entries `history` recorded since the last call, up to its `until`th: the
+    /// count a snapshot was composed from, so a captured moment's marks and verdict agree
+    /// (entries the history took after the snapshot wait for the next moment).
+    pub fn sync_to(&mut self, history: &History, until: u64) {
         let total = history.total();
-        let fresh = total.saturating_sub(self.seen);
+        let until = until.min(total);
+        let fresh = until.saturating_sub(self.seen);
         if fresh == 0 {
             return;
         }
         let recent = history.recent();
-        let kept = (fresh as usize).min(recent.len());
+        // `recent` ends at `total`; the entries after `until` are left for later.
+        let upto = recent.len() - ((total - until) as usize).min(recent.len());
+        let kept = (fresh as usize).min(upto);
         self.missed += fresh - kept as u64;
-        self.seen = total;
-        for entry in recent.iter().skip(recent.len() - kept) {
+        self.seen = until;
+        for entry in recent.range(upto - kept..upto) {
             self.push(entry.clone());
         }
     }
