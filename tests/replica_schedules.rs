@@ -1,18 +1,25 @@
 //! Random schedules over two fenced replicas on a real `redis-server`, through `forkscope
 //! balance` (round-robin, no stickiness): a client follows a tool call or a standalone stream
 //! while drops, stripped keys, foreign cursors, concurrent resumes, a replica killed mid-stream,
-//! a replica's link to Redis slowed past its lease, and a Redis restart hit it. After each, what
-//! the client applied must be every event once, in order, with no gap — or, after Redis lost
-//! everything, a 404 (never a silent new stream).
+//! a replica's link to Redis slowed past its lease, a replica that stops answering behind the
+//! balancer, a Redis restored from an older snapshot, a corrupt record, the session's keys
+//! expiring, and a Redis restart hit it. After each, what the client applied must be every
+//! event once, in order, with no gap and no id issued twice — or, where the store lost or
+//! spoiled what it held, a typed refusal that says so (never a silent new stream or a gap).
 //!
 //! `FORKSCOPE_SCHEDULES` sets how many (default 200; the soak in BENCHMARKS.md runs 10,000),
 //! `FORKSCOPE_SEED` the first seed. A failure names its seed, which replays it.
 
 mod common;
 
-use common::replica_lab::{Backend, Lab, Spec, Sse, progress_of, results_of, seqs_of};
+use common::replica_lab::{
+    Backend, Lab, Spec, Sse, progress_of, results_of, retrying_unavailable, seqs_of,
+};
+use forkscope::wire::balance::{Balancer, Mode, Upstream};
+use forkscope::wire::proxy::Proxy;
 use forkscope_core::{Entropy, Policy, SplitMix64};
 use serde_json::Value;
+use std::path::PathBuf;
 use std::time::Duration;
 
 const LEASE_MS: u64 = 200;
@@ -36,6 +43,26 @@ enum Fault {
     Partition,
     /// Redis restarts empty: the session is gone, and the client is told so with a 404.
     RedisRestart,
+    /// The serving replica stops answering behind the balancer (accepts, never answers, and
+    /// cannot reach Redis: a stopped process); the resume is served by the other.
+    StoppedUpstream,
+    /// Redis comes back from a snapshot taken `after` events ago (a restored backup, a promoted
+    /// async replica): every event once, or a 410 `store_rolled_back` — never an id reused.
+    StoreRollback,
+    /// The stream's record is spoiled (a field that is not a number): one terminal 500
+    /// `store_corrupt`, not a retry loop.
+    CorruptRecord,
+    /// The session's keys expire (their TTL cut short): a 404, as for any session gone.
+    TtlExpiry,
+}
+
+/// How a schedule ended when the store could not carry it on: the client was told.
+#[derive(Debug)]
+enum Told {
+    RedisRestarted,
+    RolledBack,
+    Corrupt,
+    Expired,
 }
 
 #[derive(Debug)]
@@ -52,13 +79,17 @@ fn schedule(rng: &mut SplitMix64) -> Schedule {
     for _ in 0..count {
         let after = 1 + pick(8) as usize;
         let fault = match pick(100) {
-            0..=29 => Fault::Drop,
-            30..=41 => Fault::KeylessCursor,
-            42..=53 => Fault::ForeignCursor,
-            54..=69 => Fault::ConcurrentResumes,
-            70..=83 => Fault::KillServingReplica,
-            84..=96 => Fault::Partition,
-            _ => Fault::RedisRestart,
+            0..=24 => Fault::Drop,
+            25..=34 => Fault::KeylessCursor,
+            35..=44 => Fault::ForeignCursor,
+            45..=58 => Fault::ConcurrentResumes,
+            59..=70 => Fault::KillServingReplica,
+            71..=81 => Fault::Partition,
+            82..=88 => Fault::StoppedUpstream,
+            89..=93 => Fault::StoreRollback,
+            94..=95 => Fault::RedisRestart,
+            96..=97 => Fault::CorruptRecord,
+            _ => Fault::TtlExpiry,
         };
         faults.push((after, fault));
     }
@@ -67,10 +98,20 @@ fn schedule(rng: &mut SplitMix64) -> Schedule {
 
 struct Run<'a> {
     lab: &'a mut Lab,
+    /// Each replica's front, the balancer's upstream for it: a stopped upstream is its front
+    /// holding every byte.
+    fronts: &'a [Proxy],
     url: String,
     session: String,
     foreign_cursor: String,
 }
+
+/// Holds every byte past the balancer's head timeout and the lease: a process stopped that long.
+const STOPPED_MS: u64 = 5_000;
+/// The balancer's wait for a response head: short, so a stopped upstream costs seconds, and
+/// past a replica's own store timeout (1 s), so a replica that cannot reach Redis answers its
+/// typed 503 before the balancer gives up on it.
+const HEAD_TIMEOUT: Duration = Duration::from_millis(2_500);
 
 /// How many events a response has applied, of the kind the schedule follows.
 fn applied(call: bool, events: &[forkscope::wire::sse::SseEvent]) -> usize {
@@ -97,9 +138,16 @@ fn background_of(events: &[forkscope::wire::sse::SseEvent]) -> Vec<u64> {
 }
 
 impl Run<'_> {
-    /// Resumes through the balancer; a 503 (a replica that cannot reach Redis right now) is
-    /// retried. `Err(status)` for any other refusal.
+    /// Resumes through the balancer; a 503 (a replica that cannot reach Redis right now) or a
+    /// 502/504 from the balancer is retried. `Err(status)` for any other refusal.
     async fn resume(&self, cursor: &str) -> Result<Sse, u16> {
+        self.resume_or_refusal(cursor)
+            .await
+            .map_err(|(status, _)| status)
+    }
+
+    /// As [`Run::resume`], with the refusal's body.
+    async fn resume_or_refusal(&self, cursor: &str) -> Result<Sse, (u16, Value)> {
         for _ in 0..100 {
             let response = self
                 .lab
@@ -109,12 +157,48 @@ impl Run<'_> {
                 .expect("GET through the balancer");
             match response.status().as_u16() {
                 200 => return Ok(Sse::from_response(response)),
-                503 | 502 => tokio::time::sleep(Duration::from_millis(30)).await,
-                other => return Err(other),
+                // 504: no upstream answered in time (a GET is safe to send again).
+                502..=504 => tokio::time::sleep(Duration::from_millis(30)).await,
+                other => {
+                    let body = response.json().await.unwrap_or(Value::Null);
+                    return Err((other, body));
+                }
             }
         }
         panic!("the resume kept getting 503")
     }
+
+    fn replica_serving(&self, served_by: &str) -> usize {
+        self.lab
+            .replicas
+            .iter()
+            .position(|r| r.name == served_by)
+            .unwrap()
+    }
+
+    async fn redis(&self) -> redis::aio::MultiplexedConnection {
+        let url = self.lab.redis.as_ref().unwrap().url();
+        redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("a connection to Redis")
+    }
+}
+
+/// The stream an event id names (`s1-12.KEY` → 1) and its number in that stream (12).
+fn stream_and_seq(id: &str) -> (u64, u64) {
+    let bare = id.split('.').next().unwrap();
+    let (stream, seq) = bare
+        .trim_start_matches('s')
+        .split_once('-')
+        .unwrap_or_else(|| panic!("an id of the fenced form: {id}"));
+    (stream.parse().unwrap(), seq.parse().unwrap())
+}
+
+/// The typed reason of a refusal's JSON-RPC error.
+fn reason(body: &Value) -> Option<&str> {
+    body.pointer("/error/data/reason").and_then(Value::as_str)
 }
 
 /// Follows one schedule; returns what the client applied, in order, or that Redis lost the
@@ -122,15 +206,23 @@ impl Run<'_> {
 async fn follow(
     run: &mut Run<'_>,
     plan: &Schedule,
-) -> Result<Vec<forkscope::wire::sse::SseEvent>, &'static str> {
+) -> Result<Vec<forkscope::wire::sse::SseEvent>, (Told, Vec<forkscope::wire::sse::SseEvent>)> {
     let call = plan.call.is_some();
     let mut current = match plan.call {
         Some((steps, delay)) => run.lab.call(&run.url, &run.session, steps, delay).await,
-        None => Sse::open(run.lab.get(&run.url, &run.session, None)).await,
+        None => {
+            let opened = retrying_unavailable(|| run.lab.get(&run.url, &run.session, None)).await;
+            assert_eq!(opened.status(), 200, "the standalone stream");
+            Sse::from_response(opened)
+        }
     };
     let mut kept = Vec::new();
     let mut slowed: Option<usize> = None;
+    let mut stopped: Option<usize> = None;
     for &(after, fault) in &plan.faults {
+        // The older snapshot a rollback returns to: what Redis held `after` events ago.
+        let older: Option<PathBuf> = matches!(fault, Fault::StoreRollback)
+            .then(|| run.lab.redis.as_ref().unwrap().save_snapshot("older"));
         let target = applied(call, &current.events) + after;
         let finished = |e: &[_]| results_of(e) == 1;
         if !current
@@ -224,12 +316,92 @@ async fn follow(
                     Some(404),
                     "after Redis lost the session: 404, never a new stream"
                 );
-                return Err("redis restarted");
+                return Err((Told::RedisRestarted, kept));
+            }
+            Fault::StoppedUpstream => {
+                let index = run.replica_serving(&served_by);
+                run.fronts[index].set_latency(STOPPED_MS);
+                run.lab.links[index].set_latency(STOPPED_MS);
+                stopped = Some(index);
+            }
+            Fault::StoreRollback => {
+                let older = older.expect("saved before the events it forgets");
+                run.lab.redis.as_mut().unwrap().restore(&older);
+                match run.resume_or_refusal(&cursor).await {
+                    Ok(resumed) => {
+                        current = resumed;
+                        continue;
+                    }
+                    Err((status, body)) => {
+                        assert_eq!(
+                            (status, reason(&body)),
+                            (410, Some("store_rolled_back")),
+                            "after a rollback: every event, or told so: {body}"
+                        );
+                        return Err((Told::RolledBack, kept));
+                    }
+                }
+            }
+            Fault::CorruptRecord => {
+                let (stream, _) = stream_and_seq(&cursor);
+                let key = format!("fs:{{{}}}:s:{stream}", run.session);
+                let _: () = redis::cmd("HSET")
+                    .arg(&key)
+                    .arg("epoch")
+                    .arg("not a number")
+                    .query_async(&mut run.redis().await)
+                    .await
+                    .unwrap();
+                let (status, body) = run
+                    .resume_or_refusal(&cursor)
+                    .await
+                    .err()
+                    .expect("a corrupt record is refused");
+                assert_eq!(
+                    (status, reason(&body)),
+                    (500, Some("store_corrupt")),
+                    "a corrupt record: one terminal typed error: {body}"
+                );
+                return Err((Told::Corrupt, kept));
+            }
+            Fault::TtlExpiry => {
+                // The moment the session's TTL fires, brought forward: every key of it expires
+                // at once (PEXPIRE 0 expires a key now), in one script, so no replica's
+                // operation refreshes one of them in between, as none could at a real expiry.
+                let expired: i64 = redis::Script::new(
+                    "local n = 0 \
+                     for _, key in ipairs(redis.call('KEYS', ARGV[1])) do \
+                       n = n + redis.call('PEXPIRE', key, 0) \
+                     end \
+                     return n",
+                )
+                .arg(format!("fs:{{{}}}:*", run.session))
+                .invoke_async(&mut run.redis().await)
+                .await
+                .unwrap();
+                assert!(expired > 0, "the session had keys to expire");
+                let status = run.resume(&cursor).await.err();
+                assert_eq!(
+                    status,
+                    Some(404),
+                    "an expired session is gone: 404, never a new stream"
+                );
+                return Err((Told::Expired, kept));
             }
         }
         current = run.resume(&cursor).await.expect("resume");
         if let Some(index) = slowed.take() {
             // Healed once the client moved on: the slowed replica's late writes meet the fence.
+            run.lab.links[index].set_latency(0);
+        }
+        if let Some(index) = stopped.take() {
+            // The resume was served by the other; the stopped one answers again, late.
+            assert_ne!(
+                current.served_by(),
+                served_by,
+                "not by the stopped upstream"
+            );
+            run.fronts[index].set_latency(0);
             run.lab.links[index].set_latency(0);
         }
     }
@@ -246,7 +418,40 @@ async fn follow(
     Ok(kept)
 }
 
+/// No id issued twice: each stream's numbers only ever rise, across every resume.
+fn no_reused_id(applied: &[forkscope::wire::sse::SseEvent]) {
+    let mut last = std::collections::BTreeMap::new();
+    for id in applied.iter().filter_map(|e| e.id.as_deref()) {
+        let (stream, seq) = stream_and_seq(id);
+        let before = last.insert(stream, seq);
+        assert!(
+            before.is_none_or(|b| b < seq),
+            "id {id} after s{stream}-{before:?}: an id issued twice"
+        );
+    }
+}
+
+/// What a schedule the store cut short applied: once each, in order, from the start.
+fn judge_prefix(plan: &Schedule, applied: &[forkscope::wire::sse::SseEvent]) {
+    no_reused_id(applied);
+    match plan.call {
+        Some(_) => {
+            let steps = progress_of(applied);
+            let expected: Vec<u64> = (1..=steps.len() as u64).collect();
+            assert_eq!(steps, expected, "the steps before it once each, in order");
+        }
+        None => {
+            let numbers = background_of(applied);
+            if let Some(&first) = numbers.first() {
+                let expected: Vec<u64> = (first..first + numbers.len() as u64).collect();
+                assert_eq!(numbers, expected, "background events once each, no gap");
+            }
+        }
+    }
+}
+
 fn judge(plan: &Schedule, applied: &[forkscope::wire::sse::SseEvent]) {
+    no_reused_id(applied);
     match plan.call {
         Some((steps, _)) => {
             assert_eq!(
@@ -281,7 +486,19 @@ async fn random_schedules_over_two_replicas_on_redis_hold_the_invariant() {
     let Some(mut lab) = Lab::start_with(spec).await else {
         return;
     };
-    let balancer = lab.balancer().await;
+    // `forkscope balance` in front of each replica's front (a proxy that can stop answering).
+    let mut fronts = Vec::new();
+    for replica in &lab.replicas {
+        fronts.push(Proxy::start(replica.addr).await.expect("front proxy"));
+    }
+    let upstreams = fronts
+        .iter()
+        .map(|f| Upstream::parse(&format!("http://{}", f.addr)).unwrap())
+        .collect();
+    let balancer = Balancer::start("127.0.0.1:0".parse().unwrap(), upstreams, Mode::RoundRobin)
+        .await
+        .expect("balancer");
+    balancer.set_head_timeout(HEAD_TIMEOUT);
     let url = format!("http://{}/mcp", balancer.addr);
     let count: u64 = std::env::var("FORKSCOPE_SCHEDULES")
         .ok()
@@ -291,7 +508,7 @@ async fn random_schedules_over_two_replicas_on_redis_hold_the_invariant() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
-    let mut restarts = 0;
+    let mut told = std::collections::BTreeMap::<String, u64>::new();
     for seed in first_seed..first_seed + count {
         let plan = schedule(&mut SplitMix64::new(seed));
         // Shown only when the test fails: the schedule that broke it, and its seed.
@@ -304,6 +521,7 @@ async fn random_schedules_over_two_replicas_on_redis_hold_the_invariant() {
         let session = lab.initialize(&url).await;
         let mut run = Run {
             lab: &mut lab,
+            fronts: &fronts,
             url: url.clone(),
             session,
             foreign_cursor,
@@ -311,7 +529,11 @@ async fn random_schedules_over_two_replicas_on_redis_hold_the_invariant() {
         let followed = tokio::time::timeout(Duration::from_secs(60), follow(&mut run, &plan)).await;
         match followed {
             Err(_) => panic!("seed {seed} ({plan:?}) did not finish"),
-            Ok(Err(_)) => restarts += 1,
+            Ok(Err((how, applied))) => {
+                let judged = std::panic::catch_unwind(|| judge_prefix(&plan, &applied));
+                assert!(judged.is_ok(), "seed {seed} broke the invariant: {plan:?}");
+                *told.entry(format!("{how:?}")).or_default() += 1;
+            }
             Ok(Ok(applied)) => {
                 let judged = std::panic::catch_unwind(|| judge(&plan, &applied));
                 assert!(judged.is_ok(), "seed {seed} broke the invariant: {plan:?}");
@@ -319,6 +541,6 @@ async fn random_schedules_over_two_replicas_on_redis_hold_the_invariant() {
         }
     }
     eprintln!(
-        "{count} schedules from seed {first_seed}: every one held ({restarts} ended in a Redis restart, answered 404)"
+        "{count} schedules from seed {first_seed}: every one held; ended by the store and told: {told:?}"
     );
 }

@@ -35,6 +35,8 @@ const DROPPED_RECV_BUFFER: usize = 2 * 1024;
 /// The receive buffer of every upstream connection (the kernel doubles it).
 const UPSTREAM_RECV_BUFFER: u32 = 4 * 1024;
 const BUFFER: usize = 16 * 1024;
+/// How often a held chunk reads the latency again (see `link`).
+const LATENCY_RECHECK: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Default)]
 pub struct ProxyStats {
@@ -149,10 +151,16 @@ async fn link(
     stats: &ProxyStats,
     latency_ms: &AtomicU64,
 ) {
+    // Read again every few milliseconds while a chunk is held: lowering the latency (a healed
+    // link, a stopped process resumed) lets what it holds go at once, not after the old wait.
     let delay = || async {
-        match latency_ms.load(Ordering::Relaxed) {
-            0 => {}
-            ms => tokio::time::sleep(Duration::from_millis(ms)).await,
+        let held = tokio::time::Instant::now();
+        loop {
+            let wait = Duration::from_millis(latency_ms.load(Ordering::Relaxed));
+            let Some(left) = wait.checked_sub(held.elapsed()).filter(|l| !l.is_zero()) else {
+                break;
+            };
+            tokio::time::sleep(left.min(LATENCY_RECHECK)).await;
         }
     };
     let (mut client_read, mut client_write) = client.into_split();
