@@ -51,7 +51,7 @@ struct Session {
     /// uses one up, as the Redis store's counter does. Shared until written (`Arc::make_mut`):
     /// a model clones the store at every state it explores, and most steps write one record
     /// or none.
-    streams: BTreeMap<u32, Arc<Stream>>,
+    streams: Streams,
     opened: u32,
     standalone: Option<StreamId>,
     background: u64,
@@ -93,6 +93,47 @@ struct Logged {
     seq: u64,
     batch_last: u64,
     data: String,
+}
+
+/// A session's records by stream number, in number order: numbers only grow, so a new one is
+/// pushed at the end and a lookup is a binary search. A vector because a model clones a
+/// session whenever it writes one record: one allocation, where a map copies a node.
+#[derive(Clone, Debug, Default)]
+struct Streams(Vec<(u32, Arc<Stream>)>);
+
+impl Streams {
+    fn at(&self, number: &u32) -> Result<usize, usize> {
+        self.0.binary_search_by_key(number, |(n, _)| *n)
+    }
+
+    fn get(&self, number: &u32) -> Option<&Arc<Stream>> {
+        self.at(number).ok().map(|i| &self.0[i].1)
+    }
+
+    fn get_mut(&mut self, number: &u32) -> Option<&mut Arc<Stream>> {
+        self.at(number).ok().map(|i| &mut self.0[i].1)
+    }
+
+    fn insert(&mut self, number: u32, stream: Arc<Stream>) {
+        match self.at(&number) {
+            Ok(i) => self.0[i].1 = stream,
+            Err(i) => self.0.insert(i, (number, stream)),
+        }
+    }
+
+    fn remove(&mut self, number: &u32) {
+        if let Ok(i) = self.at(number) {
+            self.0.remove(i);
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Arc<Stream>) -> bool) {
+        self.0.retain(|(_, s)| keep(s));
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 impl StoreMachine {
@@ -147,7 +188,7 @@ impl StoreMachine {
         Arc::make_mut(&mut self.sessions)
             .entry(*id)
             .or_insert_with(|| Session {
-                streams: BTreeMap::new(),
+                streams: Streams::default(),
                 opened: 0,
                 standalone: None,
                 background: 0,
@@ -178,7 +219,7 @@ impl StoreMachine {
         let retention = self.retention;
         let session = self.live(id, now)?;
         // A record past its time frees its events, as its keys expire on Redis.
-        session.streams.retain(|_, s| s.kept(now, &retention));
+        session.streams.retain(|s| s.kept(now, &retention));
         if session.streams.len() >= MAX_KEPT_STREAMS {
             return Err(StoreFault::Full(format!(
                 "{MAX_KEPT_STREAMS} streams kept in one session"
