@@ -409,17 +409,15 @@ async fn what_i_did_in_the_dashboard_saves_as_a_scenario_that_replays_with_the_s
     assert!(dir.join("forkscope-saved-2.toml").exists());
     app.stop().await;
     let text = std::fs::read_to_string(&saved).unwrap();
-    assert!(
-        text.contains(r#"action = { set_policy = "naive" }"#),
-        "n is journalled as the policy it put in force:\n{text}"
-    );
+    // n started a fresh naive lab: what was done since is the run the file replays, naive.
+    assert!(!text.contains("set_policy"), "{text}");
     let scenario = forkscope::scenario::load(&saved).unwrap();
-    assert_eq!(
-        scenario.expect.get(Policy::Fenced).and_then(|e| e.clean),
-        None,
-        "the lab started fenced, so the file names fenced: {scenario:?}"
+    assert!(
+        scenario.expect.get(Policy::Naive).is_some()
+            && scenario.expect.get(Policy::Fenced).is_none(),
+        "the file names the policy in force, naive: {scenario:?}"
     );
-    let run = forkscope::scenario::play(&scenario, Policy::Fenced).await;
+    let run = forkscope::scenario::play(&scenario, Policy::Naive).await;
     assert!(
         run.error.is_none(),
         "{:?}\n{text}\n{:?}",
@@ -574,17 +572,27 @@ async fn restart_keeps_the_policy_in_force() {
         applied(s) >= 1
     })
     .await;
-    // n goes through every policy, each SDK's after naive, and says which is in force.
-    let mut cycled = Vec::new();
-    for _ in Policy::SDKS {
-        app.handle(key('n')).await;
-        cycled.push(app.labs()[0].policy());
+    // o lists every policy; Enter starts a fresh lab under the chosen one and says so.
+    for sdk in Policy::SDKS {
+        app.handle(key('o')).await;
+        let from = app.labs()[0].policy();
+        let at = |p: Policy| Policy::ALL.iter().position(|x| *x == p).unwrap();
+        for _ in 0..(at(sdk) + Policy::ALL.len() - at(from)) % Policy::ALL.len() {
+            app.handle(code(KeyCode::Down)).await;
+        }
+        frame(&mut app, &mut terminal);
+        assert!(
+            screen(&terminal).contains(&format!("▶ {}", sdk.name())),
+            "the picker marks {sdk}: {}",
+            screen(&terminal)
+        );
+        app.handle(code(KeyCode::Enter)).await;
+        assert_eq!(app.labs()[0].policy(), sdk);
     }
-    assert_eq!(cycled, Policy::SDKS);
     frame(&mut app, &mut terminal);
     assert!(
         screen(&terminal).contains("policy rmcp: a resume replays"),
-        "n says what is in force: {}",
+        "the pick says what is in force: {}",
         screen(&terminal)
     );
     assert!(
@@ -592,6 +600,14 @@ async fn restart_keeps_the_policy_in_force() {
         "{}",
         screen(&terminal)
     );
+    // A fresh lab: nothing judged under naive shows under rmcp's header.
+    let snap = app.labs()[0].snapshot();
+    assert!(snap.view.verdict.clean, "{:?}", snap.view.verdict);
+    // n is the mission's toggle: from an SDK's policy to fenced, then naive ⇄ fenced.
+    app.handle(key('n')).await;
+    assert_eq!(app.labs()[0].policy(), Policy::Fenced);
+    app.handle(key('n')).await;
+    assert_eq!(app.labs()[0].policy(), Policy::Naive);
     app.handle(key('n')).await;
     assert_eq!(app.labs()[0].policy(), Policy::Fenced);
     frame(&mut app, &mut terminal);
@@ -761,8 +777,9 @@ async fn a_long_run_says_how_far_back_travel_reaches_at_every_size() {
     app.stop().await;
 }
 
-/// `--compare naive,rmcp,fenced` starts three labs; in compare mode `n` turns the middle one to
-/// the next policy the other two do not show; `m` leaves and returns to the same three.
+/// `--compare naive,rmcp,fenced` starts three labs; in compare mode `n` keeps each lab's
+/// policy and `o` picks the middle one's (not one shown already); `m` leaves and returns to the
+/// same three.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_mode_of_three_turns_its_middle_lab() {
     let start = Start {
@@ -779,8 +796,29 @@ async fn compare_mode_of_three_turns_its_middle_lab() {
     app.handle(key('n')).await;
     assert_eq!(
         policies(&app),
+        [Policy::Naive, Policy::Rmcp, Policy::Fenced],
+        "n keeps compare mode's policies"
+    );
+    // o: the middle's policy is selected; up to fenced is refused (shown already), ts-sdk taken.
+    app.handle(key('o')).await;
+    for _ in 0..5 {
+        app.handle(code(KeyCode::Up)).await;
+    }
+    app.handle(code(KeyCode::Enter)).await;
+    assert_eq!(
+        policies(&app),
+        [Policy::Naive, Policy::Rmcp, Policy::Fenced],
+        "fenced is shown already"
+    );
+    app.handle(key('o')).await;
+    for _ in 0..3 {
+        app.handle(code(KeyCode::Up)).await;
+    }
+    app.handle(code(KeyCode::Enter)).await;
+    assert_eq!(
+        policies(&app),
         [Policy::Naive, Policy::TsSdk, Policy::Fenced],
-        "rmcp wraps past fenced and naive, shown already"
+        "rmcp → ts-sdk, three rows up"
     );
     frame(&mut app, &mut terminal);
     assert!(

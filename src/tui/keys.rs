@@ -7,9 +7,10 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
     Lab(Action),
-    /// The next policy: through [`forkscope_core::Policy::ALL`] (replicas: naive ⇄ fenced);
-    /// in compare mode, the middle column's.
+    /// Naive ⇄ fenced, as a fresh lab (from an SDK's policy: fenced).
     NextPolicy,
+    /// The policy picker: every policy with what it reproduces and its sources.
+    PickPolicy,
     ToggleCompare,
     ToggleHelp,
     OpenPicker,
@@ -77,7 +78,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
         Command::Lab(Action::StripToken),
         "strip the token on next retry",
     ),
-    ("n", Command::NextPolicy, "next policy (compare: middle)"),
+    ("n o", Command::NextPolicy, "naive ⇄ fenced · o: pick any"),
     (
         "c",
         Command::Lab(Action::ReconnectNow),
@@ -246,6 +247,9 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
         KeyCode::Char('.') => Some(Command::Select(1)),
         KeyCode::Char(c @ '1'..='5') => Some(Command::Explain(c as u8 - b'0')),
         KeyCode::Char(c @ 'A'..='D') => Some(Command::PickReplica(c as u8 - b'A')),
+        // One row of help for both: the toggle and the picker of every policy.
+        KeyCode::Char('n') => Some(Command::NextPolicy),
+        KeyCode::Char('o') => Some(Command::PickPolicy),
         _ => None,
     };
     if travel.is_some() {
@@ -280,6 +284,10 @@ mod tests {
 
     #[test]
     fn keys_map_to_commands() {
+        assert_eq!(
+            command_for(key(KeyCode::Char('o'), KeyModifiers::NONE)),
+            Some(Command::PickPolicy)
+        );
         assert_eq!(
             command_for(key(KeyCode::Char('d'), KeyModifiers::NONE)),
             Some(Command::Lab(Action::DropConnection))

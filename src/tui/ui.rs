@@ -7,6 +7,7 @@ use super::panes::evidence::{self, EvidenceView};
 use super::panes::lanes::{LaneSource, LanesDrawn};
 use super::panes::narration::{self, Narration};
 use super::panes::picker::{self, PickerView};
+use super::panes::policies;
 use super::panes::proof::{self, ProofView};
 use super::panes::{
     client, exchanges, footer, header, help, invariant, knobs, lanes, logs, presenter, replicas,
@@ -35,6 +36,10 @@ pub enum OverlayView<'a> {
         scroll: u16,
     },
     Picker(&'a PickerView),
+    /// The policy picker, the `selected` row marked.
+    Policies {
+        selected: usize,
+    },
     /// The "prove it" card.
     Proof(&'a ProofView),
     Knobs(&'a Knobs),
@@ -223,6 +228,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     footer::render(frame, bottom, screen.status, of_replicas, theme);
     match screen.overlay {
         Some(OverlayView::Picker(p)) => picker::render(frame, body, p, theme),
+        Some(OverlayView::Policies { selected }) => policies::render(frame, body, selected, theme),
         Some(OverlayView::Proof(p)) => proof::render(frame, body, p, theme),
         Some(OverlayView::Knobs(k)) => {
             let policies: Vec<_> = screen.panels.iter().map(|p| p.view.policy).collect();

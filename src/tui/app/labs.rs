@@ -145,38 +145,53 @@ impl App {
         }
     }
 
-    /// `n`: the next policy in force. One server cycles through every policy, a lab of replicas
-    /// toggles naive ⇄ fenced (journalled as the policy set, so a saved file replays it); in
-    /// compare mode of three, the middle lab starts afresh under the next policy the other two
-    /// do not show.
+    /// `n`: naive ⇄ fenced, the mission's toggle (from an SDK's policy: fenced). The SDKs'
+    /// policies are `o`'s. In compare mode each lab keeps its policy (`o` picks the middle's).
     pub(super) async fn next_policy(&mut self) {
-        let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
-        match policies.as_slice() {
+        match self.labs.as_slice() {
             [] => {}
             [one] => {
-                let next = if self.options.replicas.is_some() {
-                    one.toggled()
-                } else {
-                    one.next()
-                };
-                self.lab_action(Action::SetPolicy(next)).await;
+                let next = one.policy().toggled();
+                self.choose_policy(next).await;
             }
-            [left, middle, right] if self.playback.is_none() => {
-                let mut next = middle.next();
-                while next == *left || next == *right {
-                    next = next.next();
-                }
-                if self.options.replicas.is_some() && next.is_sdk() {
-                    return self.say("replicas run naive or fenced: L returns to one server");
-                }
-                let compare = vec![*left, next, *right];
+            _ => self.say(format!(
+                "compare mode keeps each lab's policy ({}): o picks the middle one's, m leaves it",
+                names(&self.labs.iter().map(|l| l.policy()).collect::<Vec<_>>())
+            )),
+        }
+    }
+
+    /// A policy in force from now on, in a fresh lab: nothing judged under one policy is shown
+    /// under another's header (its verdict, its evidence, its lanes). In compare mode of three,
+    /// the middle lab's.
+    pub(super) async fn choose_policy(&mut self, policy: Policy) {
+        if self.playback.is_some() {
+            return self.say("a scenario plays under its own policies: R returns to a live lab");
+        }
+        if self.options.replicas.is_some() && policy.is_sdk() {
+            return self.say("replicas run naive or fenced: L returns to one server");
+        }
+        let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+        match policies.as_slice() {
+            [_] => {
+                self.replace_labs(&[policy], self.options.clone()).await;
+                self.single_policy = policy;
+                self.say(format!("{} · a fresh lab", policy_words(policy)));
+            }
+            [left, _, right] if policy == *left || policy == *right => {
+                self.say(format!(
+                    "{policy} is shown already: pick another for the middle"
+                ));
+            }
+            [left, _, right] => {
+                let compare = vec![*left, policy, *right];
                 self.replace_labs(&compare, self.options.clone()).await;
                 self.compare = compare;
-                self.say(format!("middle lab: {}", policy_words(next)));
+                self.say(format!("middle lab: {}", policy_words(policy)));
             }
             many => self.say(format!(
                 "compare mode runs {} (m leaves it); forkscope --compare naive,rmcp,fenced puts \
-                 an SDK in the middle, where n turns it",
+                 an SDK in the middle, where o picks its policy",
                 names(many)
             )),
         }

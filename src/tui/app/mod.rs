@@ -478,6 +478,9 @@ impl App {
                 Some(OverlayView::Proof(&proof))
             }
             Some(Overlay::Knobs(k)) => Some(OverlayView::Knobs(k)),
+            Some(Overlay::Policies { selected }) => Some(OverlayView::Policies {
+                selected: *selected,
+            }),
         };
         let screen = Screen {
             panels: &panels,
@@ -549,7 +552,12 @@ impl App {
         }
         if matches!(
             self.overlay,
-            Some(Overlay::Picker(_) | Overlay::Proof(_) | Overlay::Knobs(_))
+            Some(
+                Overlay::Picker(_)
+                    | Overlay::Proof(_)
+                    | Overlay::Knobs(_)
+                    | Overlay::Policies { .. },
+            )
         ) {
             return self.overlay_key(key).await;
         }
@@ -586,6 +594,7 @@ impl App {
             Command::ToggleCompare => self.toggle_compare().await,
             Command::NextPolicy => self.next_policy().await,
             Command::OpenPicker => self.open_picker(),
+            Command::PickPolicy => self.open_policies(),
             Command::Prove => self.prove(),
             Command::Travel(Jump::FirstViolation) => self.step_violation(),
             Command::Explain(n) => {

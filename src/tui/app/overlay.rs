@@ -23,6 +23,10 @@ pub(super) enum Overlay {
         paused: bool,
     },
     Picker(Picker),
+    /// The policy picker, the `selected` row of [`Policy::ALL`] marked.
+    Policies {
+        selected: usize,
+    },
     Proof(Proof),
     Knobs(Box<Knobs>),
 }
@@ -102,9 +106,40 @@ impl App {
     pub(super) async fn overlay_key(&mut self, key: KeyEvent) {
         match &self.overlay {
             Some(Overlay::Picker(_)) => self.picker_key(key).await,
+            Some(Overlay::Policies { .. }) => self.policies_key(key).await,
             Some(Overlay::Proof(_)) => self.proof_key(key).await,
             Some(Overlay::Knobs(_)) => self.knobs_key(key).await,
             Some(Overlay::Help { .. }) | None => {}
+        }
+    }
+
+    /// `o`: every policy, the one in force (compare: the middle lab's) selected.
+    pub(super) fn open_policies(&mut self) {
+        let shown = match self.labs.len() {
+            3 => self.labs.get(1),
+            _ => self.labs.first(),
+        };
+        let selected = shown
+            .and_then(|lab| Policy::ALL.iter().position(|p| *p == lab.policy()))
+            .unwrap_or(0);
+        self.open(Overlay::Policies { selected });
+    }
+
+    async fn policies_key(&mut self, key: KeyEvent) {
+        let Some(Overlay::Policies { selected }) = &mut self.overlay else {
+            return;
+        };
+        let count = Policy::ALL.len();
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('o') => self.overlay = None,
+            KeyCode::Up | KeyCode::Char('k') => *selected = (*selected + count - 1) % count,
+            KeyCode::Down | KeyCode::Char('j') => *selected = (*selected + 1) % count,
+            KeyCode::Enter => {
+                let chosen = Policy::ALL[*selected];
+                self.overlay = None;
+                self.choose_policy(chosen).await;
+            }
+            _ => {}
         }
     }
 

@@ -14,6 +14,7 @@ pub mod lanes;
 pub mod logs;
 pub mod narration;
 pub mod picker;
+pub mod policies;
 pub mod presenter;
 pub mod proof;
 pub mod replicas;
