@@ -651,6 +651,12 @@ async fn help_pauses_the_lab_and_closing_it_resumes() {
     assert!(!app.labs()[0].clock().paused());
     app.handle(key('?')).await;
     assert!(app.labs()[0].clock().paused(), "help paused the lab");
+    frame(&mut app, &mut terminal);
+    assert!(
+        screen(&terminal).contains("the lab is paused while help is open"),
+        "and says so: {}",
+        screen(&terminal)
+    );
     app.handle(key('?')).await;
     assert!(!app.labs()[0].clock().paused(), "closing help resumed it");
     // Paused by the presenter first: help leaves it paused.
@@ -662,6 +668,30 @@ async fn help_pauses_the_lab_and_closing_it_resumes() {
         app.labs()[0].clock().paused(),
         "still the presenter's pause"
     );
+}
+
+/// Selecting an event in a running lab pauses it, as space does, so the event stays in view;
+/// space runs it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selecting_an_event_stops_following() {
+    let mut app = dashboard(Policy::Fenced).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    until(&mut app, &mut terminal, "events to select", |s| {
+        applied(s) >= 2
+    })
+    .await;
+    assert!(!app.labs()[0].clock().paused());
+    app.handle(key(',')).await;
+    assert!(app.labs()[0].clock().paused(), "selecting paused the lab");
+    frame(&mut app, &mut terminal);
+    assert!(
+        screen(&terminal).contains("space runs the lab again"),
+        "{}",
+        screen(&terminal)
+    );
+    app.handle(key(' ')).await;
+    assert!(!app.labs()[0].clock().paused(), "space runs it again");
+    app.stop().await;
 }
 
 /// The number after `prefix` in `text` up to its unit, whole (`None` if `prefix` is absent).

@@ -276,7 +276,18 @@ async fn a_scenario_playing_with_its_narration() {
         app.handle(key('s')).await;
         until_shown(&mut app, 120, 40, &format!("step {step}/")).await;
     }
-    let screen = shot(&mut app, 120, 40);
+    // Step 4's events may still be on their way over the sockets when its line shows: wait
+    // for both labs' lanes to hold all fifteen.
+    let fifteen = format!("s1      {}·", "●".repeat(15));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let screen = loop {
+        let screen = shot(&mut app, 120, 40);
+        if screen.lines().any(|l| l.matches(&fifteen).count() == 2) {
+            break screen;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{screen}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(
         screen.contains("a NAT drops the TCP connection") && !screen.contains("line 30:"),
         "{screen}"

@@ -22,7 +22,7 @@ use super::panes::lanes::{LaneSource, LanesDrawn, Zoom};
 use super::theme::Theme;
 use super::timeline::{Frozen, RUN_BUDGET};
 use super::ui::{self, OverlayView, Screen};
-use crate::lab::{Lab, LabOptions, Snapshot};
+use crate::lab::{Action, Lab, LabOptions, Snapshot};
 use crate::record::Recorder;
 use crate::scenario::Scenario;
 use crate::scenario::journal::Journal;
@@ -609,7 +609,19 @@ impl App {
             }
             Command::Travel(jump) => self.travel_to(jump),
             Command::Live => self.go_live(),
-            Command::Select(direction) => self.select(direction),
+            Command::Select(direction) => {
+                self.select(direction);
+                // Selecting stops following, as space does (journalled as space is): a running
+                // lab would scroll the selected event out of view.
+                let running = match &self.playback {
+                    Some(p) => !p.paused(),
+                    None => self.labs.iter().any(|l| !l.clock().paused()),
+                };
+                if self.selected.is_some() && self.travel.at.is_none() && running {
+                    self.lab_action(Action::TogglePause).await;
+                    self.say("paused to keep the selected event in view: space runs the lab again");
+                }
+            }
             Command::Zoom => {
                 self.zoom = match self.zoom {
                     Zoom::Follow => Zoom::WholeRun,

@@ -82,6 +82,10 @@ impl App {
             (_, true) => {
                 let paused = self.pause_running();
                 self.overlay = Some(Overlay::Help { scroll: 0, paused });
+                // Said, not only done: a room that sees the clock stop should know why.
+                if paused {
+                    self.say("the lab is paused while help is open; ? or Esc runs it again");
+                }
             }
         }
     }

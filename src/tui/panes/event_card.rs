@@ -61,14 +61,21 @@ fn wire_id(entries: &[Entry], session: SessionId, event: EventId, policy: Policy
             "id `{}-{}.<key>` on the wire: names its stream and proves it (fenced checks the key)",
             event.stream, event.seq
         ),
-        Some(IdScheme::Keyed) => format!(
+        Some(IdScheme::Keyed) if policy == Policy::Naive => format!(
             "id `{}-{}.<key>` on the wire: names its stream, but naive checks nothing on a resume",
             event.stream, event.seq
         ),
-        _ => format!(
-            "id `{}-{}` on the wire: names its stream",
-            event.stream, event.seq
-        ),
+        // An SDK's policy: what it does on a resume, in its own table's words.
+        _ => match forkscope_core::resume::sdk::quirks(policy) {
+            Some(quirks) => format!(
+                "id `{}-{}` on the wire, as {} spells it; on a resume, {}",
+                event.stream, event.seq, quirks.sdk, quirks.summary
+            ),
+            None => format!(
+                "id `{}-{}` on the wire: names its stream",
+                event.stream, event.seq
+            ),
+        },
     }
 }
 
@@ -411,5 +418,12 @@ mod tests {
         assert!(fenced.contains("proves it"), "{fenced}");
         assert!(naive.contains("naive checks nothing"), "{naive}");
         assert!(!naive.contains("proves"), "{naive}");
+        // An SDK's policy is described by its own table, never by naive's sentence.
+        for policy in Policy::SDKS {
+            let quirks = forkscope_core::resume::sdk::quirks(policy).unwrap();
+            let said = wire_id(&entries, session, event, policy);
+            assert!(said.contains(quirks.summary), "{policy}: {said}");
+            assert!(!said.contains("naive"), "{policy}: {said}");
+        }
     }
 }
