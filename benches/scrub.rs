@@ -7,7 +7,7 @@
 //! `cargo bench --bench scrub`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
 //! `cargo test --all-targets` does) is a smoke run of 3,000 records.
 
-use forkscope::lab::LabOptions;
+use forkscope::lab::{Action, LabOptions};
 use forkscope::tui::Start;
 use forkscope::tui::app::App;
 use forkscope::tui::log::LogRing;
@@ -78,7 +78,7 @@ async fn bench() {
     let target: u64 = if quick { 3_000 } else { 100_000 };
     let start = Start {
         options: LabOptions {
-            policy: Policy::Fenced,
+            policy: Policy::Naive,
             background: None,
             ..LabOptions::default()
         },
@@ -94,8 +94,7 @@ async fn bench() {
         a.labs()[0].core().client.holds_stream()
     })
     .await;
-    // The seed fork by keys: naive, two events, strip the token, drop the connection.
-    app.handle(char('n')).await;
+    // The seed fork by keys in a naive lab: two events, strip the token, drop the connection.
     for _ in 0..2 {
         app.handle(char('e')).await;
     }
@@ -106,12 +105,10 @@ async fn bench() {
         !a.labs()[0].snapshot().view.verdict.clean && a.labs()[0].client().session().is_some()
     })
     .await;
-    // Back to fenced (`n` goes through every policy, the SDKs' after naive): the naive orphan
-    // is fenced, so every later emit reaches the client (the fork stays in the history, for the
-    // jumps below).
-    while app.labs()[0].policy() != Policy::Fenced {
-        app.handle(char('n')).await;
-    }
+    // Then fenced in the same lab, as a scenario's `set_policy` switches it (`n` would start a
+    // fresh lab): the naive orphan is fenced, so every later emit reaches the client, and the
+    // fork stays in the history for the jumps below.
+    app.labs()[0].apply(Action::SetPolicy(Policy::Fenced));
     // Then a long run: `e` presses in batches, a frame after each (a moment for time travel).
     let began = Instant::now();
     let mut live = Figures {
