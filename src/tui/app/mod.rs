@@ -22,7 +22,7 @@ use super::panes::lanes::{LaneSource, LanesDrawn, Zoom};
 use super::theme::Theme;
 use super::timeline::{Frozen, RUN_BUDGET};
 use super::ui::{self, OverlayView, Screen};
-use crate::lab::{Action, Lab, LabOptions, Snapshot};
+use crate::lab::{Lab, LabOptions, Snapshot};
 use crate::record::Recorder;
 use crate::scenario::Scenario;
 use crate::scenario::journal::Journal;
@@ -359,28 +359,6 @@ impl App {
         }
     }
 
-    /// Changes whenever something happened in a lab (not merely time passing): a new moment
-    /// for time travel. Read from the snapshots the moment keeps, never from the labs again: a
-    /// change that lands after a snapshot then makes the next moment instead of going unseen.
-    fn changes(&self, panels: &[Snapshot]) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for snap in panels {
-            snap.entries.hash(&mut h);
-            (snap.exchanges.len(), snap.exchanges.last().map(|e| e.at)).hash(&mut h);
-            snap.paused.hash(&mut h);
-            snap.replicas
-                .as_ref()
-                .map(|v| format!("{v:?}"))
-                .hash(&mut h);
-        }
-        if let Some(p) = &self.playback {
-            let n = p.narration();
-            (n.done, n.finished).hash(&mut h);
-        }
-        h.finish()
-    }
-
     async fn event_loop<B: Backend>(
         &mut self,
         terminal: &mut Terminal<B>,
@@ -609,19 +587,7 @@ impl App {
             }
             Command::Travel(jump) => self.travel_to(jump),
             Command::Live => self.go_live(),
-            Command::Select(direction) => {
-                self.select(direction);
-                // Selecting stops following, as space does (journalled as space is): a running
-                // lab would scroll the selected event out of view.
-                let running = match &self.playback {
-                    Some(p) => !p.paused(),
-                    None => self.labs.iter().any(|l| !l.clock().paused()),
-                };
-                if self.selected.is_some() && self.travel.at.is_none() && running {
-                    self.lab_action(Action::TogglePause).await;
-                    self.say("paused to keep the selected event in view: space runs the lab again");
-                }
-            }
+            Command::Select(direction) => self.select_and_hold(direction).await,
             Command::Zoom => {
                 self.zoom = match self.zoom {
                     Zoom::Follow => Zoom::WholeRun,

@@ -260,6 +260,42 @@ impl App {
         }
     }
 
+    /// `,` `.`: selects an event, and stops following as space does (journalled as space is):
+    /// a running lab would scroll the selected event out of view.
+    pub(super) async fn select_and_hold(&mut self, direction: i8) {
+        self.select(direction);
+        let running = match &self.playback {
+            Some(p) => !p.paused(),
+            None => self.labs.iter().any(|l| !l.clock().paused()),
+        };
+        if self.selected.is_some() && self.travel.at.is_none() && running {
+            self.lab_action(crate::lab::Action::TogglePause).await;
+            self.say("paused to keep the selected event in view: space runs the lab again");
+        }
+    }
+
+    /// Changes whenever something happened in a lab (not merely time passing): a new moment
+    /// for time travel. Read from the snapshots the moment keeps, never from the labs again: a
+    /// change that lands after a snapshot then makes the next moment instead of going unseen.
+    pub(super) fn changes(&self, panels: &[Snapshot]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for snap in panels {
+            snap.entries.hash(&mut h);
+            (snap.exchanges.len(), snap.exchanges.last().map(|e| e.at)).hash(&mut h);
+            snap.paused.hash(&mut h);
+            snap.replicas
+                .as_ref()
+                .map(|v| format!("{v:?}"))
+                .hash(&mut h);
+        }
+        if let Some(p) = &self.playback {
+            let n = p.narration();
+            (n.done, n.finished).hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// A click on a lane selects the mark drawn in that cell.
     pub(super) fn click(&mut self, column: u16, row: u16) {
         let hit = self
