@@ -150,6 +150,7 @@ fn a_reused_id_is_marked_where_the_checker_names_it() {
             stream_kind: StreamKind::Standalone,
             ids: IdScheme::Scoped,
             flagged_new: false,
+            request: None,
         },
     );
     for n in 1..=3 {

@@ -276,7 +276,14 @@ fn a_finished_request_stream_stays_resumable_for_its_retention_then_is_refused()
     let mut f = fenced(0);
     let (stream, token) = f
         .server
-        .open_request_stream(T0, f.session, ConnectionId(50), &mut f.rng, &mut f.history)
+        .open_request_stream(
+            T0,
+            f.session,
+            None,
+            ConnectionId(50),
+            &mut f.rng,
+            &mut f.history,
+        )
         .unwrap();
     for n in 1..=3 {
         f.emit(stream, n);
@@ -355,7 +362,14 @@ fn a_keyed_event_id_alone_co_validates_what_a_stock_client_sends() {
     // A keyed id whose token names another stream than the header: not on that stream.
     let (stream, _) = f
         .server
-        .open_request_stream(T0, f.session, ConnectionId(60), &mut f.rng, &mut f.history)
+        .open_request_stream(
+            T0,
+            f.session,
+            None,
+            ConnectionId(60),
+            &mut f.rng,
+            &mut f.history,
+        )
         .unwrap();
     f.emit(stream, 1);
     let s2 = f.server.session(f.session).unwrap().streams()[1].wire_id(1, LabTime::ZERO);
@@ -623,6 +637,7 @@ fn streams_are_bounded_per_session() {
             .open_request_stream(
                 T0,
                 f.session,
+                None,
                 ConnectionId(60 + conn),
                 &mut f.rng,
                 &mut f.history,
@@ -631,7 +646,14 @@ fn streams_are_bounded_per_session() {
     }
     assert!(
         f.server
-            .open_request_stream(T0, f.session, ConnectionId(70), &mut f.rng, &mut f.history)
+            .open_request_stream(
+                T0,
+                f.session,
+                None,
+                ConnectionId(70),
+                &mut f.rng,
+                &mut f.history
+            )
             .is_err()
     );
     let mut naive = Fixture::new(Policy::Naive, config, 0);
@@ -911,7 +933,14 @@ fn request_streams_stay_out_of_the_standalone_lineage() {
     let mut f = fenced(1);
     let (stream, _) = f
         .server
-        .open_request_stream(T0, f.session, ConnectionId(80), &mut f.rng, &mut f.history)
+        .open_request_stream(
+            T0,
+            f.session,
+            None,
+            ConnectionId(80),
+            &mut f.rng,
+            &mut f.history,
+        )
         .unwrap();
     let session = f.server.session(f.session).unwrap();
     assert_eq!(session.stream(stream).unwrap().kind(), StreamKind::Request);
@@ -1024,6 +1053,7 @@ fn a_long_session_keeps_bounded_state() {
             .open_request_stream(
                 T0,
                 f.session,
+                None,
                 ConnectionId(1_000 + call),
                 &mut f.rng,
                 &mut f.history,
@@ -1074,6 +1104,7 @@ fn replay_memory_is_held_to_a_global_budget() {
         match f.server.open_request_stream(
             T0,
             f.session,
+            None,
             ConnectionId(100 + calls.len() as u64),
             &mut f.rng,
             &mut f.history,
@@ -1140,6 +1171,7 @@ fn replay_memory_is_held_to_a_global_budget() {
             .open_request_stream(
                 later,
                 f.session,
+                None,
                 ConnectionId(999),
                 &mut f.rng,
                 &mut f.history

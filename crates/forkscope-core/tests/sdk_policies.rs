@@ -69,6 +69,7 @@ impl Fixture {
             .open_request_stream(
                 LabTime::ZERO,
                 self.session,
+                None,
                 connection,
                 &mut self.rng,
                 &mut self.history,

@@ -72,6 +72,7 @@ pub(super) fn record(
             kind,
             flagged_new,
             epoch,
+            request,
         } => {
             let s = session;
             watch.streams.push((session, stream, kind));
@@ -89,6 +90,7 @@ pub(super) fn record(
                 stream_kind: kind,
                 ids: IdScheme::Keyed,
                 flagged_new,
+                request,
             };
             (by(epoch), record)
         }

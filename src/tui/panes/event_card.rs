@@ -406,6 +406,7 @@ mod tests {
                 stream_kind: StreamKind::Standalone,
                 ids: IdScheme::Keyed,
                 flagged_new: false,
+                request: None,
             },
             caused: Caused::NOTHING,
         }];

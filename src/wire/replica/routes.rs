@@ -238,6 +238,7 @@ async fn call_tool(
         kind: StreamKind::Request,
         flagged_new: replica.policy == Policy::Fenced,
         epoch: (replica.policy == Policy::Fenced).then_some(1),
+        request: id.as_u64(),
     });
     work::start_call(
         replica,
@@ -374,6 +375,7 @@ async fn attempt_get(
                 kind: StreamKind::Standalone,
                 flagged_new: replica.policy == Policy::Fenced,
                 epoch: (replica.policy == Policy::Fenced).then_some(1),
+                request: None,
             });
             work::start_emitter(replica, *session, stream, 1);
             let delivery = Delivery {

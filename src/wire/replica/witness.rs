@@ -26,6 +26,8 @@ pub enum Fact {
         flagged_new: bool,
         /// The stream epoch it opens at (fenced); `None` under naive.
         epoch: Option<u64>,
+        /// A tool call's: the POST's JSON-RPC id, when numeric.
+        request: Option<u64>,
     },
     /// A resume committed (fenced: the attach took `epoch`).
     Resumed {

@@ -152,6 +152,7 @@ fn call_tool(
         let (stream, token) = match core.server.open_request_stream(
             now,
             session,
+            id.as_u64(),
             connection,
             &mut core.rng,
             &mut core.history,

@@ -308,6 +308,7 @@ impl Client {
             let record = Record::CallAbandoned {
                 session,
                 call,
+                request: request_id,
                 refused: None,
                 broken: true,
             };
@@ -360,6 +361,7 @@ impl Client {
                 Record::CallAbandoned {
                     session,
                     call,
+                    request: request_id,
                     refused,
                     broken: false,
                 },

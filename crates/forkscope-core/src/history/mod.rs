@@ -166,6 +166,7 @@ mod tests {
                     stream_kind: StreamKind::Standalone,
                     ids: IdScheme::Keyed,
                     flagged_new: fenced,
+                    request: None,
                 },
             );
             let attached = Record::Attached {

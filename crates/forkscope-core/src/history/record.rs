@@ -37,6 +37,10 @@ pub enum Record {
         stream_kind: StreamKind,
         ids: IdScheme,
         flagged_new: bool,
+        /// A request stream's call: the JSON-RPC id of the POST it answers (numeric ids only).
+        /// How a client that gave the call up before hearing from it is matched to its stream.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request: Option<u64>,
     },
     /// The server attached a stream to a connection: the client is now bound to it.
     Attached {
@@ -147,10 +151,12 @@ pub enum Record {
     ClientNewSession,
     /// The client gave up a tool call: a refusal sent it away (`refused`), its retry budget ran
     /// out, or (`broken`) its POST failed before a response came, so there is no stream to
-    /// resume. `call`: the call's stream, when an event of it ever arrived.
+    /// resume. `call`: the call's stream, when an event of it ever arrived; `request`: the
+    /// call's JSON-RPC id, which names it when none did.
     CallAbandoned {
         session: SessionId,
         call: Option<StreamId>,
+        request: u64,
         refused: Option<RejectReason>,
         broken: bool,
     },
@@ -323,12 +329,13 @@ impl Record {
             }
             Record::CallAbandoned {
                 call,
+                request,
                 refused,
                 broken,
                 ..
             } => format!(
                 "client gives up the tool call{}: {}",
-                call.map(|c| format!(" on {c}")).unwrap_or_default(),
+                call.map_or_else(|| format!(" (request {request})"), |c| format!(" on {c}")),
                 match refused {
                     Some(r) => format!("refused with {} {r}", r.http_status()),
                     None if *broken => {

@@ -13,11 +13,13 @@ use crate::time::LabTime;
 
 impl Server {
     /// A POST whose response is an SSE stream (a tool call): a request stream, resumable by its
-    /// own token, outside the standalone lineage.
+    /// own token, outside the standalone lineage. `request`: the POST's JSON-RPC id, when
+    /// numeric (recorded: it names a call the client gives up before hearing from it).
     pub fn open_request_stream(
         &mut self,
         now: LabTime,
         session: SessionId,
+        request: Option<u64>,
         connection: ConnectionId,
         rng: &mut impl Entropy,
         history: &mut History,
@@ -37,6 +39,7 @@ impl Server {
                 now,
                 session,
                 StreamKind::Request,
+                request,
                 ids,
                 true,
                 Some(connection),

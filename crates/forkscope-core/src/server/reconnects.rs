@@ -209,6 +209,7 @@ impl Server {
                     now,
                     session_id,
                     StreamKind::Standalone,
+                    None,
                     ids,
                     flagged_new,
                     Some(request.connection),
@@ -270,13 +271,15 @@ impl Server {
     }
 
     /// Mints a stream, forgetting the oldest ended streams when the session is at its bound.
-    /// Errs with the bound when every kept stream is still open.
+    /// Errs with the bound when every kept stream is still open. `request`: the call a request
+    /// stream answers (its numeric JSON-RPC id).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn mint_stream(
         &mut self,
         now: LabTime,
         session_id: SessionId,
         kind: StreamKind,
+        request: Option<u64>,
         ids: IdScheme,
         flagged_new: bool,
         connection: Option<ConnectionId>,
@@ -329,6 +332,7 @@ impl Server {
                 stream_kind: kind,
                 ids,
                 flagged_new,
+                request,
             },
         );
         if let Some(connection) = connection {

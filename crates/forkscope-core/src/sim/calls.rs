@@ -69,6 +69,7 @@ impl Sim {
         let Ok((stream, token)) = self.server.open_request_stream(
             self.now,
             session,
+            Some(request_id),
             connection,
             &mut self.rng,
             &mut self.history,

@@ -45,6 +45,7 @@ impl Lab {
             .open_request_stream(
                 LabTime::ZERO,
                 self.session,
+                None,
                 ConnectionId(1),
                 &mut self.rng,
                 &mut self.history,

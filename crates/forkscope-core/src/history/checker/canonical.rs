@@ -37,6 +37,9 @@ impl Checker {
                     c.flag(call.end_emitted);
                     c.flag(call.settled);
                     c.flag(call.counted);
+                    // The id names the call only while the client may still give it up.
+                    let named = call.request.filter(|_| !call.settled);
+                    c.number(named.map_or(0, |r| r.saturating_add(1)));
                 }
                 None => c.tag(0),
             }
@@ -108,7 +111,7 @@ impl Checker {
             .collect();
         c.unordered(unheard, |c, (session, calls)| {
             c.session(*session);
-            c.number(calls.len() as u64);
+            c.unordered(calls.iter(), |c, (request, _)| c.number(*request));
         });
         match self.client_session {
             Some(session) if known(c, &session) => {

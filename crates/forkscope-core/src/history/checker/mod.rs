@@ -91,10 +91,10 @@ pub struct Checker {
     /// Sessions whose client was told it will not get everything: what they still owed is
     /// settled as undelivered, and what is emitted on them afterwards is not owed.
     told: HashMap<SessionId, Told>,
-    /// Tool calls the client gave up before it heard of their stream, per session, with how it
-    /// knew: the next request stream the session opens is one of them (its POST may reach the
-    /// server after the client saw it fail).
-    given_up_unheard: HashMap<SessionId, Vec<Told>>,
+    /// Tool calls the client gave up before their stream opened, per session, by JSON-RPC id,
+    /// with how it knew: a POST may reach the server after the client saw it fail, and the
+    /// stream it opens then is that call's, already settled as told.
+    given_up_unheard: HashMap<SessionId, Vec<(u64, Told)>>,
     /// The refusal the client's session last answered it with, and how many times in a row
     /// (a GET from anyone else is not the client's to be told by).
     refusals: Option<(SessionId, Refusals)>,
@@ -126,9 +126,13 @@ impl Checker {
             Record::CallAbandoned {
                 session,
                 call,
+                request,
                 refused,
                 broken,
-            } => self.settle_call_abandoned(*session, *call, *refused, *broken, at),
+            } => {
+                let told = self.told_by_abandon(*session, *refused, *broken);
+                self.settle_call_told(*session, *call, *request, told, at);
+            }
             Record::RunnerStopped {
                 session,
                 call,
@@ -168,6 +172,7 @@ impl Checker {
                 stream_kind,
                 ids,
                 flagged_new,
+                request,
             } => {
                 let counted =
                     *stream_kind == StreamKind::Request && self.witnessed.contains(session);
@@ -184,13 +189,14 @@ impl Checker {
                     flagged_new: *flagged_new,
                     call: (*stream_kind == StreamKind::Request).then_some(Call {
                         counted,
+                        request: *request,
                         ..Call::default()
                     }),
                     delivered: BTreeMap::new(),
                 };
                 self.streams.insert((*session, *stream), track);
-                if *stream_kind == StreamKind::Request {
-                    self.settle_call_given_up_unheard(*session, *stream, at);
+                if let Some(request) = request {
+                    self.settle_call_given_up_unheard(*session, *stream, *request, at);
                 }
                 if *stream_kind == StreamKind::Standalone {
                     if *flagged_new {

@@ -77,47 +77,42 @@ impl Checker {
         }
     }
 
-    /// The client gave up a tool call, and knows it: what the call still owes is undelivered,
-    /// told. A call the client never heard from is named by elimination: each call of the
-    /// session that delivered nothing yet.
+    /// The client gave up a tool call and knew it: settled as told. `call`: its stream, when
+    /// an event of it arrived; else `request` (its JSON-RPC id) finds the stream, or marks the
+    /// stream the POST opens later, when it reaches the server after the client saw it fail.
     pub(super) fn settle_call_told(
         &mut self,
         session: SessionId,
         call: Option<StreamId>,
+        request: u64,
         told: Told,
         at: LabTime,
     ) {
-        let calls: Vec<StreamId> = match call {
-            Some(call) => vec![call],
+        let call = call.or_else(|| {
+            self.streams_of(session).into_iter().rev().find(|s| {
+                self.track(session, *s)
+                    .is_some_and(|t| t.call.is_some_and(|c| c.request == Some(request)))
+            })
+        });
+        match call {
+            Some(call) => self.settle(session, call, Some(told), at),
             None => self
-                .streams_of(session)
-                .into_iter()
-                .filter(|s| {
-                    self.track(session, *s).is_some_and(|t| {
-                        t.seen == 0 && t.call.is_some_and(|c| !c.settled && c.steps == 0)
-                    })
-                })
-                .collect(),
-        };
-        if calls.is_empty() && call.is_none() {
-            self.given_up_unheard.entry(session).or_default().push(told);
-        }
-        for call in calls {
-            self.settle(session, call, Some(told), at);
+                .given_up_unheard
+                .entry(session)
+                .or_default()
+                .push((request, told)),
         }
     }
 
-    /// The client gave up a tool call: a refusal (`refused`), its retry budget spent, or its POST
-    /// failed before any answer (`broken`).
-    pub(super) fn settle_call_abandoned(
-        &mut self,
+    /// How the client knew it gave up a tool call: a refusal (`refused`), its retry budget
+    /// spent, or its POST failed before any answer (`broken`).
+    pub(super) fn told_by_abandon(
+        &self,
         session: SessionId,
-        call: Option<StreamId>,
         refused: Option<RejectReason>,
         broken: bool,
-        at: LabTime,
-    ) {
-        let told = match refused {
+    ) -> Told {
+        match refused {
             Some(reason) => Told::Refused {
                 status: reason.http_status(),
                 reason: Some(reason),
@@ -126,21 +121,25 @@ impl Checker {
             None => Told::GaveUp {
                 refusals: self.refusals_of(session),
             },
-        };
-        self.settle_call_told(session, call, told, at);
+        }
     }
 
-    /// A request stream opened after the client gave up a call it never heard from: it is that
-    /// call, already settled as told.
+    /// A request stream opened for a call the client already gave up (its POST arrived after
+    /// the client saw it fail): settled as told.
     pub(super) fn settle_call_given_up_unheard(
         &mut self,
         session: SessionId,
         stream: StreamId,
+        request: u64,
         at: LabTime,
     ) {
-        let Some(told) = self.given_up_unheard.get_mut(&session).and_then(Vec::pop) else {
+        let Some(calls) = self.given_up_unheard.get_mut(&session) else {
             return;
         };
+        let Some(i) = calls.iter().position(|(r, _)| *r == request) else {
+            return;
+        };
+        let (_, told) = calls.swap_remove(i);
         self.settle(session, stream, Some(told), at);
     }
 

@@ -61,6 +61,8 @@ impl Feed {
             stream_kind,
             ids: IdScheme::Scoped,
             flagged_new: false,
+            // A call's stream answers the request numbered as the stream, in these feeds.
+            request: (stream_kind == StreamKind::Request).then_some(u64::from(stream.0)),
         });
     }
 
@@ -341,6 +343,7 @@ fn a_call_given_up_before_its_stream_opened_is_told_when_it_opens() {
     f.see(Record::CallAbandoned {
         session,
         call: None,
+        request: u64::from(CALL.0),
         refused: None,
         broken: true,
     });
@@ -362,4 +365,48 @@ fn a_call_given_up_before_its_stream_opened_is_told_when_it_opens() {
             ..
         }
     ));
+}
+
+#[test]
+fn a_call_given_up_unheard_is_told_by_its_id_and_its_neighbours_stay_owed() {
+    // Two calls are open, unheard, when the client gives up a third whose POST broke; that
+    // POST's stream opens after. The one given up is the third, whatever opened first.
+    let mut f = Feed::new();
+    let session = f.session;
+    let (first, second, third) = (StreamId(3), StreamId(4), StreamId(5));
+    f.open(first, StreamKind::Request);
+    f.open(second, StreamKind::Request);
+    f.see(Record::CallAbandoned {
+        session,
+        call: None,
+        request: u64::from(third.0),
+        refused: None,
+        broken: true,
+    });
+    f.open(third, StreamKind::Request);
+    for call in [first, second, third] {
+        let result = f.key(Effect::Result { call });
+        f.emit(call, 1, result);
+    }
+    // The first call's result arrives; the second's never does; the third was given up.
+    let result = f.key(Effect::Result { call: first });
+    f.deliver(first, 1, result);
+    f.see(Record::RunEnded {
+        reconnecting: false,
+    });
+    let found = f.checker.anomalies();
+    assert!(
+        matches!(
+            found,
+            [
+                Anomaly::Undelivered {
+                    owed: Owed::CallResult { call },
+                    told: Told::CallEnded,
+                    ..
+                },
+                Anomaly::Lost { event, .. },
+            ] if *call == third && event.stream == second
+        ),
+        "{found:?}"
+    );
 }

@@ -37,4 +37,7 @@ pub(super) struct Call {
     pub(super) settled: bool,
     /// Counted in [`Counters::owed`]: the client reported what it received when it made the call.
     pub(super) counted: bool,
+    /// The JSON-RPC id of its POST, when numeric: how the client names a call it gives up
+    /// before it heard from it.
+    pub(super) request: Option<u64>,
 }

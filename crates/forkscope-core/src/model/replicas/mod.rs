@@ -311,6 +311,7 @@ impl ReplicaLab {
                 stream_kind: StreamKind::Standalone,
                 ids: IdScheme::Keyed,
                 flagged_new: true,
+                request: None,
             },
         );
         lab.record(

@@ -280,6 +280,7 @@ impl ReplicaLab {
                 stream_kind: StreamKind::Request,
                 ids: IdScheme::Keyed,
                 flagged_new: true,
+                request: None,
             },
         );
     }
