@@ -322,7 +322,7 @@ replicas() {
     else
         check "replicas fenced: the refusal on $holder's lane" wait_for "^│s1@$holder .*×"
         check "replicas fenced: the store refuses $holder's late write" \
-            wait_for "× (write on s1|s1 write) refused: epoch 1 < 2 \(held by $other\)"
+            wait_for "× ($holder's write on s1 refused|$holder refused on s1): epoch 1 < 2, held by $other"
         check "replicas fenced: the store's record, epoch 2 owned by $other" \
             wait_for "store s1 +GET +live +ep 2 owner $other"
         check "replicas fenced: verdict clean" wait_for "verdict CLEAN"

@@ -174,19 +174,15 @@ pub(super) fn record(
         }
         Fact::Refused { session, stale } => {
             let s = session;
-            watch.note(
-                id,
-                format!(
-                    "write on {} refused: epoch {} < {} (held by {})",
-                    stale.stream, stale.writer_epoch, stale.current, stale.holder
-                ),
-            );
+            // Not a note: the pane words the store's refusals from the history, each while it
+            // is news (until the replica holds a newer epoch).
+            let holder = ReplicaId::parse(&stale.holder);
             let record = Record::StaleWriteRefused {
                 session: s,
                 stream: stale.stream,
                 epoch: stale.writer_epoch,
                 current: stale.current,
-                holder: ReplicaId::parse(&stale.holder),
+                holder,
             };
             (by(Some(stale.writer_epoch)), record)
         }

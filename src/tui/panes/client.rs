@@ -191,7 +191,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
                 .unwrap_or(forms.len() - 1);
             super::fields(forms[at].clone(), inner)
         },
-        tool_call(client.request.as_ref(), theme),
+        tool_call(client.request.as_ref(), theme, inner),
         owed(snap, hidden, theme, inner),
     ];
     // A short pane (compare mode) keeps what the lesson needs: side effects and duplicates,
@@ -260,10 +260,12 @@ fn owed(snap: &Snapshot, hidden: bool, theme: &Theme, inner: usize) -> Line<'sta
     super::fields(fields, inner)
 }
 
-/// The latest tool call: how far it got, whether its stream was resumed, and its result.
+/// The latest tool call: how far it got, whether its stream was resumed, and its result. The
+/// longest wording that fits: the outcome is what a narrow pane keeps.
 fn tool_call(
     request: Option<&forkscope_core::client::RequestStream>,
     theme: &Theme,
+    inner: usize,
 ) -> Line<'static> {
     let label = Span::styled(format!("{:<8}", "call"), theme.dim());
     let Some(r) = request else {
@@ -282,33 +284,52 @@ fn tool_call(
             stream.starts_with('s').then(|| stream.to_owned())
         })
         .map_or_else(String::new, |s| format!(" {s}"));
-    let (state, style) = match r.phase {
-        RequestPhase::Streaming => ("streaming".to_owned(), theme.good()),
-        RequestPhase::Resuming { attempt, .. } => {
-            (format!("resuming · attempt {}", attempt + 1), theme.warn())
-        }
-        RequestPhase::Done => ("result ✓ once".to_owned(), theme.good()),
-        RequestPhase::Failed => ("result LOST".to_owned(), theme.bad()),
+    let (state, short, style) = match r.phase {
+        RequestPhase::Streaming => ("streaming".to_owned(), "…".to_owned(), theme.good()),
+        RequestPhase::Resuming { attempt, .. } => (
+            format!("resuming · attempt {}", attempt + 1),
+            format!("↺ try {}", attempt + 1),
+            theme.warn(),
+        ),
+        RequestPhase::Done => (
+            "result ✓ once".to_owned(),
+            "✓ once".to_owned(),
+            theme.good(),
+        ),
+        RequestPhase::Failed => ("result LOST".to_owned(), "LOST".to_owned(), theme.bad()),
     };
-    let mut spans = vec![
-        label,
-        Span::raw(match r.steps {
-            // `applied` counts the result too; a naive resume's replays show as more than all.
-            Some(steps) => format!(
-                "#{}{stream} · {} of {steps} steps · ",
-                r.request_id,
-                r.applied
-                    .saturating_sub(u64::from(r.phase == RequestPhase::Done))
-            ),
-            None => format!("#{}{stream} · {} applied · ", r.request_id, r.applied),
-        }),
-        Span::styled(state, style),
+    // `applied` counts the result too; a naive resume's replays show as more than all.
+    let applied = r
+        .applied
+        .saturating_sub(u64::from(r.phase == RequestPhase::Done));
+    let (progress, brief) = match r.steps {
+        Some(steps) => (
+            format!("{applied} of {steps} steps"),
+            format!("{applied}/{steps}"),
+        ),
+        None => (format!("{} applied", r.applied), r.applied.to_string()),
+    };
+    let id = r.request_id;
+    let resumed = |long: bool| match (r.resumes, long) {
+        (0, _) => Vec::new(),
+        (n, true) => vec![Span::styled(format!(" · ↺ resumed {n}×"), theme.accent())],
+        (n, false) => vec![Span::styled(format!(" ↺{n}"), theme.accent())],
+    };
+    let form = |text: String, state: &str, long: bool| {
+        let mut spans = vec![
+            label.clone(),
+            Span::raw(text),
+            Span::styled(state.to_owned(), style),
+        ];
+        spans.extend(resumed(long));
+        Line::from(spans)
+    };
+    let forms = vec![
+        form(format!("#{id}{stream} · {progress} · "), &state, true),
+        form(format!("#{id}{stream} · {brief} · "), &state, true),
+        form(format!("#{id}{stream} {brief} "), &state, false),
+        form(format!("#{id}{stream} {brief} "), &short, false),
+        form(format!("{brief} "), &short, false),
     ];
-    if r.resumes > 0 {
-        spans.push(Span::styled(
-            format!(" · ↺ resumed {}×", r.resumes),
-            theme.accent(),
-        ));
-    }
-    Line::from(spans)
+    super::fit(forms, inner)
 }

@@ -40,7 +40,7 @@ pub fn render(
     let refused: Vec<Option<Refused>> = view
         .replicas
         .iter()
-        .map(|r| last_refusal(recent, session, r.id))
+        .map(|r| last_refusal(recent, session, r))
         .collect();
     let lines = lines(view, &refused, chosen, inner, rows, theme);
     // A short border drops the store's name first: the routing is what the keys change.
@@ -58,13 +58,17 @@ pub fn render(
 }
 
 /// The store's last refusal of a write by `replica`: the fence across replicas at work, kept
-/// in view after newer facts.
+/// in view after newer facts while it is still news. It goes when the replica holds the stream
+/// at a newer epoch than the one refused, and with a restart (its count starts again at 0).
 fn last_refusal(
     recent: &[Entry],
     session: Option<SessionId>,
-    replica: ReplicaId,
+    replica: &ReplicaView,
 ) -> Option<Refused> {
-    recent.iter().rev().find_map(|e| match &e.record {
+    if replica.late_writes_refused == 0 {
+        return None;
+    }
+    let refused = recent.iter().rev().find_map(|e| match &e.record {
         Record::StaleWriteRefused {
             session: of,
             stream,
@@ -72,20 +76,30 @@ fn last_refusal(
             current,
             holder,
             ..
-        } if Some(*of) == session && e.by.is_some_and(|b| b.replica == replica) => Some(Refused {
-            stream: *stream,
-            epoch: *epoch,
-            current: *current,
-            holder: *holder,
-            at: e.at,
-        }),
+        } if Some(*of) == session && e.by.is_some_and(|b| b.replica == replica.id) => {
+            Some(Refused {
+                replica: replica.id,
+                stream: *stream,
+                epoch: *epoch,
+                current: *current,
+                holder: *holder,
+                at: e.at,
+            })
+        }
         _ => None,
-    })
+    })?;
+    let moved_on = replica
+        .holds
+        .iter()
+        .any(|h| h.stream == refused.stream && h.epoch.is_some_and(|e| e > refused.epoch));
+    (!moved_on).then_some(refused)
 }
 
-/// A write the store refused: on `stream`, at `epoch`, when the stream was at `current`.
+/// A write the store refused: `replica`'s, on `stream` at `epoch`, when the stream was at
+/// `current`, held by `holder`.
 #[derive(Clone, Copy, Debug)]
 struct Refused {
+    replica: ReplicaId,
     stream: StreamId,
     epoch: u64,
     current: u64,
@@ -94,32 +108,34 @@ struct Refused {
 }
 
 impl Refused {
-    /// How the lab's list of facts words it.
+    /// In words that name both replicas: the one refused, and the one holding the stream's
+    /// newer epoch (which may be the same replica's later attach).
     fn said(&self) -> String {
-        format!(
-            "write on {} refused: epoch {} < {}{}",
-            self.stream,
-            self.epoch,
-            self.current,
-            self.holder
-                .map_or_else(String::new, |h| format!(" (held by {h})"))
-        )
+        let (r, s, e, c) = (self.replica, self.stream, self.epoch, self.current);
+        let held = match self.holder {
+            Some(h) if h == r => format!(", held by {h} (its newer attach)"),
+            Some(h) => format!(", held by {h}"),
+            None => String::new(),
+        };
+        format!("{r}'s write on {s} refused: epoch {e} < {c}{held}")
     }
 
-    /// The longest of its wordings that fits `width`.
+    /// The longest of its wordings that fits `width`; each names the replica refused and the
+    /// holder.
     fn fitted(&self, width: usize) -> String {
-        let (s, e, c) = (self.stream, self.epoch, self.current);
+        let (r, s, e, c) = (self.replica, self.stream, self.epoch, self.current);
         let holder = self
             .holder
             .map_or_else(|| "?".to_owned(), |h| h.to_string());
         let forms = [
             format!("{} at {}", self.said(), self.at),
-            format!("{s} write refused: epoch {e} < {c} (held by {holder})"),
-            format!("{s} refused: epoch {e} < {c}, held by {holder}"),
-            format!("{s} refused: ep {e} < {c} ({holder})"),
+            self.said(),
+            format!("{r} refused on {s}: epoch {e} < {c}, held by {holder}"),
+            format!("{r} refused on {s}: ep {e} < {c}, {holder} holds"),
+            format!("{r} on {s}: ep {e}<{c}, {holder} holds"),
         ];
         let fits = forms.iter().find(|f| f.chars().count() <= width);
-        shorten(fits.unwrap_or(&forms[3]), width)
+        shorten(fits.unwrap_or(&forms[4]), width)
     }
 }
 
@@ -192,13 +208,7 @@ fn lines(
         } else {
             0
         };
-        // The refusal is on screen already.
-        let said = refusal.map(|r| r.said());
-        let recent: Vec<&String> = replica
-            .recent
-            .iter()
-            .filter(|f| said.as_ref() != Some(*f))
-            .collect();
+        let recent: Vec<&String> = replica.recent.iter().collect();
         let facts = recent.len().min(share.facts + more);
         for fact in &recent[recent.len() - facts..] {
             lines.push(Line::styled(
@@ -306,15 +316,34 @@ fn store(view: &ReplicasView, rows: usize, width: usize, theme: &Theme) -> Vec<L
         ])];
     }
     let skip = view.streams.len().saturating_sub(rows);
-    view.streams
-        .iter()
-        .skip(skip)
-        .enumerate()
-        .map(|(i, s)| fields(record(s, label(i == 0), theme), width))
+    let shown: Vec<&StoredStream> = view.streams.iter().skip(skip).collect();
+    // One wording for every row, the longest that fits them all: the columns stay aligned,
+    // and a call's lease (epoch, holder, steps done) is the last thing a narrow pane gives up.
+    let worded = |brief: u8| -> Vec<Line<'static>> {
+        shown
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Line::from(record(s, label(i == 0), brief, theme)))
+            .collect()
+    };
+    for brief in 0..BRIEFEST {
+        let lines = worded(brief);
+        if lines.iter().all(|l| l.width() <= width) {
+            return lines;
+        }
+    }
+    worded(BRIEFEST)
+        .into_iter()
+        .map(|l| super::clip(l, width))
         .collect()
 }
 
-fn record(s: &StoredStream, label: Span<'static>, theme: &Theme) -> Vec<Vec<Span<'static>>> {
+/// How far [`record`] can shorten a record's wording.
+const BRIEFEST: u8 = 2;
+
+/// A stream's record: `s2  POST finished ep 1 owner B  hw 9  lease ep 2 B 8 done`; `brief` 1
+/// drops the words a reader can do without, 2 the padding too.
+fn record(s: &StoredStream, label: Span<'static>, brief: u8, theme: &Theme) -> Vec<Span<'static>> {
     let kind = match s.kind {
         StreamKind::Standalone => "GET ",
         StreamKind::Request => "POST",
@@ -324,32 +353,25 @@ fn record(s: &StoredStream, label: Span<'static>, theme: &Theme) -> Vec<Vec<Span
         RecordState::Finished => ("finished", theme.good()),
         RecordState::Fenced => ("fenced", theme.accent()),
     };
+    let (gap, pad) = if brief >= 2 { (" ", 0) } else { ("  ", 8) };
     let mut out = vec![
-        vec![
-            label,
-            Span::styled(
-                format!("{:<3}", s.stream.to_string()),
-                theme.stream(s.stream.0),
-            ),
-            Span::styled(format!(" {kind}"), theme.dim()),
-            Span::styled(format!(" {state:<8} "), style),
-        ],
-        vec![
-            Span::styled("ep ", theme.dim()),
-            Span::raw(s.epoch.to_string()),
-        ],
-        vec![
-            Span::styled(" owner ", theme.dim()),
-            Span::styled(s.owner.clone(), theme.key()),
-        ],
-        vec![
-            Span::styled("  hw ", theme.dim()),
-            Span::raw(s.high_water.to_string()),
-        ],
+        label,
+        Span::styled(
+            format!("{:<3}", s.stream.to_string()),
+            theme.stream(s.stream.0),
+        ),
+        Span::styled(format!(" {kind}"), theme.dim()),
+        Span::styled(format!(" {state:<pad$} "), style),
+        Span::styled("ep ", theme.dim()),
+        Span::raw(s.epoch.to_string()),
+        Span::styled(if brief >= 1 { " " } else { " owner " }, theme.dim()),
+        Span::styled(s.owner.clone(), theme.key()),
+        Span::styled(format!("{gap}hw "), theme.dim()),
+        Span::raw(s.high_water.to_string()),
     ];
     if let Some((epoch, holder, done)) = &s.lease {
-        out.push(vec![
-            Span::styled("  lease ", theme.dim()),
+        out.extend([
+            Span::styled(format!("{gap}lease "), theme.dim()),
             Span::raw(format!("ep {epoch} ")),
             Span::styled(holder.clone(), theme.key()),
             Span::raw(format!(" {done} done")),
@@ -416,5 +438,99 @@ mod tests {
                 chosen: 1
             }
         );
+    }
+
+    fn replica(refused: u64, holds: Option<u64>) -> ReplicaView {
+        ReplicaView {
+            id: ReplicaId::parse("A").unwrap(),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            state: ReplicaState::Up,
+            holds: holds
+                .map(|epoch| Held {
+                    stream: StreamId(1),
+                    connection: 3,
+                    epoch: Some(epoch),
+                    superseded: false,
+                })
+                .into_iter()
+                .collect(),
+            forwarded: 0,
+            next: false,
+            late_writes_refused: refused,
+            deliveries_fenced: 0,
+            calls_adopted: 0,
+            resumes: 0,
+            sent: 0,
+            recent: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_both_replicas_and_goes_once_the_replica_holds_a_newer_epoch() {
+        let session = SessionId::generate(&mut forkscope_core::SplitMix64::new(7));
+        let refusal = Entry {
+            at: LabTime::from_millis(1_500),
+            by: Some(forkscope_core::ByReplica {
+                replica: ReplicaId::parse("A").unwrap(),
+                epoch: Some(1),
+            }),
+            record: Record::StaleWriteRefused {
+                session,
+                stream: StreamId(1),
+                epoch: 1,
+                current: 2,
+                holder: ReplicaId::parse("B"),
+            },
+            caused: forkscope_core::history::Caused::NOTHING,
+        };
+        let recent = [refusal];
+        let shown = last_refusal(&recent, Some(session), &replica(1, Some(1))).unwrap();
+        assert_eq!(
+            shown.fitted(60),
+            "A's write on s1 refused: epoch 1 < 2, held by B at 1.5 s"
+        );
+        assert_eq!(shown.fitted(40), "A refused on s1: epoch 1 < 2, held by B");
+        // A holds s1 at epoch 3 now: the refusal of epoch 1 is no longer news.
+        assert!(last_refusal(&recent, Some(session), &replica(1, Some(3))).is_none());
+        // A restarted: its count starts again, and so does what it was refused.
+        assert!(last_refusal(&recent, Some(session), &replica(0, None)).is_none());
+    }
+
+    #[test]
+    fn the_store_keeps_a_calls_lease_at_the_width_of_a_100_column_screen() {
+        let stream = |n: u32, kind, lease| StoredStream {
+            stream: StreamId(n),
+            kind,
+            state: RecordState::Finished,
+            epoch: 2,
+            owner: "B".to_owned(),
+            high_water: 120,
+            lease,
+        };
+        let view = ReplicasView {
+            store: "memory".to_owned(),
+            routing: crate::lab::replicas::Routing::RoundRobin,
+            lease_ms: 1_000,
+            replicas: Vec::new(),
+            streams: vec![
+                stream(1, StreamKind::Standalone, None),
+                stream(2, StreamKind::Request, Some((2, "B".to_owned(), 8))),
+            ],
+            store_error: None,
+        };
+        let theme = Theme { color: false };
+        let text = |width| -> Vec<String> {
+            store(&view, 2, width, &theme)
+                .iter()
+                .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+                .collect()
+        };
+        // The pane's inner width at 100 columns: the lease whole, the columns aligned.
+        let lines = text(58);
+        assert!(lines[1].ends_with("lease ep 2 B 8 done"), "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 58), "{lines:?}");
+        assert_eq!(lines[0].find("ep 2"), lines[1].find("ep 2"), "{lines:?}");
+        // Wide enough for every word.
+        assert!(text(90)[1].contains("ep 2 owner B  hw 120  lease ep 2 B 8 done"));
     }
 }
