@@ -264,6 +264,46 @@ async fn a_fenced_resume_says_how_identity_was_proven() {
     app.stop().await;
 }
 
+/// The fence where it happens, as the workshop's 0:15 step shows it (`n` to fenced, `t`, `d`):
+/// the resume fenced the half-open connection the stream was still on, and both the lanes (under
+/// the resume's column) and the http pane (beside the resuming GET) say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_lab_shows_the_old_connection_fenced_at_the_resume() {
+    let (mut app, _) = seed(Policy::Fenced, false, false).await;
+    let screen = draw(&mut app, 100, 30);
+    let said: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains("fenced s1 (was on conn "))
+        .collect();
+    assert!(
+        said.iter().any(|l| l.contains("↑ fenced s1 (was on conn ")),
+        "the lanes say it under the resume:\n{screen}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains("┃ fenced s1 (was on conn ")),
+        "the http pane says it by the resume:\n{screen}"
+    );
+    // The connection named is the one the resume fenced.
+    let snap = app.labs()[0].snapshot();
+    let conn = snap
+        .recent
+        .iter()
+        .find_map(|e| match &e.record {
+            forkscope_core::history::Record::ResumeAccepted {
+                fenced_connection: Some(c),
+                ..
+            } => Some(c.0),
+            _ => None,
+        })
+        .expect("the resume fenced a connection");
+    assert!(
+        screen.contains(&format!("(was on conn {conn})")),
+        "{screen}"
+    );
+    assert!(screen.contains("verdict CLEAN"), "{screen}");
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_mode_shows_each_labs_client_and_http_at_80x24() {
     let (mut app, _) = seed(Policy::Fenced, false, true).await;

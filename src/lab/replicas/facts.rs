@@ -114,6 +114,8 @@ pub(super) fn record(
                 after,
                 replay_len: usize::try_from(replay).unwrap_or(usize::MAX),
                 proof,
+                // Across replicas the fence is the stream's epoch (the replica pane's `ep`).
+                fenced_connection: None,
             };
             (by(epoch), record)
         }

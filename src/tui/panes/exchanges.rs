@@ -3,6 +3,8 @@
 use super::block;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
+use forkscope_core::LabTime;
+use forkscope_core::history::Record;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -48,9 +50,21 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let rejected = |e: &&crate::lab::Exchange| e.status >= 400;
     // The newest rejection: the lesson of a fenced run, kept on screen however much follows.
     let last_rejection = snap.exchanges.iter().rev().find(rejected);
+    // The server's side of a resume the client cannot see: the old connection it fenced.
+    let fences = fences(snap);
+    let mut fences = fences.iter().rev().peekable();
     let mut lines = Vec::new();
     let mut shown_rejection = false;
     for (i, exchange) in snap.exchanges.iter().rev().enumerate() {
+        // A fence is newer than the exchanges before it (its GET's answer comes after it).
+        while let Some((at, said)) = fences.next_if(|(at, _)| *at > exchange.at) {
+            if lines.len() < room {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{:>7} ", at.to_string()), theme.dim()),
+                    Span::styled(format!("┃ {said}"), theme.accent()),
+                ]));
+            }
+        }
         let is_last_rejection = last_rejection.is_some_and(|r| std::ptr::eq(r, exchange));
         let block_lines = lines_of(exchange, i < DETAILED || is_last_rejection);
         // Leave two rows for the rejection while it has not been shown.
@@ -80,6 +94,22 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     }
     let lines: Vec<Line> = lines.into_iter().map(|l| super::clip(l, inner)).collect();
     frame.render_widget(Paragraph::new(lines).block(block("http", theme)), area);
+}
+
+/// Each resume in view that fenced the connection its stream was still on, oldest first:
+/// `fenced s1 (was on conn 3)`, at its lab time.
+fn fences(snap: &Snapshot) -> Vec<(LabTime, String)> {
+    snap.recent
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::ResumeAccepted {
+                stream,
+                fenced_connection: Some(c),
+                ..
+            } => Some((e.at, format!("fenced {stream} (was on conn {})", c.0))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One line for a narrow column (compare mode): the newest exchange, and how many of the

@@ -117,6 +117,10 @@ pub enum Record {
         replay_len: usize,
         /// How the server knew which stream it was.
         proof: IdentityProof,
+        /// The connection the stream was still attached to (a half-open one, after a NAT drop),
+        /// fenced by this resume: it gets nothing more.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fenced_connection: Option<ConnectionId>,
     },
     ResumeRejected {
         session: SessionId,
@@ -287,10 +291,14 @@ impl Record {
                 after,
                 replay_len,
                 proof,
+                fenced_connection,
                 ..
             } => format!(
-                "server resumes {stream} after #{after}, replaying {replay_len}; {}",
-                proof.describe()
+                "server resumes {stream} after #{after}, replaying {replay_len}; {}{}",
+                proof.describe(),
+                fenced_connection
+                    .map(|c| format!("; fenced {stream} (was on conn {})", c.0))
+                    .unwrap_or_default()
             ),
             Record::ResumeRejected { reason, .. } => {
                 format!("server refuses with {} {reason}", reason.http_status())

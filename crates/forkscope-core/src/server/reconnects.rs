@@ -162,6 +162,11 @@ impl Server {
                         },
                     );
                 }
+                let fenced = policy == Policy::Fenced;
+                // Condition 2 at connection level: the old socket gets nothing more (and an SDK
+                // that replaces a stream's connection closes the old one too).
+                let detached =
+                    previous.filter(|c| (fenced || quirked.replaces) && *c != request.connection);
                 history.record(
                     now,
                     Record::ResumeAccepted {
@@ -170,17 +175,14 @@ impl Server {
                         after,
                         replay_len,
                         proof,
+                        fenced_connection: detached,
                     },
                 );
-                let fenced = policy == Policy::Fenced;
                 ResumeDecision::Resume(Resumed {
                     stream,
                     after,
                     replay_len,
-                    // Condition 2 at connection level: the old socket gets nothing more (and an
-                    // SDK that replaces a stream's connection closes the old one too).
-                    detached: previous
-                        .filter(|c| (fenced || quirked.replaces) && *c != request.connection),
+                    detached,
                     echo: fenced.then_some(StreamEcho {
                         stream,
                         resumed: true,

@@ -48,6 +48,9 @@ pub struct Mark {
     /// What an anomaly mark shows while the verdict is hidden: the entry's ordinary mark on
     /// this lane, if it has one (else nothing shows).
     plain: Option<(char, Severity)>,
+    /// A resume that fenced the connection its stream was still on: the lane says
+    /// `fenced s1 (was on conn 3)` beside it.
+    pub was_on: Option<u64>,
 }
 
 impl Mark {
@@ -58,6 +61,7 @@ impl Mark {
             stream,
             anomalies: AnomalyKinds::NONE,
             plain: None,
+            was_on: None,
         }
     }
 
@@ -88,6 +92,7 @@ impl Mark {
             stream: ordinary.and_then(|m| m.stream),
             anomalies,
             plain: ordinary.map(|m| (m.glyph, m.severity)),
+            was_on: None,
         }
     }
 
@@ -294,7 +299,14 @@ fn ordinary(record: &Record) -> Option<(Row, Mark)> {
     };
     match record {
         // The client's lane shows the resume too (see `place`).
-        Record::ResumeAccepted { stream, .. } => on(*stream, '↺', Severity::Notable, true),
+        Record::ResumeAccepted {
+            stream,
+            fenced_connection,
+            ..
+        } => on(*stream, '↺', Severity::Notable, true).map(|(row, mark)| {
+            let was_on = fenced_connection.map(|c| c.0);
+            (row, Mark { was_on, ..mark })
+        }),
         Record::Attached { stream, .. } => on(*stream, '┣', Severity::Info, true),
         Record::Emitted {
             stream,

@@ -143,6 +143,31 @@ fn point_back(
     }
 }
 
+/// The newest resume in view that fenced its stream's old connection: its column, and
+/// `fenced s1 (was on conn 3)`.
+fn fence_in_view(lane: Lane, marks: &[Option<(Mark, usize)>]) -> Option<(usize, String)> {
+    marks.iter().enumerate().rev().find_map(|(column, m)| {
+        let conn = m.and_then(|(m, _)| m.was_on)?;
+        Some((
+            column,
+            format!("fenced {} (was on conn {conn})", lane.stream),
+        ))
+    })
+}
+
+/// The legend's row saying the fence under the resume's column: `↑ fenced s1 (was on conn
+/// 3)`, or ending at it (`… ↑`) where the row has no room after it.
+fn fence_row(column: usize, said: &str, room: usize) -> Option<String> {
+    let after = format!("↑ {said}");
+    let before = format!("{said} ↑");
+    let at = LABEL + column;
+    if at + after.chars().count() <= room {
+        return Some(format!("{:at$}{after}", ""));
+    }
+    let width = before.chars().count();
+    (at + 1 >= width && at < room).then(|| format!("{:pad$}{before}", "", pad = at + 1 - width))
+}
+
 /// `4.2 s`, `300 ms`: a window's width as a person reads it.
 fn span_words(ms: u64) -> String {
     if ms >= 10_000 {
@@ -268,6 +293,7 @@ pub fn render(
             .and_then(|sel| marks.iter().position(|c| c.is_some_and(|(_, i)| i == sel)))
     };
     let mut selected_column = None;
+    let mut fence = None;
     let label = |name: String, pointed: bool| {
         let pointer = if pointed { "›" } else { " " };
         format!("{name:<width$}{pointer}", width = LABEL - 1)
@@ -285,6 +311,7 @@ pub fn render(
         if let Some(f) = fork.filter(|f| f.lane == *lane && !in_view) {
             point_back(&mut cells, marks, f, theme);
         }
+        fence = fence_in_view(*lane, marks).or(fence);
         spans.extend(cells);
         rows.push((top + lines.len() as u16, Row::Stream(*lane)));
         lines.push(Line::from(spans));
@@ -337,7 +364,12 @@ pub fn render(
             legend.push(' ');
             legend.push_str(&entry);
         }
-        lines.push(Line::styled(legend, theme.dim()));
+        // While a resume that fenced an old connection is in view, the row says so under it.
+        let room = usize::from(area.width.saturating_sub(2));
+        match fence.and_then(|(column, said)| fence_row(column, &said, room)) {
+            Some(row) => lines.push(Line::styled(row, theme.accent())),
+            None => lines.push(Line::styled(legend, theme.dim())),
+        }
     }
     frame.render_widget(Paragraph::new(lines).block(block("lanes", theme)), area);
     if let Some(column) = selected_column {

@@ -67,6 +67,8 @@ impl ReplicaLab {
                 after,
                 replay_len: (high_water - after) as usize,
                 proof,
+                // Across replicas the fence is the stream's epoch, not a connection.
+                fenced_connection: None,
             },
         );
         self.record(
