@@ -203,15 +203,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         for (i, (snap, column)) in screen.panels.iter().zip(columns.iter()).enumerate() {
             let lanes = screen.lanes.get(i).copied();
             drawn.push(if screen.present {
-                draw_present(
-                    frame,
-                    *column,
-                    snap,
-                    lanes,
-                    true,
-                    screen.hide_verdict,
-                    theme,
-                )
+                draw_present(frame, *column, snap, lanes, true, screen, theme)
             } else {
                 draw_column(frame, *column, snap, lanes, screen, theme)
             });
@@ -219,7 +211,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     } else {
         let lanes = screen.lanes.first().copied();
         drawn.push(if screen.present {
-            draw_present(frame, body, first, lanes, false, screen.hide_verdict, theme)
+            draw_present(frame, body, first, lanes, false, screen, theme)
         } else {
             draw_single(frame, body, first, lanes, screen, theme)
         });
@@ -303,23 +295,33 @@ fn verdict_pane(
     }
 }
 
-/// Presenter mode: the verdict large, the lanes wide, the client's line; no log, no http.
+/// Presenter mode: the verdict large, the lanes wide, the client's line; no log, no http. A
+/// condition asked about (keys 1–5) is explained in a panel where the client's pane was (or
+/// over the lanes, when the screen is too short for the client's).
 fn draw_present(
     frame: &mut Frame,
     area: Rect,
     snap: &Snapshot,
     lanes: Option<LaneSource>,
     badge: bool,
-    hidden: bool,
+    screen: &Screen,
     theme: &Theme,
 ) -> LanesDrawn {
+    let hidden = screen.hide_verdict;
     let client_height = if area.height >= 22 { 7 } else { 0 };
     // The lanes keep room for a fork (two stream lanes and the client's): a short area gives
-    // up the big letters first, then verdict rows.
+    // up the big letters first, then verdict rows. Rows the lanes can spare go to a verdict
+    // that needs them, the same in every column of a comparison (so the panes line up).
+    let wanted = screen
+        .panels
+        .iter()
+        .map(|p| presenter::wanted_height(p, area.width))
+        .max()
+        .unwrap_or(presenter::HEIGHT);
     let verdict_height = area
         .height
         .saturating_sub(6 + client_height + u16::from(badge))
-        .clamp(3, presenter::HEIGHT);
+        .clamp(3, wanted);
     let [badge_area, verdict_area, lanes_area, client_area] = Layout::vertical([
         Constraint::Length(u16::from(badge)),
         Constraint::Length(verdict_height),
@@ -341,8 +343,12 @@ fn draw_present(
         ..lanes_area
     };
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
-    if client_height > 0 {
-        client::render(frame, client_area, snap, hidden, theme);
+    let explained = screen.explained;
+    match (explained, client_height > 0) {
+        (Some(_), true) => invariant::render(frame, client_area, snap, explained, theme),
+        (Some(_), false) => invariant::render(frame, lanes_area, snap, explained, theme),
+        (None, true) => client::render(frame, client_area, snap, hidden, theme),
+        (None, false) => {}
     }
     drawn
 }
@@ -449,15 +455,16 @@ fn draw_column(
     let hidden = screen.hide_verdict;
     // The client's side effects and duplicates always show (two rows at least); a tall
     // terminal gives it its whole pane. The http line is the newest exchange.
-    // At the smallest sizes the streams and the http line give way, so the verdict keeps
-    // three rows.
+    // At the smallest sizes (an evidence card open at 100×30) the streams and the http line
+    // give way, so the verdict keeps its counts and its sentence.
     let (streams_height, client_height, http_height) = match (snap.replicas.is_some(), area.height)
     {
         (true, 30..) => (8, 5, 1),
         (true, 22..) => (6, 4, 0),
         (false, 30..) => (5, 7, 1),
         (false, 22..) => (5, 4, 1),
-        (_, _) => (4, 3, 0),
+        (_, 18..) => (4, 3, 0),
+        (_, _) => (0, 3, 0),
     };
     let [
         badge,

@@ -580,10 +580,6 @@ impl App {
                     .get(usize::from(n) - 1)
                     .copied();
                 self.explained = if self.explained == asked { None } else { asked };
-                // Presenter mode has no invariant panel: say what the key did, and where.
-                if let (true, Some(c)) = (self.present, self.explained) {
-                    self.say(format!("{}. {}: {}", c.number(), c.title(), c.meaning()));
-                }
             }
             Command::Travel(jump) => self.travel_to(jump),
             Command::Live => self.go_live(),

@@ -61,7 +61,14 @@ pub fn render(
     } else {
         full_conditions(snap, theme, width, rows.saturating_sub(verdict_rows))
     };
-    push_verdict(&mut lines, snap, width, theme);
+    // Too short for both: the verdict leads, and the conditions' line follows if it fits.
+    if compact && explained.is_none() && 1 + verdict_rows > rows {
+        let conditions = std::mem::take(&mut lines);
+        push_verdict(&mut lines, snap, width, theme);
+        lines.extend(conditions);
+    } else {
+        push_verdict(&mut lines, snap, width, theme);
+    }
     if explained.is_none() && !compact && lines.len() < rows {
         lines.push(Line::styled("1–5 explain a condition", theme.dim()));
     }

@@ -5,18 +5,63 @@ use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Modifier;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::{Clear, Paragraph};
 use tui_big_text::{BigText, PixelSize};
 
-/// Rows the big verdict takes: the word in 4-row letters, every count, two rows of its sentence.
+/// Rows the big verdict takes at least, when there are: the word in 4-row letters, a row of
+/// counts, two rows of its sentence.
 pub const HEIGHT: u16 = 9;
-/// Rows of the big letters (an 8×8 font at half a cell per pixel row).
-const BIG_ROWS: u16 = 4;
+
+/// Rows (borders included) the verdict of `snap` needs at `width` to show its letters, every
+/// count and its whole sentence: what a presenter screen gives it when the lanes can spare it.
+pub fn wanted_height(snap: &Snapshot, width: u16) -> u16 {
+    let inner = usize::from(width.saturating_sub(2));
+    let verdict = &snap.view.verdict;
+    let counts = if verdict.clean {
+        1
+    } else {
+        super::wrap_fields(count_fields(snap, Style::default()), inner).len()
+    };
+    let sentence = super::wrap_cut(&verdict.headline, inner, usize::MAX).len();
+    u16::try_from(4 + counts + sentence + 2)
+        .unwrap_or(u16::MAX)
+        .max(HEIGHT)
+}
+
+/// Every count as a whole field (`×1` never wraps away from its word): `FORK ×1 · GAP ×2`.
+fn count_fields(snap: &Snapshot, style: Style) -> Vec<Vec<Span<'static>>> {
+    let verdict = &snap.view.verdict;
+    if verdict.clean {
+        return vec![vec![Span::styled(
+            "CLEAN",
+            style.add_modifier(Modifier::REVERSED),
+        )]];
+    }
+    verdict
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, (kind, n))| {
+            let sep = if i == 0 { "" } else { " · " };
+            vec![
+                Span::raw(sep),
+                Span::styled(
+                    format!("{} ×{n}", super::invariant::short(*kind)),
+                    style.add_modifier(Modifier::REVERSED),
+                ),
+            ]
+        })
+        .collect()
+}
 
 /// The verdict, large: the leading word in big letters (what the back row reads), every count
-/// beneath in whole fields, and the sentence wrapped between words.
+/// beneath in whole fields (wrapped onto more rows before any is dropped), and the sentence
+/// wrapped between words. Rows are shared out so nothing is cut while something would fit
+/// whole: the letters go first (the counts line leads with the same word), then the sentence
+/// drops its closing parenthesis (the run's tallies), and only then is it cut with `…`. What
+/// is shown is centred, so a short verdict leaves no blank rows beneath it.
 pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let verdict = &snap.view.verdict;
     let style = theme.verdict(verdict.clean).add_modifier(Modifier::BOLD);
@@ -28,59 +73,62 @@ pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Th
         Some((kind, _)) => super::invariant::short(*kind),
         None => "CLEAN",
     };
-    // An 8×8 letter is 8 cells wide at half height (the more legible), 4 in quadrants.
+    let fields = count_fields(snap, style);
+    let width = usize::from(inner.width);
+    let rows = usize::from(inner.height);
+    let counts = super::wrap_fields(fields, width);
+    let full = super::wrap_cut(&verdict.headline, width, usize::MAX);
+    let brief = without_tallies(&verdict.headline).map(|b| super::wrap_cut(b, width, usize::MAX));
     let letters = u16::try_from(word.chars().count()).unwrap_or(u16::MAX);
-    let pixels = [(PixelSize::HalfHeight, 8), (PixelSize::Quadrant, 4)]
+    // Letter sizes, tallest first, that fit the width: (rows, size).
+    let sizes: Vec<(usize, PixelSize)> = LETTERS
+        .iter()
+        .filter(|(_, _, cells)| letters.saturating_mul(*cells) <= inner.width)
+        .map(|(rows, size, _)| (*rows, *size))
+        .collect();
+    let fits = |big: usize, sentence: &[String]| big + counts.len() + sentence.len() <= rows;
+    let sentences: Vec<&Vec<String>> = [Some(&full), brief.as_ref()]
         .into_iter()
-        .find(|(_, cells)| letters.saturating_mul(*cells) <= inner.width)
-        .map(|(size, _)| size);
-    let big = inner.height > BIG_ROWS && pixels.is_some();
-    let [word_area, rest] = Layout::vertical([
-        Constraint::Length(if big { BIG_ROWS } else { 0 }),
+        .flatten()
+        .collect();
+    // Letters with the whole sentence, else with its brief form; then without letters.
+    let with_letters = sizes.first().and_then(|size| {
+        let sentence = sentences.iter().find(|s| fits(size.0, s))?;
+        Some((Some(*size), (*sentence).clone()))
+    });
+    let plan = with_letters.or_else(|| {
+        let sentence = sentences.iter().find(|s| fits(0, s))?;
+        Some((None, (*sentence).clone()))
+    });
+    let (size, sentence) = plan.unwrap_or_else(|| {
+        // Nothing fits whole: no letters, the counts, and the sentence cut.
+        let left = rows.saturating_sub(counts.len());
+        let text = without_tallies(&verdict.headline).unwrap_or(&verdict.headline);
+        (None, super::wrap_cut(text, width, left))
+    });
+    let big_rows = size.map_or(0, |(big, _)| big as u16);
+    // What is left over goes above and below, evenly.
+    let used = big_rows + (counts.len() + sentence.len()) as u16;
+    let above = inner.height.saturating_sub(used) / 2;
+    frame.render_widget(Clear, inner);
+    let [_, word_area, counts_area, sentence_area] = Layout::vertical([
+        Constraint::Length(above),
+        Constraint::Length(big_rows),
+        Constraint::Length(counts.len() as u16),
         Constraint::Fill(1),
     ])
     .areas(inner);
-    if big {
+    if let Some((_, pixels)) = size {
         let text = BigText::builder()
-            .pixel_size(pixels.unwrap_or(PixelSize::Quadrant))
+            .pixel_size(pixels)
             .style(style)
             .lines(vec![Line::from(word)])
             .centered()
             .build();
         frame.render_widget(text, word_area);
     }
-    // Every count as a whole field: `×1` never wraps away from its word.
-    let fields: Vec<Vec<Span<'static>>> = if verdict.clean {
-        vec![vec![Span::styled(
-            "CLEAN",
-            style.add_modifier(Modifier::REVERSED),
-        )]]
-    } else {
-        verdict
-            .counts
-            .iter()
-            .enumerate()
-            .map(|(i, (kind, n))| {
-                let sep = if i == 0 { "" } else { " · " };
-                vec![
-                    Span::raw(sep),
-                    Span::styled(
-                        format!("{} ×{n}", super::invariant::short(*kind)),
-                        style.add_modifier(Modifier::REVERSED),
-                    ),
-                ]
-            })
-            .collect()
-    };
-    let counts = super::fields(fields, usize::from(rest.width)).centered();
-    let [counts_area, sentence_area] =
-        Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(rest);
-    frame.render_widget(counts, counts_area);
-    let sentence = super::wrap_cut(
-        &verdict.headline,
-        usize::from(sentence_area.width),
-        usize::from(sentence_area.height),
-    );
+    let counts: Vec<Line> = counts.into_iter().map(Line::centered).collect();
+    frame.render_widget(Paragraph::new(counts), counts_area);
     frame.render_widget(
         Paragraph::new(
             sentence
@@ -92,22 +140,40 @@ pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Th
     );
 }
 
+/// The big letters' sizes, widest first: rows, pixel size, cells per 8×8 letter. Only block
+/// and quadrant glyphs (`▀ ▄ █ ▘`): the smaller sizes draw with "legacy computing" symbols that
+/// many fonts a projector laptop has do not carry.
+const LETTERS: [(usize, PixelSize, u16); 2] =
+    [(4, PixelSize::HalfHeight, 8), (4, PixelSize::Quadrant, 4)];
+
+/// The headline without its closing parenthesis (`… at a time (1 resume accepted, 0
+/// rejected)`): the run's tallies, which the counts and the panes say too.
+fn without_tallies(headline: &str) -> Option<&str> {
+    let open = headline.strip_suffix(')')?.rfind(" (")?;
+    Some(&headline[..open])
+}
+
 /// What stands where the verdict will be: the question, and the key that answers it.
 pub fn render_hidden(frame: &mut Frame, area: Rect, theme: &Theme) {
-    let lines = vec![
+    let outer = block("verdict · predict, then reveal", theme);
+    let inner = outer.inner(area);
+    let question = "predict: did the session fork? was anything applied twice? or clean?";
+    let mut lines = vec![
         Line::styled(
             "VERDICT HIDDEN",
             theme.accent().add_modifier(Modifier::BOLD),
         )
         .centered(),
-        Line::raw("predict: did the session fork? was anything applied twice? or clean?")
-            .centered(),
-        Line::styled("V reveals", theme.key()).centered(),
     ];
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
-            .block(block("verdict · predict, then reveal", theme)),
-        area,
+    lines.extend(
+        super::wrap_words(question, usize::from(inner.width))
+            .into_iter()
+            .map(|l| Line::raw(l).centered()),
     );
+    lines.push(Line::styled("V reveals", theme.key()).centered());
+    // Centred in the card: the rows it does not need go above and below, not all beneath.
+    let above = usize::from(inner.height).saturating_sub(lines.len()) / 2;
+    let mut padded = vec![Line::raw(""); above];
+    padded.extend(lines);
+    frame.render_widget(Paragraph::new(padded).block(outer), area);
 }
