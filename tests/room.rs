@@ -48,18 +48,7 @@ fn numbers_match(screen: &str, snap: &Snapshot) -> Vec<String> {
         ("counter".into(), session.counter.to_string()),
     ];
     for (kind, n) in &snap.view.verdict.counts {
-        let short = match kind {
-            AnomalyKind::Fork => "FORK",
-            AnomalyKind::Duplicate => "DUPLICATE",
-            AnomalyKind::Gap => "GAP",
-            AnomalyKind::NonMonotonicCursor => "BACK",
-            AnomalyKind::Lost => "LOST",
-            AnomalyKind::CallLost => "CALL LOST",
-            AnomalyKind::ReusedId => "REUSED ID",
-            AnomalyKind::CursorDrift => "DRIFT",
-            AnomalyKind::Undelivered => "UNDELIVERED",
-        };
-        expected.push((format!("{short} ×"), n.to_string()));
+        expected.push((format!("{} ×", short(*kind)), n.to_string()));
     }
     let mut wrong = Vec::new();
     let mut seen = 0;
@@ -153,6 +142,91 @@ async fn every_number_on_screen_equals_the_labs_at_the_sizes_a_room_uses() {
                         "{policy} {w}×{h}: a number runs into a border: {line}\n{screen}"
                     );
                 }
+            }
+        }
+        app.stop().await;
+    }
+}
+
+/// A kind's name as the verdict line writes it.
+fn short(kind: AnomalyKind) -> &'static str {
+    match kind {
+        AnomalyKind::Fork => "FORK",
+        AnomalyKind::Duplicate => "DUPLICATE",
+        AnomalyKind::Gap => "GAP",
+        AnomalyKind::NonMonotonicCursor => "CURSOR BACK",
+        AnomalyKind::Lost => "LOST",
+        AnomalyKind::CallLost => "CALL LOST",
+        AnomalyKind::ReusedId => "REUSED ID",
+        AnomalyKind::CursorDrift => "DRIFT",
+        AnomalyKind::Undelivered => "UNDELIVERED",
+    }
+}
+
+/// The words of a column of the screen (`columns` side by side, the `n`th), in reading order,
+/// borders and padding gone: a sentence wrapped over rows reads whole again.
+fn column_words(screen: &str, columns: usize, n: usize) -> String {
+    let mut words = Vec::new();
+    for line in screen.lines() {
+        let line = line.trim_matches('"');
+        let cells: Vec<char> = line.chars().collect();
+        let width = cells.len() / columns;
+        let part: String = cells[n * width..((n + 1) * width).min(cells.len())]
+            .iter()
+            .collect();
+        words.extend(
+            part.split(|c: char| c.is_whitespace() || "│╭╮╰╯─".contains(c))
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    words.join(" ")
+}
+
+/// Side by side, presenter and predict at the sizes a room uses: every count of every lab's
+/// verdict is on screen whole (`DUPLICATE ×41`, never dropped), and each verdict's sentence
+/// reads whole (or without its closing tallies), never cut with `…`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_verdict_shows_whole_side_by_side_in_presenter_and_after_predict() {
+    for (present, compare) in [(false, true), (true, true), (true, false)] {
+        let (mut app, _) = seed(Policy::Naive, present, compare).await;
+        // Predict, then reveal: hidden, nothing of the verdict shows; revealed, all of it.
+        app.handle(key('V')).await;
+        let hidden = draw(&mut app, 100, 30);
+        assert!(hidden.contains("VERDICT HIDDEN"), "{hidden}");
+        assert!(!hidden.contains("FORK ×"), "{hidden}");
+        app.handle(key('V')).await;
+        let labs = app.labs().len();
+        for (w, h) in SIZES {
+            let screen = draw(&mut app, w, h);
+            for (n, lab) in app.labs().iter().enumerate() {
+                let snap = lab.snapshot();
+                let verdict = &snap.view.verdict;
+                let words = column_words(&screen, labs, n);
+                for (kind, count) in &verdict.counts {
+                    let shown = format!("{} ×{count}", short(*kind));
+                    assert!(
+                        words.contains(&shown),
+                        "{w}×{h} present={present} lab {n}: {shown} not on screen\n{screen}"
+                    );
+                }
+                // Two columns of 30 at 60×20 cannot hold a fork's whole sentence beside the
+                // lanes and the client's line: there it may end in `…` (its counts may not).
+                if compare && w < 80 {
+                    continue;
+                }
+                let headline = verdict
+                    .headline
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let brief = headline
+                    .rsplit_once(" (")
+                    .map_or(headline.as_str(), |(b, _)| b);
+                assert!(
+                    words.contains(brief),
+                    "{w}×{h} present={present} lab {n}: the sentence is cut: {brief}\n{screen}"
+                );
             }
         }
         app.stop().await;

@@ -455,16 +455,33 @@ fn draw_column(
     let hidden = screen.hide_verdict;
     // The client's side effects and duplicates always show (two rows at least); a tall
     // terminal gives it its whole pane. The http line is the newest exchange.
-    // At the smallest sizes (an evidence card open at 100×30) the streams and the http line
-    // give way, so the verdict keeps its counts and its sentence.
     let (streams_height, client_height, http_height) = match (snap.replicas.is_some(), area.height)
     {
         (true, 30..) => (8, 5, 1),
         (true, 22..) => (6, 4, 0),
         (false, 30..) => (5, 7, 1),
         (false, 22..) => (5, 4, 1),
-        (_, 18..) => (4, 3, 0),
-        (_, _) => (0, 3, 0),
+        (_, _) => (4, 3, 0),
+    };
+    // The verdict keeps its counts and its sentence whole: where they need the rows (a long
+    // verdict, an evidence card open), the streams and then the http line give way, alike in
+    // every column so the panes line up.
+    let wanted = screen
+        .panels
+        .iter()
+        .map(|p| invariant::rows_wanted(p, area.width, theme))
+        .max()
+        .unwrap_or(0);
+    let room = |streams: u16, http: u16| {
+        area.height
+            .saturating_sub(1 + streams + client_height + 5 + http)
+    };
+    let (streams_height, http_height) = if room(streams_height, http_height) >= wanted {
+        (streams_height, http_height)
+    } else if room(0, http_height) >= wanted {
+        (0, http_height)
+    } else {
+        (0, 0)
     };
     let [
         badge,

@@ -80,6 +80,22 @@ pub fn render(
     );
 }
 
+/// Rows (borders included) the compact panel needs at `width` to show the conditions' line and
+/// the whole verdict: counts, typed rejections and sentence.
+pub fn rows_wanted(snap: &Snapshot, width: u16, theme: &Theme) -> u16 {
+    let width = usize::from(width.saturating_sub(2));
+    let mut verdict = Vec::new();
+    push_verdict(&mut verdict, snap, width, theme);
+    let rows: usize = verdict
+        .iter()
+        .map(|l| {
+            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+            wrap_words(&text, width).len().max(1)
+        })
+        .sum();
+    u16::try_from(rows + 3).unwrap_or(u16::MAX)
+}
+
 /// One condition, explained: its title, what it means, and why it holds or not in this run.
 fn explain(c: &ConditionStatus, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let (mark, style) = if c.holds {
