@@ -275,6 +275,12 @@ async fn both_lanes_of_the_fork_show_at_60x20_and_in_compare_mode_at_80x24() {
     let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
     fork_by_keys(&mut app, &mut terminal).await;
     frame(&mut app, &mut terminal);
+    // Too short for the evidence card beneath the panes: it takes the lanes' place, and
+    // `Enter` gives them back.
+    let card = screen(&terminal);
+    assert!(card.contains("evidence"), "the card at 60×20:\n{card}");
+    app.handle(code(KeyCode::Enter)).await;
+    frame(&mut app, &mut terminal);
     let small = screen(&terminal);
     assert!(
         small.contains("│s1 ") && small.contains("│s2 "),

@@ -171,6 +171,9 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         (false, true) => 20,
         (false, false) => 16,
     };
+    // One lab on a screen too short for the card beneath its panes (60×20): the card takes
+    // the lanes' place rather than disappear (`Enter` gives them back).
+    let mut card_in_lanes = None;
     let body = match evidence {
         Some(e) if body.height >= panes_need + evidence::height(e, body.width) => {
             let [body, pane] = Layout::vertical([
@@ -179,6 +182,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             ])
             .areas(body);
             evidence::render(frame, pane, e, theme);
+            body
+        }
+        Some(e) if !compare => {
+            card_in_lanes = Some(e);
             body
         }
         _ => body,
@@ -215,6 +222,17 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         } else {
             draw_single(frame, body, first, lanes, screen, theme)
         });
+        if let Some(card) = card_in_lanes
+            && let Some(lanes) = drawn.pop()
+        {
+            // Drawn over the lanes' area: the mouse finds no lane there.
+            frame.render_widget(ratatui::widgets::Clear, lanes.area);
+            evidence::render(frame, lanes.area, card, theme);
+            drawn.push(LanesDrawn {
+                area: lanes.area,
+                ..LanesDrawn::default()
+            });
+        }
     }
     let of_replicas = first.replicas.is_some();
     footer::render(frame, bottom, screen.status, of_replicas, theme);

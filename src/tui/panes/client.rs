@@ -58,7 +58,9 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         (None, true) => Span::styled("none yet", theme.dim()),
     };
     let token: Vec<Span<'static>> = match (client.has_token, client.will_send_token) {
-        (true, true) => vec![Span::styled("✓ held · sent on reconnect", theme.good())],
+        (true, true) => ["✓ held · sent on reconnect", "✓ held, sent"]
+            .map(|text| Span::styled(text, theme.good()))
+            .into(),
         (true, false)
             if snap.view.config.identity == StreamIdentity::EventId
                 && snap.view.policy == forkscope_core::Policy::Fenced =>
@@ -66,6 +68,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
             [
                 "✗ header STRIPPED · the id still carries it",
                 "✗ STRIPPED · the id carries it",
+                "✗ STRIPPED, id has it",
             ]
             .map(|text| Span::styled(text, theme.warn()))
             .into()
@@ -73,6 +76,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         (true, false) => [
             "✗ will be STRIPPED on the next reconnect",
             "✗ STRIPPED on reconnect",
+            "✗ STRIPPED",
         ]
         .map(|text| Span::styled(text, theme.bad()))
         .into(),
@@ -115,6 +119,8 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
                 Span::styled(text, theme.dim()),
             ]
         })
+        // Narrow (60×20): the phase alone; the budget is full while connected.
+        .chain(std::iter::once(vec![label("phase"), phase.clone()]))
         .collect(),
     };
     let cursor = Span::raw(
