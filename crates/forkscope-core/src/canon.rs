@@ -25,8 +25,9 @@ pub struct Canon {
     shorts: Vec<[u8; SHORT_LEN]>,
     /// Tokens this thread parsed lately, by spelling: explored states share a handful of
     /// tokens (every one starts from the same seed), and parsing hex was the largest part of
-    /// writing a state.
-    parsed: Parsed,
+    /// writing a state. Boxed, so handing the buffers back and forth moves a pointer, not the
+    /// table; allocated on the first token parsed (a replica model's states have none).
+    parsed: Option<Box<Parsed>>,
     /// Every stream the server still knows, by token: `(session ordinal, stream)`.
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     /// The connections the client is reading, in a fixed order.
@@ -191,15 +192,16 @@ impl Canon {
         let Ok(spelled) = <[u8; TOKEN_LEN]>::try_from(text.as_bytes()) else {
             return ResumptionToken::parse(text);
         };
+        let table = self.parsed.get_or_insert_with(Box::default);
         let slot =
-            usize::from(spelled[TOKEN_LEN - 1] ^ (spelled[TOKEN_LEN - 2] << 3)) % self.parsed.len();
-        if let Some((known, parsed)) = &self.parsed[slot] {
+            usize::from(spelled[TOKEN_LEN - 1] ^ (spelled[TOKEN_LEN - 2] << 3)) % table.len();
+        if let Some((known, parsed)) = &table[slot] {
             if *known == spelled {
                 return *parsed;
             }
         }
         let parsed = ResumptionToken::parse(text);
-        self.parsed[slot] = Some((spelled, parsed));
+        table[slot] = Some((spelled, parsed));
         parsed
     }
 
@@ -315,7 +317,7 @@ impl Drop for Canon {
         let spare = Spare {
             bytes: std::mem::take(&mut self.bytes),
             shorts: std::mem::take(&mut self.shorts),
-            parsed: self.parsed,
+            parsed: self.parsed.take(),
             tokens: std::mem::take(&mut self.tokens),
             runs: std::mem::take(&mut self.runs),
             written: std::mem::take(&mut self.written),
@@ -329,7 +331,7 @@ impl Drop for Canon {
 struct Spare {
     bytes: Vec<u8>,
     shorts: Vec<[u8; SHORT_LEN]>,
-    parsed: Parsed,
+    parsed: Option<Box<Parsed>>,
     tokens: Vec<(ResumptionToken, u8, StreamId)>,
     runs: Vec<(usize, usize)>,
     written: Vec<u8>,

@@ -51,21 +51,22 @@ impl History {
             caused: Caused::NOTHING,
         };
         entry.caused = self.checker.observe(&entry);
+        self.total += 1;
+        if self.capacity == 0 {
+            return;
+        }
         if self.recent.len() == self.capacity {
             self.recent.pop_front();
         }
         self.recent.push_back(entry);
-        self.total += 1;
     }
 
-    /// Keeps only the newest entry from now on, and lets the rest go: for a history whose
-    /// verdict is all that is read (the explorer keeps labs by the hundred thousand).
+    /// Keeps no entry from now on (the checker still judges each): for a history whose verdict
+    /// is all that is read. The explorer keeps labs by the hundred thousand and copies one at
+    /// every step; an empty ring copies without allocating.
     pub(crate) fn keep_verdict_only(&mut self) {
-        self.capacity = 1;
-        while self.recent.len() > 1 {
-            self.recent.pop_front();
-        }
-        self.recent.shrink_to_fit();
+        self.capacity = 0;
+        self.recent = VecDeque::new();
     }
 
     /// The most recent entries, oldest first.

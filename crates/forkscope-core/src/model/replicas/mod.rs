@@ -238,6 +238,21 @@ pub struct ReplicaLab {
     /// GETs ruled on by the replicas.
     decisions: u64,
     history: History,
+    /// What the steps' guards read of the store, read once a step.
+    guards: Guards,
+}
+
+/// What the steps' guards read of the store's two records, read after each step: the search
+/// asks every step of the alphabet whether it is enabled at every state it expands, and a look
+/// into the store is a map search and a record's expiry checks each time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Guards {
+    /// The standalone stream's high-water mark.
+    high_water: u64,
+    /// The call's record is live.
+    call_live: bool,
+    /// The live call's lease while it holds by the store's clock: its epoch and holder.
+    lease: Option<(u64, Option<ReplicaId>)>,
 }
 
 /// What the lab shows after a step: what a scenario waits on to stay in step with the model.
@@ -300,7 +315,9 @@ impl ReplicaLab {
             applied: 0,
             decisions: 1,
             history: History::new(history_capacity),
+            guards: Guards::default(),
         };
+        lab.guards = lab.read_guards();
         let by = lab.by(a, fenced(policy, epoch));
         lab.record(by, Record::SessionOpened { session });
         lab.record(
@@ -382,8 +399,21 @@ impl ReplicaLab {
     }
 
     fn call_running(&self) -> bool {
-        self.stored(CALL)
-            .is_some_and(|c| c.state == RecordState::Live)
+        self.guards.call_live
+    }
+
+    /// The store as the guards read it (see [`Guards`]).
+    fn read_guards(&self) -> Guards {
+        let call = self.stored(CALL).filter(|c| c.state == RecordState::Live);
+        let lease = call
+            .and_then(|c| c.call)
+            .filter(|(_, lease)| replica::lease_state(lease, self.now_ms) != LeaseState::Expired)
+            .map(|(_, lease)| (lease.epoch, ReplicaId::parse(&lease.owner)));
+        Guards {
+            high_water: self.stored(STANDALONE).map_or(0, |s| s.high_water),
+            call_live: call.is_some(),
+            lease,
+        }
     }
 
     /// Whether `step` can be taken now under `params`.
@@ -420,17 +450,11 @@ impl ReplicaLab {
     /// (killed, partitioned, or no longer running the call): only then does time pass it. A
     /// runner that reaches the store renews well before expiry.
     fn lease_unrenewed(&self) -> bool {
-        let Some(call) = self.stored(CALL).filter(|c| c.state == RecordState::Live) else {
+        let Some((epoch, holder)) = self.guards.lease else {
             return false;
         };
-        let Some((_, lease)) = call.call else {
-            return false;
-        };
-        if replica::lease_state(lease, self.now_ms) == LeaseState::Expired {
-            return false;
-        }
-        let holder = ReplicaId::parse(&lease.owner).map(|r| self.replica(r));
-        holder.is_none_or(|h| !h.reaches_store() || h.runner.map(|r| r.lease) != Some(lease.epoch))
+        let holder = holder.map(|r| self.replica(r));
+        holder.is_none_or(|h| !h.reaches_store() || h.runner.map(|r| r.lease) != Some(epoch))
     }
 
     /// The sequence `r`'s delivery would send next, if it can read one now. A fenced delivery
@@ -441,7 +465,7 @@ impl ReplicaLab {
             return None;
         }
         let delivery = replica.delivery.as_ref()?;
-        let high_water = self.stored(STANDALONE).map_or(0, |s| s.high_water);
+        let high_water = self.guards.high_water;
         match delivery.replay_to {
             None => (delivery.sent < high_water).then_some(delivery.sent + 1),
             // Naive: the replay from the log, then only what its own replica writes.
@@ -480,6 +504,8 @@ impl ReplicaLab {
                 }
             }
         }
+        // Sends read the store and write only the history: the guards stay true through them.
+        self.guards = self.read_guards();
         if params.delivery == Delivery::Eager {
             self.send_everything();
         }

@@ -87,7 +87,8 @@ impl ReplicaLab {
         });
         replica.emitter = Some(epoch);
         self.connection = Connection::On(r);
-        if self.call_running() {
+        // Read now, not from the guards: this step wrote the store.
+        if self.read_guards().call_live {
             self.resume_call(r);
         }
     }

@@ -15,7 +15,8 @@ use crate::ids::{SessionId, StreamId};
 use crate::policy::Policy;
 use crate::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits, forgot};
 use crate::vocabulary::StreamKind;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 mod records;
@@ -25,8 +26,33 @@ use records::no_record;
 #[derive(Clone, Debug)]
 pub struct StoreMachine {
     retention: Retention,
-    /// Shared until written, as each stream is: see [`Session::streams`].
-    sessions: Arc<BTreeMap<SessionId, Session>>,
+    /// Shared until written, as each stream is: see [`Session::streams`]. A hash map on the
+    /// id's own bits: a model copies the map whenever it writes, and one session's table is a
+    /// small allocation where a tree's node holds room for eleven.
+    sessions: Arc<Sessions>,
+}
+
+type Sessions = HashMap<SessionId, Session, BuildHasherDefault<IdBits>>;
+
+/// Hashes a session id by its low 64 bits: ids are drawn at random (never chosen by a client),
+/// so they are spread already.
+#[derive(Clone, Copy, Debug, Default)]
+struct IdBits(u64);
+
+impl Hasher for IdBits {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u128(&mut self, bits: u128) {
+        self.0 ^= bits as u64;
+    }
 }
 
 /// A stream's record as [`StoreMachine::look`] lends it.
