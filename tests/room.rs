@@ -233,6 +233,92 @@ async fn every_verdict_shows_whole_side_by_side_in_presenter_and_after_predict()
     }
 }
 
+/// The replica pane at the sizes a room uses, after a tool call that A ran and B adopted once
+/// A died: every replica's state line, the store's records with the call's lease whole where
+/// it fits (100×30), the call's result on the client's line, and every verdict count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replica_pane_at_the_sizes_a_room_uses() {
+    use forkscope::lab::{LabOptions, ReplicaSetup};
+    use forkscope::tui::Start;
+    use forkscope::tui::log::LogRing;
+    let start = Start {
+        options: LabOptions {
+            policy: Policy::Fenced,
+            replicas: Some(ReplicaSetup::default()),
+            ..LabOptions::default()
+        },
+        ..Start::default()
+    };
+    let mut app = App::new(start, LogRing::default()).await.unwrap();
+    let mut terminal = ratatui::Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let done = |s: &[Snapshot]| {
+        s[0].view.client.as_ref().is_some_and(|c| {
+            c.request
+                .as_ref()
+                .is_some_and(|r| r.phase == forkscope_core::client::RequestPhase::Done)
+        })
+    };
+    common::until(&mut app, &mut terminal, "connected", |s| {
+        s[0].view
+            .client
+            .as_ref()
+            .is_some_and(|c| c.cursor.is_some())
+    })
+    .await;
+    app.handle(key('x')).await;
+    common::until(&mut app, &mut terminal, "a step of the call applied", |s| {
+        s[0].view
+            .client
+            .as_ref()
+            .is_some_and(|c| c.request.as_ref().is_some_and(|r| r.applied >= 1))
+    })
+    .await;
+    // A runs the call; killing it leaves the lease to expire and B to adopt the call.
+    app.handle(key('K')).await;
+    common::until(&mut app, &mut terminal, "the call's result", done).await;
+    for (w, h) in SIZES {
+        let screen = draw(&mut app, w, h);
+        let snap = app.labs()[0].snapshot();
+        let view = snap.replicas.as_ref().expect("a lab of replicas");
+        for replica in &view.replicas {
+            assert!(
+                screen.contains(&format!(
+                    "{}{} {}",
+                    if replica.id == view.replicas[0].id {
+                        "▸"
+                    } else {
+                        " "
+                    },
+                    replica.id,
+                    replica.state.as_str()
+                )),
+                "{w}×{h}: replica {}'s state line:\n{screen}",
+                replica.id
+            );
+        }
+        for (kind, n) in &snap.view.verdict.counts {
+            assert!(
+                screen.contains(&format!("{} ×{n}", short(*kind))),
+                "{w}×{h}:\n{screen}"
+            );
+        }
+        if w >= 100 {
+            let call = view
+                .streams
+                .iter()
+                .find_map(|s| s.lease.as_ref())
+                .expect("the call's record has a lease");
+            let lease = format!("lease ep {} {} {} done", call.0, call.1, call.2);
+            assert!(screen.contains(&lease), "{w}×{h}: {lease}\n{screen}");
+            assert!(
+                screen.contains("✓ once"),
+                "{w}×{h}: the result, once:\n{screen}"
+            );
+        }
+    }
+    app.stop().await;
+}
+
 /// Session ids, tokens and ports differ from run to run (filtered); the rest is the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_of_the_real_app_after_the_seed_keys() {
