@@ -15,9 +15,10 @@ pub struct RecordArgs {
     /// With an .svg output: only the final frame, as a still picture.
     #[arg(long)]
     still: bool,
-    /// naive, fenced, or both side by side.
-    #[arg(long, value_parser = which_parser(), default_value = "both")]
-    policy: Which,
+    /// naive, fenced, or both side by side (default: the policies the file names, as `run`
+    /// plays it; a scenario saved from the dashboard names the one it was made under).
+    #[arg(long, value_parser = which_parser())]
+    policy: Option<Which>,
     /// Terminal size of the recording, WIDTHxHEIGHT.
     #[arg(long, default_value = "120x36", value_parser = parse_size)]
     size: (u16, u16),
@@ -60,9 +61,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode, RecordFailure> {
     let format = Format::for_path(&args.out, args.still)?;
     let s = scenario::load(&args.scenario)?;
     let (width, height) = args.size;
+    let policies = args.policy.map_or_else(|| s.policy.list(), Which::policies);
     let verdicts = runtime().block_on(forkscope::record::record_scenario(
         &s,
-        &args.policy.policies(),
+        &policies,
         &args.out,
         format,
         width,

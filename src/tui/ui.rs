@@ -184,7 +184,8 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             evidence::render(frame, pane, e, theme);
             body
         }
-        Some(e) if !compare => {
+        // Only where nothing else would give it room (a 24-row screen keeps its lanes).
+        Some(e) if !compare && body.height < 22 => {
             card_in_lanes = Some(e);
             body
         }
@@ -364,7 +365,10 @@ fn draw_present(
     let explained = screen.explained;
     match (explained, client_height > 0) {
         (Some(_), true) => invariant::render(frame, client_area, snap, explained, theme),
-        (Some(_), false) => invariant::render(frame, lanes_area, snap, explained, theme),
+        (Some(_), false) => {
+            frame.render_widget(ratatui::widgets::Clear, lanes_area);
+            invariant::render(frame, lanes_area, snap, explained, theme);
+        }
         (None, true) => client::render(frame, client_area, snap, hidden, theme),
         (None, false) => {}
     }

@@ -513,7 +513,7 @@ async fn run_once(ctx: &Ctx, name: &str) -> Outcome {
         }
         "resume-while-old-open" => resumes::resume_while_old_open(ctx, &case, &s).await,
         "plain-get-while-live" => resumes::plain_get_while_live(ctx, &case, &s).await,
-        "two-resumes-at-once" => resumes::two_resumes_at_once(ctx, &case, &s).await,
+        "two-resumes-at-once" => resumes::two_resumes_at_once_noticed(ctx, &case, &s).await,
         "resume-races-emission" => resumes::resume_races_emission(ctx).await,
         "cursor-of-another-stream" => resumes::cursor_of_another_stream(ctx, &case, &s).await,
         "cursor-of-another-session" => cursors::cursor_of_another_session(ctx, &case, &s).await,
