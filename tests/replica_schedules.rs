@@ -208,6 +208,7 @@ async fn follow(
     plan: &Schedule,
 ) -> Result<Vec<forkscope::wire::sse::SseEvent>, (Told, Vec<forkscope::wire::sse::SseEvent>)> {
     let call = plan.call.is_some();
+    let mut rolled_back = false;
     let mut current = match plan.call {
         Some((steps, delay)) => run.lab.call(&run.url, &run.session, steps, delay).await,
         None => {
@@ -327,6 +328,7 @@ async fn follow(
             Fault::StoreRollback => {
                 let older = older.expect("saved before the events it forgets");
                 run.lab.redis.as_mut().unwrap().restore(&older);
+                rolled_back = true;
                 match run.resume_or_refusal(&cursor).await {
                     Ok(resumed) => {
                         current = resumed;
@@ -406,16 +408,33 @@ async fn follow(
         }
     }
     if call {
+        // Its result; or, once the store rolled back under it, the call's typed end in its
+        // place (the runner found the store had forgotten its steps): told, in the stream.
         assert!(
-            current.until(|e| results_of(e) == 1).await,
+            current
+                .until(|e| results_of(e) == 1 || ended_rolled_back(e))
+                .await,
             "the call finished"
         );
+        if ended_rolled_back(&current.events) {
+            assert!(rolled_back, "store_rolled_back with no rollback");
+            kept.append(&mut current.events);
+            return Err((Told::RolledBack, kept));
+        }
     } else {
         let need = STANDALONE_EVENTS.saturating_sub(kept.len()).max(1);
         assert!(current.until(|e| seqs_of(e).len() >= need).await);
     }
     kept.append(&mut current.events);
     Ok(kept)
+}
+
+/// Whether the call ended with `store_rolled_back` in place of its result.
+fn ended_rolled_back(events: &[forkscope::wire::sse::SseEvent]) -> bool {
+    events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
+        .any(|v| reason(&v) == Some("store_rolled_back"))
 }
 
 /// No id issued twice: each stream's numbers only ever rise, across every resume.
