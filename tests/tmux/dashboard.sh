@@ -211,7 +211,7 @@ check "event-id: t says the id still carries the token" wait_for "the id still c
 T send-keys -t fs d
 check "d: the tool call's stream is resumed" wait_for "↺ resumed 1×"
 check "d: its result is applied once" wait_for "result ✓ once"
-check "d: and every step once, no more" wait_for "· ([0-9]+) of \\1 steps · result ✓ once"
+check "d: and every step once, no more" wait_for "· ([0-9]+)( of |/)\\1( steps)? · result ✓ once"
 check "event-id: nothing rejected" wait_for "[1-9][0-9]* resumes? accepted, 0 rejected"
 check "event-id: verdict clean" wait_for "verdict CLEAN"
 check "event-id: no fork anywhere" no_fork
