@@ -27,16 +27,7 @@ pub fn render(
     // short panel gives them one line together.
     let width = area.width.saturating_sub(2) as usize;
     let rows = area.height.saturating_sub(2) as usize;
-    let mut verdict = Vec::new();
-    push_verdict(&mut verdict, snap, width, theme);
-    // Counted as the paragraph will wrap them: by words.
-    let verdict_rows: usize = verdict
-        .iter()
-        .map(|l| {
-            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
-            wrap_words(&text, width).len().max(1)
-        })
-        .sum();
+    let verdict_rows = verdict_rows(snap, width, theme);
     let conditions = snap.view.conditions.len();
     let explained = explained.and_then(|e| snap.view.conditions.iter().find(|c| c.condition == e));
     // Compact: the conditions share one line, which carries the `1–5` hint itself.
@@ -83,17 +74,21 @@ pub fn render(
 /// Rows (borders included) the compact panel needs at `width` to show the conditions' line and
 /// the whole verdict: counts, typed rejections and sentence.
 pub fn rows_wanted(snap: &Snapshot, width: u16, theme: &Theme) -> u16 {
-    let width = usize::from(width.saturating_sub(2));
+    let rows = verdict_rows(snap, usize::from(width.saturating_sub(2)), theme);
+    u16::try_from(rows + 3).unwrap_or(u16::MAX)
+}
+
+/// Rows the verdict takes at `width`, counted as the paragraph will wrap them: by words.
+fn verdict_rows(snap: &Snapshot, width: usize, theme: &Theme) -> usize {
     let mut verdict = Vec::new();
     push_verdict(&mut verdict, snap, width, theme);
-    let rows: usize = verdict
+    verdict
         .iter()
         .map(|l| {
             let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
             wrap_words(&text, width).len().max(1)
         })
-        .sum();
-    u16::try_from(rows + 3).unwrap_or(u16::MAX)
+        .sum()
 }
 
 /// One condition, explained: its title, what it means, and why it holds or not in this run.
