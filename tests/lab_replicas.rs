@@ -128,6 +128,33 @@ async fn naive_replicas_fork_across_replicas_and_the_checker_names_both() {
     };
     let said = fork.to_string();
     assert!(said.contains("from replica"), "{said}");
+    // Every later send the orphan receives is drawn where it lands (tagged), and the fork is
+    // still counted once.
+    let Anomaly::Fork {
+        across: Some(across),
+        ..
+    } = fork
+    else {
+        unreachable!("found as a fork across replicas")
+    };
+    let tagged_sends = |l: &Lab| {
+        l.core()
+            .history
+            .recent()
+            .iter()
+            .filter(|e| e.by.is_some_and(|b| b.replica == across.from))
+            .filter(|e| matches!(e.record, Record::Emitted { .. }))
+            .filter(|e| e.caused.kinds().contains(AnomalyKind::Fork))
+            .count()
+    };
+    let before = tagged_sends(&lab);
+    lab.apply(Action::EmitOn(across.from));
+    lab.apply(Action::EmitOn(across.from));
+    until(&lab, "two more orphan sends tagged", |l| {
+        tagged_sends(l) >= before + 2
+    })
+    .await;
+    assert_eq!(lab.core().history.checker().count(AnomalyKind::Fork), 1);
     lab.stop().await;
 }
 

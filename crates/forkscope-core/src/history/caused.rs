@@ -1,6 +1,9 @@
 //! What the checker concluded from one history entry, kept on the entry: the anomalies it
 //! caused — which kind, on which stream, against which earlier delivery.
 //!
+//! A fork across replicas is counted once per orphan and replica, but tags every send it
+//! carries, so each lands as `╳` where it happened.
+//!
 //! The views draw and explain these tags and nothing else, so a fork or a duplicate is judged
 //! in one place (the checker) and the lanes can never tell a different story than the verdict.
 

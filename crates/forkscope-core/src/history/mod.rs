@@ -187,10 +187,18 @@ mod tests {
             history.record_by(at, by(b, 2), attached);
             // A's send on the epoch it held, recorded after B's attach.
             history.record_by(at, by(a, 1), emit(2));
+            history.record_by(at, by(a, 1), emit(3));
             history
         };
         let naive = run(false);
         assert_eq!(naive.checker().count(AnomalyKind::Fork), 1);
+        // Counted once, drawn on every send the orphan received.
+        let sends_tagged = naive
+            .recent()
+            .iter()
+            .filter(|e| e.caused.kinds().contains(AnomalyKind::Fork))
+            .count();
+        assert_eq!(sends_tagged, 2);
         let fork = naive.checker().anomalies()[0].to_string();
         assert!(
             fork.contains("from replica A") && fork.contains("on replica B"),

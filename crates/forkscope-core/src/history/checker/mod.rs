@@ -501,18 +501,23 @@ impl Checker {
         if bound.replica == by.replica || by.precedes(&bound) {
             return;
         }
+        let fork = Anomaly::Fork {
+            session,
+            orphan: stream,
+            bound: stream,
+            seq,
+            at,
+            across: Some(Across {
+                from: by.replica,
+                bound_on: bound.replica,
+            }),
+        };
         if self.forked_across.insert((session, stream, by.replica)) {
-            self.report(Anomaly::Fork {
-                session,
-                orphan: stream,
-                bound: stream,
-                seq,
-                at,
-                across: Some(Across {
-                    from: by.replica,
-                    bound_on: bound.replica,
-                }),
-            });
+            self.report(fork);
+        } else {
+            // The same fork, carrying one more send: counted once, but each send is tagged,
+            // so every event the orphan received is drawn where it landed.
+            self.caused.push(fork);
         }
     }
 
