@@ -7,6 +7,7 @@ use forkscope::wire::replica::{self, Counters, ReplicaOptions};
 use forkscope::wire::server::{self, EmitRate, ServeOptions};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::replica::DEFAULT_LEASE_MS;
+use forkscope_core::revision::{self, Protocols};
 use forkscope_core::{ConfigError, LabConfig, Policy};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -108,6 +109,16 @@ pub struct ServeArgs {
     /// may adopt it, by the store's clock, in milliseconds (100-600000).
     #[arg(long, requires = "store", value_parser = clap::value_parser!(u64).range(100..=600_000))]
     lease_ms: Option<u64>,
+    /// Which protocol revisions to serve: 2025-11-25 (sessions, a GET stream, fenced
+    /// resumption), 2026-07-28 (stateless: no sessions, no GET, no resumption; closing a
+    /// call's response stream cancels it), or both on one endpoint, chosen per request by
+    /// how the client opens.
+    #[arg(
+        long,
+        value_name = "2025-11-25|2026-07-28|both",
+        default_value = "both"
+    )]
+    protocol: Protocols,
 }
 
 /// A `--replica` name that is not one.
@@ -200,6 +211,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         allowed_hosts: args.allow_host,
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         request_read_timeout: Duration::from_millis(args.request_timeout_ms),
+        protocols: args.protocol,
         ..ServeOptions::default()
     };
     let addr = SocketAddr::new(args.bind, args.port);
@@ -226,6 +238,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
                 .liveness
                 .write_deadline_ms
                 .map(Duration::from_millis),
+            protocols: options.protocols,
             ..ReplicaOptions::default()
         };
         let drain = Duration::from_millis(args.drain_ms);
@@ -238,6 +251,14 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         options,
         Duration::from_millis(args.drain_ms),
     ))
+}
+
+/// What the banner says the endpoint speaks.
+fn revisions(protocols: Protocols) -> String {
+    match protocols {
+        Protocols::Both => format!("{} and {}", revision::LEGACY, revision::MODERN),
+        one => one.name().to_owned(),
+    }
 }
 
 /// `serve --store`: one replica on the shared store, until a signal stops it.
@@ -255,15 +276,16 @@ async fn serve_replica(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
     }
-    let policy = options.policy;
+    let (policy, protocols) = (options.policy, options.protocols);
     let running = replica::start(store.clone(), options, addr)
         .await
         .map_err(|source| ServeError::Listen { addr, source })?;
     outln!(
-        "forkscope serve: replica {} at http://{}/mcp on store {} (policy {policy})",
+        "forkscope serve: replica {} at http://{}/mcp on store {} (policy {policy}; {})",
         running.name,
         running.addr,
-        store.label()
+        store.label(),
+        revisions(protocols)
     );
     shutdown_signal().await;
     let c = &running.counters;
@@ -293,12 +315,14 @@ async fn serve(
         tracing::warn!(%addr, "binding a non-loopback address: anyone who can reach it can drive this lab");
     }
     let shared = Shared::new(core);
+    let protocols = options.protocols;
     let running = server::start(shared.clone(), Arc::new(LabClock::new()), options, addr)
         .await
         .map_err(|source| ServeError::Listen { addr, source })?;
     let shutdown = shutdown_signal();
     outln!(
-        "forkscope serve: MCP Streamable HTTP 2025-11-25 at http://{}/mcp (policy {policy})",
+        "forkscope serve: MCP Streamable HTTP {} at http://{}/mcp (policy {policy})",
+        revisions(protocols),
         running.addr
     );
     shutdown.await;

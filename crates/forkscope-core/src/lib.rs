@@ -16,6 +16,8 @@
 //!   payload keys); it imports none of them.
 //! - [`view`]: a snapshot for the dashboard.
 //! - [`model`]: the exhaustive explorer that proves the fence up to a bound.
+//! - [`revision`]: which protocol revision a request speaks (2025-11-25 or 2026-07-28), and
+//!   what the modern transport refuses.
 //!
 //! `ARCHITECTURE.md` at the repository's root draws these as floors: each module imports only
 //! the ones below it.
@@ -34,6 +36,7 @@ pub mod policy;
 pub mod probe;
 pub mod replica;
 pub mod resume;
+pub mod revision;
 pub mod server;
 pub mod sim;
 pub mod state;

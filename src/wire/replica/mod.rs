@@ -69,6 +69,9 @@ pub struct ReplicaOptions {
     /// and its connection is closed (`None`: kept until the socket fails). See
     /// [`liveness::WRITE_DEADLINE_MS`].
     pub write_deadline: Option<Duration>,
+    /// Which protocol revisions the endpoint serves: a 2026-07-28 request is stateless, so
+    /// any replica answers it alone (no store).
+    pub protocols: forkscope_core::revision::Protocols,
 }
 
 impl Default for ReplicaOptions {
@@ -86,6 +89,7 @@ impl Default for ReplicaOptions {
             request_read_timeout: server::REQUEST_READ_TIMEOUT,
             idle_timeout: server::IDLE_TIMEOUT,
             write_deadline: Some(Duration::from_millis(liveness::WRITE_DEADLINE_MS)),
+            protocols: forkscope_core::revision::Protocols::default(),
         }
     }
 }
@@ -132,6 +136,8 @@ struct Replica {
     alive: Arc<AtomicBool>,
     /// See [`ReplicaOptions::write_deadline`].
     write_deadline: Option<Duration>,
+    /// The era gate, shared with the single server.
+    modern: server::modern::Modern,
 }
 
 /// The emitters of each session on this replica, by stream, poked by
@@ -284,6 +290,7 @@ pub async fn start(
         counters: counters.clone(),
         tasks: tasks.clone(),
         write_deadline: options.write_deadline,
+        modern: server::modern::Modern::new(options.protocols),
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));
     let limits = Limits {

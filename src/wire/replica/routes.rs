@@ -15,6 +15,7 @@ use crate::wire::jsonrpc;
 use crate::wire::mcp::message::method;
 use crate::wire::server::handles::Handle;
 use crate::wire::server::incoming::{self, Incoming, Routed};
+use crate::wire::server::modern::Gate;
 use crate::wire::server::refusal::{
     Refusal, Unavailable, accepts, check_protocol_version, identity_header, json_response,
     resume_rejected, session_error, store_corrupt, unavailable,
@@ -141,6 +142,9 @@ pub(super) async fn post_mcp(
         Ok(incoming) => incoming,
         Err(refused) => return refused,
     };
+    if let Gate::Answered(response) = replica.modern.gate_post(&headers, &incoming) {
+        return response;
+    }
     let params = incoming.params();
     let (id, method) = (incoming.id, incoming.method.as_deref());
     if let (Some("initialize"), Some(id)) = (method, &id) {
@@ -269,6 +273,9 @@ pub(super) async fn get_mcp(
     connection: Connection,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(refused) = replica.modern.gate_get_or_delete(&headers) {
+        return refused;
+    }
     if !accepts(&headers, "text/event-stream") {
         return session_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -477,6 +484,9 @@ async fn attempt_get(
 }
 
 pub(super) async fn delete_mcp(State(replica): State<Replica>, headers: HeaderMap) -> Response {
+    if let Some(refused) = replica.modern.gate_get_or_delete(&headers) {
+        return refused;
+    }
     let session = match session_of(&replica, &headers).await {
         Ok(session) => session,
         Err(refused) => return refused,

@@ -10,6 +10,8 @@
 //! - `handles`: what the parts above pass each other (the driver's wake, a TCP connection's
 //!   handle); it imports none of them.
 //! - [`rebinding`] and [`refusal`]: what is refused before the core is asked.
+//! - [`modern`]: the 2026-07-28 revision on the same endpoint (stateless; the core's
+//!   `revision` says which era a request speaks).
 
 pub mod background;
 pub(crate) mod connections;
@@ -18,6 +20,7 @@ pub mod emission;
 pub(crate) mod handles;
 pub(crate) mod incoming;
 pub mod liveness;
+pub mod modern;
 pub mod rebinding;
 pub(crate) mod refusal;
 mod routes;
@@ -72,6 +75,8 @@ pub struct ServeOptions {
     pub liveness: liveness::Liveness,
     /// Host names a request may dial besides loopback's and the bound address (`--allow-host`).
     pub allowed_hosts: Vec<String>,
+    /// Which protocol revisions the endpoint serves (`--protocol`).
+    pub protocols: forkscope_core::revision::Protocols,
 }
 
 impl Default for ServeOptions {
@@ -84,6 +89,7 @@ impl Default for ServeOptions {
             idle_timeout: IDLE_TIMEOUT,
             liveness: liveness::Liveness::default(),
             allowed_hosts: Vec::new(),
+            protocols: forkscope_core::revision::Protocols::default(),
         }
     }
 }
@@ -159,6 +165,7 @@ struct App {
     clock: Arc<LabClock>,
     wake: Wake,
     next_connection: Arc<AtomicU64>,
+    modern: modern::Modern,
 }
 
 impl App {
@@ -192,12 +199,18 @@ pub struct RunningServer {
     clock: Arc<LabClock>,
     shutdown: Option<oneshot::Sender<connections::Stop>>,
     tasks: Vec<JoinHandle<()>>,
+    modern: Arc<modern::ModernCounters>,
 }
 
 /// How long `forkscope serve` lets its connections finish on SIGINT or SIGTERM, by default.
 pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl RunningServer {
+    /// What the 2026-07-28 side of the endpoint has done.
+    pub fn modern(&self) -> &modern::ModernCounters {
+        &self.modern
+    }
+
     /// Wakes the driver (after work was queued from outside a request).
     pub fn wake(&self) {
         self.wake.wake();
@@ -297,7 +310,9 @@ pub async fn start(
         clock: clock.clone(),
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),
+        modern: modern::Modern::new(options.protocols),
     };
+    let modern = app.modern.counters.clone();
     let (shutdown, stopped) = oneshot::channel();
     let limits = connections::Limits {
         max_connections: options.max_connections,
@@ -329,5 +344,6 @@ pub async fn start(
         clock,
         shutdown: Some(shutdown),
         tasks: vec![serve, driver],
+        modern,
     })
 }

@@ -6,6 +6,7 @@
 use super::App;
 use super::handles::Handle;
 use super::incoming::{self, Incoming, Routed};
+use super::modern::Gate;
 use super::refusal::{
     Refusal, Unavailable, accepts, identity_header, json_response, resume_rejected, session_error,
     session_request, unavailable,
@@ -33,6 +34,9 @@ pub(super) async fn post_mcp(
         Ok(incoming) => incoming,
         Err(refused) => return refused,
     };
+    if let Gate::Answered(response) = app.modern.gate_post(&headers, &incoming) {
+        return response;
+    }
     let params = incoming.params();
     let (id, method, message) = (incoming.id, incoming.method.as_deref(), &incoming.message);
     if let (Some("initialize"), Some(id)) = (method, &id) {
@@ -268,6 +272,9 @@ pub(super) async fn get_mcp(
     headers: HeaderMap,
 ) -> Response {
     let tcp = tcp.map(|Extension(handle)| handle);
+    if let Some(refused) = app.modern.gate_get_or_delete(&headers) {
+        return refused;
+    }
     if !accepts(&headers, "text/event-stream") {
         return session_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -438,6 +445,9 @@ fn echo(
 }
 
 pub(super) async fn delete_mcp(State(app): State<App>, headers: HeaderMap) -> Response {
+    if let Some(refused) = app.modern.gate_get_or_delete(&headers) {
+        return refused;
+    }
     {
         let (mut guard, session) = match session_request(&app, &headers) {
             Ok(locked) => locked,

@@ -116,11 +116,13 @@ pub fn step_body(request_id: &Value, progress_token: Option<&Value>, step: ToolS
             "notifications/progress",
             json!({ "progressToken": progress_token, "progress": done, "total": total, "message": format!("step {done} of {total}") }),
         ),
-        ToolStep::Result { steps } => jsonrpc::result(
-            request_id,
-            json!({ "content": [{ "type": "text", "text": format!("done: {steps} steps") }], "isError": false }),
-        ),
+        ToolStep::Result { steps } => jsonrpc::result(request_id, result(steps)),
     }
+}
+
+/// The call's result, after `steps` steps.
+pub fn result(steps: u64) -> Value {
+    json!({ "content": [{ "type": "text", "text": format!("done: {steps} steps") }], "isError": false })
 }
 
 /// Stops the call `request_id` of `session`, if it runs: no result is sent, its stream ends.

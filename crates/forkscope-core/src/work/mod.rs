@@ -15,7 +15,8 @@ mod tool_call;
 
 pub use background::{BackgroundEmitter, EmitRate, RateError};
 pub use tool_call::{
-    MAX_CALL_MS, MAX_DELAY_MS, MAX_STEPS, ToolCall, ToolOutcome, ToolSpec, ToolSpecError, ToolStep,
+    MAX_CALL_MS, MAX_DELAY_MS, MAX_STEPS, Steps, ToolCall, ToolOutcome, ToolSpec, ToolSpecError,
+    ToolStep,
 };
 
 #[cfg(test)]

@@ -99,11 +99,11 @@ pub enum ToolOutcome {
     Lost,
 }
 
-/// A running call.
+/// A call's steps in time: when each is due and how far it got. It knows nothing of where the
+/// steps go, so a 2026-07-28 request, which has no session or stream of the legacy kind, runs
+/// the same schedule as a [`ToolCall`] on a session's request stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolCall {
-    session: SessionId,
-    stream: StreamId,
+pub struct Steps {
     spec: ToolSpec,
     /// A progress token was given: without one, MCP sends no progress and the steps are silent.
     reports_progress: bool,
@@ -112,18 +112,10 @@ pub struct ToolCall {
     next_at: Option<LabTime>,
 }
 
-impl ToolCall {
-    /// A call that began at `now` on the request stream `stream`.
-    pub fn new(
-        session: SessionId,
-        stream: StreamId,
-        spec: ToolSpec,
-        reports_progress: bool,
-        now: LabTime,
-    ) -> Self {
-        ToolCall {
-            session,
-            stream,
+impl Steps {
+    /// A call that began at `now`.
+    pub fn new(spec: ToolSpec, reports_progress: bool, now: LabTime) -> Self {
+        Steps {
             spec,
             reports_progress,
             done: 0,
@@ -131,26 +123,10 @@ impl ToolCall {
         }
     }
 
-    /// A call taken over after `done` steps (a replica adopting it from its store): its next
-    /// step is due one delay from `now`.
-    pub fn resumed(
-        session: SessionId,
-        stream: StreamId,
-        spec: ToolSpec,
-        reports_progress: bool,
-        done: u64,
-        now: LabTime,
-    ) -> Self {
-        ToolCall {
-            done: done.min(spec.steps),
-            ..ToolCall::new(session, stream, spec, reports_progress, now)
-        }
-    }
-
     /// The steps due at `now`, at most `max`, each moved past, for a caller that writes them
     /// elsewhere in one write (a replica commits them to its store): progress steps, then the
     /// result, which ends the call. Silent steps are moved past on the way, as in
-    /// [`ToolCall::poll_step`]: [`ToolCall::done`] counts them.
+    /// [`Steps::poll_step`]: [`Steps::done`] counts them.
     pub fn take_due(&mut self, now: LabTime, max: usize) -> Vec<ToolStep> {
         let mut due = Vec::new();
         while due.len() < max {
@@ -170,12 +146,6 @@ impl ToolCall {
         due
     }
 
-    pub fn session(&self) -> SessionId {
-        self.session
-    }
-    pub fn stream(&self) -> StreamId {
-        self.stream
-    }
     pub fn spec(&self) -> ToolSpec {
         self.spec
     }
@@ -214,6 +184,89 @@ impl ToolCall {
         }
     }
 
+    /// The call is over: nothing more is due.
+    pub fn end(&mut self) {
+        self.next_at = None;
+    }
+
+    fn advance(&mut self) {
+        self.done += 1;
+        // Due one delay after the step before was due, not after whenever it was taken.
+        self.next_at = self.next_at.map(|t| t.plus(self.spec.delay_ms));
+    }
+}
+
+/// A running call on a session's request stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    session: SessionId,
+    stream: StreamId,
+    steps: Steps,
+}
+
+impl ToolCall {
+    /// A call that began at `now` on the request stream `stream`.
+    pub fn new(
+        session: SessionId,
+        stream: StreamId,
+        spec: ToolSpec,
+        reports_progress: bool,
+        now: LabTime,
+    ) -> Self {
+        ToolCall {
+            session,
+            stream,
+            steps: Steps::new(spec, reports_progress, now),
+        }
+    }
+
+    /// A call taken over after `done` steps (a replica adopting it from its store): its next
+    /// step is due one delay from `now`.
+    pub fn resumed(
+        session: SessionId,
+        stream: StreamId,
+        spec: ToolSpec,
+        reports_progress: bool,
+        done: u64,
+        now: LabTime,
+    ) -> Self {
+        let mut call = ToolCall::new(session, stream, spec, reports_progress, now);
+        call.steps.done = done.min(spec.steps);
+        call
+    }
+
+    /// See [`Steps::take_due`].
+    pub fn take_due(&mut self, now: LabTime, max: usize) -> Vec<ToolStep> {
+        self.steps.take_due(now, max)
+    }
+
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+    pub fn spec(&self) -> ToolSpec {
+        self.steps.spec
+    }
+    /// Steps taken so far.
+    pub fn done(&self) -> u64 {
+        self.steps.done
+    }
+    pub fn is_over(&self) -> bool {
+        self.steps.is_over()
+    }
+
+    /// When the call next has a step to take; `None` once it is over.
+    pub fn poll_timeout(&self) -> Option<LabTime> {
+        self.steps.poll_timeout()
+    }
+
+    /// See [`Steps::poll_step`].
+    pub fn poll_step(&mut self, now: LabTime) -> Option<ToolStep> {
+        self.steps.poll_step(now)
+    }
+
     /// Takes the step due at `now`, emitting `body` (the caller's spelling of that step) onto
     /// the call's stream; `None` when no step is due.
     pub fn take(
@@ -232,11 +285,11 @@ impl ToolCall {
             }
             ToolStep::Progress { done, .. } => {
                 let key = PayloadKey::new(session, Effect::Progress { call, step: done });
-                self.advance();
+                self.steps.advance();
                 match server.emit(now, session, call, Payload::new(key, body), history) {
                     Ok(event) => ToolOutcome::Progressed(event),
                     Err(_) => {
-                        self.next_at = None;
+                        self.steps.end();
                         ToolOutcome::Lost
                     }
                 }
@@ -253,7 +306,7 @@ impl ToolCall {
         server: &mut Server,
         history: &mut History,
     ) -> Option<ToolOutcome> {
-        self.next_at?;
+        self.steps.poll_timeout()?;
         let key = PayloadKey::new(self.session, Effect::Stopped { call: self.stream });
         Some(self.end(now, Some((key, body.into())), server, history))
     }
@@ -268,12 +321,6 @@ impl ToolCall {
         true
     }
 
-    fn advance(&mut self) {
-        self.done += 1;
-        // Due one delay after the step before was due, not after whenever it was taken.
-        self.next_at = self.next_at.map(|t| t.plus(self.spec.delay_ms));
-    }
-
     fn end(
         &mut self,
         now: LabTime,
@@ -281,7 +328,7 @@ impl ToolCall {
         server: &mut Server,
         history: &mut History,
     ) -> ToolOutcome {
-        self.next_at = None;
+        self.steps.end();
         let event = last.and_then(|(key, body)| {
             let payload = Payload::new(key, body);
             server

@@ -1,0 +1,258 @@
+//! The 2026-07-28 revision on the same endpoint: stateless, one POST per request, no session,
+//! no GET stream, no resumption. The core's [`forkscope_core::revision`] says which era a
+//! request speaks and what is refused; this file answers a modern request: `server/discover`,
+//! `tools/list`, and `tools/call` of `progress_task`, whose SSE response stream belongs to the
+//! request alone — closing it cancels the call (streamable-http.mdx, "Cancellation").
+//!
+//! The replica server and the single server both pass every request through [`Modern::gate_post`]
+//! first, so one copy of the era rules answers for both.
+
+use super::incoming::{self, Incoming};
+use super::refusal::json_response;
+use crate::wire::headers;
+use crate::wire::jsonrpc;
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use forkscope_core::LabTime;
+use forkscope_core::revision::{
+    self, Era, META_VERSION, ModernRequest, PostHead, Protocols, Refusal,
+};
+use forkscope_core::work::{Steps, ToolStep};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::mpsc;
+
+/// Frames a modern call's stream may hold before its runner waits for the client.
+const STREAM_QUEUE: usize = 16;
+
+/// What the modern side of an endpoint has done, for tests and the log.
+#[derive(Debug, Default)]
+pub struct ModernCounters {
+    pub calls_started: AtomicU64,
+    pub calls_completed: AtomicU64,
+    /// Calls whose response stream the client closed before the result: cancelled.
+    pub calls_cancelled: AtomicU64,
+}
+
+/// The era gate of one endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct Modern {
+    pub protocols: Protocols,
+    pub counters: Arc<ModernCounters>,
+}
+
+/// What the gate did with a POST.
+pub(crate) enum Gate {
+    /// A legacy request: the session rules take it from here.
+    Legacy,
+    /// Answered here: a modern request, or a refusal under the era rules.
+    Answered(Response),
+}
+
+impl Modern {
+    pub fn new(protocols: Protocols) -> Modern {
+        Modern {
+            protocols,
+            counters: Arc::default(),
+        }
+    }
+
+    /// Reads the era of a POST and answers it if it is modern (or refused).
+    pub(crate) fn gate_post(&self, headers: &HeaderMap, incoming: &Incoming) -> Gate {
+        let message = &incoming.message;
+        let meta = message.pointer("/params/_meta");
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let params = message.get("params");
+        let head = PostHead {
+            header_version: header(headers::PROTOCOL_VERSION),
+            header_method: header(headers::MCP_METHOD),
+            header_name: header(headers::MCP_NAME),
+            method: incoming.method.as_deref(),
+            is_request: incoming.id.is_some(),
+            meta_version: meta
+                .and_then(|m| m.get(META_VERSION))
+                .and_then(Value::as_str),
+            has_capabilities: meta
+                .and_then(|m| m.get(revision::META_CAPABILITIES))
+                .is_some_and(Value::is_object),
+            name: params
+                .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+                .and_then(Value::as_str),
+            initialize_version: params
+                .and_then(|p| p.get("protocolVersion"))
+                .and_then(Value::as_str),
+        };
+        let id = incoming.id.clone().unwrap_or(Value::Null);
+        match revision::classify_post(self.protocols, &head) {
+            Ok(Era::Legacy) => Gate::Legacy,
+            Ok(Era::Modern(request)) => {
+                Gate::Answered(self.answer(request, &id, headers, incoming))
+            }
+            Err(refusal) => Gate::Answered(refused(&id, &refusal)),
+        }
+    }
+
+    /// GET and DELETE: `None` when the legacy rules take them, else the 405.
+    pub(crate) fn gate_get_or_delete(&self, headers: &HeaderMap) -> Option<Response> {
+        let version = headers
+            .get(headers::PROTOCOL_VERSION)
+            .and_then(|v| v.to_str().ok());
+        let refusal = revision::classify_get_or_delete(self.protocols, version).err()?;
+        let mut response = refused(&Value::Null, &refusal);
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        Some(response)
+    }
+
+    fn answer(
+        &self,
+        request: ModernRequest,
+        id: &Value,
+        headers: &HeaderMap,
+        incoming: &Incoming,
+    ) -> Response {
+        match request {
+            ModernRequest::Notification => StatusCode::ACCEPTED.into_response(),
+            ModernRequest::Discover => complete(id, discover_result(self.protocols)),
+            ModernRequest::ListTools => complete(id, json!({ "tools": [super::tool::schema()] })),
+            ModernRequest::CallTool => self.call_tool(id, headers, &incoming.params()),
+        }
+    }
+
+    fn call_tool(&self, id: &Value, headers: &HeaderMap, params: &Value) -> Response {
+        if params.get("name").and_then(Value::as_str) == Some("emit_standalone") {
+            let why = "emit_standalone needs the legacy GET stream; 2026-07-28 has none";
+            return json_response(
+                StatusCode::OK,
+                jsonrpc::error(id, jsonrpc::INVALID_PARAMS, why, None),
+            );
+        }
+        let (spec, progress_token) = match incoming::tool_call(id, params) {
+            Ok(call) => call,
+            Err(refused) => return refused,
+        };
+        if !super::refusal::accepts(headers, "text/event-stream") {
+            let why =
+                "tools/call answers with an SSE stream: Accept must include text/event-stream";
+            return json_response(
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::error(id, jsonrpc::INVALID_REQUEST, why, None),
+            );
+        }
+        let (tx, rx) = mpsc::channel::<String>(STREAM_QUEUE);
+        self.counters.calls_started.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(run_call(
+            id.clone(),
+            progress_token,
+            spec,
+            tx,
+            self.counters.clone(),
+        ));
+        let body = futures_util::stream::unfold(rx, |mut rx| async move {
+            let frame = rx.recv().await?;
+            Some((Ok::<_, std::convert::Infallible>(frame), rx))
+        });
+        (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+                (header::HeaderName::from_static("x-accel-buffering"), "no"),
+            ],
+            Body::from_stream(body),
+        )
+            .into_response()
+    }
+}
+
+/// Runs one `progress_task` call on its own stream. The core's [`ToolCall`] says when each
+/// step is due; a closed stream stops it at once (no further message for it is sent).
+async fn run_call(
+    id: Value,
+    progress_token: Option<Value>,
+    spec: forkscope_core::ToolSpec,
+    tx: mpsc::Sender<String>,
+    counters: Arc<ModernCounters>,
+) {
+    let started = tokio::time::Instant::now();
+    let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
+    let mut call = Steps::new(spec, progress_token.is_some(), now());
+    while let Some(due) = call.poll_timeout() {
+        let wait = std::time::Duration::from_millis(due.since(now()));
+        tokio::select! {
+            () = tx.closed() => return cancelled(&counters, &id, &call),
+            () = tokio::time::sleep(wait) => {}
+        }
+        for step in call.take_due(now(), usize::MAX) {
+            let body = match step {
+                ToolStep::Result { steps } => {
+                    jsonrpc::result(&id, complete_fields(super::tool::result(steps)))
+                }
+                ToolStep::Progress { .. } => {
+                    super::tool::step_body(&id, progress_token.as_ref(), step)
+                }
+            };
+            let frame = format!("data: {body}\n\n");
+            if tx.send(frame).await.is_err() {
+                return cancelled(&counters, &id, &call);
+            }
+            if matches!(step, ToolStep::Result { .. }) {
+                counters.calls_completed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The client closed the call's stream: the call stops, and sends nothing more.
+fn cancelled(counters: &ModernCounters, id: &Value, call: &Steps) {
+    counters.calls_cancelled.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(request = %id, done = call.done(), steps = call.spec().steps,
+        "2026-07-28 call cancelled: the client closed its response stream");
+}
+
+/// A modern result: `resultType` and the server's identity in `_meta` (S/basic/index.mdx).
+fn complete_fields(mut result: Value) -> Value {
+    if let Some(fields) = result.as_object_mut() {
+        fields.insert("resultType".to_owned(), json!("complete"));
+        fields.insert(
+            "_meta".to_owned(),
+            json!({ "io.modelcontextprotocol/serverInfo": server_info() }),
+        );
+    }
+    result
+}
+
+fn complete(id: &Value, result: Value) -> Response {
+    json_response(StatusCode::OK, jsonrpc::result(id, complete_fields(result)))
+}
+
+fn server_info() -> Value {
+    json!({ "name": "forkscope", "version": env!("CARGO_PKG_VERSION") })
+}
+
+fn discover_result(protocols: Protocols) -> Value {
+    json!({
+        "supportedVersions": protocols.supported(),
+        "capabilities": { "tools": {} },
+        "instructions": "forkscope serves 2025-11-25 (sessions, fenced resumption) and 2026-07-28 (stateless) on one endpoint. Call progress_task: under 2026-07-28 its response stream is the call's, and closing it cancels the call."
+    })
+}
+
+fn refused(id: &Value, refusal: &Refusal) -> Response {
+    let data = match refusal {
+        Refusal::Unsupported {
+            requested,
+            supported,
+            ..
+        } => Some(json!({ "supported": supported, "requested": requested })),
+        _ => None,
+    };
+    let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    json_response(
+        status,
+        jsonrpc::error(id, refusal.code(), &refusal.to_string(), data),
+    )
+}
