@@ -137,6 +137,19 @@ async fn plan_0_15_the_same_by_hand() {
         forked.contains("FORK fork: stream s1"),
         "the card pins the fork:\n{forked}"
     );
+    // `v`: the fork first, selected in the lanes (which stay on screen) with its card.
+    app.handle(key('v')).await;
+    let stepped = shown(&mut app, &mut terminal, "violation 1 of").await;
+    assert!(
+        stepped.contains("FORK")
+            && stepped.contains("╭ lanes")
+            && stepped.contains("selected event"),
+        "the selection is in the lanes, with its card:\n{stepped}"
+    );
+    // `Esc` clears the selection, then returns from the past.
+    app.handle(code(KeyCode::Esc)).await;
+    app.handle(code(KeyCode::Esc)).await;
+    shown(&mut app, &mut terminal, "▶ running").await;
     app.handle(code(KeyCode::Enter)).await;
     app.handle(key('1')).await;
     let explained = shown(&mut app, &mut terminal, "means: ").await;
@@ -180,12 +193,24 @@ async fn plan_0_15_the_same_by_hand() {
     })
     .await;
     emit_then(&mut app, &mut terminal, "td").await;
-    shown(
+    let refused = shown(
         &mut app,
         &mut terminal,
         "typed rejections 428 missing_token ×1",
     )
     .await;
+    // Told, never silent: CLEAN when nothing was emitted between the drop and the refusal,
+    // else UNDELIVERED (told); never LOST.
+    let lost = app.labs()[0]
+        .snapshot()
+        .view
+        .verdict
+        .count(AnomalyKind::Lost);
+    assert_eq!(lost, 0, "{refused}");
+    assert!(
+        refused.contains("CLEAN") || refused.contains("UNDELIVERED"),
+        "{refused}"
+    );
     app.stop().await;
 }
 

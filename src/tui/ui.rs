@@ -184,8 +184,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             evidence::render(frame, pane, e, theme);
             body
         }
-        // Only where nothing else would give it room (a 24-row screen keeps its lanes).
-        Some(e) if !compare && body.height < 22 => {
+        // Only where nothing else would give it room (a 24-row screen keeps its lanes), and
+        // never while an event is selected: its card speaks for it, and the lanes must show
+        // the selection.
+        Some(e) if !compare && body.height < 22 && screen.event.is_none() => {
             card_in_lanes = Some(e);
             body
         }
