@@ -154,9 +154,12 @@ async fn plan_0_15_the_same_by_hand() {
     app.handle(key('1')).await;
     let explained = shown(&mut app, &mut terminal, "means: ").await;
     assert!(
-        explained.contains("1 token + Last-Event-ID co-validated"),
+        explained.contains("1 token + Last-Event-ID co-validated")
+            && explained.contains("1 again closes this"),
         "condition 1 explained in a panel:\n{explained}"
     );
+    // The verdict stands above in full; the panel does not repeat it (cut) beneath.
+    assert!(!explained.contains("verdict FORK"), "{explained}");
     app.handle(key('1')).await;
     app.handle(key('n')).await;
     until(&mut app, &mut terminal, "a fresh fenced lab", |s| {

@@ -366,10 +366,10 @@ fn draw_present(
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     let explained = screen.explained;
     match (explained, client_height > 0) {
-        (Some(_), true) => invariant::render(frame, client_area, snap, explained, theme),
-        (Some(_), false) => {
+        (Some(c), true) => invariant::render_explained(frame, client_area, snap, c, theme),
+        (Some(c), false) => {
             frame.render_widget(ratatui::widgets::Clear, lanes_area);
-            invariant::render(frame, lanes_area, snap, explained, theme);
+            invariant::render_explained(frame, lanes_area, snap, c, theme);
         }
         (None, true) => client::render(frame, client_area, snap, hidden, theme),
         (None, false) => {}

@@ -71,6 +71,39 @@ pub fn render(
     );
 }
 
+/// One condition explained, alone: in presenter mode, where the verdict stands above it in
+/// full and a repeat of it would be cut.
+pub fn render_explained(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    explained: Condition,
+    theme: &Theme,
+) {
+    let width = area.width.saturating_sub(2) as usize;
+    let Some(c) = snap
+        .view
+        .conditions
+        .iter()
+        .find(|c| c.condition == explained)
+    else {
+        return;
+    };
+    let mut lines = explain(c, width, theme);
+    if lines.len() < area.height.saturating_sub(2) as usize {
+        lines.push(Line::styled(
+            format!("{} again closes this", explained.number()),
+            theme.dim(),
+        ));
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(block("invariant", theme)),
+        area,
+    );
+}
+
 /// Rows (borders included) the compact panel needs at `width` to show the conditions' line and
 /// the whole verdict: counts, typed rejections and sentence.
 pub fn rows_wanted(snap: &Snapshot, width: u16, theme: &Theme) -> u16 {
