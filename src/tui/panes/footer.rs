@@ -13,8 +13,13 @@ pub fn render(frame: &mut Frame, area: Rect, status: Option<&str>, replicas: boo
         // A message replaces the key list for a few seconds; `?` stays in reach.
         spans.push(Span::styled(" ?", theme.key()));
         spans.push(Span::styled(" help ", theme.dim()));
-        spans.push(Span::styled(format!(" {status}"), theme.warn()));
-        frame.render_widget(Line::from(spans), area);
+        // Word by word, so a message too long for the line ends in `…` at a word's end.
+        spans.push(Span::raw(" "));
+        for word in status.split(' ') {
+            spans.push(Span::styled(format!("{word} "), theme.warn()));
+        }
+        let line = super::clip(Line::from(spans), area.width as usize);
+        frame.render_widget(line, area);
         return;
     }
     // As many keys as fit, in order, and always the way out: `q quit` at the end, after a `…`
