@@ -16,6 +16,8 @@
 //!   payload keys); it imports none of them.
 //! - [`view`]: a snapshot for the dashboard.
 //! - [`model`]: the exhaustive explorer that proves the fence up to a bound.
+//! - [`tasks`]: the tasks extension's guarantees (one task per key, one runner, terminal once,
+//!   cancel settled against complete, expiry distinct from never-existed).
 //! - [`revision`]: which protocol revision a request speaks (2025-11-25 or 2026-07-28), and
 //!   what the modern transport refuses.
 //!
@@ -40,6 +42,7 @@ pub mod revision;
 pub mod server;
 pub mod sim;
 pub mod state;
+pub mod tasks;
 pub mod time;
 pub mod view;
 pub mod vocabulary;
@@ -51,7 +54,7 @@ pub use event::{Event, Payload};
 pub use history::{Anomaly, AnomalyKind, History, Record, Verdict};
 pub use ids::{
     ByReplica, ConnectionId, Entropy, EventId, IdScheme, ReplicaId, ResumptionToken, SessionId,
-    SplitMix64, StreamId, WireCursor,
+    SplitMix64, StreamId, TaskId, WireCursor,
 };
 pub use policy::{Condition, Policy, UnknownPolicy};
 pub use resume::{

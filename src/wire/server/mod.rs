@@ -25,6 +25,7 @@ pub mod rebinding;
 pub(crate) mod refusal;
 mod routes;
 pub mod stream_body;
+pub mod tasks;
 pub mod tool;
 pub mod writers;
 
@@ -199,7 +200,7 @@ pub struct RunningServer {
     clock: Arc<LabClock>,
     shutdown: Option<oneshot::Sender<connections::Stop>>,
     tasks: Vec<JoinHandle<()>>,
-    modern: Arc<modern::ModernCounters>,
+    modern: modern::Modern,
 }
 
 /// How long `forkscope serve` lets its connections finish on SIGINT or SIGTERM, by default.
@@ -208,7 +209,12 @@ pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5)
 impl RunningServer {
     /// What the 2026-07-28 side of the endpoint has done.
     pub fn modern(&self) -> &modern::ModernCounters {
-        &self.modern
+        &self.modern.counters
+    }
+
+    /// What the tasks extension's side has done.
+    pub fn tasks(&self) -> &tasks::TaskCounters {
+        &self.modern.tasks.counters
     }
 
     /// Wakes the driver (after work was queued from outside a request).
@@ -312,7 +318,7 @@ pub async fn start(
         next_connection: Arc::new(AtomicU64::new(1)),
         modern: modern::Modern::new(options.protocols),
     };
-    let modern = app.modern.counters.clone();
+    let modern = app.modern.clone();
     let (shutdown, stopped) = oneshot::channel();
     let limits = connections::Limits {
         max_connections: options.max_connections,

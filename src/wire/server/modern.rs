@@ -9,15 +9,18 @@
 
 use super::incoming::{self, Incoming};
 use super::refusal::json_response;
+use super::tasks::{TASKS_EXTENSION, TaskHub};
 use crate::wire::headers;
 use crate::wire::jsonrpc;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forkscope_core::LabTime;
+use forkscope_core::ToolSpec;
 use forkscope_core::revision::{
     self, Era, META_VERSION, ModernRequest, PostHead, Protocols, Refusal,
 };
+use forkscope_core::tasks::{IDEMPOTENCY_KEY, Keyed};
 use forkscope_core::work::{Steps, ToolStep};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -41,6 +44,8 @@ pub struct ModernCounters {
 pub struct Modern {
     pub protocols: Protocols,
     pub counters: Arc<ModernCounters>,
+    /// The tasks extension's tasks, for clients that declare it.
+    pub tasks: Arc<TaskHub>,
 }
 
 /// What the gate did with a POST.
@@ -56,6 +61,7 @@ impl Modern {
         Modern {
             protocols,
             counters: Arc::default(),
+            tasks: Arc::default(),
         }
     }
 
@@ -78,7 +84,11 @@ impl Modern {
                 .and_then(|m| m.get(revision::META_CAPABILITIES))
                 .is_some_and(Value::is_object),
             name: params
-                .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+                .and_then(|p| {
+                    p.get("name")
+                        .or_else(|| p.get("uri"))
+                        .or_else(|| p.get("taskId"))
+                })
                 .and_then(Value::as_str),
             initialize_version: params
                 .and_then(|p| p.get("protocolVersion"))
@@ -119,6 +129,9 @@ impl Modern {
             ModernRequest::Discover => complete(id, discover_result(self.protocols)),
             ModernRequest::ListTools => complete(id, json!({ "tools": [super::tool::schema()] })),
             ModernRequest::CallTool => self.call_tool(id, headers, &incoming.params()),
+            ModernRequest::GetTask => self.tasks.get(id, &incoming.params()),
+            ModernRequest::UpdateTask => self.tasks.update(id, &incoming.params()),
+            ModernRequest::CancelTask => self.tasks.cancel(id, &incoming.params()),
         }
     }
 
@@ -134,6 +147,16 @@ impl Modern {
             Ok(call) => call,
             Err(refused) => return refused,
         };
+        // The server decides: a client that declares the tasks extension gets a task.
+        if declares_tasks(params) {
+            return match idempotency_key(params, spec) {
+                Ok(keyed) => self.tasks.call(id, spec, keyed),
+                Err(why) => json_response(
+                    StatusCode::OK,
+                    jsonrpc::error(id, jsonrpc::INVALID_PARAMS, why, None),
+                ),
+            };
+        }
         if !super::refusal::accepts(headers, "text/event-stream") {
             let why =
                 "tools/call answers with an SSE stream: Accept must include text/event-stream";
@@ -168,12 +191,41 @@ impl Modern {
     }
 }
 
+/// The request's capabilities declare the tasks extension.
+fn declares_tasks(params: &Value) -> bool {
+    params
+        .pointer("/_meta")
+        .and_then(|m| m.get(revision::META_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some()
+}
+
+/// `_meta["io.forkscope/idempotencyKey"]` with the call's arguments as the core compares
+/// them (the tool's parsed spec: two spellings of the same arguments are the same call).
+fn idempotency_key(params: &Value, spec: ToolSpec) -> Result<Option<Keyed>, &'static str> {
+    match params
+        .pointer("/_meta")
+        .and_then(|m| m.get(IDEMPOTENCY_KEY))
+    {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(key)) if !key.is_empty() => Ok(Some(Keyed {
+            key: key.clone(),
+            arguments: format!(
+                "progress_task steps={} delay_ms={}",
+                spec.steps, spec.delay_ms
+            ),
+        })),
+        Some(_) => Err("_meta[\"io.forkscope/idempotencyKey\"] must be a non-empty string"),
+    }
+}
+
 /// Runs one `progress_task` call on its own stream. The core's [`ToolCall`] says when each
 /// step is due; a closed stream stops it at once (no further message for it is sent).
 async fn run_call(
     id: Value,
     progress_token: Option<Value>,
-    spec: forkscope_core::ToolSpec,
+    spec: ToolSpec,
     tx: mpsc::Sender<String>,
     counters: Arc<ModernCounters>,
 ) {
@@ -236,7 +288,7 @@ fn server_info() -> Value {
 fn discover_result(protocols: Protocols) -> Value {
     json!({
         "supportedVersions": protocols.supported(),
-        "capabilities": { "tools": {} },
+        "capabilities": { "tools": {}, "extensions": { TASKS_EXTENSION: {} } },
         "instructions": "forkscope serves 2025-11-25 (sessions, fenced resumption) and 2026-07-28 (stateless) on one endpoint. Call progress_task: under 2026-07-28 its response stream is the call's, and closing it cancels the call."
     })
 }

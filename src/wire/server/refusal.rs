@@ -81,6 +81,8 @@ pub(crate) enum Unavailable {
     /// Other replicas kept moving the record this request decides on (a burst of resumes of
     /// one stream): a retry will find it still.
     StoreContended,
+    /// The task table is full (the tasks extension).
+    TooManyTasks,
 }
 
 impl Unavailable {
@@ -90,6 +92,7 @@ impl Unavailable {
             Unavailable::OverBudget => "over_budget",
             Unavailable::StoreUnreachable => "store_unavailable",
             Unavailable::StoreContended => "store_contended",
+            Unavailable::TooManyTasks => "too_many_tasks",
         }
     }
 }

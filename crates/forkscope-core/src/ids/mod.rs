@@ -130,6 +130,33 @@ impl fmt::Display for SessionId {
     }
 }
 
+/// A task of the tasks extension: minted by the server "with sufficient entropy" ([EXT]:902),
+/// 128 random bits, spelled as 32 lowercase hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(u128);
+
+impl TaskId {
+    pub fn generate(rng: &mut impl Entropy) -> Self {
+        TaskId(rng.next_u128())
+    }
+
+    /// Parses the wire form; `None` for anything that is not 32 lowercase hex digits.
+    pub fn parse(s: &str) -> Option<Self> {
+        parse_hex128(s).map(TaskId)
+    }
+
+    /// The first 6 hex digits, for a dashboard.
+    pub fn short(&self) -> String {
+        format!("{:06x}", self.0 >> 104)
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
 /// One replica of a lab that runs several behind a balancer, spelled `A`, `B`, … in the order
 /// the lab started them: what the history tags each server-side fact with, so a fork across
 /// replicas is named by the replicas it spans.

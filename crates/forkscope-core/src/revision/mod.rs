@@ -114,7 +114,8 @@ pub struct PostHead<'a> {
     pub meta_version: Option<&'a str>,
     /// `params._meta["io.modelcontextprotocol/clientCapabilities"]` is an object.
     pub has_capabilities: bool,
-    /// `params.name` (or `params.uri`): what `Mcp-Name` mirrors.
+    /// `params.name` (or `params.uri`, or a task method's `params.taskId`): what `Mcp-Name`
+    /// mirrors.
     pub name: Option<&'a str>,
     /// `initialize`'s `params.protocolVersion`.
     pub initialize_version: Option<&'a str>,
@@ -139,6 +140,10 @@ pub enum ModernRequest {
     CallTool,
     /// A notification: accepted (202) and nothing more, as the transport says.
     Notification,
+    /// The tasks extension's methods ([EXT]): `Mcp-Name` carries the task id.
+    GetTask,
+    UpdateTask,
+    CancelTask,
 }
 
 /// Why a request is refused under the era rules.
@@ -259,6 +264,9 @@ pub fn classify_post(served: Protocols, head: &PostHead<'_>) -> Result<Era, Refu
         "server/discover" => Ok(Era::Modern(ModernRequest::Discover)),
         "tools/list" => Ok(Era::Modern(ModernRequest::ListTools)),
         "tools/call" => Ok(Era::Modern(ModernRequest::CallTool)),
+        "tasks/get" => Ok(Era::Modern(ModernRequest::GetTask)),
+        "tasks/update" => Ok(Era::Modern(ModernRequest::UpdateTask)),
+        "tasks/cancel" => Ok(Era::Modern(ModernRequest::CancelTask)),
         other => Err(Refusal::MethodNotFound(other.to_owned())),
     }
 }
@@ -290,9 +298,18 @@ fn legacy(served: Protocols, head: &PostHead<'_>) -> Result<Era, Refusal> {
 }
 
 /// The methods whose target `Mcp-Name` mirrors (streamable-http.mdx, "Standard Request
+/// Headers"), and the tasks extension's, whose `Mcp-Name` is the task id ([EXT], "Routing
 /// Headers").
 fn names_its_target(method: &str) -> bool {
-    matches!(method, "tools/call" | "resources/read" | "prompts/get")
+    matches!(
+        method,
+        "tools/call"
+            | "resources/read"
+            | "prompts/get"
+            | "tasks/get"
+            | "tasks/update"
+            | "tasks/cancel"
+    )
 }
 
 fn check_name(header: Option<&str>, body: Option<&str>) -> Result<(), Refusal> {

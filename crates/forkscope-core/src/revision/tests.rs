@@ -220,3 +220,26 @@ fn protocols_are_named_once() {
     assert!("2027".parse::<Protocols>().is_err());
     assert_eq!(Protocols::default(), Protocols::Both);
 }
+
+#[test]
+fn a_task_method_names_its_task_in_mcp_name() {
+    let get = PostHead {
+        method: Some("tasks/get"),
+        header_method: Some("tasks/get"),
+        header_name: Some("0123"),
+        name: Some("0123"),
+        ..modern()
+    };
+    assert_eq!(
+        classify_post(Protocols::Both, &get),
+        Ok(Era::Modern(ModernRequest::GetTask))
+    );
+    let unrouted = PostHead {
+        header_name: None,
+        ..get
+    };
+    assert_eq!(
+        classify_post(Protocols::Both, &unrouted).map_err(|r| r.code()),
+        Err(HEADER_MISMATCH)
+    );
+}

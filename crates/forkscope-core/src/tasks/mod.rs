@@ -1,0 +1,420 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`) with the guarantees the extension does
+//! not make, as one sans-IO table: what a store of tasks must do, time a parameter.
+//!
+//! The extension lets a server answer `tools/call` with a task handle and the client poll
+//! `tasks/get` ([EXT] = ext-tasks `specification/draft/tasks.md`). It leaves the failure class
+//! of the old fork in place: creation is not idempotent (no client key, no `tasks/list`: a lost
+//! `CreateTaskResult` orphans a task, and the re-issue makes a second), nothing says one runner,
+//! cancel races complete, and "expired" reads like "never existed". Here, each is a rule:
+//!
+//! - **one task per key** ([`TaskTable::create`]): a vendor `_meta` key,
+//!   `io.forkscope/idempotencyKey` (an extension of forkscope's, not the spec's), maps with the
+//!   call's arguments to one task, atomically, before the answer; the same key with other
+//!   arguments is refused ([`CreateError::KeyReused`]).
+//! - **durable before acknowledged** ([EXT]:300): `create` returns once the task reads back.
+//! - **one runner** ([`TaskTable::step`], [`TaskTable::adopt`]): a lease with a rising epoch;
+//!   every step and the terminal write carry the epoch they were taken under, and a stale one is
+//!   refused ([`WriteRefused::Stale`]); a lease past its deadline may be adopted under the next
+//!   epoch, and the old runner's next write is refused.
+//! - **terminal once** ([`TaskTable::settle`]): a compare-and-set from a non-terminal state;
+//!   every later read returns exactly the stored outcome.
+//! - **cancel as intent** ([`TaskTable::cancel`]): the same compare-and-set, and the answer says
+//!   which won — the cancel, or the completion that got there first.
+//! - **TTL through the same path** ([`TaskTable::expire`]): past its TTL an unfinished task is
+//!   failed by the compare-and-set (its runner's next write is refused, so no effect lands after),
+//!   and a deleted task leaves a tombstone, so "expired" stays distinct from "never existed".
+
+#[cfg(test)]
+mod tests;
+
+use crate::ids::{Entropy, TaskId};
+use crate::time::LabTime;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// A task's lifetime from creation unless the caller says otherwise (rmcp's default).
+pub const DEFAULT_TTL_MS: u64 = 300_000;
+/// How often a client is asked to poll.
+pub const POLL_INTERVAL_MS: u64 = 250;
+/// How long a runner may go without a write before another may adopt its task.
+pub const LEASE_MS: u64 = 2_000;
+/// How long a settled task stays readable past its TTL before it is deleted.
+pub const RETAIN_MS: u64 = 60_000;
+/// Tasks held at once; past it creation is refused.
+pub const MAX_TASKS: usize = 1_024;
+/// Tombstones kept (oldest go first): enough to tell "expired" for every task of a full table.
+pub const MAX_TOMBSTONES: usize = 4 * MAX_TASKS;
+/// The longest idempotency key accepted.
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// The `_meta` key a client names its call with (an extension of forkscope's).
+pub const IDEMPOTENCY_KEY: &str = "io.forkscope/idempotencyKey";
+
+/// A task's status ([EXT] "Task Status"; `input_required` is not used here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Working,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Working => "working",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self != Status::Working
+    }
+}
+
+/// Who runs a task: a replica, or the one server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Runner(pub u32);
+
+/// A call's key and its arguments in canonical form (the caller's spelling, compared exactly).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keyed {
+    pub key: String,
+    pub arguments: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    pub id: TaskId,
+    pub status: Status,
+    pub created_at: LabTime,
+    pub updated_at: LabTime,
+    pub ttl_ms: u64,
+    /// Steps the work has, and has committed.
+    pub steps: u64,
+    pub done: u64,
+    /// The runner's lease: whose, under which epoch, until when.
+    pub runner: Runner,
+    pub epoch: u64,
+    pub lease_until: LabTime,
+    /// Set once terminal: the result's or the error's JSON, as the runner wrote it.
+    pub outcome: Option<Arc<str>>,
+    /// Why it ended, when the table ended it (a cancel, the TTL).
+    pub ended_by: Option<EndedBy>,
+}
+
+/// What ended a task other than its runner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndedBy {
+    Cancel,
+    Ttl,
+}
+
+impl Task {
+    /// When the task's TTL runs out.
+    pub fn expires_at(&self) -> LabTime {
+        self.created_at.plus(self.ttl_ms)
+    }
+}
+
+/// What `create` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Created {
+    pub id: TaskId,
+    /// The epoch the creator runs it under.
+    pub epoch: u64,
+    /// `false`: the key named a task made before; nothing new runs.
+    pub fresh: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CreateError {
+    #[error("the idempotency key names task {task} with other arguments")]
+    KeyReused { task: TaskId },
+    #[error("the idempotency key is over {MAX_KEY_BYTES} bytes")]
+    KeyTooLong,
+    #[error("{max} tasks are held; try again once one has ended")]
+    Full { max: usize },
+}
+
+/// Why a task cannot be read or written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Missing {
+    /// It existed, and was deleted past its TTL at `at`.
+    #[error("the task expired")]
+    Expired { at: LabTime },
+    #[error("no such task")]
+    Unknown,
+}
+
+impl Missing {
+    /// `data.reason` on the −32602 that says so: the code stays the spec's ([EXT]:793-830).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Missing::Expired { .. } => "expired",
+            Missing::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why a runner's write was refused: it must stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteRefused {
+    #[error("epoch {epoch} is stale: the task is held at epoch {held}")]
+    Stale { epoch: u64, held: u64 },
+    #[error("the task is already {}", .0.name())]
+    Terminal(Status),
+    #[error(transparent)]
+    Missing(#[from] Missing),
+}
+
+/// How a compare-and-set to a terminal state went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// This write made the task terminal.
+    Won(Status),
+    /// The task was already terminal: that status stands.
+    Lost(Status),
+}
+
+/// Every task, every key, and the tombstones of the deleted.
+#[derive(Clone, Debug, Default)]
+pub struct TaskTable {
+    tasks: HashMap<TaskId, Task>,
+    keys: HashMap<String, (String, TaskId)>,
+    tombstones: VecDeque<(TaskId, LabTime)>,
+    max_tasks: usize,
+}
+
+impl TaskTable {
+    pub fn new() -> TaskTable {
+        TaskTable::with_capacity(MAX_TASKS)
+    }
+
+    pub fn with_capacity(max_tasks: usize) -> TaskTable {
+        TaskTable {
+            max_tasks,
+            ..TaskTable::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// A task for `steps` of work, run by `runner` under epoch 1; or, for a key seen before
+    /// with the same arguments, that task again (`fresh: false`), whatever state it is in.
+    pub fn create(
+        &mut self,
+        now: LabTime,
+        rng: &mut impl Entropy,
+        steps: u64,
+        ttl_ms: u64,
+        keyed: Option<Keyed>,
+        runner: Runner,
+    ) -> Result<Created, CreateError> {
+        if let Some(k) = &keyed {
+            if k.key.len() > MAX_KEY_BYTES {
+                return Err(CreateError::KeyTooLong);
+            }
+            if let Some((arguments, id)) = self.keys.get(&k.key) {
+                if *arguments != k.arguments {
+                    return Err(CreateError::KeyReused { task: *id });
+                }
+                let epoch = self.tasks.get(id).map_or(0, |t| t.epoch);
+                return Ok(Created {
+                    id: *id,
+                    epoch,
+                    fresh: false,
+                });
+            }
+        }
+        if self.tasks.len() >= self.max_tasks {
+            return Err(CreateError::Full {
+                max: self.max_tasks,
+            });
+        }
+        let id = TaskId::generate(rng);
+        self.tasks.insert(
+            id,
+            Task {
+                id,
+                status: Status::Working,
+                created_at: now,
+                updated_at: now,
+                ttl_ms,
+                steps,
+                done: 0,
+                runner,
+                epoch: 1,
+                lease_until: now.plus(LEASE_MS),
+                outcome: None,
+                ended_by: None,
+            },
+        );
+        if let Some(k) = keyed {
+            self.keys.insert(k.key, (k.arguments, id));
+        }
+        Ok(Created {
+            id,
+            epoch: 1,
+            fresh: true,
+        })
+    }
+
+    /// The task as stored: what `tasks/get` answers on any replica.
+    pub fn get(&self, id: TaskId) -> Result<&Task, Missing> {
+        match self.tasks.get(&id) {
+            Some(task) => Ok(task),
+            None => Err(self.missing(id)),
+        }
+    }
+
+    fn missing(&self, id: TaskId) -> Missing {
+        self.tombstones
+            .iter()
+            .find(|(t, _)| *t == id)
+            .map_or(Missing::Unknown, |(_, at)| Missing::Expired { at: *at })
+    }
+
+    fn writable(&mut self, id: TaskId, epoch: u64) -> Result<&mut Task, WriteRefused> {
+        let missing = self.missing(id);
+        let task = self.tasks.get_mut(&id).ok_or(missing)?;
+        if task.status.is_terminal() {
+            return Err(WriteRefused::Terminal(task.status));
+        }
+        if epoch != task.epoch {
+            return Err(WriteRefused::Stale {
+                epoch,
+                held: task.epoch,
+            });
+        }
+        Ok(task)
+    }
+
+    /// The runner under `epoch` committed step `done`: it may take its effect. Renews the lease.
+    pub fn step(
+        &mut self,
+        now: LabTime,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+    ) -> Result<(), WriteRefused> {
+        let task = self.writable(id, epoch)?;
+        task.done = task.done.max(done);
+        task.updated_at = now;
+        task.lease_until = now.plus(LEASE_MS);
+        Ok(())
+    }
+
+    /// Moves the task to `to` (terminal) with `outcome`, if it is not terminal yet. `epoch`:
+    /// the runner's, checked like a step's; `None` for the table's own ends (cancel, TTL).
+    pub fn settle(
+        &mut self,
+        now: LabTime,
+        id: TaskId,
+        epoch: Option<u64>,
+        to: Status,
+        outcome: Option<Arc<str>>,
+    ) -> Result<Settled, WriteRefused> {
+        debug_assert!(to.is_terminal(), "settle moves to a terminal state");
+        let missing = self.missing(id);
+        let task = self.tasks.get_mut(&id).ok_or(missing)?;
+        if task.status.is_terminal() {
+            return Ok(Settled::Lost(task.status));
+        }
+        if let Some(epoch) = epoch
+            && epoch != task.epoch
+        {
+            return Err(WriteRefused::Stale {
+                epoch,
+                held: task.epoch,
+            });
+        }
+        task.status = to;
+        task.outcome = outcome;
+        task.updated_at = now;
+        Ok(Settled::Won(to))
+    }
+
+    /// The client's cancel: settled against completion by the same compare-and-set. `Won`:
+    /// the task is cancelled and its runner's next write is refused; `Lost(s)`: it had already
+    /// ended as `s`.
+    pub fn cancel(&mut self, now: LabTime, id: TaskId) -> Result<Settled, Missing> {
+        match self.settle(now, id, None, Status::Cancelled, None) {
+            Ok(settled) => {
+                if settled == Settled::Won(Status::Cancelled)
+                    && let Some(task) = self.tasks.get_mut(&id)
+                {
+                    task.ended_by = Some(EndedBy::Cancel);
+                }
+                Ok(settled)
+            }
+            Err(WriteRefused::Missing(m)) => Err(m),
+            // No epoch is checked for a cancel, and a terminal task answers `Lost`.
+            Err(other) => unreachable!("a cancel is refused only for a missing task: {other}"),
+        }
+    }
+
+    /// Another runner takes the task over once its lease ran out: the next epoch is its. `None`
+    /// while the lease holds or once the task has ended.
+    pub fn adopt(&mut self, now: LabTime, id: TaskId, runner: Runner) -> Option<u64> {
+        let task = self.tasks.get_mut(&id)?;
+        if task.status.is_terminal() || now < task.lease_until {
+            return None;
+        }
+        task.epoch += 1;
+        task.runner = runner;
+        task.lease_until = now.plus(LEASE_MS);
+        task.updated_at = now;
+        Some(task.epoch)
+    }
+
+    /// The TTL, through the same compare-and-set: an unfinished task past its TTL is failed
+    /// (its runner's next write is refused); a task past its TTL and [`RETAIN_MS`] more is
+    /// deleted, leaving a tombstone. Returns the tasks failed here.
+    pub fn expire(&mut self, now: LabTime) -> Vec<TaskId> {
+        let mut failed = Vec::new();
+        let mut gone = Vec::new();
+        for task in self.tasks.values_mut() {
+            let expires = task.expires_at();
+            if now >= expires.plus(RETAIN_MS) {
+                gone.push(task.id);
+            } else if now >= expires && !task.status.is_terminal() {
+                task.status = Status::Failed;
+                task.ended_by = Some(EndedBy::Ttl);
+                task.updated_at = now;
+                failed.push(task.id);
+            }
+        }
+        for id in gone {
+            self.tasks.remove(&id);
+            self.keys.retain(|_, (_, t)| *t != id);
+            if self.tombstones.len() >= MAX_TOMBSTONES {
+                self.tombstones.pop_front();
+            }
+            self.tombstones.push_back((id, now));
+        }
+        failed
+    }
+
+    /// When [`TaskTable::expire`] next has something to do.
+    pub fn poll_timeout(&self) -> Option<LabTime> {
+        self.tasks
+            .values()
+            .map(|t| {
+                if t.status.is_terminal() {
+                    t.expires_at().plus(RETAIN_MS)
+                } else {
+                    t.expires_at()
+                }
+            })
+            .min()
+    }
+}

@@ -1,0 +1,216 @@
+use super::*;
+use crate::ids::SplitMix64;
+
+const T0: LabTime = LabTime::ZERO;
+const A: Runner = Runner(0);
+const B: Runner = Runner(1);
+
+fn keyed(key: &str, arguments: &str) -> Option<Keyed> {
+    Some(Keyed {
+        key: key.to_owned(),
+        arguments: arguments.to_owned(),
+    })
+}
+
+fn table() -> (TaskTable, SplitMix64) {
+    (TaskTable::new(), SplitMix64::new(7))
+}
+
+#[test]
+fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
+    let (mut tasks, mut rng) = table();
+    let first = tasks
+        .create(
+            T0,
+            &mut rng,
+            5,
+            DEFAULT_TTL_MS,
+            keyed("k1", r#"{"steps":5}"#),
+            A,
+        )
+        .unwrap();
+    assert!(first.fresh);
+    // The re-issue of a call whose answer was lost: the same task, nothing new runs.
+    let again = tasks
+        .create(
+            T0.plus(10),
+            &mut rng,
+            5,
+            DEFAULT_TTL_MS,
+            keyed("k1", r#"{"steps":5}"#),
+            A,
+        )
+        .unwrap();
+    assert_eq!((again.id, again.fresh), (first.id, false));
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(
+        tasks.create(
+            T0,
+            &mut rng,
+            5,
+            DEFAULT_TTL_MS,
+            keyed("k1", r#"{"steps":6}"#),
+            A
+        ),
+        Err(CreateError::KeyReused { task: first.id })
+    );
+    // Without a key every call is a task of its own: the naive re-issue makes a second.
+    let a = tasks
+        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    let b = tasks
+        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    assert_ne!(a.id, b.id);
+    assert_eq!(
+        tasks.create(
+            T0,
+            &mut rng,
+            5,
+            DEFAULT_TTL_MS,
+            keyed(&"k".repeat(300), "{}"),
+            A
+        ),
+        Err(CreateError::KeyTooLong)
+    );
+}
+
+#[test]
+fn a_full_table_refuses_creation_but_still_answers_known_keys() {
+    let mut tasks = TaskTable::with_capacity(1);
+    let mut rng = SplitMix64::new(1);
+    let first = tasks
+        .create(T0, &mut rng, 1, 1_000, keyed("k", "{}"), A)
+        .unwrap();
+    assert_eq!(
+        tasks.create(T0, &mut rng, 1, 1_000, None, A),
+        Err(CreateError::Full { max: 1 })
+    );
+    assert_eq!(
+        tasks
+            .create(T0, &mut rng, 1, 1_000, keyed("k", "{}"), A)
+            .map(|c| c.id),
+        Ok(first.id)
+    );
+}
+
+#[test]
+fn one_runner_a_stale_epoch_is_refused_after_an_adoption() {
+    let (mut tasks, mut rng) = table();
+    let task = tasks
+        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    tasks.step(T0.plus(100), task.id, 1, 1).unwrap();
+    // The lease holds: nobody else may take the task.
+    assert_eq!(tasks.adopt(T0.plus(200), task.id, B), None);
+    // A's lease runs out (it died, or is partitioned): B adopts under epoch 2.
+    let later = T0.plus(100 + LEASE_MS);
+    assert_eq!(tasks.adopt(later, task.id, B), Some(2));
+    assert_eq!(
+        tasks.step(later.plus(1), task.id, 1, 2),
+        Err(WriteRefused::Stale { epoch: 1, held: 2 })
+    );
+    assert_eq!(
+        tasks.settle(later.plus(1), task.id, Some(1), Status::Completed, None),
+        Err(WriteRefused::Stale { epoch: 1, held: 2 })
+    );
+    tasks.step(later.plus(2), task.id, 2, 2).unwrap();
+    let read = tasks.get(task.id).unwrap();
+    assert_eq!((read.done, read.runner, read.epoch), (2, B, 2));
+}
+
+#[test]
+fn terminal_once_every_read_returns_the_stored_outcome() {
+    let (mut tasks, mut rng) = table();
+    let task = tasks
+        .create(T0, &mut rng, 1, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    let result: Arc<str> = r#"{"content":[]}"#.into();
+    assert_eq!(
+        tasks.settle(
+            T0.plus(5),
+            task.id,
+            Some(1),
+            Status::Completed,
+            Some(result.clone())
+        ),
+        Ok(Settled::Won(Status::Completed))
+    );
+    assert_eq!(
+        tasks.settle(
+            T0.plus(6),
+            task.id,
+            Some(1),
+            Status::Failed,
+            Some("{}".into())
+        ),
+        Ok(Settled::Lost(Status::Completed))
+    );
+    let read = tasks.get(task.id).unwrap();
+    assert_eq!(
+        (read.status, read.outcome.clone()),
+        (Status::Completed, Some(result))
+    );
+    assert_eq!(
+        tasks.step(T0.plus(7), task.id, 1, 2),
+        Err(WriteRefused::Terminal(Status::Completed))
+    );
+}
+
+#[test]
+fn cancel_is_settled_against_complete_and_says_which_won() {
+    let (mut tasks, mut rng) = table();
+    let task = tasks
+        .create(T0, &mut rng, 3, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    assert_eq!(
+        tasks.cancel(T0.plus(1), task.id),
+        Ok(Settled::Won(Status::Cancelled))
+    );
+    // The runner's next write is refused: no effect lands after the cancel won.
+    assert_eq!(
+        tasks.step(T0.plus(2), task.id, 1, 1),
+        Err(WriteRefused::Terminal(Status::Cancelled))
+    );
+    assert_eq!(tasks.get(task.id).unwrap().ended_by, Some(EndedBy::Cancel));
+    let done = tasks
+        .create(T0, &mut rng, 1, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    tasks
+        .settle(T0.plus(1), done.id, Some(1), Status::Completed, None)
+        .unwrap();
+    assert_eq!(
+        tasks.cancel(T0.plus(2), done.id),
+        Ok(Settled::Lost(Status::Completed))
+    );
+    let never = TaskId::generate(&mut rng);
+    assert_eq!(tasks.cancel(T0, never), Err(Missing::Unknown));
+}
+
+#[test]
+fn the_ttl_fails_unfinished_work_through_the_same_path_and_expired_stays_distinct() {
+    let (mut tasks, mut rng) = table();
+    let task = tasks
+        .create(T0, &mut rng, 10, 1_000, keyed("k", "{}"), A)
+        .unwrap();
+    assert_eq!(tasks.poll_timeout(), Some(T0.plus(1_000)));
+    assert!(tasks.expire(T0.plus(999)).is_empty());
+    assert_eq!(tasks.expire(T0.plus(1_000)), vec![task.id]);
+    assert_eq!(tasks.get(task.id).unwrap().status, Status::Failed);
+    // The runner that was still going is stopped by its next write.
+    assert_eq!(
+        tasks.step(T0.plus(1_001), task.id, 1, 3),
+        Err(WriteRefused::Terminal(Status::Failed))
+    );
+    let gone_at = T0.plus(1_000 + RETAIN_MS);
+    assert_eq!(tasks.poll_timeout(), Some(gone_at));
+    tasks.expire(gone_at);
+    assert_eq!(tasks.get(task.id), Err(Missing::Expired { at: gone_at }));
+    assert_eq!(tasks.get(TaskId::generate(&mut rng)), Err(Missing::Unknown));
+    assert_eq!(Missing::Expired { at: gone_at }.reason(), "expired");
+    // The key went with its task.
+    let again = tasks
+        .create(gone_at, &mut rng, 1, 1_000, keyed("k", "{}"), A)
+        .unwrap();
+    assert!(again.fresh);
+}

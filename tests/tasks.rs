@@ -1,0 +1,192 @@
+//! The tasks extension on `forkscope serve`, over real sockets (2026-07-28): a `tools/call`
+//! from a client that declares the extension is answered with a task; the idempotency key makes
+//! a re-issued call find its task instead of running the work again (without it the re-issue
+//! runs twice); cancel is settled against completion and says which won; an unknown task is
+//! told apart from an expired one.
+
+use forkscope::clock::LabClock;
+use forkscope::wire::server::{self, RunningServer, ServeOptions};
+use forkscope::wire::{Core, Shared};
+use forkscope_core::revision::MODERN;
+use forkscope_core::{LabConfig, Policy};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// A bound on any one wait, never a measurement.
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn start() -> (RunningServer, String) {
+    let shared = Shared::new(Core::new(LabConfig::default(), Policy::Fenced).unwrap());
+    let running = server::start(
+        shared,
+        Arc::new(LabClock::new()),
+        ServeOptions::default(),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}/mcp", running.addr);
+    (running, url)
+}
+
+/// A 2026-07-28 request from a client that declares the tasks extension; `name` is what
+/// `Mcp-Name` mirrors (the tool, or the task id).
+async fn request(url: &str, id: u64, method: &str, mut params: Value, key: Option<&str>) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": { "io.modelcontextprotocol/tasks": {} }
+        },
+    });
+    if let Some(key) = key {
+        meta["io.forkscope/idempotencyKey"] = json!(key);
+    }
+    params["_meta"] = meta;
+    let name = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{method}");
+    response.json().await.unwrap()
+}
+
+async fn call(url: &str, id: u64, steps: u64, delay_ms: u64, key: Option<&str>) -> Value {
+    let params =
+        json!({ "name": "progress_task", "arguments": { "steps": steps, "delay_ms": delay_ms } });
+    request(url, id, "tools/call", params, key).await
+}
+
+async fn get(url: &str, task: &str) -> Value {
+    request(url, 99, "tasks/get", json!({ "taskId": task }), None).await
+}
+
+/// Polls `tasks/get` until the task is terminal.
+async fn until_terminal(url: &str, task: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let read = get(url, task).await;
+        if read["result"]["status"] != "working" {
+            return read["result"].clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{read}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_re_issued_call_with_its_key_finds_its_task_and_runs_once() {
+    let (running, url) = start().await;
+    let first = call(&url, 1, 3, 20, Some("order-42")).await;
+    let created = &first["result"];
+    assert_eq!(created["resultType"], "task", "{first}");
+    assert_eq!(created["status"], "working");
+    assert!(created["ttlMs"].as_u64().is_some() && created["pollIntervalMs"].as_u64().is_some());
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(task.len(), 32);
+    // The answer was lost; the client re-issues under a new request id.
+    let again = call(&url, 2, 3, 20, Some("order-42")).await;
+    assert_eq!(again["result"]["taskId"], task.as_str());
+    let done = until_terminal(&url, &task).await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["result"]["content"][0]["text"], "done: 3 steps");
+    assert_eq!(running.tasks().created.load(Ordering::Relaxed), 1);
+    assert_eq!(running.tasks().reused.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        running.tasks().steps_committed.load(Ordering::Relaxed),
+        3,
+        "each step once"
+    );
+    // The same key for other arguments is refused, naming the task it belongs to.
+    let other = call(&url, 3, 4, 20, Some("order-42")).await;
+    assert_eq!(other["error"]["code"], -32602);
+    assert_eq!(other["error"]["data"]["reason"], "idempotency_key_reused");
+    assert_eq!(other["error"]["data"]["taskId"], task.as_str());
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_key_the_re_issue_runs_the_work_twice() {
+    let (running, url) = start().await;
+    let a = call(&url, 1, 2, 10, None).await;
+    let b = call(&url, 2, 2, 10, None).await;
+    let (a, b) = (
+        a["result"]["taskId"].as_str().unwrap(),
+        b["result"]["taskId"].as_str().unwrap(),
+    );
+    assert_ne!(a, b, "two tasks for one intent: the double effect");
+    until_terminal(&url, a).await;
+    until_terminal(&url, b).await;
+    assert_eq!(running.tasks().steps_committed.load(Ordering::Relaxed), 4);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn cancel_is_settled_against_completion_and_says_which_won() {
+    let (running, url) = start().await;
+    let long = call(&url, 1, 200, 50, Some("long")).await;
+    let task = long["result"]["taskId"].as_str().unwrap().to_owned();
+    let cancelled = request(&url, 2, "tasks/cancel", json!({ "taskId": task }), None).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete");
+    assert_eq!(
+        cancelled["result"]["_meta"]["io.forkscope/cancel"]["status"],
+        "cancelled"
+    );
+    // The runner's next write is refused: it stops, and the task stays cancelled.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while running.tasks().writes_refused.load(Ordering::Relaxed) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the runner was not stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let read = get(&url, &task).await;
+    assert_eq!(read["result"]["status"], "cancelled");
+    let committed = running.tasks().steps_committed.load(Ordering::Relaxed);
+    assert!(committed < 200, "{committed}");
+    // A cancel that comes after completion: the completion stands, and the answer says so.
+    let short = call(&url, 3, 1, 0, None).await;
+    let short = short["result"]["taskId"].as_str().unwrap().to_owned();
+    until_terminal(&url, &short).await;
+    let late = request(&url, 4, "tasks/cancel", json!({ "taskId": short }), None).await;
+    assert_eq!(
+        late["result"]["_meta"]["io.forkscope/cancel"]["status"],
+        "completed"
+    );
+    assert_eq!(get(&url, &short).await["result"]["status"], "completed");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_task_is_invalid_params_with_its_reason() {
+    let (running, url) = start().await;
+    let unknown = get(&url, "0123456789abcdef0123456789abcdef").await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    assert_eq!(unknown["error"]["data"]["reason"], "unknown");
+    let garbage = get(&url, "not-a-task").await;
+    assert_eq!(garbage["error"]["data"]["reason"], "unknown");
+    let discovered = request(&url, 5, "server/discover", json!({}), None).await;
+    assert!(
+        discovered["result"]["capabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_some(),
+        "{discovered}"
+    );
+    running.stop().await;
+}
