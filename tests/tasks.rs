@@ -19,7 +19,11 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(20);
 
 async fn start() -> (RunningServer, String) {
-    let shared = Shared::new(Core::new(LabConfig::default(), Policy::Fenced).unwrap());
+    start_as(Policy::Fenced).await
+}
+
+async fn start_as(policy: Policy) -> (RunningServer, String) {
+    let shared = Shared::new(Core::new(LabConfig::default(), policy).unwrap());
     let running = server::start(
         shared,
         Arc::new(LabClock::new()),
@@ -188,5 +192,24 @@ async fn an_unknown_task_is_invalid_params_with_its_reason() {
             .is_some(),
         "{discovered}"
     );
+    running.stop().await;
+}
+
+/// `serve --policy naive` does what the extension's wire alone gives: it reads no key, so the
+/// keyed re-issue makes a second task and the work runs twice.
+#[tokio::test]
+async fn naive_reads_no_key_and_the_re_issue_runs_twice() {
+    let (running, url) = start_as(Policy::Naive).await;
+    let a = call(&url, 1, 2, 10, Some("order-42")).await;
+    let b = call(&url, 2, 2, 10, Some("order-42")).await;
+    let (a, b) = (
+        a["result"]["taskId"].as_str().unwrap(),
+        b["result"]["taskId"].as_str().unwrap(),
+    );
+    assert_ne!(a, b);
+    until_terminal(&url, a).await;
+    until_terminal(&url, b).await;
+    assert_eq!(running.tasks().steps_committed.load(Ordering::Relaxed), 4);
+    assert_eq!(running.tasks().reused.load(Ordering::Relaxed), 0);
     running.stop().await;
 }

@@ -290,7 +290,7 @@ pub async fn start(
         counters: counters.clone(),
         tasks: tasks.clone(),
         write_deadline: options.write_deadline,
-        modern: server::modern::Modern::new(options.protocols),
+        modern: server::modern::Modern::new(options.protocols, options.policy.into()),
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));
     let limits = Limits {

@@ -309,14 +309,18 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let wake = Wake::default();
-    shared.lock().io.truth_comments = options.truth_comments;
+    let policy = {
+        let mut core = shared.lock();
+        core.io.truth_comments = options.truth_comments;
+        core.server.policy()
+    };
     let app = App {
         shared: shared.clone(),
         truth: options.truth_comments,
         clock: clock.clone(),
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),
-        modern: modern::Modern::new(options.protocols),
+        modern: modern::Modern::new(options.protocols, policy),
     };
     let modern = app.modern.clone();
     let (shutdown, stopped) = oneshot::channel();

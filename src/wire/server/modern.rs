@@ -20,7 +20,7 @@ use forkscope_core::ToolSpec;
 use forkscope_core::revision::{
     self, Era, META_VERSION, ModernRequest, PostHead, Protocols, Refusal,
 };
-use forkscope_core::tasks::{IDEMPOTENCY_KEY, Keyed};
+use forkscope_core::tasks::{IDEMPOTENCY_KEY, Keyed, TaskRules};
 use forkscope_core::work::{Steps, ToolStep};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -57,11 +57,12 @@ pub(crate) enum Gate {
 }
 
 impl Modern {
-    pub fn new(protocols: Protocols) -> Modern {
+    /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`).
+    pub fn new(protocols: Protocols, policy: forkscope_core::Policy) -> Modern {
         Modern {
             protocols,
             counters: Arc::default(),
-            tasks: Arc::default(),
+            tasks: Arc::new(TaskHub::new(TaskRules::of(policy))),
         }
     }
 

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::tasks::{
     CreateError, DEFAULT_TTL_MS, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status, Task,
-    TaskTable,
+    TaskRules, TaskTable,
 };
 use forkscope_core::work::{Steps, ToolStep};
 use forkscope_core::{LabTime, TaskId, ToolSpec};
@@ -49,11 +49,17 @@ pub struct TaskHub {
 
 impl Default for TaskHub {
     fn default() -> Self {
+        TaskHub::new(TaskRules::default())
+    }
+}
+
+impl TaskHub {
+    pub fn new(rules: TaskRules) -> Self {
         let unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         TaskHub {
-            table: Mutex::new(TaskTable::new()),
+            table: Mutex::new(TaskTable::new(rules)),
             rng: Mutex::new(OsEntropy::new()),
             started: tokio::time::Instant::now(),
             started_unix_ms: unix_ms,

@@ -28,6 +28,7 @@
 mod tests;
 
 use crate::ids::{Entropy, TaskId};
+use crate::policy::Policy;
 use crate::time::LabTime;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -179,6 +180,28 @@ pub enum Settled {
     Lost(Status),
 }
 
+/// What a server does with tasks, by policy. The fence honours the idempotency key; every
+/// other policy does what the extension's wire alone gives (no key is read), so a re-issued
+/// call makes a second task: the double effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskRules {
+    pub honours_keys: bool,
+}
+
+impl TaskRules {
+    pub fn of(policy: Policy) -> TaskRules {
+        TaskRules {
+            honours_keys: policy == Policy::Fenced,
+        }
+    }
+}
+
+impl Default for TaskRules {
+    fn default() -> Self {
+        TaskRules::of(Policy::Fenced)
+    }
+}
+
 /// Every task, every key, and the tombstones of the deleted.
 #[derive(Clone, Debug, Default)]
 pub struct TaskTable {
@@ -186,11 +209,16 @@ pub struct TaskTable {
     keys: HashMap<String, (String, TaskId)>,
     tombstones: VecDeque<(TaskId, LabTime)>,
     max_tasks: usize,
+    rules: TaskRules,
 }
 
 impl TaskTable {
-    pub fn new() -> TaskTable {
-        TaskTable::with_capacity(MAX_TASKS)
+    pub fn new(rules: TaskRules) -> TaskTable {
+        TaskTable {
+            max_tasks: MAX_TASKS,
+            rules,
+            ..TaskTable::default()
+        }
     }
 
     pub fn with_capacity(max_tasks: usize) -> TaskTable {
@@ -198,6 +226,10 @@ impl TaskTable {
             max_tasks,
             ..TaskTable::default()
         }
+    }
+
+    pub fn rules(&self) -> TaskRules {
+        self.rules
     }
 
     pub fn len(&self) -> usize {
@@ -219,6 +251,7 @@ impl TaskTable {
         keyed: Option<Keyed>,
         runner: Runner,
     ) -> Result<Created, CreateError> {
+        let keyed = keyed.filter(|_| self.rules.honours_keys);
         if let Some(k) = &keyed {
             if k.key.len() > MAX_KEY_BYTES {
                 return Err(CreateError::KeyTooLong);

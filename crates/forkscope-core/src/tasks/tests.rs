@@ -13,7 +13,7 @@ fn keyed(key: &str, arguments: &str) -> Option<Keyed> {
 }
 
 fn table() -> (TaskTable, SplitMix64) {
-    (TaskTable::new(), SplitMix64::new(7))
+    (TaskTable::new(TaskRules::default()), SplitMix64::new(7))
 }
 
 #[test]
@@ -213,4 +213,19 @@ fn the_ttl_fails_unfinished_work_through_the_same_path_and_expired_stays_distinc
         .create(gone_at, &mut rng, 1, 1_000, keyed("k", "{}"), A)
         .unwrap();
     assert!(again.fresh);
+}
+
+#[test]
+fn naive_reads_no_key_so_the_re_issue_makes_a_second_task() {
+    let mut tasks = TaskTable::new(TaskRules::of(Policy::Naive));
+    let mut rng = SplitMix64::new(3);
+    let first = tasks
+        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, keyed("k", "{}"), A)
+        .unwrap();
+    let again = tasks
+        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, keyed("k", "{}"), A)
+        .unwrap();
+    assert!(first.fresh && again.fresh);
+    assert_ne!(first.id, again.id);
+    assert_eq!(tasks.len(), 2);
 }
