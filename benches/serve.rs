@@ -621,11 +621,11 @@ fn finished_call(line: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The port of the start line: `forkscope serve: MCP Streamable HTTP 2025-11-25 at URL …`, or a
+/// The port of the start line: `forkscope serve: MCP Streamable HTTP REVISIONS at URL …`, or a
 /// replica's `forkscope serve: replica NAME at URL on store STORE (policy …)`.
 fn announced_port(line: &str) -> Option<u16> {
-    let at = match line.strip_prefix("forkscope serve: MCP Streamable HTTP 2025-11-25 at ") {
-        Some(at) => at,
+    let at = match line.strip_prefix("forkscope serve: MCP Streamable HTTP ") {
+        Some(rest) => rest.split_once(" at ")?.1,
         None => {
             line.strip_prefix("forkscope serve: replica ")?
                 .split_once(" at ")?
