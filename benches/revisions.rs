@@ -1,0 +1,380 @@
+//! Both revisions on one `forkscope serve`, as a user runs it: the real binary as a subprocess
+//! (`TOKIO_WORKER_THREADS=1`), real sockets on 127.0.0.1, reqwest as the client.
+//!
+//! 1. tool-call progress events/s: `progress_task` with `delay_ms` 0 and a progress token, send
+//!    → the stream's end, best of 3 — a 2025-11-25 session's call beside a 2026-07-28 stateless
+//!    call on the same server.
+//! 2. time to the first byte of a plain 2026 call (the first progress frame of a 1-step call) beside
+//!    the time to a fenced task's `CreateTaskResult` (keyed, so the store records the key too),
+//!    p50 and p99. Target: the task create within 2× the plain call.
+//! 3. a task's round trip: create, then `tasks/get` until it is completed, with its result
+//!    (1 step, `delay_ms` 0), p50 and p99.
+//!
+//! Tasks on Redis are not built yet: their figure (target ≥ 0.25× in memory) comes with them.
+//!
+//! `cargo bench --bench revisions`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
+//! `cargo test --all-targets` does) uses small sizes. JSON: `target/bench-revisions.json`
+//! (quick runs: `target/bench-revisions.quick.json`). A measure that cannot run exits non-zero.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const MODERN: &str = "2026-07-28";
+const LEGACY: &str = "2025-11-25";
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// A bound on any one request, never a measurement.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn quick() -> bool {
+    std::env::var_os("FORKSCOPE_BENCH_QUICK").is_some() || !std::env::args().any(|a| a == "--bench")
+}
+
+/// `forkscope serve` as a child process, killed when dropped.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start() -> Result<Serve, String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_forkscope"))
+            .args(["serve", "--port", "0", "--emit-every", "0"])
+            .env("TOKIO_WORKER_THREADS", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start forkscope serve: {e}"))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut serve = Serve {
+            child,
+            url: String::new(),
+        };
+        let line = rx
+            .recv_timeout(START_TIMEOUT)
+            .map_err(|_| "forkscope serve announced no address".to_owned())?;
+        let url = line
+            .split_once(" at ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .filter(|u| u.starts_with("http://127.0.0.1:"))
+            .ok_or_else(|| format!("not a start line: {line}"))?;
+        serve.url = url.to_owned();
+        Ok(serve)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .no_proxy()
+        .build()
+        .expect("a reqwest client")
+}
+
+fn meta(tasks: bool, key: Option<&str>) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "progressToken": "p",
+    });
+    if tasks {
+        meta["io.modelcontextprotocol/clientCapabilities"] =
+            json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    }
+    if let Some(key) = key {
+        meta["io.forkscope/idempotencyKey"] = json!(key);
+    }
+    meta
+}
+
+fn modern(
+    http: &reqwest::Client,
+    url: &str,
+    method: &str,
+    name: &str,
+    body: &Value,
+) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .body(body.to_string())
+}
+
+fn call_body(id: u64, steps: u64, meta: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "progress_task", "arguments": { "steps": steps, "delay_ms": 0 }, "_meta": meta } })
+}
+
+/// A 2025-11-25 session: its id.
+async fn open_session(http: &reqwest::Client, url: &str) -> Result<String, String> {
+    let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": { "name": "bench", "version": "0" } } });
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("initialize: {e}"))?;
+    response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .ok_or_else(|| "initialize: no Mcp-Session-Id".to_owned())
+}
+
+/// Reads a call's whole stream; checks every progress step and the result arrived.
+async fn whole_call(request: reqwest::RequestBuilder, steps: u64) -> Result<Duration, String> {
+    let started = Instant::now();
+    let response = tokio::time::timeout(LIMIT, request.send())
+        .await
+        .map_err(|_| "no answer".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let body = tokio::time::timeout(LIMIT, response.bytes())
+        .await
+        .map_err(|_| "the stream did not end".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&body);
+    let progress = text.matches("notifications/progress").count() as u64;
+    if progress != steps || !text.contains(&format!("done: {steps} steps")) {
+        return Err(format!(
+            "{progress} of {steps} progress events, or no result"
+        ));
+    }
+    Ok(took)
+}
+
+async fn events_per_second(
+    http: &reqwest::Client,
+    url: &str,
+    steps: u64,
+    legacy: bool,
+) -> Result<f64, String> {
+    let session = if legacy {
+        Some(open_session(http, url).await?)
+    } else {
+        None
+    };
+    let mut best = f64::MAX;
+    for id in 1..=3 {
+        let request = match &session {
+            Some(session) => {
+                let mut body = call_body(id, steps, json!({ "progressToken": "p" }));
+                body["params"]["_meta"] = json!({ "progressToken": "p" });
+                http.post(url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", LEGACY)
+                    .header("mcp-session-id", session)
+                    .body(body.to_string())
+            }
+            None => modern(
+                http,
+                url,
+                "tools/call",
+                "progress_task",
+                &call_body(id, steps, meta(false, None)),
+            ),
+        };
+        best = best.min(whole_call(request, steps).await?.as_secs_f64());
+    }
+    Ok(steps as f64 / best)
+}
+
+/// Time to a plain call's first byte, and to a task's `CreateTaskResult`.
+async fn first_byte(
+    http: &reqwest::Client,
+    url: &str,
+    rounds: u64,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
+    let (mut plain, mut task) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let body = call_body(round, 1, meta(false, None));
+        let started = Instant::now();
+        let mut response = modern(http, url, "tools/call", "progress_task", &body)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        response
+            .chunk()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("an empty stream")?;
+        plain.push(started.elapsed());
+        drop(response);
+        let key = format!("bench-{round}");
+        let body = call_body(round, 1, meta(true, Some(&key)));
+        let started = Instant::now();
+        let created: Value = modern(http, url, "tools/call", "progress_task", &body)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        task.push(started.elapsed());
+        if created["result"]["resultType"] != "task" {
+            return Err(format!("not a task: {created}"));
+        }
+    }
+    Ok((plain, task))
+}
+
+/// A task created, polled until completed, its result read.
+async fn round_trips(
+    http: &reqwest::Client,
+    url: &str,
+    rounds: u64,
+) -> Result<Vec<Duration>, String> {
+    let mut took = Vec::new();
+    for round in 0..rounds {
+        let started = Instant::now();
+        let created: Value = modern(
+            http,
+            url,
+            "tools/call",
+            "progress_task",
+            &call_body(round, 1, meta(true, None)),
+        )
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+        let task = created["result"]["taskId"]
+            .as_str()
+            .ok_or("no task id")?
+            .to_owned();
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let get = json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+                "params": { "taskId": task, "_meta": meta(true, None) } });
+            let read: Value = modern(http, url, "tasks/get", &task, &get)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .json()
+                .await
+                .map_err(|e| e.to_string())?;
+            if read["result"]["status"] == "completed" {
+                if read["result"]["result"]["content"][0]["text"] != "done: 1 steps" {
+                    return Err(format!("a wrong result: {read}"));
+                }
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the task did not complete: {read}"));
+            }
+        }
+        took.push(started.elapsed());
+    }
+    Ok(took)
+}
+
+fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
+    let mut sorted: Vec<Duration> = samples.to_vec();
+    sorted.sort();
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1_000.0
+}
+
+async fn run() -> Result<Value, String> {
+    let (steps, rounds) = if quick() { (500, 20) } else { (20_000, 500) };
+    let serve = Serve::start()?;
+    let http = http();
+    let url = serve.url.clone();
+    // Warm both paths up.
+    events_per_second(&http, &url, 50, true).await?;
+    events_per_second(&http, &url, 50, false).await?;
+    let legacy = events_per_second(&http, &url, steps, true).await?;
+    let modern = events_per_second(&http, &url, steps, false).await?;
+    let (plain, task) = first_byte(&http, &url, rounds).await?;
+    let trips = round_trips(&http, &url, rounds).await?;
+    let (plain_p50, task_p50) = (percentile_ms(&plain, 0.5), percentile_ms(&task, 0.5));
+    println!(
+        "forkscope serve, both revisions — {} sizes",
+        if quick() { "quick" } else { "full" }
+    );
+    println!(
+        "  1. tool-call progress events/s ({steps} steps, best of 3): 2025-11-25 {legacy:.0}, 2026-07-28 {modern:.0} ({:.2}×)",
+        modern / legacy
+    );
+    println!(
+        "  2. first byte of a plain 2026 call p50 {plain_p50:.3} ms p99 {:.3} ms; fenced task create p50 {task_p50:.3} ms p99 {:.3} ms ({:.2}× the plain call; target ≤ 2×{})",
+        percentile_ms(&plain, 0.99),
+        percentile_ms(&task, 0.99),
+        task_p50 / plain_p50,
+        if task_p50 <= 2.0 * plain_p50 {
+            ", met"
+        } else {
+            ", MISSED"
+        }
+    );
+    println!(
+        "  3. task round trip (create, poll, result; 1 step) p50 {:.3} ms p99 {:.3} ms ({rounds} rounds)",
+        percentile_ms(&trips, 0.5),
+        percentile_ms(&trips, 0.99)
+    );
+    Ok(json!({
+        "quick": quick(),
+        "progress_events_per_second": { "2025-11-25": legacy, "2026-07-28": modern, "steps": steps },
+        "first_byte_ms": { "plain_p50": plain_p50, "plain_p99": percentile_ms(&plain, 0.99),
+            "task_create_p50": task_p50, "task_create_p99": percentile_ms(&task, 0.99), "rounds": rounds },
+        "task_round_trip_ms": { "p50": percentile_ms(&trips, 0.5), "p99": percentile_ms(&trips, 0.99) },
+    }))
+}
+
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match runtime.block_on(run()) {
+        Ok(report) => {
+            let target = std::path::Path::new(env!("CARGO_BIN_EXE_forkscope"))
+                .ancestors()
+                .nth(2)
+                .map(|p| p.to_path_buf())
+                .unwrap_or_default();
+            let name = if quick() {
+                "bench-revisions.quick.json"
+            } else {
+                "bench-revisions.json"
+            };
+            let path = target.join(name);
+            if let Err(e) = std::fs::write(&path, format!("{report:#}\n")) {
+                eprintln!("cannot write {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+            println!("results written to {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("FAILED: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
