@@ -7,9 +7,12 @@ use super::{
     Adoption, Events, NewStream, READ_BLOCK, Refused, Resumed, Retention, SessionId, Snapshot,
     StoreError, Writer,
 };
-use forkscope_core::StreamId;
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::replica::store::{SessionImage, StoreMachine};
+use forkscope_core::tasks::{
+    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, TaskTable, WriteRefused,
+};
+use forkscope_core::{LabTime, StreamId, TaskId};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -22,6 +25,8 @@ pub struct MemoryStore {
 #[derive(Debug)]
 struct Inner {
     machine: Mutex<StoreMachine>,
+    /// The tasks extension's tasks (`store/tasks.rs`), at this store's clock.
+    tasks: Mutex<TaskTable>,
     /// Woken on every append, end and restore: a blocked reader looks again.
     changed: Notify,
     born: Instant,
@@ -32,6 +37,7 @@ impl MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 machine: Mutex::new(StoreMachine::new(retention)),
+                tasks: Mutex::new(TaskTable::new()),
                 changed: Notify::new(),
                 born: Instant::now(),
             }),
@@ -57,6 +63,74 @@ impl MemoryStore {
             .machine
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs one operation on the task table at this store's clock, the TTL applied first.
+    fn tasks<T>(&self, op: impl FnOnce(&mut TaskTable, LabTime) -> T) -> T {
+        let now = LabTime::from_millis(self.now_ms());
+        let mut tasks = self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        if tasks.poll_timeout().is_some_and(|at| at <= now) {
+            tasks.expire(now);
+        }
+        op(&mut tasks, now)
+    }
+
+    pub(super) fn task_now(&self) -> u64 {
+        self.now_ms()
+    }
+
+    pub(super) fn task_wall_origin_ms(&self) -> u64 {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        unix_ms.saturating_sub(self.now_ms())
+    }
+
+    pub(super) fn task_create(
+        &self,
+        new_id: TaskId,
+        steps: u64,
+        ttl_ms: u64,
+        keyed: Option<Keyed>,
+        runner: Runner,
+    ) -> Result<(Created, Task), CreateError> {
+        self.tasks(|t, now| {
+            let created = t.create(now, new_id, steps, ttl_ms, keyed, runner)?;
+            let task = t
+                .get(created.id)
+                .cloned()
+                .expect("a task just made reads back");
+            Ok((created, task))
+        })
+    }
+
+    pub(super) fn task_get(&self, id: TaskId) -> Result<Task, Missing> {
+        self.tasks(|t, _| t.get(id).cloned())
+    }
+
+    pub(super) fn task_step(&self, id: TaskId, epoch: u64, done: u64) -> Result<(), WriteRefused> {
+        self.tasks(|t, now| t.step(now, id, epoch, done))
+    }
+
+    pub(super) fn task_settle(
+        &self,
+        id: TaskId,
+        epoch: Option<u64>,
+        to: Status,
+        outcome: Option<Arc<str>>,
+    ) -> Result<Settled, WriteRefused> {
+        self.tasks(|t, now| t.settle(now, id, epoch, to, outcome))
+    }
+
+    pub(super) fn task_cancel(&self, id: TaskId) -> Result<Settled, Missing> {
+        self.tasks(|t, now| t.cancel(now, id))
+    }
+
+    pub(super) fn task_adopt(&self, id: TaskId, runner: Runner) -> Option<Task> {
+        self.tasks(|t, now| {
+            t.adopt(now, id, runner)?;
+            t.get(id).ok().cloned()
+        })
     }
 
     /// Runs one operation on the machine at this store's clock.

@@ -19,6 +19,7 @@
 pub mod memory;
 pub mod redis;
 pub mod rollback;
+mod tasks;
 
 /// The store names sessions by the core's own id type.
 pub use forkscope_core::SessionId;

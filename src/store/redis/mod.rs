@@ -17,6 +17,7 @@
 
 mod reader;
 mod replies;
+mod tasks;
 pub use reader::RedisReader;
 
 pub(super) use replies::{classify, unavailable};

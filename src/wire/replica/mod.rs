@@ -183,9 +183,16 @@ pub struct RunningReplica {
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
     pokes: Pokes,
     alive: Arc<AtomicBool>,
+    /// The 2026-07-28 side: its counters, and the task runners a kill stops.
+    modern: server::modern::Modern,
 }
 
 impl RunningReplica {
+    /// The tasks extension's side of this replica (its counters outlive a kill).
+    pub fn tasks(&self) -> Arc<server::tasks::TaskHub> {
+        self.modern.tasks.clone()
+    }
+
     /// Each background emitter this replica runs for `session` emits once, now. Returns how
     /// many were poked.
     pub fn emit_now(&self, session: &SessionId) -> usize {
@@ -231,6 +238,7 @@ impl RunningReplica {
     /// Ends what this replica runs: deliveries, call runners, background emitters.
     fn abort_work(&mut self) {
         self.alive.store(false, Ordering::SeqCst);
+        self.modern.tasks.kill_runners();
         for task in self
             .tasks
             .lock()
@@ -274,6 +282,7 @@ pub async fn start(
     let tasks = Arc::new(Mutex::new(Vec::new()));
     let pokes = Pokes::default();
     let alive = Arc::new(AtomicBool::new(true));
+    let shared_tasks = (options.policy == ReplicaPolicy::Fenced).then(|| store.clone());
     let replica = Replica {
         witness: options.witness,
         truth: options.truth_comments,
@@ -290,7 +299,13 @@ pub async fn start(
         counters: counters.clone(),
         tasks: tasks.clone(),
         write_deadline: options.write_deadline,
-        modern: server::modern::Modern::new(options.protocols, options.policy.into()),
+        modern: server::modern::Modern::new(
+            options.protocols,
+            options.policy.into(),
+            // Fenced replicas keep tasks in the shared store; naive ones in their own process,
+            // as the SDKs' task managers do: a poll that lands elsewhere finds nothing.
+            shared_tasks,
+        ),
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));
     let limits = Limits {
@@ -303,6 +318,7 @@ pub async fn start(
             write_deadline_ms: options.write_deadline.map(|d| d.as_millis() as u64),
         },
     };
+    let modern = replica.modern.clone();
     let app = axum::Router::new()
         .route(
             "/mcp",
@@ -333,6 +349,7 @@ pub async fn start(
         stop: Some(stop),
         server,
         tasks,
+        modern,
         pokes,
         alive,
     })

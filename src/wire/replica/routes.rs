@@ -142,7 +142,7 @@ pub(super) async fn post_mcp(
         Ok(incoming) => incoming,
         Err(refused) => return refused,
     };
-    if let Gate::Answered(response) = replica.modern.gate_post(&headers, &incoming) {
+    if let Gate::Answered(response) = replica.modern.gate_post(&headers, &incoming).await {
         return response;
     }
     let params = incoming.params();

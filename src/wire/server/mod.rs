@@ -320,7 +320,7 @@ pub async fn start(
         clock: clock.clone(),
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),
-        modern: modern::Modern::new(options.protocols, policy),
+        modern: modern::Modern::new(options.protocols, policy, None),
     };
     let modern = app.modern.clone();
     let (shutdown, stopped) = oneshot::channel();

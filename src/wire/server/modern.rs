@@ -57,17 +57,22 @@ pub(crate) enum Gate {
 }
 
 impl Modern {
-    /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`).
-    pub fn new(protocols: Protocols, policy: forkscope_core::Policy) -> Modern {
+    /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`);
+    /// `store`: where tasks are kept when shared (fenced replicas), else this endpoint's own.
+    pub fn new(
+        protocols: Protocols,
+        policy: forkscope_core::Policy,
+        store: Option<crate::store::Store>,
+    ) -> Modern {
         Modern {
             protocols,
             counters: Arc::default(),
-            tasks: Arc::new(TaskHub::new(TaskRules::of(policy))),
+            tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store)),
         }
     }
 
     /// Reads the era of a POST and answers it if it is modern (or refused).
-    pub(crate) fn gate_post(&self, headers: &HeaderMap, incoming: &Incoming) -> Gate {
+    pub(crate) async fn gate_post(&self, headers: &HeaderMap, incoming: &Incoming) -> Gate {
         let message = &incoming.message;
         let meta = message.pointer("/params/_meta");
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -99,7 +104,7 @@ impl Modern {
         match revision::classify_post(self.protocols, &head) {
             Ok(Era::Legacy) => Gate::Legacy,
             Ok(Era::Modern(request)) => {
-                Gate::Answered(self.answer(request, &id, headers, incoming))
+                Gate::Answered(self.answer(request, &id, headers, incoming).await)
             }
             Err(refusal) => Gate::Answered(refused(&id, &refusal)),
         }
@@ -118,7 +123,7 @@ impl Modern {
         Some(response)
     }
 
-    fn answer(
+    async fn answer(
         &self,
         request: ModernRequest,
         id: &Value,
@@ -129,14 +134,14 @@ impl Modern {
             ModernRequest::Notification => StatusCode::ACCEPTED.into_response(),
             ModernRequest::Discover => complete(id, discover_result(self.protocols)),
             ModernRequest::ListTools => complete(id, json!({ "tools": [super::tool::schema()] })),
-            ModernRequest::CallTool => self.call_tool(id, headers, &incoming.params()),
-            ModernRequest::GetTask => self.tasks.get(id, &incoming.params()),
-            ModernRequest::UpdateTask => self.tasks.update(id, &incoming.params()),
-            ModernRequest::CancelTask => self.tasks.cancel(id, &incoming.params()),
+            ModernRequest::CallTool => self.call_tool(id, headers, &incoming.params()).await,
+            ModernRequest::GetTask => self.tasks.get(id, &incoming.params()).await,
+            ModernRequest::UpdateTask => self.tasks.update(id, &incoming.params()).await,
+            ModernRequest::CancelTask => self.tasks.cancel(id, &incoming.params()).await,
         }
     }
 
-    fn call_tool(&self, id: &Value, headers: &HeaderMap, params: &Value) -> Response {
+    async fn call_tool(&self, id: &Value, headers: &HeaderMap, params: &Value) -> Response {
         if params.get("name").and_then(Value::as_str) == Some("emit_standalone") {
             let why = "emit_standalone needs the legacy GET stream; 2026-07-28 has none";
             return json_response(
@@ -151,7 +156,7 @@ impl Modern {
         // The server decides: a client that declares the tasks extension gets a task.
         if declares_tasks(params) {
             return match idempotency_key(params, spec) {
-                Ok(keyed) => self.tasks.call(id, spec, keyed),
+                Ok(keyed) => self.tasks.call(id, spec, keyed).await,
                 Err(why) => json_response(
                     StatusCode::OK,
                     jsonrpc::error(id, jsonrpc::INVALID_PARAMS, why, None),

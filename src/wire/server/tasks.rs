@@ -1,24 +1,30 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`) on the 2026-07-28 side of the
 //! endpoint: `tools/call` answered with a `CreateTaskResult` when the client declares the
 //! extension, then `tasks/get`, `tasks/update` and `tasks/cancel`. What may happen to a task is
-//! the core's [`TaskTable`] (one task per idempotency key, one runner, terminal once, cancel
-//! settled against complete, expiry distinct from never-existed); this file spells it in JSON
-//! and runs the work: `progress_task`'s steps, each committed under the runner's epoch before it
-//! counts as done.
+//! the core's [`TaskTable`](forkscope_core::tasks::TaskTable) (one task per idempotency key, one
+//! runner, terminal once, cancel settled against complete, expiry distinct from never-existed),
+//! kept in a store (`crate::store`): the server's own in memory, or the replicas' shared one, so
+//! any replica answers for any task. This file spells it in JSON and runs the work:
+//! `progress_task`'s steps, each committed under the runner's epoch before it counts as done.
+//!
+//! A runner that dies leaves its lease to run out; the next `tasks/get` that finds the task
+//! working past its lease adopts it under the next epoch and runs it on from its last committed
+//! step, wherever that poll landed, so a task needs no sticky routing.
 
 use super::refusal::{Unavailable, json_response, unavailable};
+use crate::store::{Retention, Store, StoreError};
 use crate::wire::{OsEntropy, jsonrpc};
 use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::tasks::{
     CreateError, DEFAULT_TTL_MS, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status, Task,
-    TaskRules, TaskTable,
+    TaskRules,
 };
 use forkscope_core::work::{Steps, ToolStep};
-use forkscope_core::{LabTime, TaskId, ToolSpec};
+use forkscope_core::{Entropy, LabTime, TaskId, ToolSpec};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// The extension's identifier, in capabilities.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -29,128 +35,156 @@ pub struct TaskCounters {
     pub created: AtomicU64,
     /// Calls whose idempotency key named a task made before: nothing new ran.
     pub reused: AtomicU64,
-    /// Steps committed: each is one effect of the work, taken once.
+    /// Steps this endpoint committed: each is one effect of the work, taken once.
     pub steps_committed: AtomicU64,
-    /// Runner writes the table refused (stale epoch, or the task already ended).
+    /// Runner writes the store refused (stale epoch, or the task already ended).
     pub writes_refused: AtomicU64,
     pub completed: AtomicU64,
+    /// Tasks this endpoint took over from a runner whose lease ran out.
+    pub adopted: AtomicU64,
 }
 
-/// The tasks of one endpoint, and the clock and randomness they are made with.
+/// The tasks of one endpoint: where they are kept, by which rules, and who runs them here.
 #[derive(Debug)]
 pub struct TaskHub {
-    table: Mutex<TaskTable>,
+    store: Store,
+    rules: TaskRules,
+    runner: Runner,
     rng: Mutex<OsEntropy>,
-    started: tokio::time::Instant,
-    /// Wall time at `started`, for the ISO 8601 timestamps the extension's `Task` carries.
-    started_unix_ms: u64,
     pub counters: TaskCounters,
+    /// The runners this endpoint started: a replica killed stops them with everything else.
+    runners: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Set once the endpoint was killed: nothing new runs here.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Default for TaskHub {
     fn default() -> Self {
-        TaskHub::new(TaskRules::default())
+        TaskHub::new(TaskRules::default(), None)
     }
 }
 
 impl TaskHub {
-    pub fn new(rules: TaskRules) -> Self {
-        let unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+    /// `store`: a shared one (replicas), or `None` for a store of this endpoint's own.
+    pub fn new(rules: TaskRules, store: Option<Store>) -> Self {
+        let mut rng = OsEntropy::new();
+        let runner = Runner(rng.next_u64() as u32);
         TaskHub {
-            table: Mutex::new(TaskTable::new(rules)),
-            rng: Mutex::new(OsEntropy::new()),
-            started: tokio::time::Instant::now(),
-            started_unix_ms: unix_ms,
+            store: store.unwrap_or_else(|| Store::memory(Retention::default())),
+            rules,
+            runner,
+            rng: Mutex::new(rng),
             counters: TaskCounters::default(),
+            runners: Mutex::default(),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         }
     }
-}
 
-/// The one server runs every task itself.
-const THIS_SERVER: Runner = Runner(0);
-
-impl TaskHub {
-    fn now(&self) -> LabTime {
-        LabTime::from_millis(self.started.elapsed().as_millis() as u64)
-    }
-
-    /// The table, with the TTL applied up to now: every read and write goes through it.
-    fn table(&self) -> MutexGuard<'_, TaskTable> {
-        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        let now = self.now();
-        if table.poll_timeout().is_some_and(|at| at <= now) {
-            for id in table.expire(now) {
-                tracing::info!(task = %id.short(), "task failed: its TTL ran out before it finished");
-            }
+    /// Runs a task here from `done` under `epoch`, unless this endpoint was killed.
+    fn start_runner(self: &Arc<Self>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
+        let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        if self.stopped.load(Ordering::SeqCst) {
+            return;
         }
-        table
+        runners.retain(|r| !r.is_finished());
+        let handle = tokio::spawn(run(self.clone(), task, epoch, spec, done));
+        runners.push(handle.abort_handle());
     }
 
-    /// `tools/call` as a task: created (or found by its key) before the answer, then run.
-    pub(crate) fn call(
+    /// Stops every runner at once, as a crash would: their tasks' leases run out, and a poll
+    /// on another replica adopts them.
+    pub fn kill_runners(&self) {
+        let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        self.stopped.store(true, Ordering::SeqCst);
+        for runner in runners.drain(..) {
+            runner.abort();
+        }
+    }
+
+    fn new_id(&self) -> TaskId {
+        TaskId::generate(&mut *self.rng.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// `tools/call` as a task: created (or found by its key) in the store before the answer,
+    /// then run here.
+    pub(crate) async fn call(
         self: &Arc<Self>,
         id: &Value,
         spec: ToolSpec,
         keyed: Option<Keyed>,
     ) -> Response {
-        let now = self.now();
-        let created = {
-            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-            let mut table = self.table();
-            table
-                .create(
-                    now,
-                    &mut *rng,
-                    spec.steps,
-                    DEFAULT_TTL_MS,
-                    keyed,
-                    THIS_SERVER,
-                )
-                .map(|created| (created, table.get(created.id).map(|t| self.task_json(t))))
-        };
+        let keyed = self.rules.read_key(keyed);
+        let created = self
+            .store
+            .task_create(
+                self.new_id(),
+                spec.steps,
+                DEFAULT_TTL_MS,
+                keyed,
+                self.runner,
+            )
+            .await;
         let (created, task) = match created {
-            Ok(done) => done,
-            Err(CreateError::Full { .. }) => {
+            Ok(Ok(done)) => done,
+            Ok(Err(CreateError::Full { .. })) => {
                 return unavailable(id, Unavailable::TooManyTasks, "too many tasks are held", 5);
             }
-            Err(e @ CreateError::KeyReused { task }) => {
+            Ok(Err(e @ CreateError::KeyReused { task })) => {
                 let data =
                     json!({ "reason": "idempotency_key_reused", "taskId": task.to_string() });
                 return invalid(id, &e.to_string(), data);
             }
-            Err(e @ CreateError::KeyTooLong) => {
-                return invalid(
-                    id,
-                    &e.to_string(),
-                    json!({ "reason": "idempotency_key_too_long" }),
-                );
+            Ok(Err(e @ CreateError::KeyTooLong)) => {
+                let data = json!({ "reason": "idempotency_key_too_long" });
+                return invalid(id, &e.to_string(), data);
             }
-        };
-        let Ok(mut task) = task else {
-            unreachable!("a task just created or found reads back");
+            Err(e) => return store_failed(id, &e),
         };
         if created.fresh {
             self.counters.created.fetch_add(1, Ordering::Relaxed);
             tracing::info!(task = %created.id.short(), steps = spec.steps, "task created");
-            tokio::spawn(run(self.clone(), created.id, created.epoch, spec));
+            self.start_runner(created.id, created.epoch, spec, 0);
         } else {
             self.counters.reused.fetch_add(1, Ordering::Relaxed);
             tracing::info!(task = %created.id.short(), "task found by its idempotency key: nothing new runs");
         }
-        task["resultType"] = json!("task");
-        json_response(StatusCode::OK, jsonrpc::result(id, task))
+        let mut body = self.task_json(&task);
+        body["resultType"] = json!("task");
+        json_response(StatusCode::OK, jsonrpc::result(id, body))
     }
 
-    pub(crate) fn get(&self, id: &Value, params: &Value) -> Response {
-        let table = self.table();
-        match task_of(params)
-            .map_err(|()| Missing::Unknown)
-            .and_then(|t| table.get(t))
+    /// `tasks/get`: the task as stored. One found working past its lease is adopted here
+    /// first, and run on from its last committed step.
+    pub(crate) async fn get(self: &Arc<Self>, id: &Value, params: &Value) -> Response {
+        let Ok(task) = task_of(params) else {
+            return missing_task(id, Missing::Unknown);
+        };
+        let mut read = match self.store.task_get(task).await {
+            Ok(read) => read,
+            Err(e) => return store_failed(id, &e),
+        };
+        if let Ok(found) = &read
+            && found.status == Status::Working
         {
+            match self.store.task_adopt(task, self.runner).await {
+                Ok(Some(adopted)) => {
+                    self.counters.adopted.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(task = %task.short(), epoch = adopted.epoch, done = adopted.done,
+                        "adopted a task whose runner's lease ran out");
+                    let spec = ToolSpec {
+                        steps: adopted.steps,
+                        delay_ms: found_delay(found),
+                    };
+                    self.start_runner(task, adopted.epoch, spec, adopted.done);
+                    read = Ok(adopted);
+                }
+                Ok(None) => {}
+                Err(e) => return store_failed(id, &e),
+            }
+        }
+        match read {
             Ok(task) => {
-                let mut body = self.task_json(task);
+                let mut body = self.task_json(&task);
                 body["resultType"] = json!("complete");
                 json_response(StatusCode::OK, jsonrpc::result(id, body))
             }
@@ -160,42 +194,43 @@ impl TaskHub {
 
     /// `tasks/update`: nothing here asks for input, so every response is for a key not
     /// outstanding, which the extension says to ignore; an unknown task is an error.
-    pub(crate) fn update(&self, id: &Value, params: &Value) -> Response {
-        let table = self.table();
-        match task_of(params)
-            .map_err(|()| Missing::Unknown)
-            .and_then(|t| table.get(t))
-        {
-            Ok(_) => acknowledged(id, None),
-            Err(missing) => missing_task(id, missing),
+    pub(crate) async fn update(&self, id: &Value, params: &Value) -> Response {
+        let Ok(task) = task_of(params) else {
+            return missing_task(id, Missing::Unknown);
+        };
+        match self.store.task_get(task).await {
+            Ok(Ok(_)) => acknowledged(id, None),
+            Ok(Err(missing)) => missing_task(id, missing),
+            Err(e) => store_failed(id, &e),
         }
     }
 
-    /// `tasks/cancel`: settled against completion by the table's compare-and-set; the
+    /// `tasks/cancel`: settled against completion by the store's compare-and-set; the
     /// acknowledgement says which won, in `_meta` (an extension of forkscope's).
-    pub(crate) fn cancel(&self, id: &Value, params: &Value) -> Response {
-        let now = self.now();
-        let settled = task_of(params)
-            .map_err(|()| Missing::Unknown)
-            .and_then(|t| self.table().cancel(now, t));
-        match settled {
-            Ok(Settled::Won(_)) => acknowledged(
+    pub(crate) async fn cancel(&self, id: &Value, params: &Value) -> Response {
+        let Ok(task) = task_of(params) else {
+            return missing_task(id, Missing::Unknown);
+        };
+        match self.store.task_cancel(task).await {
+            Ok(Ok(Settled::Won(_))) => acknowledged(
                 id,
                 Some(("cancelled", "the cancel won: no step runs after it")),
             ),
-            Ok(Settled::Lost(status)) => acknowledged(
+            Ok(Ok(Settled::Lost(status))) => acknowledged(
                 id,
                 Some((
                     status.name(),
                     "the task had already ended: that outcome stands",
                 )),
             ),
-            Err(missing) => missing_task(id, missing),
+            Ok(Err(missing)) => missing_task(id, missing),
+            Err(e) => store_failed(id, &e),
         }
     }
 
     fn task_json(&self, task: &Task) -> Value {
-        let at = |t: LabTime| iso8601(self.started_unix_ms + t.as_millis());
+        let origin = self.store.task_wall_origin_ms();
+        let at = |t: LabTime| iso8601(origin + t.as_millis());
         let mut json = json!({
             "taskId": task.id.to_string(),
             "status": task.status.name(),
@@ -219,6 +254,15 @@ impl TaskHub {
     }
 }
 
+/// The delay between steps an adopter keeps to: the tool's default, as the store keeps the
+/// steps and not the delay (a task's pace is the runner's, not a rule).
+fn found_delay(_task: &Task) -> u64 {
+    ADOPTED_DELAY_MS
+}
+
+/// How far apart an adopted task's remaining steps run.
+const ADOPTED_DELAY_MS: u64 = 100;
+
 fn status_message(task: &Task) -> String {
     use forkscope_core::tasks::EndedBy;
     match (task.status, task.ended_by) {
@@ -233,42 +277,55 @@ fn status_message(task: &Task) -> String {
     }
 }
 
-/// Runs a task's steps under `epoch`: each is committed to the table before it counts, and a
-/// refused write (a cancel won, the TTL ran out, another runner adopted it) stops the work.
-async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec) {
-    let mut steps = Steps::new(spec, true, hub.now());
+/// Runs a task's steps from `done` under `epoch`: each is committed to the store before it
+/// counts, and a refused write (a cancel won, the TTL ran out, another runner adopted it) or an
+/// unreachable store stops the work (its lease then runs out, and a poll elsewhere adopts it).
+async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
+    let started = tokio::time::Instant::now();
+    let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
+    let mut steps = Steps::resumed(spec, true, done, now());
     while let Some(due) = steps.poll_timeout() {
-        tokio::time::sleep(std::time::Duration::from_millis(due.since(hub.now()))).await;
-        for step in steps.take_due(hub.now(), usize::MAX) {
-            let now = hub.now();
+        tokio::time::sleep(std::time::Duration::from_millis(due.since(now()))).await;
+        for step in steps.take_due(now(), usize::MAX) {
             let written = match step {
-                ToolStep::Progress { done, .. } => {
-                    hub.table().step(now, task, epoch, done).map(|()| true)
-                }
+                ToolStep::Progress { done, .. } => hub
+                    .store
+                    .task_step(task, epoch, done)
+                    .await
+                    .map(|w| w.map(|()| true)),
                 ToolStep::Result { steps } => {
                     let result: Arc<str> = super::tool::result(steps).to_string().into();
-                    hub.table()
-                        .settle(now, task, Some(epoch), Status::Completed, Some(result))
-                        .map(|s| matches!(s, Settled::Won(_)))
+                    hub.store
+                        .task_settle(task, Some(epoch), Status::Completed, Some(result))
+                        .await
+                        .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
                 }
             };
             match written {
-                Ok(true) if matches!(step, ToolStep::Progress { .. }) => {
+                Ok(Ok(true)) if matches!(step, ToolStep::Progress { .. }) => {
                     hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(true) => {
+                Ok(Ok(true)) => {
                     hub.counters.completed.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(task = %task.short(), "task completed");
                 }
-                Ok(false) => return,
-                Err(why) => {
+                Ok(Ok(false)) => return,
+                Ok(Err(why)) => {
                     hub.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(task = %task.short(), %why, "task runner stops: its write was refused");
+                    return;
+                }
+                Err(why) => {
+                    tracing::warn!(task = %task.short(), %why, "task runner stops: the store did not answer");
                     return;
                 }
             }
         }
     }
+}
+
+fn store_failed(id: &Value, e: &StoreError) -> Response {
+    unavailable(id, Unavailable::StoreUnreachable, &e.to_string(), 1)
 }
 
 /// `params.taskId` as a task id; `Err` for anything else (answered as an unknown task).

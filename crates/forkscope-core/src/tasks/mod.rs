@@ -27,7 +27,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::ids::{Entropy, TaskId};
+use crate::ids::TaskId;
 use crate::policy::Policy;
 use crate::time::LabTime;
 use std::collections::{HashMap, VecDeque};
@@ -45,6 +45,8 @@ pub const RETAIN_MS: u64 = 60_000;
 pub const MAX_TASKS: usize = 1_024;
 /// Tombstones kept (oldest go first): enough to tell "expired" for every task of a full table.
 pub const MAX_TOMBSTONES: usize = 4 * MAX_TASKS;
+/// How long a deleted task's tombstone says "expired"; after it, the task reads as unknown.
+pub const TOMBSTONE_MS: u64 = 3_600_000;
 /// The longest idempotency key accepted.
 pub const MAX_KEY_BYTES: usize = 256;
 
@@ -194,6 +196,11 @@ impl TaskRules {
             honours_keys: policy == Policy::Fenced,
         }
     }
+
+    /// The key a call's creation goes by under these rules: none where keys are not read.
+    pub fn read_key(self, keyed: Option<Keyed>) -> Option<Keyed> {
+        keyed.filter(|_| self.honours_keys)
+    }
 }
 
 impl Default for TaskRules {
@@ -209,16 +216,11 @@ pub struct TaskTable {
     keys: HashMap<String, (String, TaskId)>,
     tombstones: VecDeque<(TaskId, LabTime)>,
     max_tasks: usize,
-    rules: TaskRules,
 }
 
 impl TaskTable {
-    pub fn new(rules: TaskRules) -> TaskTable {
-        TaskTable {
-            max_tasks: MAX_TASKS,
-            rules,
-            ..TaskTable::default()
-        }
+    pub fn new() -> TaskTable {
+        TaskTable::with_capacity(MAX_TASKS)
     }
 
     pub fn with_capacity(max_tasks: usize) -> TaskTable {
@@ -226,10 +228,6 @@ impl TaskTable {
             max_tasks,
             ..TaskTable::default()
         }
-    }
-
-    pub fn rules(&self) -> TaskRules {
-        self.rules
     }
 
     pub fn len(&self) -> usize {
@@ -240,18 +238,19 @@ impl TaskTable {
         self.tasks.is_empty()
     }
 
-    /// A task for `steps` of work, run by `runner` under epoch 1; or, for a key seen before
-    /// with the same arguments, that task again (`fresh: false`), whatever state it is in.
+    /// A task for `steps` of work, run by `runner` under epoch 1 and named `new_id` (minted by
+    /// the caller, unguessable); or, for a key seen before with the same arguments, that task
+    /// again (`fresh: false`), whatever state it is in. `keyed`: as [`TaskRules::read_key`]
+    /// gave it.
     pub fn create(
         &mut self,
         now: LabTime,
-        rng: &mut impl Entropy,
+        new_id: TaskId,
         steps: u64,
         ttl_ms: u64,
         keyed: Option<Keyed>,
         runner: Runner,
     ) -> Result<Created, CreateError> {
-        let keyed = keyed.filter(|_| self.rules.honours_keys);
         if let Some(k) = &keyed {
             if k.key.len() > MAX_KEY_BYTES {
                 return Err(CreateError::KeyTooLong);
@@ -273,7 +272,7 @@ impl TaskTable {
                 max: self.max_tasks,
             });
         }
-        let id = TaskId::generate(rng);
+        let id = new_id;
         self.tasks.insert(
             id,
             Task {
@@ -425,6 +424,13 @@ impl TaskTable {
                 task.updated_at = now;
                 failed.push(task.id);
             }
+        }
+        while self
+            .tombstones
+            .front()
+            .is_some_and(|(_, at)| now >= at.plus(TOMBSTONE_MS))
+        {
+            self.tombstones.pop_front();
         }
         for id in gone {
             self.tasks.remove(&id);

@@ -13,7 +13,7 @@ fn keyed(key: &str, arguments: &str) -> Option<Keyed> {
 }
 
 fn table() -> (TaskTable, SplitMix64) {
-    (TaskTable::new(TaskRules::default()), SplitMix64::new(7))
+    (TaskTable::new(), SplitMix64::new(7))
 }
 
 #[test]
@@ -22,7 +22,7 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
     let first = tasks
         .create(
             T0,
-            &mut rng,
+            TaskId::generate(&mut rng),
             5,
             DEFAULT_TTL_MS,
             keyed("k1", r#"{"steps":5}"#),
@@ -34,7 +34,7 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
     let again = tasks
         .create(
             T0.plus(10),
-            &mut rng,
+            TaskId::generate(&mut rng),
             5,
             DEFAULT_TTL_MS,
             keyed("k1", r#"{"steps":5}"#),
@@ -46,7 +46,7 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
     assert_eq!(
         tasks.create(
             T0,
-            &mut rng,
+            TaskId::generate(&mut rng),
             5,
             DEFAULT_TTL_MS,
             keyed("k1", r#"{"steps":6}"#),
@@ -56,16 +56,16 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
     );
     // Without a key every call is a task of its own: the naive re-issue makes a second.
     let a = tasks
-        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, None, A)
+        .create(T0, TaskId::generate(&mut rng), 5, DEFAULT_TTL_MS, None, A)
         .unwrap();
     let b = tasks
-        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, None, A)
+        .create(T0, TaskId::generate(&mut rng), 5, DEFAULT_TTL_MS, None, A)
         .unwrap();
     assert_ne!(a.id, b.id);
     assert_eq!(
         tasks.create(
             T0,
-            &mut rng,
+            TaskId::generate(&mut rng),
             5,
             DEFAULT_TTL_MS,
             keyed(&"k".repeat(300), "{}"),
@@ -80,15 +80,29 @@ fn a_full_table_refuses_creation_but_still_answers_known_keys() {
     let mut tasks = TaskTable::with_capacity(1);
     let mut rng = SplitMix64::new(1);
     let first = tasks
-        .create(T0, &mut rng, 1, 1_000, keyed("k", "{}"), A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            1,
+            1_000,
+            keyed("k", "{}"),
+            A,
+        )
         .unwrap();
     assert_eq!(
-        tasks.create(T0, &mut rng, 1, 1_000, None, A),
+        tasks.create(T0, TaskId::generate(&mut rng), 1, 1_000, None, A),
         Err(CreateError::Full { max: 1 })
     );
     assert_eq!(
         tasks
-            .create(T0, &mut rng, 1, 1_000, keyed("k", "{}"), A)
+            .create(
+                T0,
+                TaskId::generate(&mut rng),
+                1,
+                1_000,
+                keyed("k", "{}"),
+                A
+            )
             .map(|c| c.id),
         Ok(first.id)
     );
@@ -98,7 +112,7 @@ fn a_full_table_refuses_creation_but_still_answers_known_keys() {
 fn one_runner_a_stale_epoch_is_refused_after_an_adoption() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, None, A)
+        .create(T0, TaskId::generate(&mut rng), 5, DEFAULT_TTL_MS, None, A)
         .unwrap();
     tasks.step(T0.plus(100), task.id, 1, 1).unwrap();
     // The lease holds: nobody else may take the task.
@@ -123,7 +137,7 @@ fn one_runner_a_stale_epoch_is_refused_after_an_adoption() {
 fn terminal_once_every_read_returns_the_stored_outcome() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, &mut rng, 1, DEFAULT_TTL_MS, None, A)
+        .create(T0, TaskId::generate(&mut rng), 1, DEFAULT_TTL_MS, None, A)
         .unwrap();
     let result: Arc<str> = r#"{"content":[]}"#.into();
     assert_eq!(
@@ -161,7 +175,7 @@ fn terminal_once_every_read_returns_the_stored_outcome() {
 fn cancel_is_settled_against_complete_and_says_which_won() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, &mut rng, 3, DEFAULT_TTL_MS, None, A)
+        .create(T0, TaskId::generate(&mut rng), 3, DEFAULT_TTL_MS, None, A)
         .unwrap();
     assert_eq!(
         tasks.cancel(T0.plus(1), task.id),
@@ -174,7 +188,7 @@ fn cancel_is_settled_against_complete_and_says_which_won() {
     );
     assert_eq!(tasks.get(task.id).unwrap().ended_by, Some(EndedBy::Cancel));
     let done = tasks
-        .create(T0, &mut rng, 1, DEFAULT_TTL_MS, None, A)
+        .create(T0, TaskId::generate(&mut rng), 1, DEFAULT_TTL_MS, None, A)
         .unwrap();
     tasks
         .settle(T0.plus(1), done.id, Some(1), Status::Completed, None)
@@ -191,7 +205,14 @@ fn cancel_is_settled_against_complete_and_says_which_won() {
 fn the_ttl_fails_unfinished_work_through_the_same_path_and_expired_stays_distinct() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, &mut rng, 10, 1_000, keyed("k", "{}"), A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            10,
+            1_000,
+            keyed("k", "{}"),
+            A,
+        )
         .unwrap();
     assert_eq!(tasks.poll_timeout(), Some(T0.plus(1_000)));
     assert!(tasks.expire(T0.plus(999)).is_empty());
@@ -210,20 +231,47 @@ fn the_ttl_fails_unfinished_work_through_the_same_path_and_expired_stays_distinc
     assert_eq!(Missing::Expired { at: gone_at }.reason(), "expired");
     // The key went with its task.
     let again = tasks
-        .create(gone_at, &mut rng, 1, 1_000, keyed("k", "{}"), A)
+        .create(
+            gone_at,
+            TaskId::generate(&mut rng),
+            1,
+            1_000,
+            keyed("k", "{}"),
+            A,
+        )
         .unwrap();
     assert!(again.fresh);
 }
 
 #[test]
 fn naive_reads_no_key_so_the_re_issue_makes_a_second_task() {
-    let mut tasks = TaskTable::new(TaskRules::of(Policy::Naive));
-    let mut rng = SplitMix64::new(3);
+    let naive = TaskRules::of(Policy::Naive);
+    assert_eq!(naive.read_key(keyed("k", "{}")), None);
+    assert!(
+        TaskRules::of(Policy::Fenced)
+            .read_key(keyed("k", "{}"))
+            .is_some()
+    );
+    let (mut tasks, mut rng) = table();
     let first = tasks
-        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, keyed("k", "{}"), A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            5,
+            DEFAULT_TTL_MS,
+            naive.read_key(keyed("k", "{}")),
+            A,
+        )
         .unwrap();
     let again = tasks
-        .create(T0, &mut rng, 5, DEFAULT_TTL_MS, keyed("k", "{}"), A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            5,
+            DEFAULT_TTL_MS,
+            naive.read_key(keyed("k", "{}")),
+            A,
+        )
         .unwrap();
     assert!(first.fresh && again.fresh);
     assert_ne!(first.id, again.id);

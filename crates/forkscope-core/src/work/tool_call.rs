@@ -123,6 +123,15 @@ impl Steps {
         }
     }
 
+    /// A call taken over after `done` steps (another runner adopting it): its next step is due
+    /// one delay from `now`.
+    pub fn resumed(spec: ToolSpec, reports_progress: bool, done: u64, now: LabTime) -> Self {
+        Steps {
+            done: done.min(spec.steps),
+            ..Steps::new(spec, reports_progress, now)
+        }
+    }
+
     /// The steps due at `now`, at most `max`, each moved past, for a caller that writes them
     /// elsewhere in one write (a replica commits them to its store): progress steps, then the
     /// result, which ends the call. Silent steps are moved past on the way, as in
@@ -230,9 +239,11 @@ impl ToolCall {
         done: u64,
         now: LabTime,
     ) -> Self {
-        let mut call = ToolCall::new(session, stream, spec, reports_progress, now);
-        call.steps.done = done.min(spec.steps);
-        call
+        ToolCall {
+            session,
+            stream,
+            steps: Steps::resumed(spec, reports_progress, done, now),
+        }
     }
 
     /// See [`Steps::take_due`].

@@ -1,0 +1,106 @@
+//! The tasks extension's tasks in the shared store, so that any replica answers `tasks/get`
+//! for any task and adopts one whose runner died. The rules are the core's
+//! [`TaskTable`](forkscope_core::tasks::TaskTable), once: the memory store runs that table
+//! behind its lock at its own clock; on Redis each operation is a Lua script doing what the
+//! table's method of the same name does, atomically, at Redis's clock.
+//!
+//! Every write a runner makes carries the epoch its lease was taken under; the store compares
+//! it where the write lands, so a runner that lost its task (a cancel won, the TTL ran out,
+//! another replica adopted it) has its next write refused and stops.
+
+use super::{Backend, Link, Store, StoreError};
+use forkscope_core::TaskId;
+use forkscope_core::tasks::{
+    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, WriteRefused,
+};
+use std::sync::Arc;
+
+impl Store {
+    /// [`TaskTable::create`](forkscope_core::tasks::TaskTable::create): returns once the task
+    /// reads back from the store (durable before acknowledged).
+    pub async fn task_create(
+        &self,
+        new_id: TaskId,
+        steps: u64,
+        ttl_ms: u64,
+        keyed: Option<Keyed>,
+        runner: Runner,
+    ) -> Result<Result<(Created, Task), CreateError>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_create(new_id, steps, ttl_ms, keyed, runner)),
+            Backend::Redis(r) => r.task_create(new_id, steps, ttl_ms, keyed, runner).await,
+        }
+    }
+
+    pub async fn task_get(&self, id: TaskId) -> Result<Result<Task, Missing>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_get(id)),
+            Backend::Redis(r) => r.task_get(id).await,
+        }
+    }
+
+    pub async fn task_step(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_step(id, epoch, done)),
+            Backend::Redis(r) => r.task_step(id, epoch, done).await,
+        }
+    }
+
+    pub async fn task_settle(
+        &self,
+        id: TaskId,
+        epoch: Option<u64>,
+        to: Status,
+        outcome: Option<Arc<str>>,
+    ) -> Result<Result<Settled, WriteRefused>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_settle(id, epoch, to, outcome)),
+            Backend::Redis(r) => r.task_settle(id, epoch, to, outcome).await,
+        }
+    }
+
+    pub async fn task_cancel(&self, id: TaskId) -> Result<Result<Settled, Missing>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_cancel(id)),
+            Backend::Redis(r) => r.task_cancel(id).await,
+        }
+    }
+
+    /// [`TaskTable::adopt`](forkscope_core::tasks::TaskTable::adopt): the task under its next
+    /// epoch, now `runner`'s, when its lease ran out; `None` while it holds or once it ended.
+    pub async fn task_adopt(&self, id: TaskId, runner: Runner) -> Result<Option<Task>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_adopt(id, runner)),
+            Backend::Redis(r) => r.task_adopt(id, runner).await,
+        }
+    }
+
+    /// Unix milliseconds at the store clock's zero: a task's times are written on the store's
+    /// clock (Redis's `TIME`; the memory store's own), and this makes them wall times.
+    pub fn task_wall_origin_ms(&self) -> u64 {
+        match &self.backend {
+            Backend::Memory(m) => m.task_wall_origin_ms(),
+            Backend::Redis(_) => 0,
+        }
+    }
+
+    /// The store's clock, in the milliseconds a task's times are written in.
+    pub async fn task_now(&self) -> Result<u64, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_now()),
+            Backend::Redis(r) => r.task_now().await,
+        }
+    }
+}
