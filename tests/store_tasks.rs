@@ -1,0 +1,165 @@
+//! The task table's rules on both stores (in memory, and a real `redis-server` running
+//! `lua/tasks.lua`), held to the same answers: one task per key and arguments, a stale epoch
+//! refused after an adoption, terminal once, cancel settled against completion, the TTL failing
+//! unfinished work through the same path, unknown kept apart from a task that exists.
+
+mod common;
+
+use common::services::RedisServer;
+use forkscope::store::{Retention, Store};
+use forkscope_core::tasks::{CreateError, Keyed, Missing, Runner, Settled, Status, WriteRefused};
+use forkscope_core::{SplitMix64, TaskId};
+use std::time::Duration;
+
+/// A bound on waiting for a lease to run out by the store's clock, never a measurement.
+const LIMIT: Duration = Duration::from_secs(20);
+const A: Runner = Runner(1);
+const B: Runner = Runner(2);
+
+fn keyed(key: &str, arguments: &str) -> Option<Keyed> {
+    Some(Keyed {
+        key: key.into(),
+        arguments: arguments.into(),
+    })
+}
+
+/// The same script for each store: every answer asserted.
+async fn the_rules_hold(store: Store, seed: u64) {
+    let mut rng = SplitMix64::new(seed);
+    let mut id = || TaskId::generate(&mut rng);
+    let (first, task) = store
+        .task_create(id(), 5, 60_000, keyed("k", "steps=5"), A)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.fresh);
+    assert_eq!(
+        (task.status, task.epoch, task.done, task.steps),
+        (Status::Working, 1, 0, 5)
+    );
+    let (again, _) = store
+        .task_create(id(), 5, 60_000, keyed("k", "steps=5"), A)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.id, again.fresh), (first.id, false));
+    assert_eq!(
+        store
+            .task_create(id(), 6, 60_000, keyed("k", "steps=6"), A)
+            .await
+            .unwrap()
+            .err(),
+        Some(CreateError::KeyReused { task: first.id })
+    );
+    // Steps under the epoch; a step never goes back.
+    store.task_step(first.id, 1, 2).await.unwrap().unwrap();
+    store.task_step(first.id, 1, 1).await.unwrap().unwrap();
+    assert_eq!(store.task_get(first.id).await.unwrap().unwrap().done, 2);
+    // The lease holds: no adoption.
+    assert_eq!(store.task_adopt(first.id, B).await.unwrap(), None);
+    // Once it ran out by the store's clock, B adopts under epoch 2 and A's writes are refused.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let adopted = loop {
+        if let Some(adopted) = store.task_adopt(first.id, B).await.unwrap() {
+            break adopted;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lease never ran out"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((adopted.epoch, adopted.runner, adopted.done), (2, B, 2));
+    assert_eq!(
+        store.task_step(first.id, 1, 3).await.unwrap(),
+        Err(WriteRefused::Stale { epoch: 1, held: 2 })
+    );
+    assert_eq!(
+        store
+            .task_settle(first.id, Some(1), Status::Completed, Some("{}".into()))
+            .await
+            .unwrap(),
+        Err(WriteRefused::Stale { epoch: 1, held: 2 })
+    );
+    // Terminal once: B's result stands, and every later end loses to it.
+    let result = r#"{"content":[],"isError":false}"#;
+    assert_eq!(
+        store
+            .task_settle(first.id, Some(2), Status::Completed, Some(result.into()))
+            .await
+            .unwrap(),
+        Ok(Settled::Won(Status::Completed))
+    );
+    assert_eq!(
+        store.task_cancel(first.id).await.unwrap(),
+        Ok(Settled::Lost(Status::Completed))
+    );
+    assert_eq!(
+        store.task_step(first.id, 2, 5).await.unwrap(),
+        Err(WriteRefused::Terminal(Status::Completed))
+    );
+    let read = store.task_get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.status, read.outcome.as_deref()),
+        (Status::Completed, Some(result))
+    );
+    // Cancel wins against a working task, and its runner's next write is refused.
+    let (second, _) = store
+        .task_create(id(), 3, 60_000, None, A)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.task_cancel(second.id).await.unwrap(),
+        Ok(Settled::Won(Status::Cancelled))
+    );
+    assert_eq!(
+        store.task_step(second.id, 1, 1).await.unwrap(),
+        Err(WriteRefused::Terminal(Status::Cancelled))
+    );
+    // The TTL fails unfinished work by the same path: no step lands after it.
+    let (short, _) = store
+        .task_create(id(), 3, 50, None, A)
+        .await
+        .unwrap()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let read = store.task_get(short.id).await.unwrap().unwrap();
+        if read.status == Status::Failed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the TTL never ran out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        store.task_step(short.id, 1, 1).await.unwrap(),
+        Err(WriteRefused::Terminal(Status::Failed))
+    );
+    // A task never made.
+    assert_eq!(store.task_get(id()).await.unwrap(), Err(Missing::Unknown));
+    assert_eq!(
+        store.task_cancel(id()).await.unwrap(),
+        Err(Missing::Unknown)
+    );
+    assert_eq!(store.task_adopt(id(), B).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_task_rules_hold_in_memory() {
+    the_rules_hold(Store::memory(Retention::default()), 1).await;
+}
+
+#[tokio::test]
+async fn the_task_rules_hold_on_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = Store::redis(&redis.url(), Retention::default())
+        .await
+        .unwrap();
+    the_rules_hold(store, 2).await;
+}
