@@ -146,6 +146,17 @@ async fn plan_0_15_the_same_by_hand() {
             && stepped.contains("selected event"),
         "the selection is in the lanes, with its card:\n{stepped}"
     );
+    // The next violation is a replayed DUPLICATE among a burst of deliveries in one column:
+    // the lanes still point at it (its lane's `›`).
+    app.handle(key('v')).await;
+    let second = shown(&mut app, &mut terminal, "violation 2 of").await;
+    let pointed = second
+        .lines()
+        .any(|l| l.contains("client") && l.contains('›'));
+    assert!(
+        pointed,
+        "the client lane points at the selection:\n{second}"
+    );
     // `Esc` clears the selection, then returns from the past.
     app.handle(code(KeyCode::Esc)).await;
     app.handle(code(KeyCode::Esc)).await;

@@ -13,7 +13,7 @@ pub struct DashboardArgs {
     #[arg(long, value_parser = policy_parser(), default_value = "fenced")]
     policy: Policy,
     /// Start in compare mode with these two or three policies side by side, left to right
-    /// (`naive,rmcp,fenced`); n turns the middle one. Without it, m compares naive and fenced.
+    /// (`naive,rmcp,fenced`); o picks the middle one's policy. Without it, m compares naive and fenced.
     #[arg(long, value_name = "A,B[,C]", value_parser = parse_compare, conflicts_with = "scenario")]
     compare: Option<Comparison>,
     /// Grace window for orphaned streams, in milliseconds (the dashboard's lab).

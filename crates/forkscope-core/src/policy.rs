@@ -186,7 +186,7 @@ impl Condition {
     pub fn meaning(self) -> &'static str {
         match self {
             Condition::CoValidated => {
-                "token and cursor must name one stream; the cursor within its high-water"
+                "token and cursor must name one stream, and the cursor stay at or below its high-water mark"
             }
             Condition::OldStreamFenced => {
                 "the abandoned stream is closed first: no late emit can land on it"

@@ -137,7 +137,7 @@ impl App {
                 "compare {}{}: fresh labs, every key to each",
                 names(&compare),
                 if compare.len() == 3 {
-                    " · n turns the middle"
+                    " · o picks the middle one's policy"
                 } else {
                     ""
                 }

@@ -50,9 +50,19 @@ pub(super) struct Lanes {
     pub(super) client: Vec<Option<(Mark, usize)>>,
 }
 
-fn put(lane: &mut [Option<(Mark, usize)>], column: usize, mark: Mark, index: usize) {
+/// A cell keeps its worst mark, and the selected mark over any: a burst of deliveries in one
+/// column must still show the one selected (else nothing on screen points at it).
+fn put(
+    lane: &mut [Option<(Mark, usize)>],
+    column: usize,
+    mark: Mark,
+    index: usize,
+    selected: Option<usize>,
+) {
     if let Some(slot) = lane.get_mut(column)
-        && slot.is_none_or(|(m, _)| m.severity <= mark.severity)
+        && slot.is_none_or(|(m, i)| {
+            Some(index) == selected || (Some(i) != selected && m.severity <= mark.severity)
+        })
     {
         *slot = Some((mark, index));
     }
@@ -66,6 +76,8 @@ pub(super) struct Grid {
     pub(super) per: u64,
     pub(super) in_order: bool,
     pub(super) hide_verdict: bool,
+    /// The selected mark, which wins its cell.
+    pub(super) selected: Option<usize>,
 }
 
 /// Places the marks of `session` in the window into lanes; a cell keeps its worst mark.
@@ -80,6 +92,7 @@ pub(super) fn build(
         per,
         in_order,
         hide_verdict,
+        selected,
     } = grid;
     let mut lanes = Lanes {
         client: vec![None; columns],
@@ -102,7 +115,7 @@ pub(super) fn build(
         };
         let column = (((at - start) / per) as usize).min(columns.saturating_sub(1));
         match p.row {
-            Row::Client => put(&mut lanes.client, column, mark, i),
+            Row::Client => put(&mut lanes.client, column, mark, i, selected),
             Row::Stream(lane) => put(
                 lanes
                     .streams
@@ -111,6 +124,7 @@ pub(super) fn build(
                 column,
                 mark,
                 i,
+                selected,
             ),
         }
     }
@@ -163,6 +177,7 @@ mod tests {
             per,
             in_order,
             hide_verdict: false,
+            selected: None,
         }
     }
 

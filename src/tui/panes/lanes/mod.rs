@@ -218,6 +218,7 @@ pub fn render(
         per,
         in_order,
         hide_verdict: source.hide_verdict,
+        selected: source.selected,
     };
     let mut lanes = build(source.placed, session, grid, columns);
     // A stream that is live (or orphaned, still taking emits) keeps its lane while it is quiet:
