@@ -10,7 +10,9 @@
 //! 3. a task's round trip: create, then `tasks/get` until it is completed, with its result
 //!    (1 step, `delay_ms` 0), p50 and p99.
 //!
-//! Tasks on Redis are not built yet: their figure (target ≥ 0.25× in memory) comes with them.
+//! 4. the same round trip on a replica whose tasks are in the shared store: `serve --store
+//!    memory` beside `serve --store redis://…` (a `redis-server` the bench starts on a free port,
+//!    no persistence, and stops on every path). Target: Redis ≥ 0.25× memory (round trips/s).
 //!
 //! `cargo bench --bench revisions`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
 //! `cargo test --all-targets` does) uses small sizes. JSON: `target/bench-revisions.json`
@@ -38,9 +40,10 @@ struct Serve {
 }
 
 impl Serve {
-    fn start() -> Result<Serve, String> {
+    fn start(extra: &[&str]) -> Result<Serve, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_forkscope"))
             .args(["serve", "--port", "0", "--emit-every", "0"])
+            .args(extra)
             .env("TOKIO_WORKER_THREADS", "1")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -294,6 +297,42 @@ async fn round_trips(
     Ok(took)
 }
 
+#[path = "../tests/common/services.rs"]
+#[allow(dead_code)] // the bench starts Redis alone
+mod services;
+
+/// Measure 4: a task's round trip on one replica per store, memory then Redis.
+async fn store_round_trips(http: &reqwest::Client, rounds: u64) -> Result<Value, String> {
+    let memory = Serve::start(&["--store", "memory"])?;
+    round_trips(http, &memory.url, 10).await?;
+    let on_memory = round_trips(http, &memory.url, rounds).await?;
+    drop(memory);
+    let Some(redis) = std::panic::catch_unwind(services::RedisServer::start)
+        .map_err(|_| "redis-server did not start".to_owned())?
+    else {
+        println!("  4. skipped: no redis-server installed");
+        return Ok(json!(null));
+    };
+    let on_redis = {
+        let serve = Serve::start(&["--store", &redis.url()])?;
+        round_trips(http, &serve.url, 10).await?;
+        round_trips(http, &serve.url, rounds).await?
+    };
+    let (m, r) = (
+        percentile_ms(&on_memory, 0.5),
+        percentile_ms(&on_redis, 0.5),
+    );
+    println!(
+        "  4. task round trip on a replica: store memory p50 {m:.3} ms, store redis p50 {r:.3} ms: Redis {:.2}× memory (round trips/s; target ≥ 0.25×{})",
+        m / r,
+        if m / r >= 0.25 { ", met" } else { ", MISSED" }
+    );
+    Ok(
+        json!({ "memory_p50": m, "memory_p99": percentile_ms(&on_memory, 0.99),
+        "redis_p50": r, "redis_p99": percentile_ms(&on_redis, 0.99), "redis_over_memory": m / r }),
+    )
+}
+
 fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
     let mut sorted: Vec<Duration> = samples.to_vec();
     sorted.sort();
@@ -303,7 +342,7 @@ fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
 
 async fn run() -> Result<Value, String> {
     let (steps, rounds) = if quick() { (500, 20) } else { (20_000, 500) };
-    let serve = Serve::start()?;
+    let serve = Serve::start(&[])?;
     let http = http();
     let url = serve.url.clone();
     // Warm both paths up.
@@ -338,8 +377,11 @@ async fn run() -> Result<Value, String> {
         percentile_ms(&trips, 0.5),
         percentile_ms(&trips, 0.99)
     );
+    drop(serve);
+    let stores = store_round_trips(&http, rounds).await?;
     Ok(json!({
         "quick": quick(),
+        "task_round_trip_by_store_ms": stores,
         "progress_events_per_second": { "2025-11-25": legacy, "2026-07-28": modern, "steps": steps },
         "first_byte_ms": { "plain_p50": plain_p50, "plain_p99": percentile_ms(&plain, 0.99),
             "task_create_p50": task_p50, "task_create_p99": percentile_ms(&task, 0.99), "rounds": rounds },
