@@ -341,7 +341,7 @@ fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
 }
 
 async fn run() -> Result<Value, String> {
-    let (steps, rounds) = if quick() { (500, 20) } else { (20_000, 500) };
+    let (steps, rounds) = if quick() { (500, 20) } else { (10_000, 500) };
     let serve = Serve::start(&[])?;
     let http = http();
     let url = serve.url.clone();

@@ -239,10 +239,12 @@ async fn run_call(
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
     let mut call = Steps::new(spec, progress_token.is_some(), now());
     while let Some(due) = call.poll_timeout() {
-        let wait = std::time::Duration::from_millis(due.since(now()));
+        let wait = due.since(now());
+        // A step already due is taken at once: tokio's timer rounds even a zero sleep up to
+        // its next millisecond tick.
         tokio::select! {
             () = tx.closed() => return cancelled(&counters, &id, &call),
-            () = tokio::time::sleep(wait) => {}
+            () = pause(wait) => {}
         }
         for step in call.take_due(now(), usize::MAX) {
             let body = match step {
@@ -261,6 +263,13 @@ async fn run_call(
                 counters.calls_completed.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// Waits `ms`, or not at all when nothing is left to wait.
+pub(super) async fn pause(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
 }
 

@@ -285,7 +285,7 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
     let mut steps = Steps::resumed(spec, true, done, now());
     while let Some(due) = steps.poll_timeout() {
-        tokio::time::sleep(std::time::Duration::from_millis(due.since(now()))).await;
+        super::modern::pause(due.since(now())).await;
         for step in steps.take_due(now(), usize::MAX) {
             let written = match step {
                 ToolStep::Progress { done, .. } => hub
