@@ -9,6 +9,7 @@
 mod common;
 
 use common::replica_lab::{Backend, Lab};
+use forkscope::wire::balance::Mode;
 use forkscope_core::Policy;
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
@@ -42,6 +43,7 @@ both_stores!(
     a_killed_runners_task_is_adopted_by_a_poll_elsewhere_and_runs_each_step_once,
     a_keyed_re_issue_on_the_other_replica_finds_the_same_task,
     naive_replicas_lose_the_task_and_the_re_issue_runs_twice,
+    fenced_tasks_need_no_stickiness_and_naive_ones_need_it_by_mcp_name,
 );
 
 async fn request(
@@ -241,4 +243,37 @@ async fn naive_replicas_lose_the_task_and_the_re_issue_runs_twice(backend: Backe
         })
         .sum();
     assert_eq!(committed, 6, "the work ran twice");
+}
+
+/// Through `forkscope balance`: round robin sends each poll to the other replica. Fenced tasks
+/// are in the shared store, so every poll answers; naive ones are not, so the poll after the
+/// create is told the task does not exist; sticky routing by `Mcp-Name` (the task id, learned
+/// from the `CreateTaskResult`) keeps a naive task's polls on its replica.
+async fn fenced_tasks_need_no_stickiness_and_naive_ones_need_it_by_mcp_name(backend: Backend) {
+    for (policy, mode, told_unknown) in [
+        (Policy::Fenced, Mode::RoundRobin, false),
+        (Policy::Naive, Mode::RoundRobin, true),
+        (Policy::Naive, Mode::Sticky, false),
+    ] {
+        let Some(lab) = Lab::start(backend, policy, None, 2_000).await else {
+            return;
+        };
+        let balancer = lab.balancer_in(mode).await;
+        let url = format!("http://{}/mcp", balancer.addr);
+        let task = create(&lab, &url, 3, 20, None).await;
+        let first = get(&lab, &url, &task).await;
+        let unknown = first["error"]["data"]["reason"] == "unknown";
+        assert_eq!(unknown, told_unknown, "{policy} {mode:?}: {first}");
+        if !told_unknown {
+            let seen = poll_until(&lab, &url, &task, |r| {
+                r["result"]["status"] == "completed" || r.get("error").is_some()
+            })
+            .await;
+            let last = seen.last().unwrap();
+            assert_eq!(
+                last["result"]["status"], "completed",
+                "{policy} {mode:?}: {last}"
+            );
+        }
+    }
 }

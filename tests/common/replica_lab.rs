@@ -145,12 +145,17 @@ impl Lab {
 
     /// `forkscope balance` in front of the replicas: round-robin, no stickiness.
     pub async fn balancer(&self) -> Balancer {
+        self.balancer_in(Mode::RoundRobin).await
+    }
+
+    /// `forkscope balance` in front of the replicas, routing as `mode` says.
+    pub async fn balancer_in(&self, mode: Mode) -> Balancer {
         let upstreams = self
             .replicas
             .iter()
             .map(|r| Upstream::parse(&format!("http://{}", r.addr)).unwrap())
             .collect();
-        Balancer::start("127.0.0.1:0".parse().unwrap(), upstreams, Mode::RoundRobin)
+        Balancer::start("127.0.0.1:0".parse().unwrap(), upstreams, mode)
             .await
             .expect("balancer")
     }

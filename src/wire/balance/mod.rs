@@ -2,7 +2,8 @@
 //! replicas behind one address, so a session's requests and reconnects can land on a replica
 //! other than the one that opened it. Round-robin (the default) has no stickiness at all: the
 //! hard case for resumption, where every GET with `Last-Event-ID` may reach a stranger. Sticky
-//! keeps a session where its `Mcp-Session-Id` was first answered.
+//! keeps a session where its `Mcp-Session-Id` was first answered, and (2026-07-28) a task where
+//! its `CreateTaskResult` came from: its `tasks/*` requests carry the task id in `Mcp-Name`.
 //!
 //! Unlike the fault [`proxy`](super::proxy), it speaks HTTP rather than relaying bytes: each
 //! request is routed on its own, so one client connection reaches every replica. A response is
@@ -370,12 +371,12 @@ async fn forward(shared: &Arc<Shared>, request: Request<Incoming>) -> Response<B
     };
     let mode = shared.mode();
     let session = match mode {
-        Mode::Sticky => parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok()),
+        Mode::Sticky => affinity(&parts.headers),
         Mode::RoundRobin => None,
     };
+    // A 2026-07-28 `tools/call` may be answered with a task, whose id sticky mode learns.
+    let may_make_task =
+        mode == Mode::Sticky && header_is(&parts.headers, "mcp-method", "tools/call");
     let order = match shared.routing().plan(session) {
         Plan::Try(order) => order,
         Plan::AllOut => {
@@ -431,6 +432,9 @@ async fn forward(shared: &Arc<Shared>, request: Request<Incoming>) -> Response<B
                         .and_then(|v| v.to_str().ok())
                 {
                     shared.routing().sessions.learn(id, i);
+                }
+                if may_make_task {
+                    return learn_task(response, shared, i).await;
                 }
                 pass_back(response)
             }
@@ -516,6 +520,64 @@ fn upstream_request(
         .unwrap_or_else(|_| hyper::Uri::from_static("/"));
     *request.headers_mut() = headers;
     request
+}
+
+/// What sticky mode keeps a request with: its session (2025-11-25), or, for the tasks
+/// extension's methods, the task its `Mcp-Name` names (2026-07-28: the extension asks clients to
+/// send it "so that balancers route to the instance holding the task").
+fn affinity(headers: &HeaderMap) -> Option<&str> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    text("mcp-session-id").or_else(|| {
+        text("mcp-method")
+            .filter(|m| m.starts_with("tasks/"))
+            .and_then(|_| text("mcp-name"))
+    })
+}
+
+fn header_is(headers: &HeaderMap, name: &str, value: &str) -> bool {
+    headers
+        .get(name)
+        .is_some_and(|v| v.as_bytes() == value.as_bytes())
+}
+
+/// The largest JSON answer read whole to learn a task id from it.
+const TASK_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// Passes a `tools/call` answer back, learning the task it created, if any, for the upstream
+/// that made it: a JSON answer of known, small length is read whole (a stream never is).
+async fn learn_task(
+    response: Response<Incoming>,
+    shared: &Shared,
+    upstream: usize,
+) -> Response<Body> {
+    let small_json = header_is(response.headers(), "content-type", "application/json")
+        && response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n <= TASK_ANSWER_BYTES);
+    if !small_json {
+        return pass_back(response);
+    }
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let Ok(bytes) = axum::body::to_bytes(Body::new(body), TASK_ANSWER_BYTES as usize).await else {
+        return plain(
+            StatusCode::BAD_GATEWAY,
+            "the upstream's answer broke off while it was read\n".to_owned(),
+        );
+    };
+    let answer: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+    if let Some(task) = answer
+        .as_ref()
+        .filter(|a| a.pointer("/result/resultType").and_then(|t| t.as_str()) == Some("task"))
+        .and_then(|a| a.pointer("/result/taskId"))
+        .and_then(|t| t.as_str())
+    {
+        shared.routing().sessions.learn(task, upstream);
+    }
+    Response::from_parts(parts, Body::from(bytes))
 }
 
 fn pass_back(response: Response<Incoming>) -> Response<Body> {

@@ -1,4 +1,5 @@
-//! Who gets the next request: the rotation, a one-off override, the sessions learned (sticky),
+//! Who gets the next request: the rotation, a one-off override, the sessions and tasks learned
+//! (sticky),
 //! and the upstreams resting after they did not answer in time.
 
 use super::MAX_SESSIONS;
