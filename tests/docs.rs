@@ -63,6 +63,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "needs the Python and TypeScript SDKs from PyPI and npm; .ci/run runs it in its interop step",
     ),
     (
+        "interop/check-conformance.sh",
+        "needs the MCP conformance suite from npm; .ci/run runs it in its interop step",
+    ),
+    (
         "interop/check-probe.sh",
         "needs the Python, TypeScript and Rust (rmcp) SDK servers; .ci/run runs it in its probe step",
     ),
