@@ -170,7 +170,8 @@ async fn a_killed_runners_task_is_adopted_by_a_poll_elsewhere_and_runs_each_step
         (29..=30).contains(&(by_a + by_b)),
         "a {by_a} + b {by_b}: each step once"
     );
-    assert!(by_a >= 3 && by_b >= 1, "a {by_a}, b {by_b}: both ran");
+    // b saw 3 steps done before the kill; a may not have counted the last it committed.
+    assert!(by_a >= 2 && by_b >= 1, "a {by_a}, b {by_b}: both ran");
     assert_eq!(seen.iter().filter(|r| r.get("error").is_some()).count(), 0);
     // The keyed re-issue, on b, after all that: the same task, nothing new runs.
     let again = create(&lab, &b, 30, 50, Some("order-7")).await;
