@@ -7,7 +7,9 @@ mod common;
 
 use common::services::RedisServer;
 use forkscope::store::{Retention, Store};
-use forkscope_core::tasks::{CreateError, Keyed, Missing, Runner, Settled, Status, WriteRefused};
+use forkscope_core::tasks::{
+    CreateError, Keyed, Missing, Runner, Settled, Status, Work, WriteRefused,
+};
 use forkscope_core::{SplitMix64, TaskId};
 use std::time::Duration;
 
@@ -28,7 +30,16 @@ async fn the_rules_hold(store: Store, seed: u64) {
     let mut rng = SplitMix64::new(seed);
     let mut id = || TaskId::generate(&mut rng);
     let (first, task) = store
-        .task_create(id(), 5, 60_000, keyed("k", "steps=5"), A)
+        .task_create(
+            id(),
+            Work {
+                steps: 5,
+                delay_ms: 10,
+            },
+            60_000,
+            keyed("k", "steps=5"),
+            A,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -37,15 +48,35 @@ async fn the_rules_hold(store: Store, seed: u64) {
         (task.status, task.epoch, task.done, task.steps),
         (Status::Working, 1, 0, 5)
     );
+    // The pace is kept with the task, for an adopter to run on at.
+    assert_eq!(task.delay_ms, 10);
     let (again, _) = store
-        .task_create(id(), 5, 60_000, keyed("k", "steps=5"), A)
+        .task_create(
+            id(),
+            Work {
+                steps: 5,
+                delay_ms: 10,
+            },
+            60_000,
+            keyed("k", "steps=5"),
+            A,
+        )
         .await
         .unwrap()
         .unwrap();
     assert_eq!((again.id, again.fresh), (first.id, false));
     assert_eq!(
         store
-            .task_create(id(), 6, 60_000, keyed("k", "steps=6"), A)
+            .task_create(
+                id(),
+                Work {
+                    steps: 6,
+                    delay_ms: 10
+                },
+                60_000,
+                keyed("k", "steps=6"),
+                A
+            )
             .await
             .unwrap()
             .err(),
@@ -105,7 +136,16 @@ async fn the_rules_hold(store: Store, seed: u64) {
     );
     // Cancel wins against a working task, and its runner's next write is refused.
     let (second, _) = store
-        .task_create(id(), 3, 60_000, None, A)
+        .task_create(
+            id(),
+            Work {
+                steps: 3,
+                delay_ms: 10,
+            },
+            60_000,
+            None,
+            A,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -119,7 +159,16 @@ async fn the_rules_hold(store: Store, seed: u64) {
     );
     // The TTL fails unfinished work by the same path: no step lands after it.
     let (short, _) = store
-        .task_create(id(), 3, 50, None, A)
+        .task_create(
+            id(),
+            Work {
+                steps: 3,
+                delay_ms: 10,
+            },
+            50,
+            None,
+            A,
+        )
         .await
         .unwrap()
         .unwrap();

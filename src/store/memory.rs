@@ -10,7 +10,8 @@ use super::{
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::replica::store::{SessionImage, StoreMachine};
 use forkscope_core::tasks::{
-    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, TaskTable, WriteRefused,
+    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, TaskTable, Work,
+    WriteRefused,
 };
 use forkscope_core::{LabTime, StreamId, TaskId};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -89,13 +90,13 @@ impl MemoryStore {
     pub(super) fn task_create(
         &self,
         new_id: TaskId,
-        steps: u64,
+        work: Work,
         ttl_ms: u64,
         keyed: Option<Keyed>,
         runner: Runner,
     ) -> Result<(Created, Task), CreateError> {
         self.tasks(|t, now| {
-            let created = t.create(now, new_id, steps, ttl_ms, keyed, runner)?;
+            let created = t.create(now, new_id, work, ttl_ms, keyed, runner)?;
             let task = t
                 .get(created.id)
                 .cloned()

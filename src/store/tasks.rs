@@ -11,7 +11,7 @@
 use super::{Backend, Link, Store, StoreError};
 use forkscope_core::TaskId;
 use forkscope_core::tasks::{
-    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, WriteRefused,
+    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, Work, WriteRefused,
 };
 use std::sync::Arc;
 
@@ -21,15 +21,15 @@ impl Store {
     pub async fn task_create(
         &self,
         new_id: TaskId,
-        steps: u64,
+        work: Work,
         ttl_ms: u64,
         keyed: Option<Keyed>,
         runner: Runner,
     ) -> Result<Result<(Created, Task), CreateError>, StoreError> {
         Link::check(self.link.as_ref()).await?;
         match &self.backend {
-            Backend::Memory(m) => Ok(m.task_create(new_id, steps, ttl_ms, keyed, runner)),
-            Backend::Redis(r) => r.task_create(new_id, steps, ttl_ms, keyed, runner).await,
+            Backend::Memory(m) => Ok(m.task_create(new_id, work, ttl_ms, keyed, runner)),
+            Backend::Redis(r) => r.task_create(new_id, work, ttl_ms, keyed, runner).await,
         }
     }
 

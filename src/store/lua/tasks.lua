@@ -16,7 +16,7 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 
 local FIELDS = {'status', 'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch',
-  'lease', 'outcome', 'ended'}
+  'lease', 'outcome', 'ended', 'delay'}
 
 -- The TTL, through the same path as any end, applied to `task` before an operation reads it:
 -- past its TTL an unfinished task is failed; past its TTL and retain_ms it is deleted, leaving
@@ -83,7 +83,7 @@ if op == 'create' then
   local id = ARGV[11]
   redis.call('HSET', task, 'status', 'working', 'created', now, 'updated', now, 'ttl', ttl,
     'steps', steps, 'done', 0, 'runner', runner, 'epoch', 1, 'lease', now + lease_ms,
-    'outcome', '', 'ended', '', 'key', (key ~= '' and KEYS[2]) or '')
+    'outcome', '', 'ended', '', 'key', (key ~= '' and KEYS[2]) or '', 'delay', ARGV[12])
   -- A hard bound, should nothing touch it again: deleted, then its tombstone's time.
   redis.call('PEXPIRE', task, ttl + retain_ms + tomb_ms)
   redis.call('ZADD', KEYS[3], now + ttl + retain_ms, task)

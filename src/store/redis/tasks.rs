@@ -9,7 +9,7 @@ use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
     CreateError, Created, EndedBy, Keyed, LEASE_MS, MAX_TASKS, Missing, RETAIN_MS, Runner, Settled,
-    Status, TOMBSTONE_MS, Task, WriteRefused,
+    Status, TOMBSTONE_MS, Task, Work, WriteRefused,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
@@ -57,7 +57,7 @@ fn items(reply: &Value) -> Result<Vec<String>, StoreError> {
 fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
     let bad = || corrupt("a task record", f);
     let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
-    let [status, .., outcome, ended] = f else {
+    let [status, .., outcome, ended, _delay] = f else {
         return Err(bad());
     };
     Ok(Task {
@@ -67,6 +67,7 @@ fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
         updated_at: LabTime::from_millis(n(2)?),
         ttl_ms: n(3)?,
         steps: n(4)?,
+        delay_ms: n(11)?,
         done: n(5)?,
         runner: Runner(u32::try_from(n(6)?).map_err(|_| bad())?),
         epoch: n(7)?,
@@ -139,7 +140,7 @@ impl RedisStore {
     pub(in crate::store) async fn task_create(
         &self,
         new_id: TaskId,
-        steps: u64,
+        work: Work,
         ttl_ms: u64,
         keyed: Option<Keyed>,
         runner: Runner,
@@ -162,12 +163,13 @@ impl RedisStore {
                 "create",
                 [&task_key(new_id), &entry],
                 &[
-                    steps.to_string(),
+                    work.steps.to_string(),
                     ttl_ms.to_string(),
                     runner.0.to_string(),
                     key,
                     arguments,
                     new_id.to_string(),
+                    work.delay_ms.to_string(),
                 ],
             )
             .await?;

@@ -18,7 +18,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::tasks::{
     CreateError, DEFAULT_TTL_MS, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status, Task,
-    TaskRules,
+    TaskRules, Work,
 };
 use forkscope_core::work::{Steps, ToolStep};
 use forkscope_core::{Entropy, LabTime, TaskId, ToolSpec};
@@ -118,7 +118,10 @@ impl TaskHub {
             .store
             .task_create(
                 self.new_id(),
-                spec.steps,
+                Work {
+                    steps: spec.steps,
+                    delay_ms: spec.delay_ms,
+                },
                 DEFAULT_TTL_MS,
                 keyed,
                 self.runner,
@@ -173,7 +176,7 @@ impl TaskHub {
                         "adopted a task whose runner's lease ran out");
                     let spec = ToolSpec {
                         steps: adopted.steps,
-                        delay_ms: found_delay(found),
+                        delay_ms: adopted.delay_ms,
                     };
                     self.start_runner(task, adopted.epoch, spec, adopted.done);
                     read = Ok(adopted);
@@ -253,15 +256,6 @@ impl TaskHub {
         json
     }
 }
-
-/// The delay between steps an adopter keeps to: the tool's default, as the store keeps the
-/// steps and not the delay (a task's pace is the runner's, not a rule).
-fn found_delay(_task: &Task) -> u64 {
-    ADOPTED_DELAY_MS
-}
-
-/// How far apart an adopted task's remaining steps run.
-const ADOPTED_DELAY_MS: u64 = 100;
 
 fn status_message(task: &Task) -> String {
     use forkscope_core::tasks::EndedBy;

@@ -81,6 +81,13 @@ impl Status {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Runner(pub u32);
 
+/// The work a task runs: its steps, and the pace between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Work {
+    pub steps: u64,
+    pub delay_ms: u64,
+}
+
 /// A call's key and its arguments in canonical form (the caller's spelling, compared exactly).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Keyed {
@@ -95,8 +102,9 @@ pub struct Task {
     pub created_at: LabTime,
     pub updated_at: LabTime,
     pub ttl_ms: u64,
-    /// Steps the work has, and has committed.
+    /// Steps the work has, and has committed, and the pace it runs at (an adopter keeps it).
     pub steps: u64,
+    pub delay_ms: u64,
     pub done: u64,
     /// The runner's lease: whose, under which epoch, until when.
     pub runner: Runner,
@@ -246,7 +254,7 @@ impl TaskTable {
         &mut self,
         now: LabTime,
         new_id: TaskId,
-        steps: u64,
+        work: Work,
         ttl_ms: u64,
         keyed: Option<Keyed>,
         runner: Runner,
@@ -281,7 +289,8 @@ impl TaskTable {
                 created_at: now,
                 updated_at: now,
                 ttl_ms,
-                steps,
+                steps: work.steps,
+                delay_ms: work.delay_ms,
                 done: 0,
                 runner,
                 epoch: 1,

@@ -23,7 +23,10 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
         .create(
             T0,
             TaskId::generate(&mut rng),
-            5,
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
             DEFAULT_TTL_MS,
             keyed("k1", r#"{"steps":5}"#),
             A,
@@ -35,7 +38,10 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
         .create(
             T0.plus(10),
             TaskId::generate(&mut rng),
-            5,
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
             DEFAULT_TTL_MS,
             keyed("k1", r#"{"steps":5}"#),
             A,
@@ -47,7 +53,10 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
         tasks.create(
             T0,
             TaskId::generate(&mut rng),
-            5,
+            Work {
+                steps: 5,
+                delay_ms: 0
+            },
             DEFAULT_TTL_MS,
             keyed("k1", r#"{"steps":6}"#),
             A
@@ -56,17 +65,40 @@ fn one_key_one_task_and_the_same_key_with_other_arguments_is_refused() {
     );
     // Without a key every call is a task of its own: the naive re-issue makes a second.
     let a = tasks
-        .create(T0, TaskId::generate(&mut rng), 5, DEFAULT_TTL_MS, None, A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
         .unwrap();
     let b = tasks
-        .create(T0, TaskId::generate(&mut rng), 5, DEFAULT_TTL_MS, None, A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
         .unwrap();
     assert_ne!(a.id, b.id);
     assert_eq!(
         tasks.create(
             T0,
             TaskId::generate(&mut rng),
-            5,
+            Work {
+                steps: 5,
+                delay_ms: 0
+            },
             DEFAULT_TTL_MS,
             keyed(&"k".repeat(300), "{}"),
             A
@@ -83,14 +115,27 @@ fn a_full_table_refuses_creation_but_still_answers_known_keys() {
         .create(
             T0,
             TaskId::generate(&mut rng),
-            1,
+            Work {
+                steps: 1,
+                delay_ms: 0,
+            },
             1_000,
             keyed("k", "{}"),
             A,
         )
         .unwrap();
     assert_eq!(
-        tasks.create(T0, TaskId::generate(&mut rng), 1, 1_000, None, A),
+        tasks.create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 1,
+                delay_ms: 0
+            },
+            1_000,
+            None,
+            A
+        ),
         Err(CreateError::Full { max: 1 })
     );
     assert_eq!(
@@ -98,7 +143,10 @@ fn a_full_table_refuses_creation_but_still_answers_known_keys() {
             .create(
                 T0,
                 TaskId::generate(&mut rng),
-                1,
+                Work {
+                    steps: 1,
+                    delay_ms: 0
+                },
                 1_000,
                 keyed("k", "{}"),
                 A
@@ -112,7 +160,17 @@ fn a_full_table_refuses_creation_but_still_answers_known_keys() {
 fn one_runner_a_stale_epoch_is_refused_after_an_adoption() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, TaskId::generate(&mut rng), 5, DEFAULT_TTL_MS, None, A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
         .unwrap();
     tasks.step(T0.plus(100), task.id, 1, 1).unwrap();
     // The lease holds: nobody else may take the task.
@@ -137,7 +195,17 @@ fn one_runner_a_stale_epoch_is_refused_after_an_adoption() {
 fn terminal_once_every_read_returns_the_stored_outcome() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, TaskId::generate(&mut rng), 1, DEFAULT_TTL_MS, None, A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 1,
+                delay_ms: 0,
+            },
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
         .unwrap();
     let result: Arc<str> = r#"{"content":[]}"#.into();
     assert_eq!(
@@ -175,7 +243,17 @@ fn terminal_once_every_read_returns_the_stored_outcome() {
 fn cancel_is_settled_against_complete_and_says_which_won() {
     let (mut tasks, mut rng) = table();
     let task = tasks
-        .create(T0, TaskId::generate(&mut rng), 3, DEFAULT_TTL_MS, None, A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 3,
+                delay_ms: 0,
+            },
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
         .unwrap();
     assert_eq!(
         tasks.cancel(T0.plus(1), task.id),
@@ -188,7 +266,17 @@ fn cancel_is_settled_against_complete_and_says_which_won() {
     );
     assert_eq!(tasks.get(task.id).unwrap().ended_by, Some(EndedBy::Cancel));
     let done = tasks
-        .create(T0, TaskId::generate(&mut rng), 1, DEFAULT_TTL_MS, None, A)
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            Work {
+                steps: 1,
+                delay_ms: 0,
+            },
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
         .unwrap();
     tasks
         .settle(T0.plus(1), done.id, Some(1), Status::Completed, None)
@@ -208,7 +296,10 @@ fn the_ttl_fails_unfinished_work_through_the_same_path_and_expired_stays_distinc
         .create(
             T0,
             TaskId::generate(&mut rng),
-            10,
+            Work {
+                steps: 10,
+                delay_ms: 0,
+            },
             1_000,
             keyed("k", "{}"),
             A,
@@ -234,7 +325,10 @@ fn the_ttl_fails_unfinished_work_through_the_same_path_and_expired_stays_distinc
         .create(
             gone_at,
             TaskId::generate(&mut rng),
-            1,
+            Work {
+                steps: 1,
+                delay_ms: 0,
+            },
             1_000,
             keyed("k", "{}"),
             A,
@@ -257,7 +351,10 @@ fn naive_reads_no_key_so_the_re_issue_makes_a_second_task() {
         .create(
             T0,
             TaskId::generate(&mut rng),
-            5,
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
             DEFAULT_TTL_MS,
             naive.read_key(keyed("k", "{}")),
             A,
@@ -267,7 +364,10 @@ fn naive_reads_no_key_so_the_re_issue_makes_a_second_task() {
         .create(
             T0,
             TaskId::generate(&mut rng),
-            5,
+            Work {
+                steps: 5,
+                delay_ms: 0,
+            },
             DEFAULT_TTL_MS,
             naive.read_key(keyed("k", "{}")),
             A,
