@@ -7,6 +7,7 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 /// A resume the server refused (its `data.reason` says which rule).
 pub const RESUME_REJECTED: i64 = -32002;
 /// A session-level refusal (unknown session, session limit, bad headers).

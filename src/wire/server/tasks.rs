@@ -252,6 +252,14 @@ impl TaskHub {
                 "result"
             };
             json[field] = outcome;
+        } else if task.status == Status::Failed {
+            // The extension's `failed` carries the JSON-RPC error that ended it: for the TTL,
+            // one that says so.
+            json["error"] = json!({
+                "code": jsonrpc::INTERNAL_ERROR,
+                "message": status_message(task),
+                "data": { "reason": "ttl_expired", "done": task.done, "steps": task.steps },
+            });
         }
         json
     }
@@ -381,6 +389,34 @@ pub fn iso8601(unix_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A task the TTL failed is answered with the `error` the extension requires of `failed`.
+    #[test]
+    fn a_task_failed_by_its_ttl_carries_an_error() {
+        let hub = TaskHub::default();
+        let task = Task {
+            id: TaskId::parse("0123456789abcdef0123456789abcdef").unwrap(),
+            status: Status::Failed,
+            created_at: LabTime::ZERO,
+            updated_at: LabTime::from_millis(5),
+            ttl_ms: 5,
+            steps: 4,
+            delay_ms: 10,
+            done: 2,
+            runner: Runner(0),
+            epoch: 1,
+            lease_until: LabTime::ZERO,
+            outcome: None,
+            ended_by: Some(forkscope_core::tasks::EndedBy::Ttl),
+        };
+        let json = hub.task_json(&task);
+        assert_eq!(json["status"], "failed");
+        assert_eq!(json["error"]["data"]["reason"], "ttl_expired");
+        assert_eq!(json["error"]["data"]["done"], 2);
+        assert!(json.get("result").is_none());
+    }
+
     #[test]
     fn timestamps_are_iso_8601_in_utc() {
         assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
