@@ -6,6 +6,7 @@
 use forkscope::clock::LabClock;
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::{Core, Shared};
+use forkscope_core::AnomalyKind;
 use forkscope_core::revision::{LEGACY, MODERN, Protocols};
 use forkscope_core::{LabConfig, Policy};
 use futures_util::StreamExt;
@@ -187,6 +188,7 @@ async fn a_call_streams_to_its_result_and_closing_its_stream_cancels_it() {
     assert_eq!(got[3]["id"], 7);
     assert_eq!(got[3]["result"]["content"][0]["text"], "done: 3 steps");
     assert_eq!(running.modern().calls_completed.load(Ordering::Relaxed), 1);
+    assert!(running.verdict().clean, "{}", running.verdict().summary());
 
     // A long call: read its first step, then close the stream.
     let (headers, body) = modern(
@@ -211,6 +213,14 @@ async fn a_call_streams_to_its_result_and_closing_its_stream_cancels_it() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(running.modern().calls_completed.load(Ordering::Relaxed), 1);
+    // The cancel the revision asks for left the call's effect half made: the checker says so.
+    let verdict = running.verdict();
+    assert_eq!(
+        verdict.count(AnomalyKind::CutHalfway),
+        1,
+        "{}",
+        verdict.summary()
+    );
     running.stop().await;
 }
 

@@ -160,6 +160,12 @@ fn short(kind: AnomalyKind) -> &'static str {
         AnomalyKind::ReusedId => "REUSED ID",
         AnomalyKind::CursorDrift => "DRIFT",
         AnomalyKind::Undelivered => "UNDELIVERED",
+        AnomalyKind::TwoRunners => "TWO RUNNERS",
+        AnomalyKind::EffectTwice => "RE-APPLIED",
+        AnomalyKind::TerminalTwice => "ENDED TWICE",
+        AnomalyKind::StaleRead => "STALE READ",
+        AnomalyKind::OrphanTask => "ORPHAN TASK",
+        AnomalyKind::CutHalfway => "CUT HALFWAY",
     }
 }
 

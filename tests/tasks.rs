@@ -8,7 +8,7 @@ use forkscope::clock::LabClock;
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::revision::MODERN;
-use forkscope_core::{LabConfig, Policy};
+use forkscope_core::{AnomalyKind, LabConfig, Policy};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -212,4 +212,59 @@ async fn naive_reads_no_key_and_the_re_issue_runs_twice() {
     assert_eq!(running.tasks().steps_committed.load(Ordering::Relaxed), 4);
     assert_eq!(running.tasks().reused.load(Ordering::Relaxed), 0);
     running.stop().await;
+}
+
+/// The checker judges what `serve` did under 2026-07-28: a keyed call whose answer was lost
+/// and re-issued is, under naive, an orphaned task, two runners of one call and each step
+/// applied twice; under the fence, the same faults are clean.
+#[tokio::test]
+async fn the_verdict_names_the_double_effect_under_naive_and_is_clean_fenced() {
+    for policy in [Policy::Naive, Policy::Fenced] {
+        let (running, url) = start_as(policy).await;
+        // A long call: its first task still runs when the re-issue's starts.
+        let a = call(&url, 1, 200, 50, Some("charge-7")).await;
+        let a = a["result"]["taskId"].as_str().unwrap().to_owned();
+        // Its answer was lost: the client never names `a`, and re-issues.
+        let b = call(&url, 2, 200, 50, Some("charge-7")).await;
+        let b = b["result"]["taskId"].as_str().unwrap().to_owned();
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        while running.tasks().steps_committed.load(Ordering::Relaxed) < 4 {
+            assert!(tokio::time::Instant::now() < deadline, "no steps");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let verdict = running.verdict();
+        match policy {
+            Policy::Naive => {
+                assert_ne!(a, b);
+                assert_eq!(
+                    verdict.count(AnomalyKind::OrphanTask),
+                    1,
+                    "{}",
+                    verdict.summary()
+                );
+                assert_eq!(
+                    verdict.count(AnomalyKind::TwoRunners),
+                    1,
+                    "{}",
+                    verdict.summary()
+                );
+                assert!(
+                    verdict.count(AnomalyKind::EffectTwice) >= 1,
+                    "{}",
+                    verdict.summary()
+                );
+            }
+            _ => {
+                assert_eq!(a, b);
+                assert!(verdict.clean, "{}", verdict.summary());
+            }
+        }
+        for task in [&a, &b] {
+            request(&url, 3, "tasks/cancel", json!({ "taskId": task }), None).await;
+        }
+        if policy == Policy::Fenced {
+            assert!(running.verdict().clean, "{}", running.verdict().summary());
+        }
+        running.stop().await;
+    }
 }

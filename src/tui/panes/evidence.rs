@@ -152,6 +152,31 @@ fn why(kind: AnomalyKind) -> &'static str {
             "owed and never delivered, but the client was told: it knows what is missing — \
              safe, yet not everything arrived, so not clean"
         }
+        AnomalyKind::TwoRunners => {
+            "one call run twice at once: a re-issue made a second task while the first ran on \
+             (or a runner past its lease still wrote), and the server never noticed"
+        }
+        AnomalyKind::EffectTwice => {
+            "the fork is gone from the wire, the double charge is not: the client re-issued, as \
+             2026-07-28 tells it to, and the server ran the call again"
+        }
+        AnomalyKind::TerminalTwice => {
+            "a task ended twice (completed, then cancelled): two readers can be told two \
+             different outcomes of one call"
+        }
+        AnomalyKind::StaleRead => {
+            "a task read back from its end: the client saw it finished, then saw it working \
+             again, from a copy that lagged"
+        }
+        AnomalyKind::OrphanTask => {
+            "a task whose id never reached the client: no tasks/list can find it, so it runs \
+             until its TTL with no one to read its result"
+        }
+        AnomalyKind::CutHalfway => {
+            "the response stream closed, so the server cancelled the call, as the revision \
+             says, after part of its work: the effect is half made, and the client cannot know \
+             how far it got"
+        }
     }
 }
 

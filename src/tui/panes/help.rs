@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 22] = [
+pub const GLOSSARY: [(&str, &str); 28] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -76,6 +76,27 @@ pub const GLOSSARY: [(&str, &str); 22] = [
     (
         "identity",
         "how a resume (↺) knew its stream: token header or id key",
+    ),
+    (
+        "TWO RUNNERS",
+        "2026: one call run twice at once (two tasks, one key) ⇉",
+    ),
+    (
+        "RE-APPLIED",
+        "2026: a step applied again by a re-issued call ◈",
+    ),
+    (
+        "ENDED TWICE",
+        "2026: a task ended twice (completed, then cancelled) ⧈",
+    ),
+    ("STALE READ", "2026: a task read back from its end ↯"),
+    (
+        "ORPHAN TASK",
+        "2026: a task whose id the client never learned ⊗",
+    ),
+    (
+        "CUT HALFWAY",
+        "2026: a closed stream cancelled a call midway ◐",
     ),
 ];
 

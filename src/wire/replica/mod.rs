@@ -305,6 +305,8 @@ pub async fn start(
             // Fenced replicas keep tasks in the shared store; naive ones in their own process,
             // as the SDKs' task managers do: a poll that lands elsewhere finds nothing.
             shared_tasks,
+            // A replica keeps no history: its 2026-07-28 calls are judged by none yet.
+            server::handles::Report::default(),
         ),
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));

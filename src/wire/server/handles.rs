@@ -7,6 +7,34 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// Where the 2026-07-28 side of an endpoint says what it did, for the checker: the one
+/// server's history, or nowhere (a replica of `forkscope serve`, which keeps none).
+#[derive(Clone, Default)]
+pub struct Report(Option<Arc<dyn Fn(forkscope_core::Record) + Send + Sync>>);
+
+impl Report {
+    pub fn to(sink: impl Fn(forkscope_core::Record) + Send + Sync + 'static) -> Report {
+        Report(Some(Arc::new(sink)))
+    }
+
+    /// Reports a fact; it is only made when someone listens.
+    pub fn tell(&self, record: impl FnOnce() -> forkscope_core::Record) {
+        if let Some(sink) = &self.0 {
+            sink(record());
+        }
+    }
+}
+
+impl std::fmt::Debug for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Report(listened)"
+        } else {
+            "Report(none)"
+        })
+    }
+}
+
 /// The keep-alive comment: a line every SSE parser skips.
 pub const KEEPALIVE_FRAME: &[u8] = b": keep-alive\n\n";
 

@@ -217,6 +217,11 @@ impl RunningServer {
         &self.modern.tasks.counters
     }
 
+    /// The checker's verdict on everything this server did so far.
+    pub fn verdict(&self) -> forkscope_core::Verdict {
+        self.shared.lock().history.verdict()
+    }
+
     /// Wakes the driver (after work was queued from outside a request).
     pub fn wake(&self) {
         self.wake.wake();
@@ -320,7 +325,13 @@ pub async fn start(
         clock: clock.clone(),
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),
-        modern: modern::Modern::new(options.protocols, policy, None),
+        modern: modern::Modern::new(options.protocols, policy, None, {
+            let (shared, clock) = (shared.clone(), clock.clone());
+            handles::Report::to(move |record| {
+                let now = clock.now();
+                shared.lock().history.record(now, record);
+            })
+        }),
     };
     let modern = app.modern.clone();
     let (shutdown, stopped) = oneshot::channel();

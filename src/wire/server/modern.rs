@@ -7,6 +7,7 @@
 //! The replica server and the single server both pass every request through [`Modern::gate_post`]
 //! first, so one copy of the era rules answers for both.
 
+use super::handles::Report;
 use super::incoming::{self, Incoming};
 use super::refusal::json_response;
 use super::tasks::{TASKS_EXTENSION, TaskHub};
@@ -15,13 +16,13 @@ use crate::wire::jsonrpc;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use forkscope_core::LabTime;
-use forkscope_core::ToolSpec;
+use forkscope_core::history::Run;
 use forkscope_core::revision::{
     self, Era, META_VERSION, ModernRequest, PostHead, Protocols, Refusal,
 };
 use forkscope_core::tasks::{IDEMPOTENCY_KEY, Keyed, TaskRules};
 use forkscope_core::work::{Steps, ToolStep};
+use forkscope_core::{LabTime, Record, ToolSpec};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +47,8 @@ pub struct Modern {
     pub counters: Arc<ModernCounters>,
     /// The tasks extension's tasks, for clients that declare it.
     pub tasks: Arc<TaskHub>,
+    /// Who hears what each call and task did.
+    report: Report,
 }
 
 /// What the gate did with a POST.
@@ -58,16 +61,19 @@ pub(crate) enum Gate {
 
 impl Modern {
     /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`);
-    /// `store`: where tasks are kept when shared (fenced replicas), else this endpoint's own.
+    /// `store`: where tasks are kept when shared (fenced replicas), else this endpoint's own;
+    /// `report`: who hears what each call and task did (the checker).
     pub fn new(
         protocols: Protocols,
         policy: forkscope_core::Policy,
         store: Option<crate::store::Store>,
+        report: Report,
     ) -> Modern {
         Modern {
             protocols,
             counters: Arc::default(),
-            tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store)),
+            tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store, report.clone())),
+            report,
         }
     }
 
@@ -173,12 +179,23 @@ impl Modern {
         }
         let (tx, rx) = mpsc::channel::<String>(STREAM_QUEUE);
         self.counters.calls_started.fetch_add(1, Ordering::Relaxed);
+        let run = Run::Request(id.to_string().into());
+        // The call the client meant: its key if it named one, else this request alone.
+        let op = call_key(params).map_or_else(|| run.to_string().into(), Arc::from);
+        self.report.tell(|| Record::CallStarted {
+            op,
+            run: run.clone(),
+        });
         tokio::spawn(run_call(
-            id.clone(),
-            progress_token,
-            spec,
+            Call {
+                id: id.clone(),
+                run,
+                progress_token,
+                spec,
+            },
             tx,
             self.counters.clone(),
+            self.report.clone(),
         ));
         let body = futures_util::stream::unfold(rx, |mut rx| async move {
             let frame = rx.recv().await?;
@@ -207,6 +224,17 @@ fn declares_tasks(params: &Value) -> bool {
         .is_some()
 }
 
+/// The idempotency key a plain call names itself with, if any: what the checker calls the
+/// call by, so a re-issue under the same key is known for the same call. A plain call's key
+/// is not honoured (the fence keeps its promise through tasks); it is only read.
+fn call_key(params: &Value) -> Option<&str> {
+    params
+        .pointer("/_meta")
+        .and_then(|m| m.get(IDEMPOTENCY_KEY))
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty() && k.len() <= forkscope_core::tasks::MAX_KEY_BYTES)
+}
+
 /// `_meta["io.forkscope/idempotencyKey"]` with the call's arguments as the core compares
 /// them (the tool's parsed spec: two spellings of the same arguments are the same call).
 fn idempotency_key(params: &Value, spec: ToolSpec) -> Result<Option<Keyed>, &'static str> {
@@ -226,15 +254,35 @@ fn idempotency_key(params: &Value, spec: ToolSpec) -> Result<Option<Keyed>, &'st
     }
 }
 
+/// One plain call: its request, its run's name for the checker, and what it runs.
+struct Call {
+    id: Value,
+    run: Run,
+    progress_token: Option<Value>,
+    spec: ToolSpec,
+}
+
 /// Runs one `progress_task` call on its own stream. The core's [`ToolCall`] says when each
 /// step is due; a closed stream stops it at once (no further message for it is sent).
 async fn run_call(
-    id: Value,
-    progress_token: Option<Value>,
-    spec: ToolSpec,
+    Call {
+        id,
+        run,
+        progress_token,
+        spec,
+    }: Call,
     tx: mpsc::Sender<String>,
     counters: Arc<ModernCounters>,
+    report: Report,
 ) {
+    let cut = |call: &Steps| {
+        report.tell(|| Record::CallCut {
+            run: run.clone(),
+            done: call.done(),
+            of: spec.steps,
+        });
+        cancelled(&counters, &id, call);
+    };
     let started = tokio::time::Instant::now();
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
     let mut call = Steps::new(spec, progress_token.is_some(), now());
@@ -243,10 +291,21 @@ async fn run_call(
         // A step already due is taken at once: tokio's timer rounds even a zero sleep up to
         // its next millisecond tick.
         tokio::select! {
-            () = tx.closed() => return cancelled(&counters, &id, &call),
+            () = tx.closed() => return cut(&call),
             () = pause(wait) => {}
         }
-        for step in call.take_due(now(), usize::MAX) {
+        let before = call.done();
+        let due = call.take_due(now(), usize::MAX);
+        // A step is its effect: applied once taken (silent ones too), heard of or not.
+        for step in before + 1..=call.done() {
+            report.tell(|| Record::StepApplied {
+                run: run.clone(),
+                step,
+                of: spec.steps,
+                epoch: 0,
+            });
+        }
+        for step in due {
             let body = match step {
                 ToolStep::Result { steps } => {
                     jsonrpc::result(&id, complete_fields(super::tool::result(steps)))
@@ -257,7 +316,7 @@ async fn run_call(
             };
             let frame = format!("data: {body}\n\n");
             if tx.send(frame).await.is_err() {
-                return cancelled(&counters, &id, &call);
+                return cut(&call);
             }
             if matches!(step, ToolStep::Result { .. }) {
                 counters.calls_completed.fetch_add(1, Ordering::Relaxed);

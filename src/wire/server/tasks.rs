@@ -11,17 +11,19 @@
 //! working past its lease adopts it under the next epoch and runs it on from its last committed
 //! step, wherever that poll landed, so a task needs no sticky routing.
 
+use super::handles::Report;
 use super::refusal::{Unavailable, json_response, unavailable};
 use crate::store::{Retention, Store, StoreError};
 use crate::wire::{OsEntropy, jsonrpc};
 use axum::http::StatusCode;
 use axum::response::Response;
+use forkscope_core::history::Run;
 use forkscope_core::tasks::{
     CreateError, DEFAULT_TTL_MS, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status, Task,
     TaskRules, Work,
 };
 use forkscope_core::work::{Steps, ToolStep};
-use forkscope_core::{Entropy, LabTime, TaskId, ToolSpec};
+use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,17 +58,20 @@ pub struct TaskHub {
     runners: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Set once the endpoint was killed: nothing new runs here.
     stopped: std::sync::atomic::AtomicBool,
+    /// Who hears what each task did (the checker).
+    report: Report,
 }
 
 impl Default for TaskHub {
     fn default() -> Self {
-        TaskHub::new(TaskRules::default(), None)
+        TaskHub::new(TaskRules::default(), None, Report::default())
     }
 }
 
 impl TaskHub {
-    /// `store`: a shared one (replicas), or `None` for a store of this endpoint's own.
-    pub fn new(rules: TaskRules, store: Option<Store>) -> Self {
+    /// `store`: a shared one (replicas), or `None` for a store of this endpoint's own;
+    /// `report`: who hears what each task did.
+    pub fn new(rules: TaskRules, store: Option<Store>, report: Report) -> Self {
         let mut rng = OsEntropy::new();
         let runner = Runner(rng.next_u64() as u32);
         TaskHub {
@@ -77,6 +82,7 @@ impl TaskHub {
             counters: TaskCounters::default(),
             runners: Mutex::default(),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            report,
         }
     }
 
@@ -113,6 +119,9 @@ impl TaskHub {
         spec: ToolSpec,
         keyed: Option<Keyed>,
     ) -> Response {
+        // The call the client meant, as it named it: what the checker judges re-issues by,
+        // whether or not these rules honour the key.
+        let op: Option<Arc<str>> = keyed.as_ref().map(|k| k.key.as_str().into());
         let keyed = self.rules.read_key(keyed);
         let created = self
             .store
@@ -143,6 +152,11 @@ impl TaskHub {
             }
             Err(e) => return store_failed(id, &e),
         };
+        self.report.tell(|| Record::TaskCreated {
+            op: op.unwrap_or_else(|| Run::Task(created.id).to_string().into()),
+            task: created.id,
+            fresh: created.fresh,
+        });
         if created.fresh {
             self.counters.created.fetch_add(1, Ordering::Relaxed);
             tracing::info!(task = %created.id.short(), steps = spec.steps, "task created");
@@ -159,7 +173,7 @@ impl TaskHub {
     /// `tasks/get`: the task as stored. One found working past its lease is adopted here
     /// first, and run on from its last committed step.
     pub(crate) async fn get(self: &Arc<Self>, id: &Value, params: &Value) -> Response {
-        let Ok(task) = task_of(params) else {
+        let Some(task) = self.named(params) else {
             return missing_task(id, Missing::Unknown);
         };
         let mut read = match self.store.task_get(task).await {
@@ -187,6 +201,10 @@ impl TaskHub {
         }
         match read {
             Ok(task) => {
+                self.report.tell(|| Record::TaskRead {
+                    task: task.id,
+                    status: task.status,
+                });
                 let mut body = self.task_json(&task);
                 body["resultType"] = json!("complete");
                 json_response(StatusCode::OK, jsonrpc::result(id, body))
@@ -198,7 +216,7 @@ impl TaskHub {
     /// `tasks/update`: nothing here asks for input, so every response is for a key not
     /// outstanding, which the extension says to ignore; an unknown task is an error.
     pub(crate) async fn update(&self, id: &Value, params: &Value) -> Response {
-        let Ok(task) = task_of(params) else {
+        let Some(task) = self.named(params) else {
             return missing_task(id, Missing::Unknown);
         };
         match self.store.task_get(task).await {
@@ -211,14 +229,17 @@ impl TaskHub {
     /// `tasks/cancel`: settled against completion by the store's compare-and-set; the
     /// acknowledgement says which won, in `_meta` (an extension of forkscope's).
     pub(crate) async fn cancel(&self, id: &Value, params: &Value) -> Response {
-        let Ok(task) = task_of(params) else {
+        let Some(task) = self.named(params) else {
             return missing_task(id, Missing::Unknown);
         };
         match self.store.task_cancel(task).await {
-            Ok(Ok(Settled::Won(_))) => acknowledged(
-                id,
-                Some(("cancelled", "the cancel won: no step runs after it")),
-            ),
+            Ok(Ok(Settled::Won(status))) => {
+                self.report.tell(|| Record::TaskSettled { task, status });
+                acknowledged(
+                    id,
+                    Some(("cancelled", "the cancel won: no step runs after it")),
+                )
+            }
             Ok(Ok(Settled::Lost(status))) => acknowledged(
                 id,
                 Some((
@@ -229,6 +250,14 @@ impl TaskHub {
             Ok(Err(missing)) => missing_task(id, missing),
             Err(e) => store_failed(id, &e),
         }
+    }
+
+    /// The task a request names (`params.taskId`), told to the checker: a client that names
+    /// it knows it. `None` for anything that is not a task id.
+    fn named(&self, params: &Value) -> Option<TaskId> {
+        let task = task_of(params).ok()?;
+        self.report.tell(|| Record::TaskNamed { task });
+        Some(task)
     }
 
     fn task_json(&self, task: &Task) -> Value {
@@ -304,10 +333,20 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
                 }
             };
             match written {
-                Ok(Ok(true)) if matches!(step, ToolStep::Progress { .. }) => {
+                Ok(Ok(true)) if let ToolStep::Progress { done, total } = step => {
                     hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
+                    hub.report.tell(|| Record::StepApplied {
+                        run: Run::Task(task),
+                        step: done,
+                        of: total,
+                        epoch,
+                    });
                 }
                 Ok(Ok(true)) => {
+                    hub.report.tell(|| Record::TaskSettled {
+                        task,
+                        status: Status::Completed,
+                    });
                     hub.counters.completed.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(task = %task.short(), "task completed");
                 }

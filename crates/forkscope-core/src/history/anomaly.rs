@@ -1,8 +1,9 @@
 //! The anomalies the checker names, each explaining itself in one sentence.
 
-use crate::ids::{EventId, ReplicaId, SessionId, StreamId};
+use super::record::Run;
+use crate::ids::{EventId, ReplicaId, SessionId, StreamId, TaskId};
 use crate::time::LabTime;
-use crate::vocabulary::RejectReason;
+use crate::vocabulary::{RejectReason, TaskStatus};
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -37,6 +38,18 @@ pub enum AnomalyKind {
     NonMonotonicCursor,
     Lost,
     CallLost,
+    /// 2026-07-28: one call run by two runners at once (two tasks for one key, or a runner
+    /// past its epoch still writing). Leads the kinds below it, which it explains.
+    TwoRunners,
+    /// 2026-07-28: a step of one call applied twice, by a second run of it (a re-issue the
+    /// server did not know for the same call).
+    EffectTwice,
+    TerminalTwice,
+    StaleRead,
+    /// 2026-07-28: a task whose id the client never learned, left running.
+    OrphanTask,
+    /// 2026-07-28: a call stopped halfway by the cancel a closed stream means.
+    CutHalfway,
     CursorDrift,
     /// Owed and never delivered, but the client was told: not a silent loss, not clean either.
     Undelivered,
@@ -159,6 +172,51 @@ pub enum Anomaly {
         drift: Drift,
         at: LabTime,
     },
+    /// `second` ran `op` while `first` still did; or (`first == second`, a task) a runner
+    /// wrote on an epoch older than the one its task is held at.
+    TwoRunners {
+        op: Arc<str>,
+        first: Run,
+        second: Run,
+        at: LabTime,
+    },
+    /// Step `step` of `op` was applied by `first`, then again by `second`.
+    EffectTwice {
+        op: Arc<str>,
+        step: u64,
+        first: Run,
+        second: Run,
+        at: LabTime,
+    },
+    /// `task` ended `first`, then again `second`.
+    TerminalTwice {
+        task: TaskId,
+        first: TaskStatus,
+        second: TaskStatus,
+        at: LabTime,
+    },
+    /// `task` was read `read` after a read had answered it `was`, terminal.
+    StaleRead {
+        task: TaskId,
+        was: TaskStatus,
+        read: TaskStatus,
+        at: LabTime,
+    },
+    /// `task` was made for `op`, its id never reached the client (it asked for `op` again),
+    /// and it runs on where no one will read its result.
+    OrphanTask {
+        op: Arc<str>,
+        task: TaskId,
+        at: LabTime,
+    },
+    /// `run`'s stream closed after `done` of `of` steps: the cancel left the effect half made.
+    CutHalfway {
+        op: Arc<str>,
+        run: Run,
+        done: u64,
+        of: u64,
+        at: LabTime,
+    },
 }
 
 /// The two replicas of a fork across replicas: one sent, the client was bound on the other.
@@ -194,6 +252,12 @@ impl Anomaly {
             Anomaly::CallLost { .. } => AnomalyKind::CallLost,
             Anomaly::CursorDrift { .. } => AnomalyKind::CursorDrift,
             Anomaly::Undelivered { .. } => AnomalyKind::Undelivered,
+            Anomaly::TwoRunners { .. } => AnomalyKind::TwoRunners,
+            Anomaly::EffectTwice { .. } => AnomalyKind::EffectTwice,
+            Anomaly::TerminalTwice { .. } => AnomalyKind::TerminalTwice,
+            Anomaly::StaleRead { .. } => AnomalyKind::StaleRead,
+            Anomaly::OrphanTask { .. } => AnomalyKind::OrphanTask,
+            Anomaly::CutHalfway { .. } => AnomalyKind::CutHalfway,
         }
     }
 
@@ -207,7 +271,13 @@ impl Anomaly {
             | Anomaly::Lost { at, .. }
             | Anomaly::CallLost { at, .. }
             | Anomaly::Undelivered { at, .. }
-            | Anomaly::CursorDrift { at, .. } => *at,
+            | Anomaly::CursorDrift { at, .. }
+            | Anomaly::TwoRunners { at, .. }
+            | Anomaly::EffectTwice { at, .. }
+            | Anomaly::TerminalTwice { at, .. }
+            | Anomaly::StaleRead { at, .. }
+            | Anomaly::OrphanTask { at, .. }
+            | Anomaly::CutHalfway { at, .. } => *at,
             Anomaly::Duplicate { second, .. } => second.at,
         }
     }
@@ -310,6 +380,77 @@ impl fmt::Display for Anomaly {
                     session.short()
                 ),
             },
+            Anomaly::TwoRunners {
+                op,
+                first,
+                second,
+                at,
+            } if first == second => write!(
+                f,
+                "two runners: {second} of {op} took a write at {at} on an epoch older than the \
+                 one it is held at, so two runners wrote one task"
+            ),
+            Anomaly::TwoRunners {
+                op,
+                first,
+                second,
+                at,
+            } => write!(
+                f,
+                "two runners: {second} started running {op} at {at} while {first} still ran it"
+            ),
+            Anomaly::EffectTwice {
+                op,
+                step,
+                first,
+                second,
+                at,
+            } => write!(
+                f,
+                "step {step} of {op} was applied twice: by {first}, then by {second} at {at} — \
+                 a re-issue the server did not know for the same call"
+            ),
+            Anomaly::TerminalTwice {
+                task,
+                first,
+                second,
+                at,
+            } => write!(
+                f,
+                "task {} ended twice: {}, then {} at {at}",
+                task.short(),
+                first.name(),
+                second.name()
+            ),
+            Anomaly::StaleRead {
+                task,
+                was,
+                read,
+                at,
+            } => write!(
+                f,
+                "stale read: task {} read {} at {at} after a read had answered {}",
+                task.short(),
+                read.name(),
+                was.name()
+            ),
+            Anomaly::OrphanTask { op, task, at } => write!(
+                f,
+                "orphan task: {op} was asked for again at {at}, so the client never learned \
+                 task {}, which runs on with no one to read its result",
+                task.short()
+            ),
+            Anomaly::CutHalfway {
+                op,
+                run,
+                done,
+                of,
+                at,
+            } => write!(
+                f,
+                "{run} of {op} was cancelled at {at} by its closed stream after {done} of {of} \
+                 steps: its effect is half made, and the client cannot know how far it got"
+            ),
         }
     }
 }

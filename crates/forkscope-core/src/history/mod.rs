@@ -14,7 +14,7 @@ pub use anomaly::{
 };
 pub use caused::Caused;
 pub use checker::{Checker, Counters, Verdict};
-pub use record::{Entry, Record};
+pub use record::{Entry, Record, Run};
 
 use crate::ids::ByReplica;
 use crate::time::LabTime;

@@ -1,9 +1,11 @@
 //! What really happened, as the server and client report it: the checker's evidence.
 
 use super::caused::Caused;
-use crate::ids::{ByReplica, ConnectionId, EventId, IdScheme, ReplicaId, SessionId, StreamId};
+use crate::ids::{
+    ByReplica, ConnectionId, EventId, IdScheme, ReplicaId, SessionId, StreamId, TaskId,
+};
 use crate::time::LabTime;
-use crate::vocabulary::{IdentityProof, OrphanCause, RejectReason, StreamKind};
+use crate::vocabulary::{IdentityProof, OrphanCause, RejectReason, StreamKind, TaskStatus};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -183,6 +185,67 @@ pub enum Record {
     RunEnded {
         reconnecting: bool,
     },
+    // 2026-07-28: requests and tasks, with no session and no stream to resume. `op` is the
+    // call the client meant: the idempotency key it named the call with, or its run's own name
+    // when it named none (then a re-issue cannot be told from a new call).
+    /// A plain call (no task) started running `op` on its request's response stream.
+    CallStarted {
+        op: Arc<str>,
+        run: Run,
+    },
+    /// Step `step` of `of` of a run's work was applied (for a task: committed under `epoch`):
+    /// one effect.
+    StepApplied {
+        run: Run,
+        step: u64,
+        of: u64,
+        epoch: u64,
+    },
+    /// A plain call stopped because its response stream closed (the revision's cancel), after
+    /// `done` of its `of` steps.
+    CallCut {
+        run: Run,
+        done: u64,
+        of: u64,
+    },
+    /// A task was made for `op` (`fresh`), or `op`'s key found the one made before.
+    TaskCreated {
+        op: Arc<str>,
+        task: TaskId,
+        fresh: bool,
+    },
+    /// The client named the task in a request: it knows the id.
+    TaskNamed {
+        task: TaskId,
+    },
+    /// A task became terminal: the write that made it so was taken.
+    TaskSettled {
+        task: TaskId,
+        status: TaskStatus,
+    },
+    /// What a `tasks/get` answered.
+    TaskRead {
+        task: TaskId,
+        status: TaskStatus,
+    },
+}
+
+/// One run of a call's work under 2026-07-28: a task (every runner of it, across adoptions), or
+/// a plain call's request (its JSON-RPC id as sent).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Run {
+    Task(TaskId),
+    Request(Arc<str>),
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Run::Task(task) => write!(f, "task {}", task.short()),
+            Run::Request(id) => write!(f, "request {id}"),
+        }
+    }
 }
 
 /// A side effect's key without its session prefix: `bg:3`.
@@ -202,6 +265,10 @@ impl Record {
                 | Record::CursorMoved { .. }
                 | Record::StreamForgotten { .. }
                 | Record::ClientJoined { .. }
+                | Record::StepApplied { .. }
+                | Record::CallStarted { .. }
+                | Record::TaskRead { .. }
+                | Record::TaskNamed { .. }
         )
     }
 
@@ -360,6 +427,33 @@ impl Record {
             .to_owned(),
             Record::AnsweredWithStatus { status, .. } => {
                 format!("server answers {status} with no stream and no typed reason")
+            }
+            Record::CallStarted { op, run } => format!("{run} starts running {op}"),
+            Record::StepApplied {
+                run,
+                step,
+                of,
+                epoch,
+            } => format!("{run} applies step {step} of {of} (epoch {epoch})"),
+            Record::CallCut { run, done, of } => {
+                format!("{run}'s stream closes: the call is cancelled after {done} of {of} steps")
+            }
+            Record::TaskCreated { op, task, fresh } => {
+                if *fresh {
+                    format!("server creates task {} for {op}", task.short())
+                } else {
+                    format!(
+                        "{op} names task {} made before: nothing new runs",
+                        task.short()
+                    )
+                }
+            }
+            Record::TaskNamed { task } => format!("client names task {}", task.short()),
+            Record::TaskSettled { task, status } => {
+                format!("task {} ends {}", task.short(), status.name())
+            }
+            Record::TaskRead { task, status } => {
+                format!("tasks/get answers task {} {}", task.short(), status.name())
             }
             Record::AnsweredSilently { held_open, .. } => if *held_open {
                 "server answers 200 with no stream, held open: the client waits on it"

@@ -132,8 +132,15 @@ impl fmt::Display for SessionId {
 
 /// A task of the tasks extension: minted by the server "with sufficient entropy" ([EXT]:902),
 /// 128 random bits, spelled as 32 lowercase hex digits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "String")]
 pub struct TaskId(u128);
+
+impl From<TaskId> for String {
+    fn from(id: TaskId) -> String {
+        id.to_string()
+    }
+}
 
 impl TaskId {
     pub fn generate(rng: &mut impl Entropy) -> Self {

@@ -53,29 +53,7 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// The `_meta` key a client names its call with (an extension of forkscope's).
 pub const IDEMPOTENCY_KEY: &str = "io.forkscope/idempotencyKey";
 
-/// A task's status ([EXT] "Task Status"; `input_required` is not used here).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Status {
-    Working,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Working => "working",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        self != Status::Working
-    }
-}
+pub use crate::vocabulary::TaskStatus as Status;
 
 /// Who runs a task: a replica, or the one server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -81,3 +81,28 @@ impl IdentityProof {
         }
     }
 }
+
+/// A task's status, as the tasks extension names it ([EXT] "Task Status"; `input_required` is not used here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Working,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskStatus::Working => "working",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self != TaskStatus::Working
+    }
+}

@@ -25,6 +25,18 @@ pub const REUSED_ID: char = '⧉';
 pub const CALL_LOST: char = '⊘';
 /// Owed and never delivered, and the client was told.
 pub const UNDELIVERED: char = '◌';
+/// 2026-07-28: one call run by two runners at once.
+pub const TWO_RUNNERS: char = '⇉';
+/// 2026-07-28: a step of one call applied a second time.
+pub const EFFECT_TWICE: char = '◈';
+/// 2026-07-28: a task ended twice.
+pub const TERMINAL_TWICE: char = '⧈';
+/// 2026-07-28: a task read back from its end.
+pub const STALE_READ: char = '↯';
+/// 2026-07-28: a task whose id the client never learned.
+pub const ORPHAN_TASK: char = '⊗';
+/// 2026-07-28: a call cancelled halfway by its closed stream.
+pub const CUT_HALFWAY: char = '◐';
 
 /// How bad a mark is; the worst one in a column wins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,6 +90,12 @@ impl Mark {
             Some(AnomalyKind::ReusedId) => REUSED_ID,
             Some(AnomalyKind::CallLost) => CALL_LOST,
             Some(AnomalyKind::Undelivered) => UNDELIVERED,
+            Some(AnomalyKind::TwoRunners) => TWO_RUNNERS,
+            Some(AnomalyKind::EffectTwice) => EFFECT_TWICE,
+            Some(AnomalyKind::TerminalTwice) => TERMINAL_TWICE,
+            Some(AnomalyKind::StaleRead) => STALE_READ,
+            Some(AnomalyKind::OrphanTask) => ORPHAN_TASK,
+            Some(AnomalyKind::CutHalfway) => CUT_HALFWAY,
             Some(AnomalyKind::CursorDrift) | None => DRIFT,
         };
         // Told is not silent: a warning, not a violation.
@@ -260,7 +278,14 @@ fn lane_of(anomaly: &Anomaly) -> Row {
             drift: Drift::CounterAdvancedElsewhere { on, .. },
             ..
         } => Row::Stream(Lane::of(*on)),
+        // 2026-07-28 has no streams: what a request or task did is drawn where the client is.
         Anomaly::Duplicate { .. }
+        | Anomaly::TwoRunners { .. }
+        | Anomaly::EffectTwice { .. }
+        | Anomaly::TerminalTwice { .. }
+        | Anomaly::StaleRead { .. }
+        | Anomaly::OrphanTask { .. }
+        | Anomaly::CutHalfway { .. }
         | Anomaly::Gap { .. }
         | Anomaly::NonMonotonicCursor { .. }
         | Anomaly::CursorDrift {

@@ -8,12 +8,16 @@ mod canonical;
 mod owed;
 #[cfg(test)]
 mod owed_tests;
+mod requests;
+#[cfg(test)]
+mod requests_tests;
 mod track;
 mod verdict;
 
-pub use verdict::Verdict;
+pub use verdict::{Counters, Verdict};
 
 use owed::ends_call;
+use requests::Requests;
 use track::{Call, Track};
 
 use super::anomaly::{Across, Anomaly, AnomalyKind, AppliedAt, Drift, Refusals, Told};
@@ -22,7 +26,6 @@ use super::record::{Entry, Record};
 use crate::ids::{ByReplica, EventId, IdScheme, SessionId, StreamId};
 use crate::time::LabTime;
 use crate::vocabulary::{RejectReason, StreamKind};
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -30,38 +33,6 @@ use std::sync::Arc;
 const KEPT_ANOMALIES: usize = 1_000;
 /// Owed events tracked per stream, newest kept: a reader stalled for longer is judged on these.
 const OWED_KEPT: usize = 4_096;
-
-/// Counters kept alongside the anomalies.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Counters {
-    pub emits: u64,
-    pub applied: u64,
-    /// Replayed events the client recognised as already seen and did not apply again.
-    pub replays_skipped: u64,
-    pub late_emits_refused: u64,
-    pub resumes_accepted: u64,
-    pub resumes_rejected: BTreeMap<RejectReason, u64>,
-    pub new_streams_flagged: u64,
-    pub new_streams_silent: u64,
-    pub fences: u64,
-    /// Grace windows started: the server judged a stream's client gone.
-    pub orphaned: u64,
-    /// Tool calls a replica took over after their runner's lease expired.
-    pub calls_adopted: u64,
-    /// GETs an SDK policy answered its own way (an empty 200, a bare 409) instead of ruling.
-    pub sdk_answers: u64,
-    /// What the client was owed: each event emitted on a stream it follows, and the result of
-    /// each tool call it made (judged only for a client that reports what it receives).
-    pub owed: u64,
-    /// Of those, delivered.
-    pub owed_delivered: u64,
-}
-
-impl Counters {
-    pub fn rejected_total(&self) -> u64 {
-        self.resumes_rejected.values().sum()
-    }
-}
 
 #[derive(Clone, Debug, Default)]
 pub struct Checker {
@@ -98,6 +69,8 @@ pub struct Checker {
     /// The refusal the client's session last answered it with, and how many times in a row
     /// (a GET from anyone else is not the client's to be told by).
     refusals: Option<(SessionId, Refusals)>,
+    /// 2026-07-28's requests and tasks.
+    requests: Requests,
     counters: Counters,
     counts: BTreeMap<AnomalyKind, u64>,
     anomalies: Vec<Anomaly>,
@@ -115,6 +88,13 @@ impl Checker {
     fn judge(&mut self, entry: &Entry) {
         let at = entry.at;
         match &entry.record {
+            record @ (Record::CallStarted { .. }
+            | Record::StepApplied { .. }
+            | Record::CallCut { .. }
+            | Record::TaskCreated { .. }
+            | Record::TaskNamed { .. }
+            | Record::TaskSettled { .. }
+            | Record::TaskRead { .. }) => self.judge_request(record, at),
             Record::SessionOpened { .. } => {}
             Record::ClientGaveUp => {
                 if let Some(session) = self.client_session {
@@ -631,18 +611,5 @@ impl Checker {
             self.anomalies.push(anomaly.clone());
         }
         self.caused.push(anomaly);
-    }
-
-    pub fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    pub fn count(&self, kind: AnomalyKind) -> u64 {
-        self.counts.get(&kind).copied().unwrap_or(0)
-    }
-
-    /// The first anomalies found, in the order they happened (at most 1,000 kept).
-    pub fn anomalies(&self) -> &[Anomaly] {
-        &self.anomalies
     }
 }

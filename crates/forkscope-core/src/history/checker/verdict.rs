@@ -2,10 +2,25 @@
 
 use super::Checker;
 use crate::history::anomaly::{Anomaly, AnomalyKind, Told};
+use crate::vocabulary::RejectReason;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// What a pane, a report and a test read of the checker.
 impl Checker {
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn count(&self, kind: AnomalyKind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// The first anomalies found, in the order they happened (at most 1,000 kept).
+    pub fn anomalies(&self) -> &[Anomaly] {
+        &self.anomalies
+    }
+
     pub fn verdict(&self) -> Verdict {
         let counts: BTreeMap<AnomalyKind, u64> = self.counts.clone();
         // The most telling anomaly leads: a fork explains the duplicates and drift after it.
@@ -32,6 +47,14 @@ impl Checker {
             ),
             Some(lead) => lead.to_string(),
         };
+        let headline = match (lead, self.counters.steps_applied) {
+            (None, steps @ 1..) => format!(
+                "{headline}; 2026-07-28: {}, each once, {}",
+                counted(steps, "step", "applied"),
+                counted(self.counters.tasks_created, "task", "made")
+            ),
+            _ => headline,
+        };
         let told = self.anomalies.iter().find_map(|a| match a {
             Anomaly::Undelivered { told, .. } => Some(*told),
             _ => None,
@@ -50,6 +73,41 @@ impl Checker {
 fn counted(n: u64, noun: &str, participle: &str) -> String {
     let s = if n == 1 { "" } else { "s" };
     format!("{n} {noun}{s} {participle}").trim_end().to_owned()
+}
+
+/// Counters kept alongside the anomalies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    pub emits: u64,
+    pub applied: u64,
+    /// Replayed events the client recognised as already seen and did not apply again.
+    pub replays_skipped: u64,
+    pub late_emits_refused: u64,
+    pub resumes_accepted: u64,
+    pub resumes_rejected: BTreeMap<RejectReason, u64>,
+    pub new_streams_flagged: u64,
+    pub new_streams_silent: u64,
+    pub fences: u64,
+    /// Grace windows started: the server judged a stream's client gone.
+    pub orphaned: u64,
+    /// Tool calls a replica took over after their runner's lease expired.
+    pub calls_adopted: u64,
+    /// GETs an SDK policy answered its own way (an empty 200, a bare 409) instead of ruling.
+    pub sdk_answers: u64,
+    /// What the client was owed: each event emitted on a stream it follows, and the result of
+    /// each tool call it made (judged only for a client that reports what it receives).
+    pub owed: u64,
+    /// Of those, delivered.
+    pub owed_delivered: u64,
+    /// 2026-07-28: steps of calls' work applied, and tasks made.
+    pub steps_applied: u64,
+    pub tasks_created: u64,
+}
+
+impl Counters {
+    pub fn rejected_total(&self) -> u64 {
+        self.resumes_rejected.values().sum()
+    }
 }
 
 /// The checker's judgement at one instant.

@@ -1,0 +1,301 @@
+//! Exactly once, or told, for 2026-07-28's requests and tasks: each call the client meant
+//! (`op`, the idempotency key it named it with) is owed one run of its work and one terminal
+//! outcome. With no session and no stream to resume, the fork leaves the wire, and its failure
+//! class stays in these rules:
+//!
+//! - **two runners**: a second run of an `op` starts while the first still runs (a re-issue
+//!   made a second task), or a task's runner writes on an epoch older than one already taken;
+//! - **effect twice**: a step of an `op` applied a second time;
+//! - **terminal twice**, **stale read**: a task ended twice, or read back from its end;
+//! - **orphan task**: a task whose `op` was asked for again before its id ever reached the
+//!   client, so the client can never read it;
+//! - **cut halfway**: a plain call cancelled by its closed stream with part of its work done.
+//!
+//! A run (a task, or a plain call's request) is matched to its `op` by the record that
+//! started it; a run started where this checker did not see it (a task a replica of another
+//! process made) stands for itself. State is bounded: the oldest calls, tasks and runs are
+//! forgotten past [`KEPT`].
+
+use super::super::anomaly::Anomaly;
+use super::super::record::{Record, Run};
+use crate::ids::TaskId;
+use crate::time::LabTime;
+use crate::vocabulary::TaskStatus;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Calls (and tasks) kept for judging; past it the oldest are forgotten.
+const KEPT: usize = 4_096;
+
+#[derive(Clone, Debug, Default)]
+struct Op {
+    /// Who applied each step, by step.
+    applied: HashMap<u64, Run>,
+    /// Runs that applied a step and have not ended.
+    live: Vec<Run>,
+    /// Fresh tasks made for it, oldest first.
+    tasks: Vec<TaskId>,
+    /// Already reported as run twice: one report per call.
+    two_runners: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Task {
+    op: Arc<str>,
+    /// The highest epoch a write of it was taken on.
+    epoch: u64,
+    named: bool,
+    orphaned: bool,
+    settled: Option<TaskStatus>,
+    /// The last terminal status a read answered.
+    read_terminal: Option<TaskStatus>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Requests {
+    ops: HashMap<Arc<str>, Op>,
+    order: VecDeque<Arc<str>>,
+    tasks: HashMap<TaskId, Task>,
+    task_order: VecDeque<TaskId>,
+    /// Each plain call's `op`.
+    calls: HashMap<Arc<str>, Arc<str>>,
+    call_order: VecDeque<Arc<str>>,
+}
+
+impl Requests {
+    /// Judges one fact; the anomalies it caused go to `report`.
+    pub(super) fn judge(&mut self, record: &Record, at: LabTime, report: &mut impl FnMut(Anomaly)) {
+        match record {
+            Record::TaskCreated { op, task, fresh } => self.created(op, *task, *fresh, at, report),
+            Record::TaskNamed { task } => {
+                if let Some(t) = self.tasks.get_mut(task) {
+                    t.named = true;
+                }
+            }
+            Record::CallStarted {
+                op,
+                run: Run::Request(id),
+            } => {
+                if self.calls.len() >= KEPT
+                    && let Some(oldest) = self.call_order.pop_front()
+                {
+                    self.calls.remove(&oldest);
+                }
+                self.call_order.push_back(id.clone());
+                self.calls.insert(id.clone(), op.clone());
+            }
+            Record::StepApplied {
+                run,
+                step,
+                of,
+                epoch,
+            } => {
+                let op = self.op_of(run);
+                self.applied(&op, run, *step, *of, *epoch, at, report);
+            }
+            Record::CallCut { run, done, of } => {
+                let op = self.op_of(run);
+                self.ended(&op, run);
+                if *done > 0 && done < of {
+                    report(Anomaly::CutHalfway {
+                        op,
+                        run: run.clone(),
+                        done: *done,
+                        of: *of,
+                        at,
+                    });
+                }
+            }
+            Record::TaskSettled { task, status } => {
+                let Some(t) = self.tasks.get_mut(task) else {
+                    return;
+                };
+                match t.settled {
+                    Some(first) => report(Anomaly::TerminalTwice {
+                        task: *task,
+                        first,
+                        second: *status,
+                        at,
+                    }),
+                    None => t.settled = Some(*status),
+                }
+                let op = t.op.clone();
+                self.ended(&op, &Run::Task(*task));
+            }
+            Record::TaskRead { task, status } => {
+                let Some(t) = self.tasks.get_mut(task) else {
+                    return;
+                };
+                // Judged against what the client was already answered, not against the
+                // runner's own record, which a read taken just before it may trail.
+                if let Some(was) = t.read_terminal
+                    && was != *status
+                {
+                    report(Anomaly::StaleRead {
+                        task: *task,
+                        was,
+                        read: *status,
+                        at,
+                    });
+                }
+                if status.is_terminal() {
+                    t.read_terminal = Some(*status);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn created(
+        &mut self,
+        op: &Arc<str>,
+        task: TaskId,
+        fresh: bool,
+        at: LabTime,
+        report: &mut impl FnMut(Anomaly),
+    ) {
+        if !fresh {
+            // The key found the task made before: the client hears its id in this answer.
+            if let Some(t) = self.tasks.get_mut(&task) {
+                t.named = true;
+            }
+            return;
+        }
+        // Asked for again: each earlier task of the call whose id the client never used is
+        // one it never learned, and it runs on unread.
+        let earlier = self.op(op).tasks.clone();
+        for earlier in earlier {
+            if let Some(t) = self.tasks.get_mut(&earlier)
+                && !t.named
+                && !t.orphaned
+            {
+                t.orphaned = true;
+                report(Anomaly::OrphanTask {
+                    op: op.clone(),
+                    task: earlier,
+                    at,
+                });
+            }
+        }
+        self.op(op).tasks.push(task);
+        if self.tasks.len() >= KEPT
+            && let Some(oldest) = self.task_order.pop_front()
+        {
+            self.tasks.remove(&oldest);
+        }
+        self.task_order.push_back(task);
+        self.tasks.insert(
+            task,
+            Task {
+                op: op.clone(),
+                epoch: 0,
+                named: false,
+                orphaned: false,
+                settled: None,
+                read_terminal: None,
+            },
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn applied(
+        &mut self,
+        op: &Arc<str>,
+        run: &Run,
+        step: u64,
+        of: u64,
+        epoch: u64,
+        at: LabTime,
+        report: &mut impl FnMut(Anomaly),
+    ) {
+        let mut stale = false;
+        if let Run::Task(task) = run
+            && let Some(t) = self.tasks.get_mut(task)
+        {
+            stale = epoch < t.epoch;
+            t.epoch = t.epoch.max(epoch);
+        }
+        let entry = self.op(op);
+        if stale && !entry.two_runners {
+            entry.two_runners = true;
+            report(Anomaly::TwoRunners {
+                op: op.clone(),
+                first: run.clone(),
+                second: run.clone(),
+                at,
+            });
+        }
+        if let Some(other) = entry.live.iter().find(|r| *r != run).cloned()
+            && !entry.two_runners
+        {
+            entry.two_runners = true;
+            report(Anomaly::TwoRunners {
+                op: op.clone(),
+                first: other,
+                second: run.clone(),
+                at,
+            });
+        }
+        match entry.applied.get(&step) {
+            Some(first) => report(Anomaly::EffectTwice {
+                op: op.clone(),
+                step,
+                first: first.clone(),
+                second: run.clone(),
+                at,
+            }),
+            None => {
+                entry.applied.insert(step, run.clone());
+            }
+        }
+        if step >= of {
+            entry.live.retain(|r| r != run);
+        } else if !entry.live.contains(run) {
+            entry.live.push(run.clone());
+        }
+    }
+
+    /// The call `run` runs, as the record that started it said; else the run itself.
+    fn op_of(&self, run: &Run) -> Arc<str> {
+        let known = match run {
+            Run::Task(task) => self.tasks.get(task).map(|t| t.op.clone()),
+            Run::Request(id) => self.calls.get(id).cloned(),
+        };
+        known.unwrap_or_else(|| run.to_string().into())
+    }
+
+    fn ended(&mut self, op: &Arc<str>, run: &Run) {
+        if let Some(entry) = self.ops.get_mut(op) {
+            entry.live.retain(|r| r != run);
+        }
+    }
+
+    /// The call `op`, kept from now on (the oldest forgotten past [`KEPT`]).
+    fn op(&mut self, op: &Arc<str>) -> &mut Op {
+        if !self.ops.contains_key(op) {
+            if self.ops.len() >= KEPT
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.ops.remove(&oldest);
+            }
+            self.order.push_back(op.clone());
+        }
+        self.ops.entry(op.clone()).or_default()
+    }
+}
+
+impl super::Checker {
+    /// A 2026-07-28 fact: counted, then judged by [`Requests`].
+    pub(super) fn judge_request(&mut self, record: &Record, at: LabTime) {
+        match record {
+            Record::StepApplied { .. } => self.counters.steps_applied += 1,
+            Record::TaskCreated { fresh: true, .. } => self.counters.tasks_created += 1,
+            _ => {}
+        }
+        let mut found = Vec::new();
+        self.requests.judge(record, at, &mut |a| found.push(a));
+        for anomaly in found {
+            self.report(anomaly);
+        }
+    }
+}
