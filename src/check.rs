@@ -3,6 +3,7 @@
 //! real sockets.
 
 pub mod replicas;
+pub mod requests;
 
 use crate::lab::{Action, Probe, ProbeToken};
 use crate::scenario::file::{

@@ -448,3 +448,54 @@ fn replicas_fenced_holds_and_other_counts_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("exactly 2 replicas"));
 }
+
+/// `--protocol 2026-07-28`: the fence holds to depth 12 (exit 0 alone); naive's shortest
+/// violation is the orphan a lost answer leaves, and asked for the double effect it finds it
+/// (exit 1); what the model cannot do is refused with exit 2.
+#[test]
+fn the_2026_model_holds_fenced_and_finds_naives_double_effect() {
+    let run = |args: &[&str]| {
+        let out = forkscope()
+            .args(["check", "--protocol", "2026-07-28"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, text) = run(&["--policy", "fenced"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("fenced under 2026-07-28: no step applied twice, no second runner")
+            && text.contains("up to depth 12"),
+        "{text}"
+    );
+    let (code, text) = run(&["--policy", "naive"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("counterexample in 3 steps: orphan_task"),
+        "{text}"
+    );
+    let (code, text) = run(&["--policy", "naive", "--anomaly", "effect_twice"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("counterexample in 5 steps: effect_twice"),
+        "{text}"
+    );
+    assert!(text.contains("was applied twice"), "{text}");
+    let (code, json) = run(&["--policy", "fenced", "--format", "json"]);
+    assert_eq!(code, Some(0), "{json}");
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report[0]["protocol"], "2026-07-28");
+    assert_eq!(report[0]["holds"], true);
+    for refused in [
+        &["--policy", "rmcp"][..],
+        &["--replicas", "2"],
+        &["--write", "x.toml"],
+        &["--protocol", "2027-01-01"],
+    ] {
+        let (code, text) = run(refused);
+        assert_eq!(code, Some(2), "{refused:?}: {text}");
+    }
+}

@@ -24,6 +24,13 @@ pub struct CheckArgs {
     /// Takes --policy, --depth, the limits, --delivery, --format and --write.
     #[arg(long, value_name = "N")]
     replicas: Option<u8>,
+    /// Which revision's model to explore: 2025-11-25 (sessions and stream resumption, the
+    /// default) or 2026-07-28 (no resumption: one call of the tasks extension, its answer lost
+    /// and re-issued, its runner dead and adopted, its cancel and TTL racing its result).
+    /// 2026-07-28 takes --policy naive or fenced, --depth (default 12), the limits,
+    /// --anomaly and --format.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Legacy)]
+    protocol: ProtocolArg,
     /// Seconds each policy's search may run (1-86400): it stops at the first round past
     /// them, says to which depth every schedule holds, and exits 3.
     #[arg(long, default_value_t = model::DEFAULT_TIME_BUDGET_SECS, value_name = "SECONDS",
@@ -57,7 +64,8 @@ pub struct CheckArgs {
     /// Look for a schedule that ends in this anomaly (fork, duplicate, reused_id, gap,
     /// non_monotonic_cursor, lost, call_lost, cursor_drift, undelivered), exploring past the
     /// others. A run may end wherever nothing more happens on its own, and what it still owes
-    /// is judged then: lost, or undelivered when the client was told.
+    /// is judged then: lost, or undelivered when the client was told. With --protocol
+    /// 2026-07-28: effect_twice, two_runners, orphan_task, terminal_twice or stale_read.
     #[arg(long, value_parser = parse_anomaly)]
     anomaly: Option<AnomalyKind>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -66,6 +74,14 @@ pub struct CheckArgs {
     /// real sockets (refuses to overwrite a file).
     #[arg(long, visible_alias = "write", value_name = "FILE.toml")]
     emit_scenario: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProtocolArg {
+    #[value(name = "2025-11-25")]
+    Legacy,
+    #[value(name = "2026-07-28")]
+    Modern,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -114,6 +130,18 @@ pub enum CheckError {
         "--replicas 2 --policy {0}: replicas run naive or fenced (the SDK policies model one server with sticky sessions)"
     )]
     SdkWithReplicas(Policy),
+    #[error(
+        "--protocol 2026-07-28 does not take {0} (it explores one call of the tasks extension)"
+    )]
+    NotWithModern(&'static str),
+    #[error(
+        "--protocol 2026-07-28 --policy {0}: the 2026-07-28 model runs naive or fenced (the SDKs' 2026 quirks are not modelled yet)"
+    )]
+    SdkWithModern(Policy),
+    #[error(
+        "--protocol 2026-07-28 cannot write a scenario yet: the lab does not run 2026-07-28, so the schedule the report prints is the counterexample"
+    )]
+    ModernScenario,
     #[error("cannot write {}: {source}", path.display())]
     ReplicaScenario {
         path: PathBuf,
@@ -124,6 +152,9 @@ pub enum CheckError {
 /// Exit 0: no counterexample; 1: one found; 3: none, but a limit (time, memory, states)
 /// stopped the search short. The same with `--replicas 2`.
 pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
+    if args.protocol == ProtocolArg::Modern {
+        return run_modern(args);
+    }
     if let Some(replicas) = args.replicas {
         return run_replicas(replicas, args);
     }
@@ -292,6 +323,60 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
         say_written(path);
     }
     Ok(exit_for(found.is_some(), unfinished))
+}
+
+/// `--depth` with `--protocol 2026-07-28` when none is given.
+const MODERN_DEPTH: u16 = 12;
+
+/// `forkscope check --protocol 2026-07-28`: fenced first (the proof), then naive (the
+/// counterexample).
+fn run_modern(args: CheckArgs) -> Result<ExitCode, CheckError> {
+    use forkscope::check::requests;
+    use forkscope_core::model::requests::Params;
+    let refused = [
+        (args.replicas.is_some(), "--replicas"),
+        (args.streams != 3, "--streams"),
+        (args.client_only, "--client-only"),
+        (args.delivery.is_some(), "--delivery"),
+        (!matches!(args.identity, IdentityArg::EventId), "--identity"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        return Err(CheckError::NotWithModern(flag));
+    }
+    if args.emit_scenario.is_some() {
+        return Err(CheckError::ModernScenario);
+    }
+    let policies = match args.policy {
+        Which::Both => vec![Policy::Fenced, Policy::Naive],
+        Which::One(policy @ (Policy::Fenced | Policy::Naive)) => vec![policy],
+        Which::One(policy) => return Err(CheckError::SdkWithModern(policy)),
+    };
+    let params = Params {
+        target: args.anomaly,
+        ..Params::default()
+    };
+    let limits = args.limits(MODERN_DEPTH);
+    let mut checked = Vec::new();
+    for policy in policies {
+        let mut line = ProgressLine::new(policy, &args.format);
+        checked.push(requests::check(policy, params, limits, |p| line.show(p)));
+    }
+    match args.format {
+        Format::Text => out!("{}", requests::text(&checked)),
+        Format::Json => outln!(
+            "{}",
+            serde_json::to_string_pretty(&requests::json(&checked)).unwrap_or_default()
+        ),
+    }
+    let found = checked
+        .iter()
+        .any(|c| c.exploration.counterexample.is_some());
+    let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    };
+    Ok(exit_for(found, unfinished))
 }
 
 impl CheckArgs {

@@ -16,6 +16,7 @@
 pub mod memory;
 mod reached;
 pub mod replicas;
+pub mod requests;
 mod search;
 mod server;
 mod step;

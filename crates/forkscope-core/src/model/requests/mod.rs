@@ -1,0 +1,390 @@
+//! `forkscope check --protocol 2026-07-28`: one call of the tasks extension as plain data,
+//! explored breadth-first by the same search as the other models.
+//!
+//! Under 2026-07-28 nothing resumes: a client whose answer was lost re-issues its call as a new
+//! request. So the model is one client with one intent (its idempotency key) calling
+//! `progress_task` as a task, and the faults the revision leaves: the `CreateTaskResult` lost on
+//! the way (the client re-issues), a runner that dies (its lease runs out, and a poll adopts the
+//! task), a cancel racing the completion, and the TTL. Every write goes through the core's own
+//! [`TaskTable`] — the table the wire's stores keep and the Redis script mirrors — under the
+//! policy's [`TaskRules`], and what happened is recorded in a [`History`] the real checker
+//! judges: a step applied twice, two runners, an orphan task, an end reached twice, a read back
+//! from an end.
+//!
+//! Counters (calls, crashes) are bounded by [`Params`], so the space is finite and small enough
+//! to explore to depth 12 in a moment.
+
+mod explore;
+#[cfg(test)]
+mod tests;
+
+pub use explore::{TracedStep, explore, trace};
+
+use crate::history::{Anomaly, History, Record, Run};
+use crate::ids::{SplitMix64, TaskId};
+use crate::policy::Policy;
+use crate::tasks::{
+    DEFAULT_TTL_MS, Keyed, LEASE_MS, Runner, Settled, Status, TaskRules, TaskTable, Work,
+};
+use crate::time::LabTime;
+use serde::Serialize;
+use std::fmt;
+
+/// What a search of the model found.
+pub type Exploration = crate::model::Exploration<RequestStep, Params>;
+pub type Counterexample = crate::model::Counterexample<RequestStep>;
+
+/// Steps of work the call has before its result: the smallest in which a re-issue can apply a
+/// step twice while another is still to come.
+pub const WORK: Work = Work {
+    steps: 2,
+    delay_ms: 100,
+};
+/// The client's idempotency key for its one intent.
+pub const KEY: &str = "charge-1";
+/// Runners the model follows at once (each task's creator, and each adopter).
+pub const MAX_RUNNERS: usize = 4;
+
+/// How far the model goes besides the depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Params {
+    /// Calls the client makes: the first, and re-issues after a lost answer.
+    pub calls: u8,
+    /// Runners that may die.
+    pub crashes: u8,
+    /// Look for this anomaly, exploring past the others; `None`: stop at the first violation.
+    pub target: Option<crate::history::AnomalyKind>,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            calls: 3,
+            crashes: 1,
+            target: None,
+        }
+    }
+}
+
+/// One atomic step: the client's, the network's, a runner's, or time's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case", tag = "step", content = "runner")]
+pub enum RequestStep {
+    /// The client calls the tool as a task under its key: its first call, or the re-issue the
+    /// revision asks for after the answer was lost (a new request id, the same key).
+    Call,
+    /// The `CreateTaskResult` in flight reaches the client: it knows the task.
+    Answer,
+    /// The `CreateTaskResult` in flight is lost (the response stream broke).
+    LoseAnswer,
+    /// Runner N commits its task's next step, or, all steps done, its result.
+    Run(u8),
+    /// Runner N dies (its replica crashed): it writes nothing more.
+    Crash(u8),
+    /// Time passes every lease: a working task whose runner is silent may be adopted.
+    LeasesExpire,
+    /// The client polls `tasks/get` for the task it knows; one found working past its lease
+    /// is adopted by the replica that answered.
+    Poll,
+    /// The client cancels the task it knows.
+    Cancel,
+    /// The TTL of every task runs out: an unfinished one is failed.
+    TtlExpires,
+}
+
+impl RequestStep {
+    /// Every step the search tries, in the order it tries them.
+    pub fn alphabet() -> Vec<RequestStep> {
+        let mut steps = vec![
+            RequestStep::Call,
+            RequestStep::Answer,
+            RequestStep::LoseAnswer,
+        ];
+        for r in 0..MAX_RUNNERS as u8 {
+            steps.push(RequestStep::Run(r));
+            steps.push(RequestStep::Crash(r));
+        }
+        steps.extend([
+            RequestStep::LeasesExpire,
+            RequestStep::Poll,
+            RequestStep::Cancel,
+            RequestStep::TtlExpires,
+        ]);
+        steps
+    }
+}
+
+impl fmt::Display for RequestStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestStep::Call => write!(f, "the client calls progress_task as a task, key {KEY}"),
+            RequestStep::Answer => f.write_str("the CreateTaskResult reaches the client"),
+            RequestStep::LoseAnswer => {
+                f.write_str("the CreateTaskResult is lost: the response stream broke")
+            }
+            RequestStep::Run(r) => write!(f, "runner {r} takes its next step"),
+            RequestStep::Crash(r) => write!(f, "runner {r} dies (its replica crashed)"),
+            RequestStep::LeasesExpire => f.write_str("time passes every runner's lease"),
+            RequestStep::Poll => f.write_str("the client polls tasks/get"),
+            RequestStep::Cancel => f.write_str("the client cancels the task"),
+            RequestStep::TtlExpires => f.write_str("the tasks' TTL runs out"),
+        }
+    }
+}
+
+/// One runner of one task: the epoch it holds, and how far it got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ModelRunner {
+    /// Index into the tasks, in creation order.
+    pub task: u8,
+    pub epoch: u64,
+    pub done: u64,
+    /// Stopped: it died, its write was refused, or it finished.
+    pub stopped: bool,
+}
+
+/// The client's one call under 2026-07-28, as plain data.
+#[derive(Clone, Debug)]
+pub struct RequestLab {
+    pub(crate) policy: Policy,
+    rules: TaskRules,
+    pub(crate) table: TaskTable,
+    pub(crate) now: LabTime,
+    /// Tasks in the order they were made.
+    pub(crate) tasks: Vec<TaskId>,
+    pub(crate) runners: Vec<ModelRunner>,
+    /// The answer on its way to the client: the task it names.
+    pub(crate) in_flight: Option<u8>,
+    /// The task the client knows.
+    pub(crate) known: Option<u8>,
+    pub(crate) calls: u8,
+    pub(crate) crashes: u8,
+    pub(crate) cancelled: bool,
+    pub(crate) ttl_passed: bool,
+    /// The last terminal status each task was read as (what the client holds).
+    pub(crate) read_terminal: Vec<Option<Status>>,
+    pub(crate) history: History,
+    rng: SplitMix64,
+}
+
+impl RequestLab {
+    /// A client about to call; `capacity`: history entries kept for a trace.
+    pub fn new(policy: Policy, capacity: usize) -> RequestLab {
+        RequestLab {
+            policy,
+            rules: TaskRules::of(policy),
+            table: TaskTable::new(),
+            now: LabTime::ZERO,
+            tasks: Vec::new(),
+            runners: Vec::new(),
+            in_flight: None,
+            known: None,
+            calls: 0,
+            crashes: 0,
+            cancelled: false,
+            ttl_passed: false,
+            read_terminal: Vec::new(),
+            history: History::new(capacity),
+            rng: SplitMix64::new(0x2026_0728),
+        }
+    }
+
+    pub(crate) fn keep_verdict_only(&mut self) {
+        self.history.keep_verdict_only();
+    }
+
+    /// The first violation the checker named (of `target`'s kind, when given), if any.
+    pub fn anomaly(&self, target: Option<crate::history::AnomalyKind>) -> Option<&Anomaly> {
+        self.history
+            .checker()
+            .anomalies()
+            .iter()
+            .find(|a| match target {
+                Some(kind) => a.kind() == kind,
+                None => a.kind().is_violation(),
+            })
+    }
+
+    fn status(&self, task: u8) -> Option<Status> {
+        self.table
+            .get(self.tasks[usize::from(task)])
+            .ok()
+            .map(|t| t.status)
+    }
+
+    fn working(&self, task: u8) -> bool {
+        self.status(task) == Some(Status::Working)
+    }
+
+    pub fn enabled(&self, step: RequestStep, params: &Params) -> bool {
+        let awaiting = self.in_flight.is_some();
+        match step {
+            // The first call, or a re-issue: nothing known and nothing on its way.
+            RequestStep::Call => {
+                self.calls < params.calls && !awaiting && self.known.is_none() && !self.ttl_passed
+            }
+            RequestStep::Answer | RequestStep::LoseAnswer => awaiting,
+            RequestStep::Run(r) => self
+                .runners
+                .get(usize::from(r))
+                .is_some_and(|runner| !runner.stopped),
+            RequestStep::Crash(r) => {
+                self.crashes < params.crashes
+                    && self
+                        .runners
+                        .get(usize::from(r))
+                        .is_some_and(|runner| !runner.stopped)
+            }
+            RequestStep::LeasesExpire => self.tasks.iter().any(|&id| {
+                self.table
+                    .get(id)
+                    .is_ok_and(|t| t.status == Status::Working && self.now < t.lease_until)
+            }),
+            RequestStep::Poll => self.known.is_some(),
+            RequestStep::Cancel => self.known.is_some() && !self.cancelled,
+            RequestStep::TtlExpires => !self.tasks.is_empty() && !self.ttl_passed,
+        }
+    }
+
+    fn record(&mut self, record: Record) {
+        self.history.record(self.now, record);
+    }
+
+    pub fn take(&mut self, step: RequestStep, _: &Params) {
+        match step {
+            RequestStep::Call => self.call(),
+            RequestStep::Answer => self.known = self.in_flight.take(),
+            RequestStep::LoseAnswer => self.in_flight = None,
+            RequestStep::Run(r) => self.run(usize::from(r)),
+            RequestStep::Crash(r) => {
+                self.crashes += 1;
+                self.runners[usize::from(r)].stopped = true;
+            }
+            RequestStep::LeasesExpire => self.now = self.now.plus(LEASE_MS),
+            RequestStep::Poll => self.poll(),
+            RequestStep::Cancel => self.cancel(),
+            RequestStep::TtlExpires => {
+                self.ttl_passed = true;
+                // Past every TTL, short of deleting what ended.
+                let last = self.tasks.iter().filter_map(|&id| self.table.get(id).ok());
+                let expires = last.map(|t| t.expires_at()).max().unwrap_or(self.now);
+                self.now = self.now.max(expires);
+                for task in self.table.expire(self.now) {
+                    self.record(Record::TaskSettled {
+                        task,
+                        status: Status::Failed,
+                    });
+                }
+            }
+        }
+    }
+
+    fn call(&mut self) {
+        self.calls += 1;
+        let keyed = self.rules.read_key(Some(Keyed {
+            key: KEY.to_owned(),
+            arguments: "progress_task".to_owned(),
+        }));
+        let new_id = TaskId::generate(&mut self.rng);
+        let created = self
+            .table
+            .create(
+                self.now,
+                new_id,
+                WORK,
+                DEFAULT_TTL_MS,
+                keyed,
+                Runner(self.runners.len() as u32),
+            )
+            .expect("one key, one set of arguments, far below the table's bound");
+        self.record(Record::TaskCreated {
+            op: KEY.into(),
+            task: created.id,
+            fresh: created.fresh,
+        });
+        let index = match self.tasks.iter().position(|&t| t == created.id) {
+            Some(i) => i as u8,
+            None => {
+                self.tasks.push(created.id);
+                self.read_terminal.push(None);
+                (self.tasks.len() - 1) as u8
+            }
+        };
+        if created.fresh {
+            self.runners.push(ModelRunner {
+                task: index,
+                epoch: created.epoch,
+                done: 0,
+                stopped: false,
+            });
+        }
+        self.in_flight = Some(index);
+    }
+
+    fn run(&mut self, r: usize) {
+        let runner = self.runners[r];
+        let id = self.tasks[usize::from(runner.task)];
+        let next = runner.done + 1;
+        let taken = if runner.done < WORK.steps {
+            self.table.step(self.now, id, runner.epoch, next).map(|()| {
+                self.record(Record::StepApplied {
+                    run: Run::Task(id),
+                    step: next,
+                    of: WORK.steps,
+                    epoch: runner.epoch,
+                });
+            })
+        } else {
+            let settled =
+                self.table
+                    .settle(self.now, id, Some(runner.epoch), Status::Completed, None);
+            settled.map(|settled| {
+                if let Settled::Won(status) = settled {
+                    self.record(Record::TaskSettled { task: id, status });
+                }
+            })
+        };
+        let runner = &mut self.runners[r];
+        match taken {
+            Ok(()) if runner.done < WORK.steps => runner.done = next,
+            // Its result written, or its write refused: it stops.
+            _ => runner.stopped = true,
+        }
+    }
+
+    fn poll(&mut self) {
+        let Some(known) = self.known else { return };
+        let id = self.tasks[usize::from(known)];
+        self.record(Record::TaskNamed { task: id });
+        if self.working(known)
+            && self.runners.len() < MAX_RUNNERS
+            && let Some(epoch) = self
+                .table
+                .adopt(self.now, id, Runner(self.runners.len() as u32))
+        {
+            let done = self.table.get(id).map_or(0, |t| t.done);
+            self.runners.push(ModelRunner {
+                task: known,
+                epoch,
+                done,
+                stopped: false,
+            });
+        }
+        if let Some(status) = self.status(known) {
+            self.record(Record::TaskRead { task: id, status });
+            if status.is_terminal() {
+                self.read_terminal[usize::from(known)] = Some(status);
+            }
+        }
+    }
+
+    fn cancel(&mut self) {
+        let Some(known) = self.known else { return };
+        self.cancelled = true;
+        let id = self.tasks[usize::from(known)];
+        self.record(Record::TaskNamed { task: id });
+        if let Ok(Settled::Won(status)) = self.table.cancel(self.now, id) {
+            self.record(Record::TaskSettled { task: id, status });
+        }
+    }
+}
