@@ -489,10 +489,32 @@ fn the_2026_model_holds_fenced_and_finds_naives_double_effect() {
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(report[0]["protocol"], "2026-07-28");
     assert_eq!(report[0]["holds"], true);
+    // The double effect, written as a scenario, replays over real sockets: naive shows it,
+    // fenced is clean; the file is not overwritten by a second run.
+    let dir = scratch("modern");
+    let file = dir.join("double.toml");
+    let path = file.to_str().unwrap();
+    let (code, text) = run(&[
+        "--policy",
+        "naive",
+        "--anomaly",
+        "effect_twice",
+        "--write",
+        path,
+    ]);
+    assert_eq!(code, Some(1), "{text}");
+    let replay = forkscope().args(["run", path]).output().unwrap();
+    let said = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("PASS  naive") && said.contains("effect_twice"),
+        "{said}"
+    );
+    assert!(said.contains("PASS  fenced  clean"), "{said}");
     for refused in [
         &["--policy", "rmcp"][..],
         &["--replicas", "2"],
-        &["--write", "x.toml"],
+        &["--write", path],
         &["--protocol", "2027-01-01"],
     ] {
         let (code, text) = run(refused);

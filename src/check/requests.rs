@@ -105,3 +105,97 @@ pub fn json(checked: &[Checked]) -> serde_json::Value {
             .collect(),
     )
 }
+
+/// Why a schedule of the model cannot be written as a scenario the lab plays.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "its step \"{0}\" has no counterpart in a lab of one server yet (a runner's death and \
+     adoption, time past a lease or a TTL, a poll or cancel of the lab's choosing)"
+)]
+pub struct NotPlayable(pub RequestStep);
+
+/// A counterexample as a scenario of the lab's 2026-07-28 client, run under both policies: it
+/// expects the anomaly under the policy that broke and a clean run under the other.
+///
+/// The mapping, one model step to scenario steps:
+/// - the client's first call → `call_task`, after `lose_answer` when the schedule loses its
+///   answer next; a re-issue and an answer arriving → nothing (the client re-issues, and
+///   reads its answer, on its own)
+/// - a runner's step → `wait steps_applied` (the steps the model applied so far), under the
+///   policy that broke; the other policy's runs take their own count
+/// - any other step → [`NotPlayable`]
+///
+/// The run ends once the client has read its task's end.
+pub fn scenario_file(
+    checked: &Checked,
+) -> Result<Option<crate::scenario::file::ScenarioFile>, NotPlayable> {
+    use crate::lab::Action;
+    use crate::scenario::file::{Count, Policies, ScenarioFile, StepFile, ToolArgs, WaitFor};
+    let e = &checked.exploration;
+    let Some(counterexample) = e.counterexample.as_ref() else {
+        return Ok(None);
+    };
+    let kind = counterexample.anomaly.kind();
+    let name = format!(
+        "Shortest {kind} under 2026-07-28 and {} ({} steps, found by forkscope check)",
+        e.policy,
+        counterexample.steps.len()
+    );
+    let teaches = format!(
+        "forkscope check --protocol 2026-07-28 explored every schedule of one call of the tasks \
+         extension (its answer lost and re-issued, a runner dead and adopted, a cancel and the \
+         TTL racing its result); this is a shortest one in which the {} policy shows {kind}. The checker, in the model: {}",
+        e.policy, counterexample.anomaly
+    );
+    let mut file = ScenarioFile::new(name, teaches, Policies::Both);
+    file.tool = Some(ToolArgs {
+        steps: requests::WORK.steps,
+        delay_ms: 300,
+    });
+    let steps = &counterexample.steps;
+    let mut calls = 0;
+    let mut applied = 0;
+    for (i, (&step, told)) in steps.iter().zip(&checked.trace).enumerate() {
+        let mut say = format!("{}. {}", i + 1, told.said);
+        for anomaly in &told.anomalies {
+            let _ = write!(say, " ✘ {anomaly}");
+        }
+        let mut written = Vec::new();
+        match step {
+            RequestStep::Call => {
+                calls += 1;
+                if calls == 1 {
+                    if steps.get(i + 1) == Some(&RequestStep::LoseAnswer) {
+                        written.push(StepFile::action(Action::LoseAnswer));
+                    }
+                    written.push(StepFile::action(Action::CallTask));
+                }
+            }
+            RequestStep::Answer | RequestStep::LoseAnswer => {}
+            RequestStep::Run(_) => {
+                applied += told
+                    .happened
+                    .iter()
+                    .filter(|h| h.contains("applies step"))
+                    .count();
+                written.push(
+                    StepFile::wait(WaitFor::StepsApplied, applied as u64).only(Some(e.policy)),
+                );
+            }
+            other => return Err(NotPlayable(other)),
+        }
+        let mut written = written.into_iter();
+        file.push(written.next().unwrap_or_default().say(say));
+        written.for_each(|step| file.push(step));
+    }
+    file.push(
+        StepFile::wait(WaitFor::TasksEnded, 1)
+            .say("the client polls the task it learned until it ends"),
+    );
+    file.expect
+        .of(e.policy)
+        .anomalies
+        .insert(kind, Count::AtLeast(1));
+    file.expect.of(e.policy.toggled()).clean = Some(true);
+    Ok(Some(file))
+}

@@ -28,7 +28,7 @@ pub struct CheckArgs {
     /// default) or 2026-07-28 (no resumption: one call of the tasks extension, its answer lost
     /// and re-issued, its runner dead and adopted, its cancel and TTL racing its result).
     /// 2026-07-28 takes --policy naive or fenced, --depth (default 12), the limits,
-    /// --anomaly and --format.
+    /// --anomaly, --format and --write.
     #[arg(long, value_enum, default_value_t = ProtocolArg::Legacy)]
     protocol: ProtocolArg,
     /// Seconds each policy's search may run (1-86400): it stops at the first round past
@@ -138,10 +138,11 @@ pub enum CheckError {
         "--protocol 2026-07-28 --policy {0}: the 2026-07-28 model runs naive or fenced (the SDKs' 2026 quirks are not modelled yet)"
     )]
     SdkWithModern(Policy),
-    #[error(
-        "--protocol 2026-07-28 cannot write a scenario yet: the lab does not run 2026-07-28, so the schedule the report prints is the counterexample"
-    )]
-    ModernScenario,
+    #[error("cannot write {} as a scenario: {source}", path.display())]
+    ModernScenario {
+        path: PathBuf,
+        source: forkscope::check::requests::NotPlayable,
+    },
     #[error("cannot write {}: {source}", path.display())]
     ReplicaScenario {
         path: PathBuf,
@@ -343,8 +344,11 @@ fn run_modern(args: CheckArgs) -> Result<ExitCode, CheckError> {
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(CheckError::NotWithModern(flag));
     }
-    if args.emit_scenario.is_some() {
-        return Err(CheckError::ModernScenario);
+    let write = args.emit_scenario.as_deref();
+    if let Some(path) = write
+        && path.exists()
+    {
+        return Err(CheckError::WouldOverwrite(path.to_path_buf()));
     }
     let policies = match args.policy {
         Which::Both => vec![Policy::Fenced, Policy::Naive],
@@ -370,13 +374,41 @@ fn run_modern(args: CheckArgs) -> Result<ExitCode, CheckError> {
     }
     let found = checked
         .iter()
-        .any(|c| c.exploration.counterexample.is_some());
+        .find(|c| c.exploration.counterexample.is_some());
     let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     };
-    Ok(exit_for(found, unfinished))
+    if let Some(path) = write {
+        let file = found
+            .map(requests::scenario_file)
+            .transpose()
+            .map_err(|source| CheckError::ModernScenario {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .flatten();
+        let Some(file) = file else {
+            eprintln!(
+                "forkscope check: no counterexample, so no scenario written to {}",
+                path.display()
+            );
+            return Ok(unfinished);
+        };
+        let text = file
+            .to_toml()
+            .map_err(|source| CheckError::ReplicaScenario {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let text = format!(
+            "# Written by forkscope from a schedule of `forkscope check --protocol 2026-07-28`'s model.\n{text}"
+        );
+        new_file::write_new(path, &text)?;
+        say_written(path);
+    }
+    Ok(exit_for(found.is_some(), unfinished))
 }
 
 impl CheckArgs {

@@ -27,6 +27,12 @@ pub enum Action {
     EmitBackground,
     /// The client calls `progress_task`.
     StartToolCall,
+    /// 2026-07-28: the lab's second client calls `progress_task` as a task of the tasks
+    /// extension, under an idempotency key of its own intent, re-issuing when the answer does
+    /// not come; then it polls the task to its end.
+    CallTask,
+    /// 2026-07-28: the next `CreateTaskResult` is lost on the way; the client re-issues.
+    LoseAnswer,
     TogglePause,
     /// While paused: advance lab time by one step (100 ms).
     Step,
@@ -71,7 +77,7 @@ pub enum Action {
 impl Action {
     /// Every action a key presses directly ([`Action::Tune`] and [`Action::AddLatency`] come
     /// from the knobs overlay, [`Action::SetPolicy`] from `n`, which reads the policy in force).
-    pub const ALL: [Action; 12] = [
+    pub const ALL: [Action; 14] = [
         Action::DropConnection,
         Action::Reset,
         Action::ExpireHalfOpen,
@@ -79,6 +85,8 @@ impl Action {
         Action::ReconnectNow,
         Action::EmitBackground,
         Action::StartToolCall,
+        Action::CallTask,
+        Action::LoseAnswer,
         Action::TogglePause,
         Action::Step,
         Action::SpeedUp,
@@ -139,6 +147,13 @@ impl Action {
             Action::ReconnectNow => "reconnect now (skip the backoff wait)",
             Action::EmitBackground => "emit a background event",
             Action::StartToolCall => "start a progress_task tool call",
+            Action::CallTask => {
+                "2026-07-28: call progress_task as a task, under a key of its own, re-issued \
+                 when its answer does not come"
+            }
+            Action::LoseAnswer => {
+                "2026-07-28: lose the next CreateTaskResult on the way (the client re-issues)"
+            }
             Action::TogglePause => "pause / resume lab time",
             Action::Step => "single step (100 ms of lab time) while paused",
             Action::SpeedUp => "speed lab time up",

@@ -20,6 +20,7 @@ pub use replicas::{ReplicaSetup, Replicas, ReplicasView, Routing, StoreChoice};
 use crate::clock::LabClock;
 use crate::wire::Shared;
 use crate::wire::client::LabClient;
+use crate::wire::client::tasks::TaskClient;
 use crate::wire::proxy::{Fault, Proxy};
 use crate::wire::server::{self, RunningServer, ServeOptions};
 use forkscope_core::history::Entry;
@@ -167,6 +168,8 @@ pub struct Lab {
     replicas: Option<Arc<Replicas>>,
     proxy: Proxy,
     client: Arc<LabClient>,
+    /// The 2026-07-28 client beside it, through the same proxy.
+    task_client: Arc<TaskClient>,
     exchanges: Arc<Exchanges>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -231,7 +234,15 @@ impl Lab {
             exchanges.clone(),
         );
         let tasks = vec![tokio::spawn(client.clone().run())];
+        let task_client = Arc::new(TaskClient::new(
+            format!("http://{target}/mcp"),
+            forkscope_core::ToolSpec {
+                steps: options.tool_steps,
+                delay_ms: options.tool_delay_ms,
+            },
+        ));
         Ok(Lab {
+            task_client,
             options,
             shared,
             clock,
@@ -254,6 +265,11 @@ impl Lab {
 
     pub fn client(&self) -> &Arc<LabClient> {
         &self.client
+    }
+
+    /// The 2026-07-28 client.
+    pub fn task_client(&self) -> &Arc<TaskClient> {
+        &self.task_client
     }
 
     pub fn proxy(&self) -> &Proxy {
@@ -381,6 +397,16 @@ impl Lab {
                     }
                 });
             }
+            Action::CallTask => {
+                let client = self.task_client.clone();
+                tokio::spawn(async move {
+                    match client.intent().await {
+                        Ok(status) => tracing::info!(status, "task ended"),
+                        Err(e) => tracing::warn!(error = %e, "task call failed"),
+                    }
+                });
+            }
+            Action::LoseAnswer => self.task_client.lose_next_answer(),
             Action::TogglePause => self.clock.set_paused(!self.clock.paused()),
             Action::Step => self.clock.advance(action::STEP_MS),
             Action::SpeedUp => {

@@ -116,6 +116,11 @@ pub enum WaitFor {
     /// client is not between sessions. One script for every policy: a resume, a refusal to
     /// retry, a new session and an SDK's empty 200 all satisfy it.
     Answered,
+    /// 2026-07-28: the server has applied at least `count` steps of its calls' and tasks'
+    /// work.
+    StepsApplied,
+    /// 2026-07-28: the task client has read at least `count` tasks as ended.
+    TasksEnded,
 }
 
 impl WaitFor {
@@ -135,6 +140,8 @@ impl WaitFor {
             WaitFor::Refused => format!("{count} late writes to be refused"),
             WaitFor::Adopted => format!("replicas to adopt {count} tool calls"),
             WaitFor::Answered => "the client's reconnect to be answered".to_owned(),
+            WaitFor::StepsApplied => format!("the server to apply {count} steps of work"),
+            WaitFor::TasksEnded => format!("{count} tasks to be read as ended"),
         }
     }
 }

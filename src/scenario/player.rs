@@ -9,6 +9,7 @@ use forkscope_core::client::RequestPhase;
 use forkscope_core::history::Counters;
 use forkscope_core::{Policy, Verdict};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Why a scenario stopped before its last step.
@@ -348,6 +349,7 @@ async fn wait(
     // cursor: connected is then the stream's 200 alone.
     let unnumbered = forkscope_core::resume::sdk::quirks(lab.policy())
         .is_some_and(|q| q.ids == forkscope_core::IdScheme::Unnumbered);
+    let task_client = lab.task_client().clone();
     let ready = |core: &Core| match what {
         WaitFor::Connected => {
             core.client.holds_stream() || (unnumbered && core.client.phase() == Phase::Connected)
@@ -366,6 +368,8 @@ async fn wait(
         WaitFor::Orphaned => core.history.checker().counters().orphaned >= count,
         WaitFor::Refused => core.history.checker().counters().late_emits_refused >= count,
         WaitFor::Adopted => core.history.checker().counters().calls_adopted >= count,
+        WaitFor::StepsApplied => core.history.checker().counters().steps_applied >= count,
+        WaitFor::TasksEnded => task_client.counters.ended.load(Ordering::Relaxed) >= count,
         // Only once the client has read the answer: a ruling is recorded before the client
         // acts on it (a refusal that sends it to a new session leaves it idle first).
         WaitFor::Answered => match core.client.phase() {

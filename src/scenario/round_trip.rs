@@ -9,7 +9,7 @@ use forkscope_core::{AnomalyKind, Policy, RejectReason, Tuning};
 use proptest::prelude::*;
 use std::path::Path;
 
-const WAITS: [WaitFor; 11] = [
+const WAITS: [WaitFor; 13] = [
     WaitFor::Connected,
     WaitFor::Reconnecting,
     WaitFor::Applied,
@@ -21,6 +21,8 @@ const WAITS: [WaitFor; 11] = [
     WaitFor::Refused,
     WaitFor::Adopted,
     WaitFor::Answered,
+    WaitFor::StepsApplied,
+    WaitFor::TasksEnded,
 ];
 
 /// Fails to compile when a wait is added without being listed in [`WAITS`].
@@ -37,7 +39,9 @@ fn listed(what: WaitFor) {
         | WaitFor::ToolDone
         | WaitFor::Refused
         | WaitFor::Adopted
-        | WaitFor::Answered => {}
+        | WaitFor::Answered
+        | WaitFor::StepsApplied
+        | WaitFor::TasksEnded => {}
     }
 }
 

@@ -95,13 +95,17 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
         "call the progress_task tool",
     ),
     (
+        "X a",
+        Command::Lab(Action::CallTask),
+        "2026: as task · a: lose answer",
+    ),
+    (
         "space",
         Command::Lab(Action::TogglePause),
         "pause / resume lab time",
     ),
     ("s", Command::Lab(Action::Step), "single step while paused"),
-    ("+", Command::Lab(Action::SpeedUp), "faster"),
-    ("-", Command::Lab(Action::SpeedDown), "slower"),
+    ("+ -", Command::Lab(Action::SpeedUp), "faster / slower"),
     ("R", Command::Lab(Action::Restart), "restart the lab"),
     ("m", Command::ToggleCompare, "compare: labs side by side"),
     ("p", Command::OpenPicker, "pick and play a scenario"),
@@ -250,6 +254,11 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
         // One row of help for both: the toggle and the picker of every policy.
         KeyCode::Char('n') => Some(Command::NextPolicy),
         KeyCode::Char('o') => Some(Command::PickPolicy),
+        // The second keys of the bindings that share a row of help ("+ -", "X a").
+        KeyCode::Char('+') | KeyCode::Char('=') => Some(Command::Lab(Action::SpeedUp)),
+        KeyCode::Char('-') => Some(Command::Lab(Action::SpeedDown)),
+        KeyCode::Char('a') => Some(Command::Lab(Action::LoseAnswer)),
+        KeyCode::Char('X') => Some(Command::Lab(Action::CallTask)),
         _ => None,
     };
     if travel.is_some() {
@@ -376,11 +385,11 @@ mod tests {
 
     #[test]
     fn every_lab_action_has_a_key() {
+        let pressed: Vec<_> = (' '..='~')
+            .filter_map(|c| command_for(key(KeyCode::Char(c), KeyModifiers::NONE)))
+            .collect();
         for action in Action::ALL {
-            assert!(
-                BINDINGS.iter().any(|(_, c, _)| *c == Command::Lab(action)),
-                "{action:?}"
-            );
+            assert!(pressed.contains(&Command::Lab(action)), "{action:?}");
         }
     }
 }

@@ -6,7 +6,7 @@ use super::{Held, ReplicaId, WATCHED_STREAMS, Watch, lock};
 use crate::clock::LabClock;
 use crate::wire::Shared;
 use crate::wire::replica::witness::Fact;
-use forkscope_core::history::Record;
+use forkscope_core::history::{Record, Run};
 use forkscope_core::{
     ByReplica, ConnectionId, IdScheme, PayloadKey, SessionId, StreamId, StreamKind,
 };
@@ -49,6 +49,26 @@ pub(super) fn record(
     }
     let (by, record) = match fact {
         Fact::Written { .. } => return,
+        Fact::Request(record) => {
+            match &record {
+                Record::StepApplied {
+                    run: Run::Task(task),
+                    ..
+                } => {
+                    let runs = &mut watch.replicas[id.index()].task_runs;
+                    if !runs.contains(task) {
+                        runs.push(*task);
+                    }
+                }
+                Record::TaskSettled { task, .. } => {
+                    for seen in &mut watch.replicas {
+                        seen.task_runs.retain(|t| t != task);
+                    }
+                }
+                _ => {}
+            }
+            (by(None), record)
+        }
         Fact::RolledBack {
             stream,
             holds,

@@ -361,6 +361,7 @@ impl Replicas {
         let mut watch = lock(&self.watch);
         watch.replicas[index].holds.clear();
         let runs = std::mem::take(&mut watch.replicas[index].runs);
+        let task_runs = std::mem::take(&mut watch.replicas[index].task_runs);
         watch.note(id, "killed".into());
         drop(watch);
         // The calls it ran have no runner now; whether another replica takes them over is the
@@ -381,6 +382,15 @@ impl Replicas {
                     adoptable,
                 },
             );
+        }
+        for task in task_runs {
+            let by = ByReplica {
+                replica: id,
+                epoch: None,
+            };
+            let run = forkscope_core::history::Run::Task(task);
+            core.history
+                .record_by(now, Some(by), Record::RunStopped { run });
         }
         Ok(())
     }

@@ -24,6 +24,8 @@ pub(super) struct Seen {
     pub(super) holds: Vec<(SessionId, Held)>,
     /// The tool calls this replica runs (it started them, or adopted them), until they finish.
     pub(super) runs: Vec<(SessionId, StreamId)>,
+    /// The 2026-07-28 tasks this replica applied steps of, until they end.
+    pub(super) task_runs: Vec<forkscope_core::TaskId>,
     pub(super) sent: u64,
     pub(super) recent: VecDeque<String>,
 }

@@ -7,6 +7,7 @@
 
 mod call;
 mod stream;
+pub mod tasks;
 
 use super::Shared;
 use super::headers::MODELLED_REVISION;

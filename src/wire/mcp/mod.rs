@@ -9,6 +9,7 @@
 
 pub mod jsonrpc;
 pub mod message;
+pub mod modern;
 pub mod response;
 pub mod session;
 

@@ -283,6 +283,18 @@ pub async fn start(
     let pokes = Pokes::default();
     let alive = Arc::new(AtomicBool::new(true));
     let shared_tasks = (options.policy == ReplicaPolicy::Fenced).then(|| store.clone());
+    // What its 2026-07-28 calls and tasks do reaches a lab watching it, while it is alive.
+    let report = match &options.witness {
+        Some(witness) => {
+            let (witness, alive) = (witness.clone(), alive.clone());
+            server::handles::Report::to(move |record| {
+                if alive.load(Ordering::SeqCst) {
+                    witness.tell(witness::Fact::Request(record));
+                }
+            })
+        }
+        None => server::handles::Report::default(),
+    };
     let replica = Replica {
         witness: options.witness,
         truth: options.truth_comments,
@@ -305,8 +317,7 @@ pub async fn start(
             // Fenced replicas keep tasks in the shared store; naive ones in their own process,
             // as the SDKs' task managers do: a poll that lands elsewhere finds nothing.
             shared_tasks,
-            // A replica keeps no history: its 2026-07-28 calls are judged by none yet.
-            server::handles::Report::default(),
+            report,
         ),
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));

@@ -90,6 +90,9 @@ pub enum Fact {
         session: SessionId,
         stream: StreamId,
     },
+    /// A 2026-07-28 call's or task's fact, as the record the checker reads (no session, no
+    /// stream: the record says it all).
+    Request(forkscope_core::Record),
     /// A delivery on this replica ended: its stream did, or the client went, a resume
     /// elsewhere fenced it, the store failed.
     DeliveryEnded {

@@ -28,8 +28,7 @@ use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The extension's identifier, in capabilities.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub use forkscope_core::tasks::EXTENSION as TASKS_EXTENSION;
 
 /// What the tasks side did, for tests and benchmarks.
 #[derive(Debug, Default)]

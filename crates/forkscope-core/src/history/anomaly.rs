@@ -397,7 +397,8 @@ impl fmt::Display for Anomaly {
                 at,
             } => write!(
                 f,
-                "two runners: {second} started running {op} at {at} while {first} still ran it"
+                "two runners: {first} and {second} both ran {op} at {at}, one call run twice at \
+                 once"
             ),
             Anomaly::EffectTwice {
                 op,

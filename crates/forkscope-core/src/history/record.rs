@@ -208,6 +208,11 @@ pub enum Record {
         done: u64,
         of: u64,
     },
+    /// A run's runner stopped before its end and wrote nothing more (its replica died): it
+    /// no longer runs its call, whoever takes it over.
+    RunStopped {
+        run: Run,
+    },
     /// A task was made for `op` (`fresh`), or `op`'s key found the one made before.
     TaskCreated {
         op: Arc<str>,
@@ -449,6 +454,7 @@ impl Record {
                 }
             }
             Record::TaskNamed { task } => format!("client names task {}", task.short()),
+            Record::RunStopped { run } => format!("{run} loses its runner: it writes nothing more"),
             Record::TaskSettled { task, status } => {
                 format!("task {} ends {}", task.short(), status.name())
             }

@@ -50,6 +50,9 @@ pub const TOMBSTONE_MS: u64 = 3_600_000;
 /// The longest idempotency key accepted.
 pub const MAX_KEY_BYTES: usize = 256;
 
+/// The extension's identifier, in capabilities.
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 /// The `_meta` key a client names its call with (an extension of forkscope's).
 pub const IDEMPOTENCY_KEY: &str = "io.forkscope/idempotencyKey";
 

@@ -91,6 +91,7 @@ impl Checker {
             record @ (Record::CallStarted { .. }
             | Record::StepApplied { .. }
             | Record::CallCut { .. }
+            | Record::RunStopped { .. }
             | Record::TaskCreated { .. }
             | Record::TaskNamed { .. }
             | Record::TaskSettled { .. }

@@ -106,6 +106,10 @@ impl Requests {
                     });
                 }
             }
+            Record::RunStopped { run } => {
+                let op = self.op_of(run);
+                self.ended(&op, run);
+            }
             Record::TaskSettled { task, status } => {
                 let Some(t) = self.tasks.get_mut(task) else {
                     return;

@@ -1,0 +1,183 @@
+//! The lab's 2026-07-28 client: calls `progress_task` as a task of the tasks extension, one
+//! idempotency key per intent, and re-issues as the revision says when the answer does not
+//! come — a broken response, or one the lab's fault lost on the way — under a new request id
+//! and the same key. Then it polls `tasks/get` until the task ends.
+//!
+//! It reports nothing to the checker: the server's own record of what ran (a task made, each
+//! step applied, each end) is the evidence, so a double effect is judged where it happened.
+
+use super::super::mcp::modern::ModernCall;
+use forkscope_core::tasks::POLL_INTERVAL_MS;
+use forkscope_core::work::ToolSpec;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Calls one intent makes at most: the first, and three re-issues (after a lost answer, or a
+/// task the server did not know).
+pub const MAX_CALLS: u32 = 4;
+/// How long a call or a poll waits for its answer before it counts as broken.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Polls in a row that may fail (the connection dropped, the server gone) before the client
+/// gives the task up.
+const MAX_FAILED_POLLS: u32 = 20;
+/// Polls one task gets at most: far past any task the lab runs.
+const MAX_POLLS: u32 = 2_400;
+
+/// What the client did, for the views and the scenario waits.
+#[derive(Debug, Default)]
+pub struct TaskClientCounters {
+    /// Intents begun.
+    pub intents: AtomicU64,
+    /// `tools/call` requests sent, re-issues included.
+    pub calls: AtomicU64,
+    pub reissues: AtomicU64,
+    /// Answers the lab's fault lost on the way.
+    pub answers_lost: AtomicU64,
+    /// Tasks read back as ended (any terminal status).
+    pub ended: AtomicU64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskClientError {
+    #[error("no answer after {MAX_CALLS} calls")]
+    NoAnswer,
+    #[error("the server refused the call: {0}")]
+    Refused(String),
+    #[error("the task could no longer be read: {0}")]
+    Unreadable(String),
+}
+
+/// Why polling a task stopped short of its end.
+enum Polled {
+    /// The server does not know the task (−32602, `data.reason` unknown).
+    Unknown,
+    Failed(String),
+}
+
+#[derive(Debug)]
+pub struct TaskClient {
+    http: reqwest::Client,
+    url: String,
+    spec: ToolSpec,
+    next_id: AtomicU64,
+    /// The next answer is lost on the way (the lab's fault, armed by a key).
+    lose_next: AtomicBool,
+    pub counters: TaskClientCounters,
+}
+
+impl TaskClient {
+    pub fn new(url: String, spec: ToolSpec) -> TaskClient {
+        TaskClient {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .unwrap_or_default(),
+            url,
+            spec,
+            next_id: AtomicU64::new(1),
+            lose_next: AtomicBool::new(false),
+            counters: TaskClientCounters::default(),
+        }
+    }
+
+    /// The next `CreateTaskResult` the server sends is lost on the way: the client reads it
+    /// as a broken answer and re-issues.
+    pub fn lose_next_answer(&self) {
+        self.lose_next.store(true, Ordering::SeqCst);
+    }
+
+    async fn send(&self, method: &str, params: Value, key: Option<&str>) -> Option<Value> {
+        let call = ModernCall {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            method,
+            params,
+            tasks: true,
+            key,
+        };
+        let sent = call.post(&self.http, &self.url).timeout(ANSWER_TIMEOUT);
+        let response = sent.send().await.ok()?;
+        response.json::<Value>().await.ok()
+    }
+
+    /// One intent, to its end: the task's final status. A task the server says it does not
+    /// know (a poll that landed on a replica that never had it) is re-issued too, as a stock
+    /// client does: the intent's key is what keeps that from running the work twice.
+    pub async fn intent(&self) -> Result<String, TaskClientError> {
+        let n = self.counters.intents.fetch_add(1, Ordering::Relaxed) + 1;
+        let key = format!("intent-{n}");
+        let mut calls = 0;
+        loop {
+            let task = self.create(&key, &mut calls).await?;
+            match self.poll(&task).await {
+                Err(Polled::Unknown) if calls < MAX_CALLS => {
+                    self.counters.reissues.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(Polled::Unknown) => {
+                    return Err(TaskClientError::Unreadable("unknown task".into()));
+                }
+                Err(Polled::Failed(why)) => return Err(TaskClientError::Unreadable(why)),
+                Ok(status) => return Ok(status),
+            }
+        }
+    }
+
+    /// Calls until an answer names a task, `calls` counting every call the intent made.
+    async fn create(&self, key: &str, calls: &mut u32) -> Result<String, TaskClientError> {
+        let params = json!({
+            "name": "progress_task",
+            "arguments": { "steps": self.spec.steps, "delay_ms": self.spec.delay_ms },
+        });
+        while *calls < MAX_CALLS {
+            if *calls > 0 {
+                self.counters.reissues.fetch_add(1, Ordering::Relaxed);
+            }
+            *calls += 1;
+            self.counters.calls.fetch_add(1, Ordering::Relaxed);
+            let Some(answer) = self.send("tools/call", params.clone(), Some(key)).await else {
+                continue;
+            };
+            if let Some(error) = answer.get("error") {
+                return Err(TaskClientError::Refused(error["message"].to_string()));
+            }
+            if self.lose_next.swap(false, Ordering::SeqCst) {
+                self.counters.answers_lost.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if let Some(task) = answer.pointer("/result/taskId").and_then(Value::as_str) {
+                return Ok(task.to_owned());
+            }
+        }
+        Err(TaskClientError::NoAnswer)
+    }
+
+    async fn poll(&self, task: &str) -> Result<String, Polled> {
+        let mut failed = 0;
+        for _ in 0..MAX_POLLS {
+            tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await;
+            let read = self
+                .send("tasks/get", json!({ "taskId": task }), None)
+                .await;
+            let Some(read) = read else {
+                failed += 1;
+                if failed >= MAX_FAILED_POLLS {
+                    return Err(Polled::Failed("no answer".into()));
+                }
+                continue;
+            };
+            failed = 0;
+            if let Some(error) = read.get("error") {
+                if error.pointer("/data/reason").and_then(Value::as_str) == Some("unknown") {
+                    return Err(Polled::Unknown);
+                }
+                return Err(Polled::Failed(error["message"].to_string()));
+            }
+            let status = read.pointer("/result/status").and_then(Value::as_str);
+            if let Some(status) = status.filter(|s| *s != "working") {
+                self.counters.ended.fetch_add(1, Ordering::Relaxed);
+                return Ok(status.to_owned());
+            }
+        }
+        Err(Polled::Failed("it never ended".into()))
+    }
+}
