@@ -10,6 +10,7 @@ mod common;
 
 use common::replica_lab::{Backend, Lab};
 use forkscope::wire::balance::Mode;
+use forkscope::wire::mcp::modern::ModernCall;
 use forkscope_core::Policy;
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
@@ -46,44 +47,16 @@ both_stores!(
     fenced_tasks_need_no_stickiness_and_naive_ones_need_it_by_mcp_name,
 );
 
-async fn request(
-    lab: &Lab,
-    url: &str,
-    method: &str,
-    mut params: Value,
-    key: Option<&str>,
-) -> Value {
-    let mut meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {
-            "extensions": { "io.modelcontextprotocol/tasks": {} }
-        },
-    });
-    if let Some(key) = key {
-        meta["io.forkscope/idempotencyKey"] = json!(key);
-    }
-    params["_meta"] = meta;
-    let name = params
-        .get("name")
-        .or_else(|| params.get("taskId"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-    lab.http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+async fn request(lab: &Lab, url: &str, method: &str, params: Value, key: Option<&str>) -> Value {
+    let call = ModernCall {
+        id: 1,
+        method,
+        params,
+        tasks: true,
+        key,
+    };
+    let response = call.post(&lab.http, url).send().await.unwrap();
+    response.json().await.unwrap()
 }
 
 async fn create(lab: &Lab, url: &str, steps: u64, delay_ms: u64, key: Option<&str>) -> String {

@@ -5,9 +5,9 @@
 //! told apart from an expired one.
 
 use forkscope::clock::LabClock;
+use forkscope::wire::mcp::modern::ModernCall;
 use forkscope::wire::server::{self, RunningServer, ServeOptions};
 use forkscope::wire::{Core, Shared};
-use forkscope_core::revision::MODERN;
 use forkscope_core::{AnomalyKind, LabConfig, Policy};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -38,31 +38,16 @@ async fn start_as(policy: Policy) -> (RunningServer, String) {
 
 /// A 2026-07-28 request from a client that declares the tasks extension; `name` is what
 /// `Mcp-Name` mirrors (the tool, or the task id).
-async fn request(url: &str, id: u64, method: &str, mut params: Value, key: Option<&str>) -> Value {
-    let mut meta = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {
-            "extensions": { "io.modelcontextprotocol/tasks": {} }
-        },
-    });
-    if let Some(key) = key {
-        meta["io.forkscope/idempotencyKey"] = json!(key);
-    }
-    params["_meta"] = meta;
-    let name = params
-        .get("name")
-        .or_else(|| params.get("taskId"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-    let response = reqwest::Client::new()
-        .post(url)
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .header("accept", "application/json, text/event-stream")
-        .json(&body)
+async fn request(url: &str, id: u64, method: &str, params: Value, key: Option<&str>) -> Value {
+    let call = ModernCall {
+        id,
+        method,
+        params,
+        tasks: true,
+        key,
+    };
+    let response = call
+        .post(&reqwest::Client::new(), url)
         .send()
         .await
         .unwrap();

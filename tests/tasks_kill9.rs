@@ -7,6 +7,7 @@
 mod common;
 
 use common::services::RedisServer;
+use forkscope::wire::mcp::modern::ModernCall;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -68,35 +69,20 @@ impl Drop for Replica {
     }
 }
 
-async fn request(url: &str, method: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {
-            "extensions": { "io.modelcontextprotocol/tasks": {} }
-        },
-        "io.forkscope/idempotencyKey": "order-9",
-    });
-    let name = params
-        .get("name")
-        .or_else(|| params.get("taskId"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .body(body.to_string())
+async fn request(url: &str, method: &str, params: Value) -> Value {
+    let call = ModernCall {
+        id: 1,
+        method,
+        params,
+        tasks: true,
+        key: Some("order-9"),
+    };
+    let response = call
+        .post(&reqwest::Client::new(), url)
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+        .unwrap();
+    response.json().await.unwrap()
 }
 
 fn steps_done(read: &Value) -> Option<u64> {
