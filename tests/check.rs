@@ -516,8 +516,18 @@ fn the_2026_model_holds_fenced_and_finds_naives_double_effect() {
         &["--replicas", "2"],
         &["--write", path],
         &["--protocol", "2027-01-01"],
+        &["--anomaly", "fork"],
+        &["--anomaly", "cut_halfway"],
     ] {
         let (code, text) = run(refused);
         assert_eq!(code, Some(2), "{refused:?}: {text}");
     }
+    // And the 2025-11-25 model refuses a 2026 kind, naming the kinds it looks for.
+    let out = forkscope()
+        .args(["check", "--anomaly", "effect_twice"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("looks for fork, duplicate"), "{said}");
 }

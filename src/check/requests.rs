@@ -45,6 +45,17 @@ pub fn check(
 fn verdict(c: &Checked) -> String {
     let e = &c.exploration;
     match (&e.counterexample, e.stopped) {
+        (None, None) if e.rules.target.is_some() => format!(
+            "no {} in {} states up to depth {}{}",
+            e.rules.target.map(|k| k.as_str()).unwrap_or_default(),
+            super::thousands(e.distinct),
+            e.depth_reached,
+            if e.exhausted {
+                " (every reachable state)"
+            } else {
+                ""
+            }
+        ),
         (None, None) => format!(
             "no step applied twice, no second runner, no orphan task, no second end and no \
              stale read in {} states up to depth {}{}",
@@ -118,9 +129,10 @@ pub struct NotPlayable(pub RequestStep);
 /// expects the anomaly under the policy that broke and a clean run under the other.
 ///
 /// The mapping, one model step to scenario steps:
-/// - the client's first call → `call_task`, after `lose_answer` when the schedule loses its
-///   answer next; a re-issue and an answer arriving → nothing (the client re-issues, and
-///   reads its answer, on its own)
+/// - the client's first call → `call_task`, after one `lose_answer` for each answer the
+///   schedule loses (every loss comes before the answer that arrives: a client that has its
+///   answer calls no more); a re-issue and an answer arriving → nothing (the client
+///   re-issues, and reads its answer, on its own)
 /// - a runner's step → `wait steps_applied` (the steps the model applied so far), under the
 ///   policy that broke; the other policy's runs take their own count
 /// - any other step → [`NotPlayable`]
@@ -165,9 +177,11 @@ pub fn scenario_file(
             RequestStep::Call => {
                 calls += 1;
                 if calls == 1 {
-                    if steps.get(i + 1) == Some(&RequestStep::LoseAnswer) {
-                        written.push(StepFile::action(Action::LoseAnswer));
-                    }
+                    let lost = steps
+                        .iter()
+                        .filter(|s| **s == RequestStep::LoseAnswer)
+                        .count();
+                    written.extend((0..lost).map(|_| StepFile::action(Action::LoseAnswer)));
                     written.push(StepFile::action(Action::CallTask));
                 }
             }

@@ -131,6 +131,14 @@ pub enum CheckError {
     )]
     SdkWithReplicas(Policy),
     #[error(
+        "--anomaly {kind}: the {protocol} model cannot reach it; {protocol} looks for {}",
+        reachable(protocol)
+    )]
+    OtherRevisionsAnomaly {
+        kind: AnomalyKind,
+        protocol: &'static str,
+    },
+    #[error(
         "--protocol 2026-07-28 does not take {0} (it explores one call of the tasks extension)"
     )]
     NotWithModern(&'static str),
@@ -153,7 +161,14 @@ pub enum CheckError {
 /// Exit 0: no counterexample; 1: one found; 3: none, but a limit (time, memory, states)
 /// stopped the search short. The same with `--replicas 2`.
 pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
-    if args.protocol == ProtocolArg::Modern {
+    let modern = args.protocol == ProtocolArg::Modern;
+    if let Some(kind) = args.anomaly
+        && !reachable_in(kind, modern)
+    {
+        let protocol = if modern { "2026-07-28" } else { "2025-11-25" };
+        return Err(CheckError::OtherRevisionsAnomaly { kind, protocol });
+    }
+    if modern {
         return run_modern(args);
     }
     if let Some(replicas) = args.replicas {
@@ -324,6 +339,26 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
         say_written(path);
     }
     Ok(exit_for(found.is_some(), unfinished))
+}
+
+/// Whether a model can reach `kind`: the 2026-07-28 model runs tasks only (a call cut halfway
+/// is a plain call's), the 2025-11-25 ones sessions and streams.
+fn reachable_in(kind: AnomalyKind, modern: bool) -> bool {
+    if modern {
+        kind.is_2026() && kind != AnomalyKind::CutHalfway
+    } else {
+        !kind.is_2026()
+    }
+}
+
+/// The kinds a revision's model looks for, as `--anomaly` spells them.
+fn reachable(protocol: &str) -> String {
+    let modern = protocol == "2026-07-28";
+    <AnomalyKind as strum::IntoEnumIterator>::iter()
+        .filter(|k| reachable_in(*k, modern))
+        .map(AnomalyKind::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `--depth` with `--protocol 2026-07-28` when none is given.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct DashboardArgs {
-    /// The dashboard's starting policy (key n cycles through them all).
+    /// The dashboard's starting policy (key n toggles naive ⇄ fenced; o picks any).
     #[arg(long, value_parser = policy_parser(), default_value = "fenced")]
     policy: Policy,
     /// Start in compare mode with these two or three policies side by side, left to right

@@ -18,8 +18,9 @@ pub enum Action {
     /// Switch between the fenced and naive policies (an SDK policy goes to fenced). Kept for
     /// the files that say it; the dashboard's `n` journals [`Action::SetPolicy`].
     ToggleNaive,
-    /// Put this policy in force (`action = { set_policy = "rmcp" }`): the dashboard's `n`
-    /// cycles through [`Policy::ALL`]. A lab of replicas takes only naive or fenced.
+    /// Put this policy in force (`action = { set_policy = "rmcp" }`): what the dashboard's `n`
+    /// (naive ⇄ fenced) and `o` (any of [`Policy::ALL`]) journal. A lab of replicas takes only
+    /// naive or fenced.
     SetPolicy(Policy),
     /// Skip the rest of the client's backoff wait.
     ReconnectNow,

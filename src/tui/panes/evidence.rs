@@ -169,8 +169,8 @@ fn why(kind: AnomalyKind) -> &'static str {
              again, from a copy that lagged"
         }
         AnomalyKind::OrphanTask => {
-            "a task whose id never reached the client: no tasks/list can find it, so it runs \
-             until its TTL with no one to read its result"
+            "a task whose answer the client lost: there is no tasks/list to find it by, so it \
+             runs (or ran) with no one to read its result, and the re-issue made another"
         }
         AnomalyKind::CutHalfway => {
             "the response stream closed, so the server cancelled the call, as the revision \

@@ -92,7 +92,7 @@ pub const GLOSSARY: [(&str, &str); 28] = [
     ("STALE READ", "2026: a task read back from its end ↯"),
     (
         "ORPHAN TASK",
-        "2026: a task whose id the client never learned ⊗",
+        "2026: a task the client lost the answer of ⊗",
     ),
     (
         "CUT HALFWAY",

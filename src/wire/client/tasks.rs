@@ -7,10 +7,11 @@
 //! step applied, each end) is the evidence, so a double effect is judged where it happened.
 
 use super::super::mcp::modern::ModernCall;
+use forkscope_core::Entropy;
 use forkscope_core::tasks::POLL_INTERVAL_MS;
 use forkscope_core::work::ToolSpec;
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Calls one intent makes at most: the first, and three re-issues (after a lost answer, or a
@@ -24,16 +25,11 @@ const MAX_FAILED_POLLS: u32 = 20;
 /// Polls one task gets at most: far past any task the lab runs.
 const MAX_POLLS: u32 = 2_400;
 
-/// What the client did, for the views and the scenario waits.
+/// What the client did, for the scenario waits.
 #[derive(Debug, Default)]
 pub struct TaskClientCounters {
     /// Intents begun.
     pub intents: AtomicU64,
-    /// `tools/call` requests sent, re-issues included.
-    pub calls: AtomicU64,
-    pub reissues: AtomicU64,
-    /// Answers the lab's fault lost on the way.
-    pub answers_lost: AtomicU64,
     /// Tasks read back as ended (any terminal status).
     pub ended: AtomicU64,
 }
@@ -46,6 +42,15 @@ pub enum TaskClientError {
     Refused(String),
     #[error("the task could no longer be read: {0}")]
     Unreadable(String),
+}
+
+/// A JSON-RPC error's message, as the server wrote it.
+fn message(error: &Value) -> String {
+    error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message")
+        .to_owned()
 }
 
 /// Why polling a task stopped short of its end.
@@ -61,8 +66,11 @@ pub struct TaskClient {
     url: String,
     spec: ToolSpec,
     next_id: AtomicU64,
-    /// The next answer is lost on the way (the lab's fault, armed by a key).
-    lose_next: AtomicBool,
+    /// Answers still to lose on the way (the lab's fault, armed by a key, once per press).
+    lose_next: AtomicU32,
+    /// Spelled into every key: keys stay this client's, so a store another lab left
+    /// (Redis keeps a key past its task's TTL) never answers for one of this lab's intents.
+    nonce: u32,
     pub counters: TaskClientCounters,
 }
 
@@ -76,15 +84,16 @@ impl TaskClient {
             url,
             spec,
             next_id: AtomicU64::new(1),
-            lose_next: AtomicBool::new(false),
+            lose_next: AtomicU32::new(0),
+            nonce: crate::wire::OsEntropy::new().next_u64() as u32,
             counters: TaskClientCounters::default(),
         }
     }
 
-    /// The next `CreateTaskResult` the server sends is lost on the way: the client reads it
-    /// as a broken answer and re-issues.
+    /// The next `CreateTaskResult` the server sends is lost on the way (one more for each
+    /// press): the client reads it as a broken answer and re-issues.
     pub fn lose_next_answer(&self) {
-        self.lose_next.store(true, Ordering::SeqCst);
+        self.lose_next.fetch_add(1, Ordering::SeqCst);
     }
 
     async fn send(&self, method: &str, params: Value, key: Option<&str>) -> Option<Value> {
@@ -105,14 +114,12 @@ impl TaskClient {
     /// client does: the intent's key is what keeps that from running the work twice.
     pub async fn intent(&self) -> Result<String, TaskClientError> {
         let n = self.counters.intents.fetch_add(1, Ordering::Relaxed) + 1;
-        let key = format!("intent-{n}");
+        let key = format!("intent-{:08x}-{n}", self.nonce);
         let mut calls = 0;
         loop {
             let task = self.create(&key, &mut calls).await?;
             match self.poll(&task).await {
-                Err(Polled::Unknown) if calls < MAX_CALLS => {
-                    self.counters.reissues.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(Polled::Unknown) if calls < MAX_CALLS => {}
                 Err(Polled::Unknown) => {
                     return Err(TaskClientError::Unreadable("unknown task".into()));
                 }
@@ -129,19 +136,17 @@ impl TaskClient {
             "arguments": { "steps": self.spec.steps, "delay_ms": self.spec.delay_ms },
         });
         while *calls < MAX_CALLS {
-            if *calls > 0 {
-                self.counters.reissues.fetch_add(1, Ordering::Relaxed);
-            }
             *calls += 1;
-            self.counters.calls.fetch_add(1, Ordering::Relaxed);
             let Some(answer) = self.send("tools/call", params.clone(), Some(key)).await else {
                 continue;
             };
             if let Some(error) = answer.get("error") {
-                return Err(TaskClientError::Refused(error["message"].to_string()));
+                return Err(TaskClientError::Refused(message(error)));
             }
-            if self.lose_next.swap(false, Ordering::SeqCst) {
-                self.counters.answers_lost.fetch_add(1, Ordering::Relaxed);
+            let lost = self
+                .lose_next
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            if lost.is_ok() {
                 continue;
             }
             if let Some(task) = answer.pointer("/result/taskId").and_then(Value::as_str) {
@@ -165,13 +170,21 @@ impl TaskClient {
                 }
                 continue;
             };
-            failed = 0;
             if let Some(error) = read.get("error") {
-                if error.pointer("/data/reason").and_then(Value::as_str) == Some("unknown") {
-                    return Err(Polled::Unknown);
+                match error.pointer("/data/reason").and_then(Value::as_str) {
+                    Some("unknown") => return Err(Polled::Unknown),
+                    Some("expired") => return Err(Polled::Failed(message(error))),
+                    // Anything else (a store not answering) may pass: poll again.
+                    _ => {
+                        failed += 1;
+                        if failed >= MAX_FAILED_POLLS {
+                            return Err(Polled::Failed(message(error)));
+                        }
+                        continue;
+                    }
                 }
-                return Err(Polled::Failed(error["message"].to_string()));
             }
+            failed = 0;
             let status = read.pointer("/result/status").and_then(Value::as_str);
             if let Some(status) = status.filter(|s| *s != "working") {
                 self.counters.ended.fetch_add(1, Ordering::Relaxed);

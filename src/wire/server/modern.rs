@@ -178,10 +178,14 @@ impl Modern {
             );
         }
         let (tx, rx) = mpsc::channel::<String>(STREAM_QUEUE);
-        self.counters.calls_started.fetch_add(1, Ordering::Relaxed);
-        let run = Run::Request(id.to_string().into());
+        // Named by its id and this endpoint's count: clients reuse ids across calls.
+        let n = self.counters.calls_started.fetch_add(1, Ordering::Relaxed) + 1;
+        let run = Run::Request(format!("{id} #{n}").into());
         // The call the client meant: its key if it named one, else this request alone.
-        let op = call_key(params).map_or_else(|| run.to_string().into(), Arc::from);
+        let op = match key_of(params) {
+            Ok(Some(key)) if key.len() <= forkscope_core::tasks::MAX_KEY_BYTES => Arc::from(key),
+            _ => run.op_name(),
+        };
         self.report.tell(|| Record::CallStarted {
             op,
             run: run.clone(),
@@ -224,34 +228,31 @@ fn declares_tasks(params: &Value) -> bool {
         .is_some()
 }
 
-/// The idempotency key a plain call names itself with, if any: what the checker calls the
-/// call by, so a re-issue under the same key is known for the same call. A plain call's key
-/// is not honoured (the fence keeps its promise through tasks); it is only read.
-fn call_key(params: &Value) -> Option<&str> {
-    params
-        .pointer("/_meta")
-        .and_then(|m| m.get(IDEMPOTENCY_KEY))
-        .and_then(Value::as_str)
-        .filter(|k| !k.is_empty() && k.len() <= forkscope_core::tasks::MAX_KEY_BYTES)
-}
-
-/// `_meta["io.forkscope/idempotencyKey"]` with the call's arguments as the core compares
-/// them (the tool's parsed spec: two spellings of the same arguments are the same call).
-fn idempotency_key(params: &Value, spec: ToolSpec) -> Result<Option<Keyed>, &'static str> {
+/// `_meta["io.forkscope/idempotencyKey"]`, read once for both kinds of call: a task's is
+/// honoured as the policy says, a plain call's only names the call for the checker (the fence
+/// keeps its promise through tasks), so a re-issue under the same key is known for the same
+/// call.
+fn key_of(params: &Value) -> Result<Option<&str>, &'static str> {
     match params
         .pointer("/_meta")
         .and_then(|m| m.get(IDEMPOTENCY_KEY))
     {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(key)) if !key.is_empty() => Ok(Some(Keyed {
-            key: key.clone(),
-            arguments: format!(
-                "progress_task steps={} delay_ms={}",
-                spec.steps, spec.delay_ms
-            ),
-        })),
+        Some(Value::String(key)) if !key.is_empty() => Ok(Some(key)),
         Some(_) => Err("_meta[\"io.forkscope/idempotencyKey\"] must be a non-empty string"),
     }
+}
+
+/// The key with the call's arguments as the core compares them (the tool's parsed spec: two
+/// spellings of the same arguments are the same call).
+fn idempotency_key(params: &Value, spec: ToolSpec) -> Result<Option<Keyed>, &'static str> {
+    Ok(key_of(params)?.map(|key| Keyed {
+        key: key.to_owned(),
+        arguments: format!(
+            "progress_task steps={} delay_ms={}",
+            spec.steps, spec.delay_ms
+        ),
+    }))
 }
 
 /// One plain call: its request, its run's name for the checker, and what it runs.

@@ -152,7 +152,7 @@ impl TaskHub {
             Err(e) => return store_failed(id, &e),
         };
         self.report.tell(|| Record::TaskCreated {
-            op: op.unwrap_or_else(|| Run::Task(created.id).to_string().into()),
+            op: op.unwrap_or_else(|| Run::Task(created.id).op_name()),
             task: created.id,
             fresh: created.fresh,
         });

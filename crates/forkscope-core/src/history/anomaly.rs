@@ -66,7 +66,24 @@ impl AnomalyKind {
     pub fn is_violation(self) -> bool {
         self != AnomalyKind::Undelivered
     }
+
+    /// Whether it is one of 2026-07-28's requests and tasks (the others are 2025-11-25's
+    /// sessions and streams): which model of `check` can look for it.
+    pub fn is_2026(self) -> bool {
+        matches!(
+            self,
+            AnomalyKind::TwoRunners
+                | AnomalyKind::EffectTwice
+                | AnomalyKind::TerminalTwice
+                | AnomalyKind::StaleRead
+                | AnomalyKind::OrphanTask
+                | AnomalyKind::CutHalfway
+        )
+    }
 }
+
+// Every kind is one bit of `AnomalyKinds`.
+const _: () = assert!((AnomalyKind::Undelivered as u8) < 16);
 
 /// A set of anomaly kinds, one bit each: what one lane mark stands for, small enough to copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -437,8 +454,8 @@ impl fmt::Display for Anomaly {
             ),
             Anomaly::OrphanTask { op, task, at } => write!(
                 f,
-                "orphan task: {op} was asked for again at {at}, so the client never learned \
-                 task {}, which runs on with no one to read its result",
+                "orphan task: {op} was asked for again at {at} before the client named task {}: \
+                 it had lost that answer, and no one will read the task's result",
                 task.short()
             ),
             Anomaly::CutHalfway {

@@ -244,6 +244,17 @@ pub enum Run {
     Request(Arc<str>),
 }
 
+impl Run {
+    /// What a run stands for as a call when the client named none: itself, spelled whole (a
+    /// task's full id, not the six digits a screen shows), so two runs never share it.
+    pub fn op_name(&self) -> Arc<str> {
+        match self {
+            Run::Task(task) => format!("task {task}").into(),
+            Run::Request(id) => format!("request {id}").into(),
+        }
+    }
+}
+
 impl std::fmt::Display for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

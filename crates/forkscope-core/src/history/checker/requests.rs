@@ -26,11 +26,15 @@ use std::sync::Arc;
 
 /// Calls (and tasks) kept for judging; past it the oldest are forgotten.
 const KEPT: usize = 4_096;
+/// Runs of one call kept for judging (a call re-issued more often is judged on the newest).
+const RUNS_KEPT: usize = 16;
 
 #[derive(Clone, Debug, Default)]
 struct Op {
-    /// Who applied each step, by step.
-    applied: HashMap<u64, Run>,
+    /// Each run of it, with the highest step it applied: a run takes its steps in order, so
+    /// a step at or below another run's highest was applied before (memory per run, not per
+    /// step: a call of a million steps costs what one of two does). The newest [`RUNS_KEPT`].
+    applied: Vec<(Run, u64)>,
     /// Runs that applied a step and have not ended.
     live: Vec<Run>,
     /// Fresh tasks made for it, oldest first.
@@ -91,7 +95,7 @@ impl Requests {
                 epoch,
             } => {
                 let op = self.op_of(run);
-                self.applied(&op, run, *step, *of, *epoch, at, report);
+                self.applied(&op, run, (*step, *of, *epoch), at, report);
             }
             Record::CallCut { run, done, of } => {
                 let op = self.op_of(run);
@@ -166,8 +170,9 @@ impl Requests {
             return;
         }
         // Asked for again: each earlier task of the call whose id the client never used is
-        // one it never learned, and it runs on unread.
-        let earlier = self.op(op).tasks.clone();
+        // one it never had, and no one will read its result. Only those are kept to judge (a
+        // named or orphaned task is done with), at most the newest [`RUNS_KEPT`].
+        let earlier = std::mem::take(&mut self.op(op).tasks);
         for earlier in earlier {
             if let Some(t) = self.tasks.get_mut(&earlier)
                 && !t.named
@@ -201,22 +206,23 @@ impl Requests {
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `run` applied `step` of `of` under `epoch`.
     fn applied(
         &mut self,
         op: &Arc<str>,
         run: &Run,
-        step: u64,
-        of: u64,
-        epoch: u64,
+        (step, of, epoch): (u64, u64, u64),
         at: LabTime,
         report: &mut impl FnMut(Anomaly),
     ) {
-        let mut stale = false;
+        // A step told after its task's end (the store took it first; the report came late)
+        // leaves the run ended.
+        let (mut stale, mut ended) = (false, false);
         if let Run::Task(task) = run
             && let Some(t) = self.tasks.get_mut(task)
         {
             stale = epoch < t.epoch;
+            ended = t.settled.is_some();
             t.epoch = t.epoch.max(epoch);
         }
         let entry = self.op(op);
@@ -240,21 +246,41 @@ impl Requests {
                 at,
             });
         }
-        match entry.applied.get(&step) {
-            Some(first) => report(Anomaly::EffectTwice {
+        // The run that applied this step before: another, or this one again.
+        let before = entry
+            .applied
+            .iter()
+            .find(|(r, high)| r != run && *high >= step)
+            .or_else(|| {
+                entry
+                    .applied
+                    .iter()
+                    .find(|(r, high)| r == run && *high >= step)
+            });
+        if let Some((first, _)) = before {
+            report(Anomaly::EffectTwice {
                 op: op.clone(),
                 step,
                 first: first.clone(),
                 second: run.clone(),
                 at,
-            }),
+            });
+        }
+        match entry.applied.iter_mut().find(|(r, _)| r == run) {
+            Some((_, high)) => *high = (*high).max(step),
             None => {
-                entry.applied.insert(step, run.clone());
+                if entry.applied.len() >= RUNS_KEPT {
+                    entry.applied.remove(0);
+                }
+                entry.applied.push((run.clone(), step));
             }
         }
-        if step >= of {
+        if step >= of || ended {
             entry.live.retain(|r| r != run);
         } else if !entry.live.contains(run) {
+            if entry.live.len() >= RUNS_KEPT {
+                entry.live.remove(0);
+            }
             entry.live.push(run.clone());
         }
     }
@@ -265,7 +291,7 @@ impl Requests {
             Run::Task(task) => self.tasks.get(task).map(|t| t.op.clone()),
             Run::Request(id) => self.calls.get(id).cloned(),
         };
-        known.unwrap_or_else(|| run.to_string().into())
+        known.unwrap_or_else(|| run.op_name())
     }
 
     fn ended(&mut self, op: &Arc<str>, run: &Run) {

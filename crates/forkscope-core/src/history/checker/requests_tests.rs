@@ -196,3 +196,25 @@ fn a_plain_call_reissued_under_its_key_applies_its_steps_twice() {
     assert_eq!(f.see(run("2", 1)), vec![AnomalyKind::EffectTwice]);
     assert!(f.see(run("2", 2)).is_empty());
 }
+
+/// What is kept per call is a highest step per run, not a record per step: a step at or below
+/// another run's highest is its second application, and so is a run taking its own step again
+/// (an adopter that did not start after the last committed step).
+#[test]
+fn steps_are_judged_by_each_runs_highest_step() {
+    let mut f = Feed::new();
+    let (a, b) = (f.task(), f.task());
+    f.create("k", a, true);
+    for step in 1..=3 {
+        assert!(f.step(a, step, 1).is_empty());
+    }
+    f.settle(a, TaskStatus::Completed);
+    f.create("k", b, true);
+    assert_eq!(f.step(b, 2, 1), vec![AnomalyKind::EffectTwice]);
+    assert_eq!(f.step(b, 4, 1), vec![]);
+    let c = f.task();
+    f.create("j", c, true);
+    assert!(f.step(c, 1, 1).is_empty());
+    assert!(f.step(c, 2, 2).is_empty());
+    assert_eq!(f.step(c, 2, 2), vec![AnomalyKind::EffectTwice]);
+}

@@ -72,9 +72,10 @@ impl Model for RequestLab {
 impl RequestLab {
     /// The canonical form's 128-bit fingerprint: tasks by the order they were made (their ids
     /// are chance's), each as stored — status, steps done, epoch, whether its lease has run out
-    /// (not the absolute time) — the runners, the client's knowledge, the bounded counters, and
-    /// what the checker holds beyond that (which task each step was applied by, which tasks the
-    /// client named, what it read).
+    /// (not the absolute time) — with what the client last read of it, the runners, the
+    /// client's knowledge and the bounded counters. The checker's own state is left out: up to
+    /// the first violation (where the search stops) it follows from these — which run applied
+    /// which steps from the runners' counts, which tasks were named from what the client knows.
     pub fn fingerprint(&self) -> u128 {
         let words = self.canonical();
         let half = |salt: u64| {
