@@ -28,6 +28,27 @@ pub struct Checked<S = Step, R = Bounds, T = model::TraceStep> {
 }
 
 impl<S, R, T> Checked<S, R, T> {
+    /// Runs a search (`search`, handed this process's clock for its time budget) and tells its
+    /// counterexample step by step (`trace`): what `check` does for every model.
+    pub(crate) fn timed(
+        search: impl FnOnce(&mut dyn FnMut() -> Duration) -> Exploration<S, R>,
+        trace: impl FnOnce(&[S]) -> Vec<T>,
+    ) -> Self {
+        let started = Instant::now();
+        let exploration = search(&mut || started.elapsed());
+        let elapsed = started.elapsed();
+        let trace = exploration
+            .counterexample
+            .as_ref()
+            .map(|c| trace(&c.steps))
+            .unwrap_or_default();
+        Checked {
+            exploration,
+            elapsed,
+            trace,
+        }
+    }
+
     pub fn states_per_second(&self) -> f64 {
         self.exploration.distinct as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }

@@ -8,7 +8,6 @@ use forkscope_core::model::replicas::{self, Params, ReplicaStep, TracedStep};
 use forkscope_core::model::{Limits, Progress};
 use forkscope_core::{AnomalyKind, Policy};
 use std::fmt::Write as _;
-use std::time::Instant;
 
 /// One policy's search of the replica lab and how long it took.
 pub type Checked = super::Checked<ReplicaStep, Params, TracedStep>;
@@ -21,26 +20,13 @@ pub fn check(
     limits: Limits,
     mut on_progress: impl FnMut(&Progress),
 ) -> Checked {
-    let started = Instant::now();
-    let exploration = replicas::explore(
-        policy,
-        params,
-        limits,
-        super::workers(),
-        &mut || started.elapsed(),
-        &mut on_progress,
-    );
-    let elapsed = started.elapsed();
-    let trace = exploration
-        .counterexample
-        .as_ref()
-        .map(|c| replicas::trace(policy, &params, &c.steps))
-        .unwrap_or_default();
-    Checked {
-        exploration,
-        elapsed,
-        trace,
-    }
+    Checked::timed(
+        |elapsed| {
+            let workers = super::workers();
+            replicas::explore(policy, params, limits, workers, elapsed, &mut on_progress)
+        },
+        |steps| replicas::trace(policy, &params, steps),
+    )
 }
 
 /// The report for people.

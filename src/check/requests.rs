@@ -6,7 +6,6 @@ use forkscope_core::Policy;
 use forkscope_core::model::requests::{self, Params, RequestStep, TracedStep};
 use forkscope_core::model::{Limits, Progress};
 use std::fmt::Write as _;
-use std::time::Instant;
 
 /// One policy's search of the model and how long it took.
 pub type Checked = super::Checked<RequestStep, Params, TracedStep>;
@@ -19,26 +18,13 @@ pub fn check(
     limits: Limits,
     mut on_progress: impl FnMut(&Progress),
 ) -> Checked {
-    let started = Instant::now();
-    let exploration = requests::explore(
-        policy,
-        params,
-        limits,
-        super::workers(),
-        &mut || started.elapsed(),
-        &mut on_progress,
-    );
-    let elapsed = started.elapsed();
-    let trace = exploration
-        .counterexample
-        .as_ref()
-        .map(|c| requests::trace(policy, &params, &c.steps))
-        .unwrap_or_default();
-    Checked {
-        exploration,
-        elapsed,
-        trace,
-    }
+    Checked::timed(
+        |elapsed| {
+            let workers = super::workers();
+            requests::explore(policy, params, limits, workers, elapsed, &mut on_progress)
+        },
+        |steps| requests::trace(policy, &params, steps),
+    )
 }
 
 /// The verdict in this model's words: what holds is exactly once, not the 2025 stream rules.

@@ -220,11 +220,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
             .map(|counterexample| (c, counterexample))
     });
     // A search a limit cut short proved less than was asked: not a pass.
-    let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let unfinished = unfinished(checked.iter().map(|c| c.exploration.stopped.is_some()));
     if let Some(path) = emit_scenario {
         let Some((found, counterexample)) = found else {
             eprintln!(
@@ -314,11 +310,7 @@ fn run_replicas(replicas: u8, args: CheckArgs) -> Result<ExitCode, CheckError> {
     let found = checked
         .iter()
         .find(|c| c.exploration.counterexample.is_some());
-    let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let unfinished = unfinished(checked.iter().map(|c| c.exploration.stopped.is_some()));
     if let Some(path) = write {
         let text = found
             .map(check_replicas::scenario_toml)
@@ -410,11 +402,7 @@ fn run_modern(args: CheckArgs) -> Result<ExitCode, CheckError> {
     let found = checked
         .iter()
         .find(|c| c.exploration.counterexample.is_some());
-    let unfinished = if checked.iter().any(|c| c.exploration.stopped.is_some()) {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let unfinished = unfinished(checked.iter().map(|c| c.exploration.stopped.is_some()));
     if let Some(path) = write {
         let file = found
             .map(requests::scenario_file)
@@ -513,6 +501,15 @@ fn say_written(path: &Path) {
         path.display(),
         path.display()
     );
+}
+
+/// 3 when a limit cut any search short (it proved less than was asked: not a pass), else 0.
+fn unfinished(stopped: impl IntoIterator<Item = bool>) -> ExitCode {
+    if stopped.into_iter().any(|s| s) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// 1 for a counterexample, else what the search reached (0, or 3 when a limit cut it short).

@@ -4,7 +4,6 @@
 use super::reached::{Marks, Reached};
 use super::search::{Judged, Model};
 use super::{Bounds, Step, in_alphabet, streams_minted, take};
-use crate::history::Anomaly;
 use crate::policy::Policy;
 use crate::sim::Sim;
 
@@ -33,11 +32,7 @@ impl Model for Sim {
     }
 
     fn judge(&self, bounds: &Bounds) -> Judged {
-        let wanted = |a: &&Anomaly| match bounds.target {
-            None => a.kind().is_violation(),
-            Some(kind) => a.kind() == kind,
-        };
-        if let Some(anomaly) = self.history().checker().anomalies().iter().find(wanted) {
+        if let Some(anomaly) = self.history().checker().first_wanted(bounds.target) {
             return Judged::Broken {
                 anomaly: Box::new(anomaly.clone()),
                 ends_run: false,
@@ -48,7 +43,7 @@ impl Model for Sim {
         if at_rest(self) {
             let mut ended = self.clone();
             ended.end_run();
-            let settled = ended.history().checker().anomalies().iter().find(wanted);
+            let settled = ended.history().checker().first_wanted(bounds.target);
             if let Some(anomaly) = settled {
                 return Judged::Broken {
                     anomaly: Box::new(anomaly.clone()),

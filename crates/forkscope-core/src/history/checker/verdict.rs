@@ -16,6 +16,15 @@ impl Checker {
         self.counts.get(&kind).copied().unwrap_or(0)
     }
 
+    /// The first anomaly a search stops at: of `target`'s kind when one is asked for, else the
+    /// first violation (an undelivered obligation the client was told of is not one).
+    pub fn first_wanted(&self, target: Option<AnomalyKind>) -> Option<&Anomaly> {
+        self.anomalies.iter().find(|a| match target {
+            Some(kind) => a.kind() == kind,
+            None => a.kind().is_violation(),
+        })
+    }
+
     /// The first anomalies found, in the order they happened (at most 1,000 kept).
     pub fn anomalies(&self) -> &[Anomaly] {
         &self.anomalies

@@ -354,11 +354,7 @@ impl ReplicaLab {
     /// The first violation the checker named (an undelivered obligation the client was told
     /// of is not one).
     pub fn anomaly(&self) -> Option<&Anomaly> {
-        self.history
-            .checker()
-            .anomalies()
-            .iter()
-            .find(|a| a.kind().is_violation())
+        self.history.checker().first_wanted(None)
     }
 
     pub fn observed(&self) -> Observed {

@@ -195,14 +195,7 @@ impl RequestLab {
 
     /// The first violation the checker named (of `target`'s kind, when given), if any.
     pub fn anomaly(&self, target: Option<crate::history::AnomalyKind>) -> Option<&Anomaly> {
-        self.history
-            .checker()
-            .anomalies()
-            .iter()
-            .find(|a| match target {
-                Some(kind) => a.kind() == kind,
-                None => a.kind().is_violation(),
-            })
+        self.history.checker().first_wanted(target)
     }
 
     fn status(&self, task: u8) -> Option<Status> {
