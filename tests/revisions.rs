@@ -85,6 +85,9 @@ async fn both_revisions_share_one_endpoint() {
     assert!(response.headers().get("mcp-session-id").is_none());
     let discovered: Value = response.json().await.unwrap();
     assert_eq!(discovered["result"]["resultType"], "complete");
+    // A `CacheableResult`: rmcp 3.11's client refuses a discover result without these.
+    assert_eq!(discovered["result"]["ttlMs"], 0);
+    assert_eq!(discovered["result"]["cacheScope"], "public");
     let versions = &discovered["result"]["supportedVersions"];
     assert!(
         versions.as_array().unwrap().contains(&json!(MODERN)),

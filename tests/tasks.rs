@@ -253,3 +253,62 @@ async fn the_verdict_names_the_double_effect_under_naive_and_is_clean_fenced() {
         running.stop().await;
     }
 }
+
+/// The proxy's `hold` and `drop` lose a `CreateTaskResult` on the wire, after the server has
+/// answered (the task exists): the client's request fails, and its re-issue under the same key
+/// finds that task under the fence — one task, each step once — where naive makes a second.
+#[tokio::test]
+async fn an_answer_lost_in_the_proxy_is_found_again_by_its_key() {
+    use forkscope::wire::proxy::{Fault, Proxy};
+    for policy in [Policy::Fenced, Policy::Naive] {
+        let (running, _) = start_as(policy).await;
+        let proxy = Proxy::start(running.addr).await.unwrap();
+        let through = format!("http://{}/mcp", proxy.addr);
+        proxy.hold();
+        let params =
+            json!({ "name": "progress_task", "arguments": { "steps": 3, "delay_ms": 10 } });
+        let lost = {
+            let (through, params) = (through.clone(), params.clone());
+            tokio::spawn(async move {
+                let call = ModernCall {
+                    id: 1,
+                    method: "tools/call",
+                    params,
+                    tasks: true,
+                    key: Some("lost-answer"),
+                };
+                let sent = call.post(&reqwest::Client::new(), &through).send().await;
+                match sent {
+                    Ok(response) => response.bytes().await.map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            })
+        };
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        while proxy.held_bytes() == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the answer never reached the proxy"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(running.tasks().created.load(Ordering::Relaxed), 1);
+        proxy.inject(Fault::Drop);
+        assert!(lost.await.unwrap().is_err(), "the client got no answer");
+        assert_eq!(proxy.held_bytes(), 0, "a drop loses what the proxy held");
+        // The re-issue goes through the proxy again: the drop ended the hold.
+        let again = request(&through, 2, "tools/call", params, Some("lost-answer")).await;
+        let task = again["result"]["taskId"].as_str().unwrap().to_owned();
+        assert_eq!(until_terminal(&through, &task).await["status"], "completed");
+        let created = running.tasks().created.load(Ordering::Relaxed);
+        match policy {
+            Policy::Naive => assert_eq!(created, 2, "naive made a second task"),
+            _ => {
+                assert_eq!(created, 1);
+                assert_eq!(running.tasks().steps_committed.load(Ordering::Relaxed), 3);
+                assert!(running.verdict().clean, "{}", running.verdict().summary());
+            }
+        }
+        running.stop().await;
+    }
+}

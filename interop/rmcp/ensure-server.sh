@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure the rmcp probe server is built from interop/rmcp (`cargo build --release --locked`
-# into target/interop-rmcp of this checkout), and prints the path of its binary. It is rebuilt
-# whenever Cargo.toml, Cargo.lock or a source file changes (a hash stamp beside the binary).
+# Makes sure the rmcp probe server (and the rmcp task client beside it) is built from interop/rmcp
+# (`cargo build --release --locked` into target/interop-rmcp of this checkout), and prints the
+# path of the server's binary. It is rebuilt whenever Cargo.toml, Cargo.lock or a source file
+# changes (a hash stamp beside the binary).
 # FORKSCOPE_INSTALL_TIMEOUT bounds the build (seconds, default 600).
 set -euo pipefail
 

@@ -1,4 +1,6 @@
-//! `forkscope proxy`: a TCP fault proxy driven from standard input.
+//! `forkscope proxy`: a TCP fault proxy driven from standard input, one command a line:
+//! `drop` (a NAT drop), `reset`, `hold` (the server's bytes stop in the proxy), `held` (how many
+//! bytes it holds) and `release`; each is answered `ok WORD N` on standard output.
 
 use super::{init_logging, outln, runtime, shutdown_signal};
 use forkscope::wire::proxy::{Fault, Proxy};
@@ -53,9 +55,21 @@ async fn proxy(to: SocketAddr, port: u16) -> Result<ExitCode, ProxyError> {
         let (fault, word) = match line.trim() {
             "drop" => (Fault::Drop, "drop"),
             "reset" => (Fault::Reset, "reset"),
+            "release" => (Fault::Release, "release"),
+            "hold" => {
+                proxy.hold();
+                outln!("ok hold {}", proxy.open_connections());
+                continue;
+            }
+            "held" => {
+                outln!("ok held {}", proxy.held_bytes());
+                continue;
+            }
             "" => continue,
             other => {
-                outln!("error: unknown command {other:?}; the commands are drop and reset");
+                outln!(
+                    "error: unknown command {other:?}; the commands are drop, reset, hold, held and release"
+                );
                 continue;
             }
         };

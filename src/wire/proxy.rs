@@ -4,10 +4,12 @@
 //! and is no longer read, so the server's writes back up as they do behind a real NAT drop
 //! (its packets go unacknowledged). Nothing tells the server: it finds out only from its own
 //! liveness rules (keep-alive comments and a write deadline). `reset` closes both sides.
+//! `hold` stops the server's bytes in the proxy as a stalled route does: a drop then loses them
+//! in flight (a response the server sent and the client never got), `release` lets them go.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -25,6 +27,8 @@ pub enum Fault {
     /// Close the server side of every dropped (half-open) connection, as TCP's user timeout
     /// or keep-alive does in the end: the server sees it close.
     ExpireHalfOpen,
+    /// Let the server's bytes held since `Proxy::hold` go on to the client.
+    Release,
 }
 
 /// How long a dropped, half-open server side is kept before the proxy lets it go.
@@ -44,6 +48,8 @@ pub struct ProxyStats {
     pub half_open: AtomicU64,
     pub bytes_up: AtomicU64,
     pub bytes_down: AtomicU64,
+    /// Server bytes held in the proxy now (see `Proxy::hold`).
+    pub held: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -53,6 +59,8 @@ pub struct Proxy {
     pub stats: Arc<ProxyStats>,
     /// Real milliseconds every chunk waits before it is forwarded, each way (0: none).
     latency_ms: Arc<AtomicU64>,
+    /// Set while the server's bytes are held, not forwarded (see `Proxy::hold`).
+    holding: Arc<AtomicBool>,
     accept: JoinHandle<()>,
 }
 
@@ -76,15 +84,18 @@ impl Proxy {
         let (faults, _) = broadcast::channel(16);
         let stats = Arc::new(ProxyStats::default());
         let latency_ms = Arc::new(AtomicU64::new(0));
+        let holding = Arc::new(AtomicBool::new(false));
         let accept = {
             let faults = faults.clone();
             let stats = stats.clone();
             let latency = latency_ms.clone();
+            let holding = holding.clone();
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let faults = faults.subscribe();
                     let stats = stats.clone();
                     let latency = latency.clone();
+                    let holding = holding.clone();
                     tokio::spawn(async move {
                         let Ok(server) = connect_small_window(upstream).await else {
                             return;
@@ -92,7 +103,12 @@ impl Proxy {
                         let _ = client.set_nodelay(true);
                         let _ = server.set_nodelay(true);
                         stats.open.fetch_add(1, Ordering::Relaxed);
-                        link(client, server, faults, &stats, &latency).await;
+                        let link_state = Link {
+                            stats: &stats,
+                            latency_ms: &latency,
+                            holding: &holding,
+                        };
+                        link(client, server, faults, link_state).await;
                         stats.open.fetch_sub(1, Ordering::Relaxed);
                     });
                 }
@@ -103,11 +119,17 @@ impl Proxy {
             faults,
             stats,
             latency_ms,
+            holding,
             accept,
         })
     }
 
     pub fn inject(&self, fault: Fault) {
+        // A drop ends the route that held the bytes (they are lost with it); a release lets
+        // them go. Either way, what comes after flows again.
+        if matches!(fault, Fault::Drop | Fault::Release) {
+            self.holding.store(false, Ordering::Relaxed);
+        }
         tracing::info!(
             ?fault,
             open = self.stats.open.load(Ordering::Relaxed),
@@ -121,6 +143,18 @@ impl Proxy {
     pub fn set_latency(&self, ms: u64) {
         tracing::info!(latency_ms = ms, "proxy latency");
         self.latency_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Holds every byte the server sends, on every connection, from now until a drop (which
+    /// loses them) or `Fault::Release`: a response in flight when its route dies.
+    pub fn hold(&self) {
+        tracing::info!("proxy holds the server's bytes");
+        self.holding.store(true, Ordering::Relaxed);
+    }
+
+    /// Server bytes held in the proxy now.
+    pub fn held_bytes(&self) -> u64 {
+        self.stats.held.load(Ordering::Relaxed)
     }
 
     pub fn latency_ms(&self) -> u64 {
@@ -144,13 +178,24 @@ async fn connect_small_window(upstream: SocketAddr) -> std::io::Result<TcpStream
     socket.connect(upstream).await
 }
 
+/// What every link of one proxy shares.
+struct Link<'a> {
+    stats: &'a ProxyStats,
+    latency_ms: &'a AtomicU64,
+    holding: &'a AtomicBool,
+}
+
 async fn link(
     client: TcpStream,
     server: TcpStream,
     mut faults: broadcast::Receiver<Fault>,
-    stats: &ProxyStats,
-    latency_ms: &AtomicU64,
+    shared: Link<'_>,
 ) {
+    let Link {
+        stats,
+        latency_ms,
+        holding,
+    } = shared;
     // Read again every few milliseconds while a chunk is held: lowering the latency (a healed
     // link, a stopped process resumed) lets what it holds go at once, not after the old wait.
     let delay = || async {
@@ -167,35 +212,53 @@ async fn link(
     let (mut server_read, mut server_write) = server.into_split();
     let mut up = vec![0u8; BUFFER];
     let mut down = vec![0u8; BUFFER];
+    // The server's bytes held by `Proxy::hold`, in order.
+    let mut held: Vec<u8> = Vec::new();
+    let forget_held = |held: &mut Vec<u8>| {
+        stats.held.fetch_sub(held.len() as u64, Ordering::Relaxed);
+        held.clear();
+    };
     loop {
         tokio::select! {
             read = client_read.read(&mut up) => match read {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => break,
                 Ok(n) => {
                     stats.bytes_up.fetch_add(n as u64, Ordering::Relaxed);
                     delay().await;
-                    if server_write.write_all(&up[..n]).await.is_err() { return; }
+                    if server_write.write_all(&up[..n]).await.is_err() { break; }
                 }
             },
             read = server_read.read(&mut down) => match read {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => break,
                 Ok(n) => {
                     stats.bytes_down.fetch_add(n as u64, Ordering::Relaxed);
+                    if holding.load(Ordering::Relaxed) {
+                        held.extend_from_slice(&down[..n]);
+                        stats.held.fetch_add(n as u64, Ordering::Relaxed);
+                        continue;
+                    }
                     delay().await;
-                    if client_write.write_all(&down[..n]).await.is_err() { return; }
+                    if client_write.write_all(&down[..n]).await.is_err() { break; }
                 }
             },
             fault = faults.recv() => match fault {
                 Ok(Fault::Drop) => {
+                    forget_held(&mut held);
                     drop((client_read, client_write));
                     black_hole(server_read, server_write, faults, stats).await;
                     return;
                 }
-                Ok(Fault::Reset) | Err(broadcast::error::RecvError::Closed) => return,
+                Ok(Fault::Release) => {
+                    let sent = client_write.write_all(&held).await;
+                    forget_held(&mut held);
+                    if sent.is_err() { break; }
+                }
+                Ok(Fault::Reset) | Err(broadcast::error::RecvError::Closed) => break,
                 Ok(Fault::ExpireHalfOpen) | Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
         }
     }
+    forget_held(&mut held);
 }
 
 /// Keeps the server's side open and reads nothing more from it, like a route that went dead

@@ -138,8 +138,10 @@ impl Modern {
     ) -> Response {
         match request {
             ModernRequest::Notification => StatusCode::ACCEPTED.into_response(),
-            ModernRequest::Discover => complete(id, discover_result(self.protocols)),
-            ModernRequest::ListTools => complete(id, json!({ "tools": [super::tool::schema()] })),
+            ModernRequest::Discover => complete(id, cacheable(discover_result(self.protocols))),
+            ModernRequest::ListTools => {
+                complete(id, cacheable(json!({ "tools": [super::tool::schema()] })))
+            }
             ModernRequest::CallTool => self.call_tool(id, headers, &incoming.params()).await,
             ModernRequest::GetTask => self.tasks.get(id, &incoming.params()).await,
             ModernRequest::UpdateTask => self.tasks.update(id, &incoming.params()).await,
@@ -354,6 +356,15 @@ fn complete_fields(mut result: Value) -> Value {
 
 fn complete(id: &Value, result: Value) -> Response {
     json_response(StatusCode::OK, jsonrpc::result(id, complete_fields(result)))
+}
+
+/// A `CacheableResult`'s two fields, which 2026-07-28 requires of `server/discover` and
+/// `tools/list` (schema.ts, `CacheableResult`): nothing here is the caller's own (`public`),
+/// and a restart may change it (`--protocol`), so it is stale at once (`ttlMs` 0).
+fn cacheable(mut result: Value) -> Value {
+    result["ttlMs"] = json!(0);
+    result["cacheScope"] = json!("public");
+    result
 }
 
 fn server_info() -> Value {
