@@ -17,7 +17,9 @@
 #   rmcp-other                        server might (`--names other`: countdown {count, delay_ms},
 #                                     ping_all {count, delay_ms}), probed with no flag at all: the
 #                                     probe must find both by schema, and leave at most
-#                                     $MAX_UNJUDGED cases not run or not exercised, each saying why.
+#                                     $MAX_UNJUDGED cases not run or not exercised, each saying why
+#                                     (the 2026-07-28 task cases aside: these servers offer no
+#                                     tasks under these names).
 # A finding that changes (a fixed bug, a new one, an SDK upgrade) in two runs in a row fails the
 # check until the file is updated (one run outside a race's written-down set is probed again).
 # Every wait is bounded; every process started is stopped by its PID, with whatever it started,
@@ -142,7 +144,9 @@ for case in report["cases"]:
     counts[case["outcome"]] = counts.get(case["outcome"], 0) + 1
     if case["outcome"] in ("not_run", "not_exercised") and not case["why"]:
         problems.append(f"{case['case']} is {case['outcome']} without a reason")
-unjudged = [c for c in report["cases"] if c["outcome"] in ("not_run", "not_exercised")]
+# The 2026-07-28 task cases need the tasks extension, which no server offers under these names:
+# they say why and are not counted here.
+unjudged = [c for c in report["cases"] if c["outcome"] in ("not_run", "not_exercised") and not c["case"].startswith("task-")]
 for c in unjudged:
     print(f"  {c['outcome']}: {c['case']}: {c['says']} — {c['why']}")
 if len(unjudged) > limit:

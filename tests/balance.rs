@@ -85,7 +85,20 @@ async fn answer(State(state): State<Arc<UpstreamState>>, request: Request) -> Re
     let mut held = state.held.subscribe();
     let _ = held.wait_for(|held| !held).await;
     let (parts, body) = request.into_parts();
-    let mut response = if parts.uri.path() == "/sse" {
+    let mut response = if parts.uri.path() == "/task-sse" {
+        // A `CreateTaskResult` framed as SSE, as rmcp 3.11 answers a task call: a priming
+        // comment, then the answer, on a stream that stays open a while.
+        let answer = format!(
+            ": priming\n\ndata: {{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"resultType\":\"task\",\"taskId\":\"{}-task\"}}}}\n\n",
+            state.name
+        );
+        let mut response = Response::new(Body::from(answer));
+        response.headers_mut().insert(
+            "content-type",
+            HeaderValue::from_static("text/event-stream"),
+        );
+        response
+    } else if parts.uri.path() == "/sse" {
         let release = state.release.lock().unwrap().take();
         let gone = state.sse_gone.lock().unwrap().take();
         let first = futures_util::stream::once(async {
@@ -700,4 +713,37 @@ async fn the_binary_keeps_balancing_after_its_input_ends_and_stops_on_a_signal()
         .expect("it ends on SIGTERM")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// Sticky mode learns a task from a `CreateTaskResult` that came as SSE (rmcp 3.11 frames every
+/// answer so) as well as from JSON: every `tasks/get` naming it then goes where it was made.
+#[tokio::test]
+async fn sticky_learns_a_task_from_an_sse_answer_and_keeps_its_reads_there() {
+    let (a, b) = (
+        TestUpstream::start("a").await,
+        TestUpstream::start("b").await,
+    );
+    let balancer = balancer(&[&a, &b], Mode::Sticky).await;
+    let http = http();
+    let created = http
+        .post(format!("http://{}/task-sse", balancer.addr))
+        .header("mcp-method", "tools/call")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let maker = who(created.headers());
+    let body = created.text().await.unwrap();
+    assert!(body.contains(&format!("{maker}-task")), "{body}");
+    for _ in 0..4 {
+        let read = http
+            .post(format!("http://{}/mcp", balancer.addr))
+            .header("mcp-method", "tasks/get")
+            .header("mcp-name", format!("{maker}-task"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(who(read.headers()), maker, "a read went elsewhere");
+    }
 }

@@ -278,3 +278,54 @@ async fn a_tool_under_another_name_is_found_by_its_schema_and_used() {
     task.abort();
     running.stop().await;
 }
+
+/// The 2026-07-28 task cases: naive makes a second task for a re-issued call (the double
+/// effect); the SDK policies offer what their SDKs offer — mcp 2.3.0 speaks the revision
+/// without tasks, the TypeScript v1 SDK does not speak it — so the cases say why they did not
+/// judge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_cases_find_naives_second_task_and_skip_what_an_sdk_does_not_offer() {
+    let task_cases: Vec<String> = probe::cases::CASES
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| name.starts_with("task-"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(task_cases.len(), 5);
+    for (policy, expected) in [
+        (
+            Policy::Naive,
+            [
+                "second_task",
+                "second_task",
+                "known_on_every_read",
+                "terminal_once",
+                "terminal_once",
+            ],
+        ),
+        (
+            Policy::PythonSdk,
+            ["not_exercised", "not_run", "not_run", "not_run", "not_run"],
+        ),
+        (Policy::TsSdk, ["not_run"; 5]),
+    ] {
+        let running = serve(policy).await;
+        let mut opts = options(format!("http://{}/mcp", running.addr));
+        opts.only = Some(task_cases.clone());
+        let report = probe::probe(&opts).await.unwrap();
+        let text = probe::text(&report);
+        let found: Vec<&str> = report
+            .cases
+            .iter()
+            .map(|c| c.verdict.unwrap_or("not_run"))
+            .collect();
+        assert_eq!(found, expected, "{policy}:\n{text}");
+        assert_eq!(report.violated(), policy == Policy::Naive, "{text}");
+        if policy == Policy::Naive {
+            assert!(text.contains("the work runs twice"), "{text}");
+        } else {
+            assert!(report.cases.iter().all(|c| !c.why.is_empty()), "{text}");
+        }
+        running.stop().await;
+    }
+}

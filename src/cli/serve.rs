@@ -8,6 +8,7 @@ use forkscope::wire::server::{self, EmitRate, ServeOptions};
 use forkscope::wire::{Core, Shared};
 use forkscope_core::replica::DEFAULT_LEASE_MS;
 use forkscope_core::revision::{self, Protocols};
+use forkscope_core::tasks::sdk::ModernQuirks;
 use forkscope_core::{ConfigError, LabConfig, Policy};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -162,6 +163,10 @@ pub enum ServeError {
     Store(#[from] forkscope::store::redis::ConnectError),
     #[error("--store: {0}")]
     ReplicaPolicy(#[from] forkscope_core::replica::NotAReplicaPolicy),
+    #[error(
+        "--protocol 2026-07-28: --policy {policy} reproduces a server that does not speak 2026-07-28 ({why}); use --protocol 2025-11-25 or both"
+    )]
+    NotSpoken { policy: Policy, why: &'static str },
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -211,9 +216,18 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         allowed_hosts: args.allow_host,
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         request_read_timeout: Duration::from_millis(args.request_timeout_ms),
-        protocols: args.protocol,
+        protocols: args.protocol.spoken(ModernQuirks::of(args.policy).speaks),
         ..ServeOptions::default()
     };
+    if args.protocol == Protocols::Modern && options.protocols != Protocols::Modern {
+        return Err(ServeError::NotSpoken {
+            policy: args.policy,
+            why: ModernQuirks::of(args.policy)
+                .cites
+                .first()
+                .map_or("", |(quirk, _)| quirk),
+        });
+    }
     let addr = SocketAddr::new(args.bind, args.port);
     if let Some(store) = args.store {
         let retention = Retention {

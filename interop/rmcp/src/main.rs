@@ -11,6 +11,9 @@
 //!   `notifications/resources/updated` (uri `urn:forkscope-probe:<label>:<n>`) on the session's
 //!   standalone GET stream.
 //!
+//! Under these names, `progress_task` is a task of the tasks extension for a 2026-07-28 client
+//! that declares it (the SDK's `TaskManager`; see tools.rs).
+//!
 //! `--names other` names them as another server might, for the probe to find by schema alone:
 //! `countdown {count, delay_ms}` (the progress tool) and `ping_all {count, delay_ms}`, which
 //! notifies the standalone stream with `urn:ping-all:<n>`, unlabelled.
@@ -80,7 +83,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, StartError
 
 /// The SDK's service with its defaults: `LocalSessionManager::default()` and
 /// `StreamableHttpServerConfig::default()` (sessions, priming events, `retry: 3000`).
-fn mcp_service<S>(server: fn() -> S) -> StreamableHttpService<S, LocalSessionManager>
+fn mcp_service<S>(
+    server: impl Fn() -> S + Send + Sync + 'static,
+) -> StreamableHttpService<S, LocalSessionManager>
 where
     S: rmcp::ServerHandler + Send + 'static,
 {
@@ -94,7 +99,12 @@ where
 async fn run(args: Args) -> Result<(), StartError> {
     let router = match args.names {
         Names::Probe => {
-            axum::Router::new().nest_service("/mcp", mcp_service(tools::ProbeNames::new))
+            // One task manager for the process: every handler the service makes shares it.
+            let tasks = rmcp::task_manager::TaskManager::new();
+            axum::Router::new().nest_service(
+                "/mcp",
+                mcp_service(move || tools::ProbeNames::new(tasks.clone())),
+            )
         }
         Names::Other => {
             axum::Router::new().nest_service("/mcp", mcp_service(tools::OtherNames::new))

@@ -1,17 +1,29 @@
 //! The probe's tools under both sets of names, written with the SDK's `#[tool_router]` macros.
 //! Each set is its own handler type because the macros fix a tool's name at compile time; the
 //! behaviour behind them is shared.
+//!
+//! Under the probe's names, `progress_task` is also a task of the tasks extension when a
+//! 2026-07-28 client declares it: the SDK's own `TaskManager`, one per process and shared by
+//! every handler the service makes, as the SDK's tests use it. The work steps `steps` times,
+//! `delay_ms` apart, and stops with `TaskExit::Cancelled` when a cancel comes first (the SDK's
+//! cancel is cooperative). Nothing is added: no idempotency key is read, and a task lives in
+//! this process's memory only.
 
 use std::time::Duration;
 
 use rmcp::{
-    Peer, RoleServer, ServerHandler,
-    handler::server::{router::tool::ToolRouter, wrapper::Parameters},
+    ErrorData, Peer, RoleServer, ServerHandler,
+    handler::server::{router::tool::ToolRouter, tool::ToolCallContext, wrapper::Parameters},
     model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+        CreateTaskResult, GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
         ProgressNotificationParam, RequestMetaObject, ResourceUpdatedNotificationParam,
-        ServerCapabilities, ServerConfig,
+        ServerCapabilities, ServerConfig, UpdateTaskParams,
     },
-    schemars, tool, tool_handler, tool_router,
+    schemars,
+    service::RequestContext,
+    task_manager::{TaskExit, TaskManager, TaskOptions},
+    tool, tool_handler, tool_router,
 };
 use serde::Deserialize;
 
@@ -76,6 +88,39 @@ fn capabilities() -> ServerConfig {
     )
 }
 
+/// The same, with the tasks extension declared.
+fn capabilities_with_tasks() -> ServerConfig {
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tasks()
+            .build(),
+    )
+}
+
+/// `progress_task` as a task: its steps, `delay_ms` apart, unless a cancel comes first.
+fn spawn_progress_task(tasks: &TaskManager, args: ProgressArgs) -> CreateTaskResult {
+    let steps = args.steps.clamp(1, MAX_COUNT);
+    let delay = Duration::from_millis(args.delay_ms);
+    let task = tasks.spawn(TaskOptions::new(), move |ctx| {
+        Box::pin(async move {
+            for n in 1..=steps {
+                tokio::select! {
+                    () = ctx.cancelled() => return Err(TaskExit::Cancelled),
+                    () = tokio::time::sleep(delay) => {}
+                }
+                ctx.set_status_message(format!("step {n} of {steps}"));
+            }
+            Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                "done after {steps} steps"
+            ))]))
+        })
+    });
+    CreateTaskResult::new(task)
+}
+
 fn five() -> u32 {
     5
 }
@@ -137,16 +182,20 @@ pub struct PingArgs {
     delay_ms: u64,
 }
 
-/// `progress_task` and `emit_standalone`, the names the probe knows.
-#[derive(Debug, Clone)]
+/// `progress_task` and `emit_standalone`, the names the probe knows; `progress_task` is a task
+/// for a client that declares the extension.
+#[derive(Clone)]
 pub struct ProbeNames {
     tool_router: ToolRouter<Self>,
+    tasks: TaskManager,
 }
 
 impl ProbeNames {
-    pub fn new() -> Self {
+    /// `tasks`: the process's one task manager.
+    pub fn new(tasks: TaskManager) -> Self {
         Self {
             tool_router: Self::tool_router(),
+            tasks,
         }
     }
 }
@@ -180,10 +229,64 @@ impl ProbeNames {
     }
 }
 
-#[tool_handler(router = self.tool_router)]
+/// By hand rather than `#[tool_handler]`: `call_tool` decides first whether the call is a task.
 impl ServerHandler for ProbeNames {
     fn get_info(&self) -> ServerConfig {
-        capabilities()
+        capabilities_with_tasks()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tool_router.list_all()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let declares_tasks = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        if request.name == "progress_task" && declares_tasks {
+            let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+            let args: ProgressArgs = serde_json::from_value(arguments)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            return Ok(CallToolResponse::Task(spawn_progress_task(
+                &self.tasks,
+                args,
+            )));
+        }
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 }
 

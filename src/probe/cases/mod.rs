@@ -4,6 +4,7 @@
 
 mod cursors;
 mod resumes;
+mod tasks;
 mod volume;
 
 use super::discover::ToolPlan;
@@ -86,6 +87,27 @@ pub const CASES: &[(&str, &str)] = &[
         "foreign-origin",
         "GET with Origin: http://forkscope-probe.invalid",
     ),
+    // 2026-07-28 (the tasks extension): run only when server/discover offers it.
+    (
+        "task-reissue-same-key",
+        "2026-07-28: lose a task call's answer and re-issue it under the same idempotency key",
+    ),
+    (
+        "task-key-other-arguments",
+        "2026-07-28: call again under a task's idempotency key with other arguments",
+    ),
+    (
+        "task-get-repeated",
+        "2026-07-28: read a new task 8 times (behind a balancer, each read may land elsewhere)",
+    ),
+    (
+        "task-cancel-after-complete",
+        "2026-07-28: cancel a task that completed, then read it again",
+    ),
+    (
+        "task-cancel-while-working",
+        "2026-07-28: cancel a working task, then read it to its end and after",
+    ),
 ];
 
 /// Where standalone-stream events come from.
@@ -151,6 +173,11 @@ impl Ctx {
             .open_session(format!("{}s{n}", self.run))
             .await
             .map_err(|e| NotRun(format!("could not open a session: {e}")))
+    }
+
+    /// An idempotency key unique to this run and case.
+    fn task_key(&self, case: &str) -> String {
+        format!("forkscope-probe-{}-{case}", self.run)
     }
 
     fn deadline(&self) -> Instant {
@@ -462,6 +489,9 @@ const MAX_LENGTHENINGS: u32 = 2;
 /// tested nothing: the probe makes the tool's runs ten times longer — for this case and every
 /// later one — and runs it again, while the tool lets it.
 pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
+    if name.starts_with("task-") {
+        return tasks::run(ctx, name).await;
+    }
     let mut lengthened = 0;
     loop {
         let outcome = run_once(ctx, name).await;

@@ -3,9 +3,10 @@
 
 use super::{error_chain, read_bounded, reason_of};
 use crate::wire::headers::MODELLED_REVISION;
+use crate::wire::mcp::modern::ModernCall;
 use crate::wire::mcp::{
     self, Call, Endpoint, Headers, Initialize, Initialized, Notification, Request, RequestId,
-    Response, method,
+    Response, RpcError, method,
 };
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -125,6 +126,36 @@ impl Target {
         resp: reqwest::Response,
         id: RequestId,
     ) -> Result<Value, HttpError> {
+        match self.outcome_of(what, resp, id).await? {
+            Ok(result) => Ok(result),
+            Err(error) => Err(HttpError::Protocol {
+                what,
+                why: format!("JSON-RPC error {error}"),
+            }),
+        }
+    }
+
+    /// A 2026-07-28 request (no session): its result, or the JSON-RPC error it was answered
+    /// with, read from JSON or SSE.
+    pub async fn modern(
+        &self,
+        what: &'static str,
+        call: &ModernCall<'_>,
+    ) -> Result<Result<Value, RpcError>, HttpError> {
+        let resp = self
+            .send(what, call.post(&self.endpoint.http, &self.endpoint.url))
+            .await?;
+        self.outcome_of(what, resp, RequestId(call.id)).await
+    }
+
+    /// The answer to request `id`: its result or its error, whether it came as JSON or as an
+    /// SSE stream.
+    async fn outcome_of(
+        &self,
+        what: &'static str,
+        resp: reqwest::Response,
+        id: RequestId,
+    ) -> Result<Result<Value, RpcError>, HttpError> {
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             let body = read_bounded(resp, self.bounds.json_bytes, self.bounds.answer).await;
@@ -143,17 +174,10 @@ impl Target {
                 why: format!("not JSON: {e}"),
             })?
         };
-        match message.outcome() {
-            Some(Ok(result)) => Ok(result),
-            Some(Err(error)) => Err(HttpError::Protocol {
-                what,
-                why: format!("JSON-RPC error {error}"),
-            }),
-            None => Err(HttpError::Protocol {
-                what,
-                why: "a response without a result".into(),
-            }),
-        }
+        message.outcome().ok_or(HttpError::Protocol {
+            what,
+            why: "a response without a result".into(),
+        })
     }
 
     /// The answer to `id` on an SSE stream, read within the bounds.

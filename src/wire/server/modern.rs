@@ -69,8 +69,9 @@ impl Modern {
         store: Option<crate::store::Store>,
         report: Report,
     ) -> Modern {
+        let quirks = forkscope_core::tasks::sdk::ModernQuirks::of(policy);
         Modern {
-            protocols,
+            protocols: protocols.spoken(quirks.speaks),
             counters: Arc::default(),
             tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store, report.clone())),
             report,
@@ -138,7 +139,13 @@ impl Modern {
     ) -> Response {
         match request {
             ModernRequest::Notification => StatusCode::ACCEPTED.into_response(),
-            ModernRequest::Discover => complete(id, cacheable(discover_result(self.protocols))),
+            ModernRequest::Discover => complete(
+                id,
+                cacheable(discover_result(
+                    self.protocols,
+                    self.tasks.rules().runs_tasks,
+                )),
+            ),
             ModernRequest::ListTools => {
                 complete(id, cacheable(json!({ "tools": [super::tool::schema()] })))
             }
@@ -161,8 +168,9 @@ impl Modern {
             Ok(call) => call,
             Err(refused) => return refused,
         };
-        // The server decides: a client that declares the tasks extension gets a task.
-        if declares_tasks(params) {
+        // The server decides: a client that declares the tasks extension gets a task, where
+        // the policy runs tasks at all.
+        if declares_tasks(params) && self.tasks.rules().runs_tasks {
             return match idempotency_key(params, spec) {
                 Ok(keyed) => self.tasks.call(id, spec, keyed).await,
                 Err(why) => json_response(
@@ -371,10 +379,15 @@ fn server_info() -> Value {
     json!({ "name": "forkscope", "version": env!("CARGO_PKG_VERSION") })
 }
 
-fn discover_result(protocols: Protocols) -> Value {
+fn discover_result(protocols: Protocols, runs_tasks: bool) -> Value {
+    let extensions = if runs_tasks {
+        json!({ TASKS_EXTENSION: {} })
+    } else {
+        json!({})
+    };
     json!({
         "supportedVersions": protocols.supported(),
-        "capabilities": { "tools": {}, "extensions": { TASKS_EXTENSION: {} } },
+        "capabilities": { "tools": {}, "extensions": extensions },
         "instructions": "forkscope serves 2025-11-25 (sessions, fenced resumption) and 2026-07-28 (stateless) on one endpoint. Call progress_task: under 2026-07-28 its response stream is the call's, and closing it cancels the call."
     })
 }

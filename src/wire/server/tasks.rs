@@ -85,6 +85,11 @@ impl TaskHub {
         }
     }
 
+    /// What this endpoint does with tasks.
+    pub fn rules(&self) -> TaskRules {
+        self.rules
+    }
+
     /// Runs a task here from `done` under `epoch`, unless this endpoint was killed.
     fn start_runner(self: &Arc<Self>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
         let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());

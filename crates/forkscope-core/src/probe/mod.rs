@@ -6,10 +6,13 @@
 //! every request to a [`Connection`]; [`judge`] then names what happened in the checker's words
 //! ([`Verdict`]): a clean continuation, a typed rejection, or one of the ways a resume breaks the
 //! invariant — two live streams, a duplicate, a gap, events of another stream or session.
+//! [`tasks`] judges a 2026-07-28 server's tasks: a re-issue that runs twice, a task some reads
+//! do not know, an end that changes.
 
 mod continuity;
 pub mod judge;
 pub mod observed;
+pub mod tasks;
 pub mod verdict;
 
 #[cfg(test)]

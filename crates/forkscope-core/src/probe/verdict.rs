@@ -29,6 +29,20 @@ pub enum Verdict {
     TwoLiveStreams { old: u64, new: u64 },
     /// No usable answer: a timeout, a reset, or a 5xx.
     NoAnswer { why: String },
+    /// 2026-07-28 tasks: a re-issued call named the task its first call made.
+    OneTask,
+    /// 2026-07-28 tasks: a re-issued call made a second task beside the first.
+    SecondTask,
+    /// Answered with a JSON-RPC error of this code: the client is told.
+    TypedError { code: i64 },
+    /// Every `tasks/get` of a new task found it.
+    KnownOnEveryRead { reads: u64 },
+    /// Some `tasks/get` of a new task said it was unknown.
+    UnknownOnSomeReads { unknown: u64, reads: u64 },
+    /// A task's end stayed what it was first read.
+    TerminalOnce { status: String },
+    /// A task read as ended was later read otherwise.
+    TerminalChanged { from: String, to: String },
     /// The case saw too little to judge what it tests: neither holds nor violated.
     NotExercised { because: Unexercised },
 }
@@ -56,6 +70,11 @@ pub enum Unexercised {
     NothingWhileBothOpen,
     /// Too few events of the stream to judge its order and gaps.
     TooFew { seen: u64 },
+    /// The server declares no tasks extension and offers no counter tool: a second run of a
+    /// re-issued call cannot be seen.
+    NoTasks,
+    /// The task did not end within the window.
+    NoEndSeen,
 }
 
 impl Unexercised {
@@ -84,6 +103,10 @@ impl Unexercised {
                 "{seen} event{} of the stream arrived: too few to judge order and gaps",
                 plural(*seen)
             ),
+            Unexercised::NoTasks => {
+                "the server declares no tasks extension and offers no counter tool: a second run of a re-issued call cannot be seen".into()
+            }
+            Unexercised::NoEndSeen => "the task did not end within the window".into(),
         }
     }
 }
@@ -99,8 +122,15 @@ impl Verdict {
     /// first, a clean continuation last.
     pub fn severity(&self) -> u8 {
         match self {
-            Verdict::NotExercised { .. } | Verdict::CleanContinuation => 0,
-            Verdict::TypedRejection { .. } => 1,
+            Verdict::NotExercised { .. }
+            | Verdict::CleanContinuation
+            | Verdict::OneTask
+            | Verdict::KnownOnEveryRead { .. }
+            | Verdict::TerminalOnce { .. } => 0,
+            Verdict::TypedRejection { .. } | Verdict::TypedError { .. } => 1,
+            Verdict::UnknownOnSomeReads { .. } => 5,
+            Verdict::TerminalChanged { .. } => 6,
+            Verdict::SecondTask => 7,
             Verdict::NoAnswer { .. } => 2,
             Verdict::SilentEmptyStream { .. } => 3,
             Verdict::OutOfOrder { .. } => 4,
@@ -146,6 +176,21 @@ impl Verdict {
                 plural(*old)
             ),
             Verdict::NoAnswer { why } => format!("no answer: {why}"),
+            Verdict::OneTask => "one task: the re-issue named the first call's task".into(),
+            Verdict::SecondTask => "second task: the re-issue made another task".into(),
+            Verdict::TypedError { code } => format!("typed error {code}"),
+            Verdict::KnownOnEveryRead { reads } => {
+                format!("known on every read: {reads} tasks/get found the task")
+            }
+            Verdict::UnknownOnSomeReads { unknown, reads } => {
+                format!(
+                    "unknown on some reads: {unknown} of {reads} tasks/get did not know the task"
+                )
+            }
+            Verdict::TerminalOnce { status } => format!("terminal once: {status}, on every read"),
+            Verdict::TerminalChanged { from, to } => {
+                format!("terminal changed: read {from}, then {to}")
+            }
             Verdict::NotExercised { because } => format!("not exercised: {}", because.describe()),
         }
     }

@@ -68,6 +68,16 @@ impl Protocols {
         self != Protocols::Legacy
     }
 
+    /// What an endpoint offers of `self` when its server speaks 2026-07-28 or not (an SDK
+    /// policy's `tasks::sdk::ModernQuirks::speaks`): without it, 2025-11-25 alone.
+    pub fn spoken(self, speaks_modern: bool) -> Protocols {
+        if speaks_modern {
+            self
+        } else {
+            Protocols::Legacy
+        }
+    }
+
     /// What an `UnsupportedProtocolVersion` error lists, newest first.
     pub fn supported(self) -> Vec<&'static str> {
         let mut versions = Vec::new();

@@ -24,6 +24,7 @@
 //!   failed by the compare-and-set (its runner's next write is refused, so no effect lands after),
 //!   and a deleted task leaves a tombstone, so "expired" stays distinct from "never existed".
 
+pub mod sdk;
 #[cfg(test)]
 mod tests;
 
@@ -171,18 +172,22 @@ pub enum Settled {
     Lost(Status),
 }
 
-/// What a server does with tasks, by policy. The fence honours the idempotency key; every
-/// other policy does what the extension's wire alone gives (no key is read), so a re-issued
-/// call makes a second task: the double effect.
+/// What a server does with tasks, by policy ([`sdk::ModernQuirks`]). The fence honours the
+/// idempotency key; every other policy does what the extension's wire alone gives (no key is
+/// read), so a re-issued call makes a second task: the double effect. An SDK without the
+/// extension runs every call plainly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskRules {
     pub honours_keys: bool,
+    pub runs_tasks: bool,
 }
 
 impl TaskRules {
     pub fn of(policy: Policy) -> TaskRules {
+        let quirks = sdk::ModernQuirks::of(policy);
         TaskRules {
-            honours_keys: policy == Policy::Fenced,
+            honours_keys: quirks.honours_keys,
+            runs_tasks: quirks.runs_tasks,
         }
     }
 

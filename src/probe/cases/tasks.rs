@@ -1,0 +1,284 @@
+//! The 2026-07-28 cases: what the tasks extension owes a client that loses an answer, reads a
+//! task from wherever a balancer sends it, or cancels. They run only when the server's
+//! `server/discover` offers 2026-07-28 (else `not run`, saying so), with no session: each
+//! request stands alone. The rules they judge by are the core's [`forkscope_core::probe::tasks`].
+//!
+//! A lost `CreateTaskResult` is played by the probe's own choice: it reads the first answer
+//! (to know which task the server made) and then does what a client that never got it does —
+//! re-issue the call, with a new request id, under the same idempotency key
+//! (`_meta["io.forkscope/idempotencyKey"]`, forkscope's extension: a server that does not read
+//! it shows what a stock client meets).
+
+use super::{Ctx, NotRun, Outcome};
+use crate::probe::discover::ToolPlan;
+use crate::wire::mcp::modern::ModernCall;
+use forkscope_core::probe::tasks::{self, Reissued, TaskRead};
+use forkscope_core::probe::{Finding, Unexercised};
+use forkscope_core::revision::MODERN;
+use forkscope_core::tasks::EXTENSION;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::{Instant, sleep};
+
+/// How many times `task-get-repeated` reads a new task: enough to land on every upstream of a
+/// small balanced pool more than once.
+const READS: usize = 8;
+/// How often the probe reads a working task (a probe need not honour `pollIntervalMs`).
+const POLL: Duration = Duration::from_millis(25);
+
+/// Request ids, unique within the run: 2026-07-28 has no session to scope them.
+static IDS: AtomicU64 = AtomicU64::new(1);
+
+/// What a task call was answered with.
+enum Created {
+    Task(String),
+    Refused {
+        code: i64,
+    },
+    /// A plain result: the server ran the call without making it a task.
+    Plain,
+}
+
+pub(super) async fn run(ctx: &Ctx, name: &str) -> Outcome {
+    let declares_tasks = discover(ctx).await?;
+    let tool = ctx.call_tool.as_ref().ok_or_else(|| {
+        NotRun("no tool to call: the server offers none the probe can make a task of".into())
+    })?;
+    if !declares_tasks {
+        return match name {
+            "task-reissue-same-key" => Ok((
+                Finding::not_exercised(
+                    Unexercised::NoTasks,
+                    "whether a re-issued call runs twice was not seen",
+                ),
+                Vec::new(),
+            )),
+            _ => Err(NotRun(
+                "the server does not declare the tasks extension (io.modelcontextprotocol/tasks)"
+                    .into(),
+            )),
+        };
+    }
+    let key = ctx.task_key(name);
+    let finding = match name {
+        "task-reissue-same-key" => reissue_same_key(ctx, tool, &key).await?,
+        "task-key-other-arguments" => key_other_arguments(ctx, tool, &key).await?,
+        "task-get-repeated" => get_repeated(ctx, tool, &key).await?,
+        "task-cancel-after-complete" => cancel_after_complete(ctx, tool, &key).await?,
+        "task-cancel-while-working" => cancel_while_working(ctx, tool, &key).await?,
+        other => return Err(NotRun(format!("no 2026-07-28 case named {other}"))),
+    };
+    Ok((finding, Vec::new()))
+}
+
+/// Whether the server offers 2026-07-28 (else the case is not run) and declares tasks.
+async fn discover(ctx: &Ctx) -> Result<bool, NotRun> {
+    let call = request("server/discover", json!({}), None);
+    let result = match ctx.target.modern("server/discover", &call).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(error)) => {
+            return Err(NotRun(format!(
+                "the server does not speak 2026-07-28: server/discover was answered {error}"
+            )));
+        }
+        Err(e) => {
+            return Err(NotRun(format!("the server does not speak 2026-07-28: {e}")));
+        }
+    };
+    let offers = result
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|v| v.iter().any(|v| v.as_str() == Some(MODERN)));
+    if !offers {
+        return Err(NotRun(format!(
+            "the server does not offer 2026-07-28 (server/discover lists {})",
+            result.get("supportedVersions").unwrap_or(&Value::Null)
+        )));
+    }
+    Ok(result
+        .pointer("/capabilities/extensions")
+        .and_then(|e| e.get(EXTENSION))
+        .is_some())
+}
+
+fn request<'a>(method: &'a str, params: Value, key: Option<&'a str>) -> ModernCall<'a> {
+    ModernCall {
+        id: IDS.fetch_add(1, Ordering::Relaxed),
+        method,
+        params,
+        tasks: true,
+        key,
+    }
+}
+
+/// Calls `tool` as a task: `steps` steps `delay_ms` apart, under `key`.
+async fn create(
+    ctx: &Ctx,
+    tool: &ToolPlan,
+    key: &str,
+    steps: u64,
+    delay_ms: u64,
+) -> Result<Created, NotRun> {
+    let (arguments, _) = tool.args(steps, delay_ms, key);
+    let params = json!({ "name": tool.name, "arguments": arguments });
+    let call = request("tools/call", params, Some(key));
+    match ctx.target.modern("tools/call", &call).await {
+        Ok(Ok(result)) => Ok(match result.get("taskId").and_then(Value::as_str) {
+            Some(task) if result.get("resultType").and_then(Value::as_str) == Some("task") => {
+                Created::Task(task.to_owned())
+            }
+            _ => Created::Plain,
+        }),
+        Ok(Err(error)) => Ok(Created::Refused {
+            code: error.code().unwrap_or_default(),
+        }),
+        Err(e) => Err(NotRun(format!("the task call was not answered: {e}"))),
+    }
+}
+
+/// The first call must make a task for the case to say anything.
+async fn first_task(
+    ctx: &Ctx,
+    tool: &ToolPlan,
+    key: &str,
+    steps: u64,
+    delay_ms: u64,
+) -> Result<String, NotRun> {
+    match create(ctx, tool, key, steps, delay_ms).await? {
+        Created::Task(task) => Ok(task),
+        Created::Refused { code } => Err(NotRun(format!(
+            "the task call was refused with error {code}"
+        ))),
+        Created::Plain => Err(NotRun(
+            "the server answered the call without making a task".into(),
+        )),
+    }
+}
+
+/// One `tasks/get`.
+async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
+    let call = request("tasks/get", json!({ "taskId": task }), None);
+    match ctx.target.modern("tasks/get", &call).await {
+        Ok(Ok(result)) => Ok(TaskRead::Status(
+            result
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("none")
+                .to_owned(),
+        )),
+        Ok(Err(_)) => Ok(TaskRead::Unknown),
+        Err(e) => Err(NotRun(format!("tasks/get was not answered: {e}"))),
+    }
+}
+
+/// Reads `task` until it ends or the window closes; every read, in order.
+async fn reads_to_end(ctx: &Ctx, task: &str) -> Result<Vec<TaskRead>, NotRun> {
+    let deadline = Instant::now() + ctx.window;
+    let mut reads = Vec::new();
+    loop {
+        let got = read(ctx, task).await?;
+        let ended = matches!(&got, TaskRead::Status(s) if tasks::is_terminal(s))
+            || got == TaskRead::Unknown;
+        reads.push(got);
+        if ended || Instant::now() > deadline {
+            return Ok(reads);
+        }
+        sleep(POLL).await;
+    }
+}
+
+/// The last status read of `task`, read to its end.
+async fn end_of(ctx: &Ctx, task: &str) -> Result<Option<String>, NotRun> {
+    Ok(reads_to_end(ctx, task)
+        .await?
+        .into_iter()
+        .rev()
+        .find_map(|r| match r {
+            TaskRead::Status(s) => Some(s),
+            TaskRead::Unknown => None,
+        }))
+}
+
+/// Best effort: the case is over either way.
+async fn cancel(ctx: &Ctx, task: &str) {
+    let call = request("tasks/cancel", json!({ "taskId": task }), None);
+    let _ = ctx.target.modern("tasks/cancel", &call).await;
+}
+
+async fn reissue_same_key(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {
+    let first = first_task(ctx, tool, key, 3, 50).await?;
+    let reissued = match create(ctx, tool, key, 3, 50).await? {
+        Created::Task(second) if second == first => Reissued::SameTask,
+        Created::Task(second) => Reissued::OtherTask {
+            first_end: end_of(ctx, &first).await?,
+            second_end: end_of(ctx, &second).await?,
+        },
+        Created::Refused { code } => Reissued::Refused { code },
+        Created::Plain => {
+            return Err(NotRun(
+                "the re-issue was answered without a task: which run it was is not known".into(),
+            ));
+        }
+    };
+    Ok(tasks::judge_reissue(&reissued))
+}
+
+async fn key_other_arguments(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {
+    let first = first_task(ctx, tool, key, 3, 50).await?;
+    let reissued = match create(ctx, tool, key, 4, 50).await? {
+        Created::Task(second) if second == first => Reissued::SameTask,
+        Created::Task(second) => {
+            cancel(ctx, &second).await;
+            Reissued::OtherTask {
+                first_end: None,
+                second_end: None,
+            }
+        }
+        Created::Refused { code } => Reissued::Refused { code },
+        Created::Plain => {
+            return Err(NotRun(
+                "the call with other arguments was answered without a task".into(),
+            ));
+        }
+    };
+    cancel(ctx, &first).await;
+    Ok(tasks::judge_key_other_arguments(&reissued))
+}
+
+async fn get_repeated(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {
+    let task = first_task(ctx, tool, key, 20, 50).await?;
+    let mut reads = Vec::with_capacity(READS);
+    for _ in 0..READS {
+        reads.push(read(ctx, &task).await?);
+    }
+    cancel(ctx, &task).await;
+    Ok(tasks::judge_repeated_reads(&reads))
+}
+
+async fn cancel_after_complete(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {
+    let task = first_task(ctx, tool, key, 2, 20).await?;
+    let mut reads = reads_to_end(ctx, &task).await?;
+    if reads.last() != Some(&TaskRead::Status("completed".into())) {
+        return Ok(Finding::not_exercised(
+            Unexercised::NoEndSeen,
+            "the task did not complete within the window, so a cancel after it was not tried",
+        ));
+    }
+    cancel(ctx, &task).await;
+    for _ in 0..3 {
+        reads.push(read(ctx, &task).await?);
+    }
+    Ok(tasks::judge_terminal(&reads))
+}
+
+async fn cancel_while_working(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {
+    let task = first_task(ctx, tool, key, 100, 50).await?;
+    cancel(ctx, &task).await;
+    let mut reads = reads_to_end(ctx, &task).await?;
+    for _ in 0..2 {
+        sleep(POLL).await;
+        reads.push(read(ctx, &task).await?);
+    }
+    Ok(tasks::judge_terminal(&reads))
+}
