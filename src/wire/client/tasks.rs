@@ -42,6 +42,18 @@ pub enum TaskClientError {
     Refused(String),
     #[error("the task could no longer be read: {0}")]
     Unreadable(String),
+    /// The server answered with a plain result stream: under this policy it runs no tasks.
+    #[error(
+        "the server made no task: it ran the call plainly (the policy's server has no tasks extension)"
+    )]
+    NoTask,
+}
+
+/// What a request was answered with.
+enum Answer {
+    Json(Value),
+    /// An SSE stream: a call run plainly, not a task.
+    Stream,
 }
 
 /// A JSON-RPC error's message, as the server wrote it.
@@ -96,7 +108,7 @@ impl TaskClient {
         self.lose_next.fetch_add(1, Ordering::SeqCst);
     }
 
-    async fn send(&self, method: &str, params: Value, key: Option<&str>) -> Option<Value> {
+    async fn send(&self, method: &str, params: Value, key: Option<&str>) -> Option<Answer> {
         let call = ModernCall {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             method,
@@ -106,7 +118,10 @@ impl TaskClient {
         };
         let sent = call.post(&self.http, &self.url).timeout(ANSWER_TIMEOUT);
         let response = sent.send().await.ok()?;
-        response.json::<Value>().await.ok()
+        if crate::wire::mcp::response::is_event_stream(response.headers()) {
+            return Some(Answer::Stream);
+        }
+        response.json::<Value>().await.ok().map(Answer::Json)
     }
 
     /// One intent, to its end: the task's final status. A task the server says it does not
@@ -137,8 +152,10 @@ impl TaskClient {
         });
         while *calls < MAX_CALLS {
             *calls += 1;
-            let Some(answer) = self.send("tools/call", params.clone(), Some(key)).await else {
-                continue;
+            let answer = match self.send("tools/call", params.clone(), Some(key)).await {
+                Some(Answer::Json(answer)) => answer,
+                Some(Answer::Stream) => return Err(TaskClientError::NoTask),
+                None => continue,
             };
             if let Some(error) = answer.get("error") {
                 return Err(TaskClientError::Refused(message(error)));
@@ -163,7 +180,7 @@ impl TaskClient {
             let read = self
                 .send("tasks/get", json!({ "taskId": task }), None)
                 .await;
-            let Some(read) = read else {
+            let Some(Answer::Json(read)) = read else {
                 failed += 1;
                 if failed >= MAX_FAILED_POLLS {
                     return Err(Polled::Failed("no answer".into()));
