@@ -12,11 +12,17 @@
 #            resume reaches the survivor through HAProxy, which adopts the call once its lease
 #            has expired: every check the client prints under fenced must hold (progress 1..25
 #            once each, in order; the result once), and the survivor's log must say it adopted
-#            the call.
+#            the call. The Rust SDK's client (rmcp 3.11, in its 2026-07-28 mode:
+#            interop/rmcp/src/bin/task_client.rs --break kill) calls progress_task as a task (20
+#            steps, 100 ms apart); once answered, the replica running the task is killed. The
+#            client polls tasks/get through HAProxy until the survivor, having adopted the task
+#            when its lease ran out, answers with the result: the client's checks must hold, and
+#            the survivor's log must say it adopted the task and never made one.
 #
 # The clients were written for `forkscope proxy`: they write `drop` into a fifo and wait for
 # `ok drop N` in the proxy's output. Here nothing proxies: a small reader on the fifo answers
-# `drop` by killing the replica whose log says `tool call started`, then writes `ok drop 1`.
+# `drop` by killing the replica whose log says `tool call started` (`task created` for rmcp's
+# task), then writes `ok drop 1`.
 #
 # Usage: interop/check-replicas.sh [path/to/forkscope]
 # Prints a PASS/FAIL line per check and ends with `check-replicas: N passed, N failed`.
@@ -24,7 +30,7 @@
 # Environment (a run narrowed to nothing is left empty, not defaulted):
 #   REPLICAS_POLICIES="fenced naive"     the probe runs' policies
 #   REPLICAS_BALANCERS="balance haproxy" the balancers the probe runs through
-#   REPLICAS_SDKS="python typescript"    the SDK clients of the kill case
+#   REPLICAS_SDKS="python typescript rmcp" the SDK clients of the kill case
 #   PROBE_TIMEOUT                        one probe run (s, default 240)
 #   FORKSCOPE_VENV, FORKSCOPE_INSTALL_TIMEOUT as for the other interop checks.
 # Every wait is bounded; every process started is stopped by its PID, with whatever it started,
@@ -36,7 +42,7 @@ INTEROP="$ROOT/interop"
 BIN="${1:-$ROOT/target/release/forkscope}"
 POLICIES="${REPLICAS_POLICIES-fenced naive}"
 BALANCERS="${REPLICAS_BALANCERS-balance haproxy}"
-SDKS="${REPLICAS_SDKS-python typescript}"
+SDKS="${REPLICAS_SDKS-python typescript rmcp}"
 START_POLLS=150                       # polls 0.1 s apart for a replica or balancer to print its address
 PROBE_TIMEOUT="${PROBE_TIMEOUT:-240}" # s: one probe run (it bounds every read itself)
 CLIENT_TIMEOUT=90                     # s: one SDK client run (each bounds itself at 40 s)
@@ -175,6 +181,11 @@ if [[ -n "$SDKS" ]]; then
     TS_DIR="$INTEROP/typescript"
     run_bounded 0 "$TS_DIR/ensure-sdk.sh" || die "npm ci failed in $TS_DIR"
 fi
+RMCP_CLIENT=""
+if [[ " $SDKS " == *" rmcp "* ]]; then
+    run_bounded 0 "$INTEROP/rmcp/ensure-server.sh" >"$WORK/rmcp-path" || die "could not build interop/rmcp"
+    RMCP_CLIENT="$(dirname "$(<"$WORK/rmcp-path")")/forkscope-rmcp-task-client"
+fi
 
 # ---- probe: fenced holds, naive is caught, through both balancers -------------------------------
 for policy in $POLICIES; do
@@ -206,21 +217,21 @@ for policy in $POLICIES; do
 done
 
 # ---- kill: a replica dies mid-call; the SDK resumes on the survivor ----------------------------
-# answer_drops FIFO OUT KILLED NAME PID LOG [NAME PID LOG]…, run as its own process: for every
-# `drop` read from FIFO, SIGKILLs the replica whose LOG says it started the tool call, with
+# answer_drops FIFO OUT KILLED MARK NAME PID LOG [NAME PID LOG]…, run as its own process: for
+# every `drop` read from FIFO, SIGKILLs the replica whose LOG holds MARK (it started the call), with
 # whatever that PID started, writes the replica's name to KILLED, and answers `ok drop N` in OUT
 # (N replicas killed; 0 when no log named the call, which the client reports).
 # shellcheck disable=SC2317 # run by `bash -c`, from its text
 answer_drops() {
-    local fifo="$1" out="$2" killed="$3" cmd name pid log n tree i
-    shift 3
+    local fifo="$1" out="$2" killed="$3" mark="$4" cmd name pid log n tree i
+    shift 4
     local replicas=("$@")
     while IFS= read -r cmd; do
         [[ "$cmd" == drop ]] || continue
         n=0
         for ((i = 0; i + 2 < ${#replicas[@]}; i += 3)); do
             name="${replicas[i]}" pid="${replicas[i + 1]}" log="${replicas[i + 2]}"
-            if grep -q 'tool call started' "$log" 2>/dev/null; then
+            if grep -q "$mark" "$log" 2>/dev/null; then
                 mapfile -t tree < <(procs_tree "$pid")
                 kill -KILL "${tree[@]}" 2>/dev/null
                 printf '%s\n' "$name" >>"$killed"
@@ -235,6 +246,11 @@ answer_drops() {
 run_kill_case() {
     local sdk="$1"
     local label="kill $sdk" rc=0 checks=0 bad=0 line client=() killed survivor i dead
+    # What the replica running the call logs, and what the survivor logs when it takes it over.
+    local mark='tool call started' adopted='adopted a tool call whose lease expired'
+    if [[ "$sdk" == rmcp ]]; then
+        mark='task created' adopted='adopted a task whose runner'
+    fi
     if ! start_lab "kill-$sdk" fenced haproxy --emit-every 0 --lease-ms "$LEASE_MS"; then
         fail "$label: the lab started (redis-server, replicas a and b, haproxy)"
         stop_lab "$label"
@@ -248,16 +264,21 @@ run_kill_case() {
     # blocks, and the reader sees EOF only when close_ctl closes it.
     exec {CTL_FD}<>"$ctl"
     spawn --close "$CTL_FD" bash -c "$(declare -f procs_tree answer_drops); answer_drops \"\$@\"" answer-drops \
-        "$ctl" "$acks" "$killed_file" \
+        "$ctl" "$acks" "$killed_file" "$mark" \
         a "${REPLICA_PID[a]}" "$LAB_DIR/a.err" b "${REPLICA_PID[b]}" "$LAB_DIR/b.err" </dev/null
     local reader="$SPAWNED"
+    local args=("$LAB_URL" --case tool --policy fenced --proxy-ctl "$ctl" --proxy-out "$acks"
+        --steps 25 --delay-ms 40 --drop-at 10)
     case "$sdk" in
         python) client=("$PYTHON" "$INTEROP/python/resume_client.py") ;;
         typescript) client=(node "$TS_DIR/resume_client.mjs") ;;
+        rmcp)
+            client=("$RMCP_CLIENT")
+            args=("$LAB_URL" --proxy-ctl "$ctl" --proxy-out "$acks" --break kill --steps 20 --delay-ms 100)
+            ;;
         *) die "no SDK client named $sdk" ;;
     esac
-    run_bounded "$CLIENT_TIMEOUT" --close "$CTL_FD" "${client[@]}" "$LAB_URL" --case tool --policy fenced \
-        --proxy-ctl "$ctl" --proxy-out "$acks" --steps 25 --delay-ms 40 --drop-at 10 \
+    run_bounded "$CLIENT_TIMEOUT" --close "$CTL_FD" "${client[@]}" "${args[@]}" \
         >"$LAB_DIR/client.out" 2>"$LAB_DIR/client.err" </dev/null || rc=$?
     close_ctl
     stop "$reader"
@@ -279,7 +300,7 @@ run_kill_case() {
 
     killed="$(head -n 1 "$killed_file" 2>/dev/null || true)"
     if [[ -z "$killed" ]]; then
-        fail "$label: a replica was running the call and was killed: no replica logged 'tool call started'"
+        fail "$label: a replica was running the call and was killed: no replica logged '$mark'"
     else
         survivor=a
         [[ "$killed" == a ]] && survivor=b
@@ -292,14 +313,22 @@ run_kill_case() {
         fi
         line=""
         for ((i = 0; i < LOG_POLLS; i++)); do
-            line="$(grep -m1 'adopted a tool call whose lease expired' "$LAB_DIR/$survivor.err" | sed 's/\x1b\[[0-9;]*m//g' || true)"
+            line="$(grep -m1 "$adopted" "$LAB_DIR/$survivor.err" | sed 's/\x1b\[[0-9;]*m//g' || true)"
             [[ -n "$line" ]] && break
             sleep 0.1
         done
         if [[ -n "$line" ]]; then
             pass "$label: replica $survivor adopted the call: ${line#*INFO }"
         else
-            fail "$label: replica $survivor logged 'adopted a tool call whose lease expired': not in its log"
+            fail "$label: replica $survivor logged '$adopted': not in its log"
+        fi
+        # One task: the survivor took the task over and never made another.
+        if [[ "$sdk" == rmcp ]]; then
+            if grep -q 'task created' "$LAB_DIR/$survivor.err"; then
+                fail "$label: replica $survivor made no second task: it logged 'task created'"
+            else
+                pass "$label: replica $survivor made no second task: one task, run on from its last committed step"
+            fi
         fi
     fi
     if ((rc != 0 || bad != 0)) || [[ -z "$killed" ]]; then

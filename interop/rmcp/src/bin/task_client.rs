@@ -10,12 +10,18 @@
 //! extension of forkscope's) and polls `tasks/get` to the end. Everything on the wire is the SDK's
 //! own; this program only sequences it.
 //!
-//! Whether the work ran once is the server's to say (its checker's verdict; the harness,
-//! `interop/check-sdk-clients.sh`, reads it). This prints one `PASS`/`FAIL` line per check the
-//! client itself can make, and `note:` lines.
+//! With `--break kill` the break is a replica's death instead (`interop/check-replicas.sh`): the
+//! call is answered, then `drop` is written to the control fifo, where the harness kills the
+//! replica running the task; the client polls on through the balancer until a survivor, having
+//! adopted the task by its lease, answers with the result.
+//!
+//! Whether the work ran once is the server's to say (its checker's verdict, or the survivor's
+//! log; the harnesses read them). This prints one `PASS`/`FAIL` line per check the client itself
+//! can make, and `note:` lines.
 //!
 //! Usage: forkscope-rmcp-task-client URL --proxy-ctl FIFO --proxy-out FILE [--steps N]
-//! [--delay-ms N]. Exit 0 iff every check passed, 1 otherwise, 2 on bad usage.
+//! [--delay-ms N] [--break answer-lost|kill]. Exit 0 iff every check passed, 1 otherwise, 2 on
+//! bad usage.
 
 use std::time::Duration;
 
@@ -23,14 +29,15 @@ use rmcp::{
     ClientLifecycleMode, ClientServiceExt,
     model::{
         CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
-        Implementation, JsonObject, ProtocolVersion, RequestMetaObject, TaskPayload, TaskStatus,
+        Implementation, JsonObject, ProtocolVersion, RequestMetaObject, Task, TaskPayload,
+        TaskStatus,
     },
     transport::StreamableHttpClientTransport,
 };
 use serde_json::json;
 
 const USAGE: &str = "usage: forkscope-rmcp-task-client URL --proxy-ctl FIFO --proxy-out FILE \
-                     [--steps N] [--delay-ms N]";
+                     [--steps N] [--delay-ms N] [--break answer-lost|kill]";
 const IDEMPOTENCY_KEY: &str = "io.forkscope/idempotencyKey";
 /// Bounds every wait on the proxy (its answers, the held answer).
 const PROXY_WAIT: Duration = Duration::from_secs(10);
@@ -41,11 +48,14 @@ struct Args {
     proxy_out: String,
     steps: u64,
     delay_ms: u64,
+    /// A replica killed under the task, rather than its answer lost.
+    kill: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let url = args.next().ok_or("a URL is needed")?;
     let (mut proxy_ctl, mut proxy_out, mut steps, mut delay_ms) = (None, None, 5, 100);
+    let mut kill = false;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let number = || {
@@ -58,6 +68,11 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--proxy-out" => proxy_out = Some(value.clone()),
             "--steps" => steps = number()?,
             "--delay-ms" => delay_ms = number()?,
+            "--break" => match value.as_str() {
+                "answer-lost" => kill = false,
+                "kill" => kill = true,
+                other => return Err(format!("--break {other:?}: answer-lost or kill")),
+            },
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -67,6 +82,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         proxy_out: proxy_out.ok_or("--proxy-out is needed")?,
         steps,
         delay_ms,
+        kill,
     })
 }
 
@@ -169,10 +185,82 @@ async fn run(args: Args) -> Result<usize, String> {
 
     // The intent's key: unique per run, as a real client's would be.
     let key = format!("rmcp-intent-{}-{}", std::process::id(), nanos());
+    let task = if args.kill {
+        killed_under(&client, &proxy, &mut checks, &key, &args).await?
+    } else {
+        answer_lost(&client, &proxy, &mut checks, &key, &args).await?
+    };
+    let Some(task) = task else {
+        return Ok(checks.failed);
+    };
+
+    let poll = Duration::from_millis(task.poll_interval_ms.unwrap_or(100).clamp(10, 1000));
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(args.steps * args.delay_ms)
+        + Duration::from_secs(15);
+    let mut failed_polls = Vec::new();
+    let ended = loop {
+        let read = client
+            .get_task(GetTaskParams::new(task.task_id.clone()))
+            .await;
+        match read {
+            Ok(got) if got.task.status() != TaskStatus::Working => break Ok(got.task),
+            Ok(_) => {}
+            // A poll that met a dead replica, or the balancer passing over it: a stock client
+            // polls again.
+            Err(e) => failed_polls.push(e.to_string()),
+        }
+        if tokio::time::Instant::now() > deadline {
+            break Err(format!(
+                "the task did not end in time ({} polls failed, the last: {})",
+                failed_polls.len(),
+                failed_polls.last().map_or("none", String::as_str)
+            ));
+        }
+        tokio::time::sleep(poll).await;
+    };
+    let result: Option<JsonObject> = match &ended {
+        Ok(t) => match &t.payload {
+            TaskPayload::Completed { result } => Some(result.clone()),
+            _ => None,
+        },
+        Err(_) => None,
+    };
+    checks.check(
+        "the task completed with its result",
+        result.is_some(),
+        match (&ended, &result) {
+            (_, Some(r)) => serde_json::Value::Object(r.clone()).to_string(),
+            (Ok(t), None) => format!("ended {:?}", t.status()),
+            (Err(e), None) => e.clone(),
+        },
+    );
+    if !failed_polls.is_empty() {
+        println!(
+            "note: {} polls failed on the way (the first: {})",
+            failed_polls.len(),
+            failed_polls[0]
+        );
+    }
+    let _ = client.cancel().await;
+    Ok(checks.failed)
+}
+
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>;
+
+/// The `CreateTaskResult` lost in the proxy, and the call re-issued under the same key: the task
+/// the re-issue names.
+async fn answer_lost(
+    client: &Client,
+    proxy: &Proxy,
+    checks: &mut Checks,
+    key: &str,
+    args: &Args,
+) -> Result<Option<Task>, String> {
     proxy.ask("hold").await?;
     let first = {
         let peer = client.peer().clone();
-        let params = call(&key, args.steps, args.delay_ms);
+        let params = call(key, args.steps, args.delay_ms);
         tokio::spawn(async move { peer.call_tool_once(params).await })
     };
     // The server has answered (and, durable before acknowledged, made the task) once the proxy
@@ -199,61 +287,68 @@ async fn run(args: Args) -> Result<usize, String> {
             lost.as_deref().unwrap_or("no error")
         ),
     );
-
     // The re-issue: a new request (the SDK gives it a new id) under the same key.
     let again = client
-        .call_tool_once(call(&key, args.steps, args.delay_ms))
+        .call_tool_once(call(key, args.steps, args.delay_ms))
         .await;
-    let task = match again {
-        Ok(CallToolResponse::Task(created)) => Some(created.task),
-        _ => None,
-    };
+    let task = task_of(again);
     checks.check(
         "the re-issue under the same key was answered with a task",
         task.is_some(),
         task.as_ref()
             .map_or("no task".to_string(), |t| format!("task {}", t.task_id)),
     );
-    let Some(task) = task else {
-        return Ok(checks.failed);
-    };
+    Ok(task)
+}
 
-    let poll = Duration::from_millis(task.poll_interval_ms.unwrap_or(100).clamp(10, 1000));
-    let deadline = tokio::time::Instant::now()
-        + Duration::from_millis(args.steps * args.delay_ms)
-        + Duration::from_secs(15);
-    let ended = loop {
-        let read = client
-            .get_task(GetTaskParams::new(task.task_id.clone()))
-            .await;
-        match read {
-            Ok(got) if got.task.status() != TaskStatus::Working => break Ok(got.task),
-            Ok(_) => {}
-            Err(e) => break Err(format!("tasks/get failed: {e}")),
-        }
-        if tokio::time::Instant::now() > deadline {
-            break Err("the task did not end in time".into());
-        }
-        tokio::time::sleep(poll).await;
-    };
-    let result: Option<JsonObject> = match &ended {
-        Ok(t) => match &t.payload {
-            TaskPayload::Completed { result } => Some(result.clone()),
-            _ => None,
-        },
-        Err(_) => None,
-    };
+/// The call answered, then the replica running its task killed (the harness does it on `drop`).
+async fn killed_under(
+    client: &Client,
+    proxy: &Proxy,
+    checks: &mut Checks,
+    key: &str,
+    args: &Args,
+) -> Result<Option<Task>, String> {
+    let created = client
+        .call_tool_once(call(key, args.steps, args.delay_ms))
+        .await;
+    let task = task_of(created);
     checks.check(
-        "the task completed with its result",
-        result.is_some(),
-        match (&ended, &result) {
-            (_, Some(r)) => serde_json::Value::Object(r.clone()).to_string(),
-            (Ok(t), None) => format!("ended {:?}", t.status()),
-            (Err(e), None) => e.clone(),
-        },
+        "the call was answered with a task",
+        task.is_some(),
+        task.as_ref()
+            .map_or("no task".to_string(), |t| format!("task {}", t.task_id)),
     );
-    let _ = client.cancel().await;
-    Ok(checks.failed)
+    if let Some(created) = &task {
+        // Killed mid-work: once a read shows the task past its first state (forkscope says
+        // `step N of M`), so the survivor has steps to run on from, not only the whole.
+        let deadline = tokio::time::Instant::now() + PROXY_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            let read = client
+                .get_task(GetTaskParams::new(created.task_id.clone()))
+                .await;
+            let message = read.ok().and_then(|r| r.task.task.status_message);
+            if message.is_some() && message != created.status_message {
+                println!("note: killed at {}", message.unwrap_or_default());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let killed = proxy.ask("drop").await?;
+        checks.check(
+            "the replica running the task was killed",
+            killed >= 1,
+            format!("{killed} replica(s) killed"),
+        );
+    }
+    Ok(task)
+}
+
+fn task_of(answer: Result<CallToolResponse, rmcp::service::ServiceError>) -> Option<Task> {
+    match answer {
+        Ok(CallToolResponse::Task(created)) => Some(created.task),
+        _ => None,
+    }
 }
 
 fn nanos() -> u128 {
