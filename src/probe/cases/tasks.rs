@@ -172,14 +172,14 @@ async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
     }
 }
 
-/// Reads `task` until it ends or the window closes; every read, in order.
+/// Reads `task` until a read says it ended, or the window closes; every read, in order.
 async fn reads_to_end(ctx: &Ctx, task: &str) -> Result<Vec<TaskRead>, NotRun> {
     let deadline = Instant::now() + ctx.window;
     let mut reads = Vec::new();
     loop {
         let got = read(ctx, task).await?;
-        let ended = matches!(&got, TaskRead::Status(s) if tasks::is_terminal(s))
-            || got == TaskRead::Unknown;
+        // A read that does not know the task goes on: behind a balancer the next may.
+        let ended = matches!(&got, TaskRead::Status(s) if tasks::is_terminal(s));
         reads.push(got);
         if ended || Instant::now() > deadline {
             return Ok(reads);

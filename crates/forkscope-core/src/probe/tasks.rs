@@ -126,7 +126,7 @@ pub fn judge_terminal(reads: &[TaskRead]) -> Finding {
                         from: first.to_owned(),
                         to: "unknown".into(),
                     },
-                    "a task read as ended was unknown at once after: its outcome was lost before its TTL",
+                    "a task read as ended was unknown to a later read: its outcome is not where every read can find it, and a client told `unknown` re-issues the call",
                 );
             }
             _ => {}
