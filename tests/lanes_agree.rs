@@ -322,4 +322,25 @@ fn the_2026_kinds_no_scenario_shows_are_marked_where_the_checker_names_them() {
     let marks = lanes::place_all(&entries);
     let said = disagreements(&anomalies, &marks);
     assert!(said.is_empty(), "{said:?}");
+    // A task's anomalies are drawn on its own lane, a plain request's on the client's.
+    let row_of = |kind: AnomalyKind| {
+        marks
+            .iter()
+            .find(|p| p.mark.stands_for(kind))
+            .map(|p| p.row)
+    };
+    assert_eq!(
+        row_of(AnomalyKind::TerminalTwice),
+        Some(lanes::Row::Task(task))
+    );
+    assert_eq!(row_of(AnomalyKind::StaleRead), Some(lanes::Row::Task(task)));
+    assert_eq!(row_of(AnomalyKind::CutHalfway), Some(lanes::Row::Client));
+    // And what the task did: made, ended, on its lane.
+    let on_task: Vec<char> = marks
+        .iter()
+        .filter(|p| p.row == lanes::Row::Task(task))
+        .map(|p| p.mark.glyph)
+        .collect();
+    assert_eq!(on_task.first(), Some(&lanes::TASK_MADE), "{on_task:?}");
+    assert!(on_task.contains(&lanes::TASK_ENDED), "{on_task:?}");
 }

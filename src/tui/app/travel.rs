@@ -325,6 +325,7 @@ impl App {
             self.say(match lane {
                 Row::Client => "nothing the client received there",
                 Row::Stream(_) => "no event there",
+                Row::Task(_) => "nothing the task did there",
             });
         }
     }

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 28] = [
+pub const GLOSSARY: [(&str, &str); 29] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -97,6 +97,10 @@ pub const GLOSSARY: [(&str, &str); 28] = [
     (
         "CUT HALFWAY",
         "2026: a closed stream cancelled a call midway ◐",
+    ),
+    (
+        "t1a2b3c",
+        "2026: a task's own lane: ◇ made, ↻ found by key, ▪ step, ■ ended, □ runner lost",
     ),
 ];
 

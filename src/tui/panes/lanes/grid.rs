@@ -3,8 +3,8 @@
 //! of a cell winning.
 
 use super::marks::{Lane, Mark, Placed, Row};
-use forkscope_core::SessionId;
 use forkscope_core::history::AnomalyKind;
+use forkscope_core::{SessionId, TaskId};
 use std::collections::BTreeMap;
 
 /// Lab milliseconds one column covers at most while the lanes follow the present: beyond it
@@ -47,6 +47,8 @@ pub(super) fn window_in_order(first: Option<u64>, end: u64, columns: usize) -> (
 #[derive(Debug, Default)]
 pub(super) struct Lanes {
     pub(super) streams: BTreeMap<Lane, Vec<Option<(Mark, usize)>>>,
+    /// 2026-07-28: one lane per task.
+    pub(super) tasks: BTreeMap<TaskId, Vec<Option<(Mark, usize)>>>,
     pub(super) client: Vec<Option<(Mark, usize)>>,
 }
 
@@ -65,6 +67,19 @@ fn put(
         })
     {
         *slot = Some((mark, index));
+    }
+}
+
+/// Draws `cells` of another lane over `lane`, each cell by the rule of [`put`].
+pub(super) fn merge(
+    lane: &mut [Option<(Mark, usize)>],
+    cells: &[Option<(Mark, usize)>],
+    selected: Option<usize>,
+) {
+    for (column, cell) in cells.iter().enumerate() {
+        if let Some((mark, index)) = cell {
+            put(lane, column, *mark, *index, selected);
+        }
     }
 }
 
@@ -126,6 +141,16 @@ pub(super) fn build(
                 i,
                 selected,
             ),
+            Row::Task(task) => put(
+                lanes
+                    .tasks
+                    .entry(task)
+                    .or_insert_with(|| vec![None; columns]),
+                column,
+                mark,
+                i,
+                selected,
+            ),
         }
     }
     lanes
@@ -153,7 +178,7 @@ pub(super) fn first_fork_before(
             lane,
             at_ms: fork.at_ms,
         }),
-        Row::Client => None,
+        Row::Client | Row::Task(_) => None,
     }
 }
 

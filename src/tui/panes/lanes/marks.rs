@@ -3,8 +3,10 @@
 //! the entry with anomalies it caused, those anomalies. Nothing here judges: a fork or a
 //! duplicate is drawn where the checker said it happened, and only there.
 
-use forkscope_core::history::{Anomaly, AnomalyKind, AnomalyKinds, Drift, Entry, Owed, Record};
-use forkscope_core::{ReplicaId, SessionId, StreamId};
+use forkscope_core::history::{
+    Anomaly, AnomalyKind, AnomalyKinds, Drift, Entry, Owed, Record, Run,
+};
+use forkscope_core::{ReplicaId, SessionId, StreamId, TaskId};
 
 /// An emit onto a stream the client had left: the fork. A cross, not a dot, so it differs from
 /// `●` by shape where colour is lost (a projector, `NO_COLOR`).
@@ -37,6 +39,16 @@ pub const STALE_READ: char = '↯';
 pub const ORPHAN_TASK: char = '⊗';
 /// 2026-07-28: a call cancelled halfway by its closed stream.
 pub const CUT_HALFWAY: char = '◐';
+/// 2026-07-28: a task made, on its own lane.
+pub const TASK_MADE: char = '◇';
+/// 2026-07-28: one step of a task's work applied (committed under its runner's epoch).
+pub const STEP: char = '▪';
+/// 2026-07-28: a task reached its end.
+pub const TASK_ENDED: char = '■';
+/// 2026-07-28: a task's runner stopped (its replica died): it writes nothing more.
+pub const RUNNER_LOST: char = '□';
+/// 2026-07-28: a call's key found the task made before: nothing new runs.
+pub const FOUND_BY_KEY: char = '↻';
 
 /// How bad a mark is; the worst one in a column wins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -163,6 +175,9 @@ impl std::fmt::Display for Lane {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Row {
     Stream(Lane),
+    /// 2026-07-28: a task of the tasks extension, made, stepped and ended on its own lane, so
+    /// two tasks of one call are two lanes running at once.
+    Task(TaskId),
     Client,
 }
 
@@ -171,7 +186,7 @@ impl Row {
     fn by(self, replica: Option<ReplicaId>) -> Row {
         match self {
             Row::Stream(lane) => Row::Stream(Lane { replica, ..lane }),
-            Row::Client => Row::Client,
+            other => other,
         }
     }
 }
@@ -278,13 +293,13 @@ fn lane_of(anomaly: &Anomaly) -> Row {
             drift: Drift::CounterAdvancedElsewhere { on, .. },
             ..
         } => Row::Stream(Lane::of(*on)),
-        // 2026-07-28 has no streams: what a request or task did is drawn where the client is.
+        // 2026-07-28 has no streams: what a task did is drawn on its lane (the second runner's,
+        // for two runners or a step applied again); what a plain request did, where the client is.
+        Anomaly::TwoRunners { second, .. } | Anomaly::EffectTwice { second, .. } => run_row(second),
+        Anomaly::TerminalTwice { task, .. }
+        | Anomaly::StaleRead { task, .. }
+        | Anomaly::OrphanTask { task, .. } => Row::Task(*task),
         Anomaly::Duplicate { .. }
-        | Anomaly::TwoRunners { .. }
-        | Anomaly::EffectTwice { .. }
-        | Anomaly::TerminalTwice { .. }
-        | Anomaly::StaleRead { .. }
-        | Anomaly::OrphanTask { .. }
         | Anomaly::CutHalfway { .. }
         | Anomaly::Gap { .. }
         | Anomaly::NonMonotonicCursor { .. }
@@ -292,6 +307,14 @@ fn lane_of(anomaly: &Anomaly) -> Row {
             drift: Drift::AmbiguousCursor { .. },
             ..
         } => Row::Client,
+    }
+}
+
+/// A run's lane: a task's own, a plain request's the client's.
+fn run_row(run: &Run) -> Row {
+    match run {
+        Run::Task(task) => Row::Task(*task),
+        Run::Request(_) => Row::Client,
     }
 }
 
@@ -354,6 +377,30 @@ fn ordinary(record: &Record) -> Option<(Row, Mark)> {
             },
         )),
         Record::ResumeRejected { .. } => Some((Row::Client, Mark::new('✗', Severity::Warn, None))),
+        Record::TaskCreated {
+            task, fresh: true, ..
+        } => Some((
+            Row::Task(*task),
+            Mark::new(TASK_MADE, Severity::Notable, None),
+        )),
+        Record::TaskCreated { task, .. } => Some((
+            Row::Task(*task),
+            Mark::new(FOUND_BY_KEY, Severity::Notable, None),
+        )),
+        Record::StepApplied {
+            run: Run::Task(task),
+            ..
+        } => Some((Row::Task(*task), Mark::new(STEP, Severity::Event, None))),
+        Record::TaskSettled { task, .. } => Some((
+            Row::Task(*task),
+            Mark::new(TASK_ENDED, Severity::Notable, None),
+        )),
+        Record::RunStopped {
+            run: Run::Task(task),
+        } => Some((
+            Row::Task(*task),
+            Mark::new(RUNNER_LOST, Severity::Warn, None),
+        )),
         _ => None,
     }
 }

@@ -13,8 +13,9 @@ mod marks;
 use grid::{ForkOffScreen, Grid, build, first_fork_before, window_in_order};
 pub use grid::{MS_PER_COLUMN, Zoom, window};
 pub use marks::{
-    CALL_LOST, CURSOR_BACK, DRIFT, DUPLICATE, GAP, LOST, Lane, Mark, ORPHAN_EMIT, Placed,
-    REUSED_ID, Row, Severity, UNDELIVERED, place, place_all,
+    CALL_LOST, CURSOR_BACK, DRIFT, DUPLICATE, EFFECT_TWICE, FOUND_BY_KEY, GAP, LOST, Lane, Mark,
+    ORPHAN_EMIT, ORPHAN_TASK, Placed, REUSED_ID, RUNNER_LOST, Row, STEP, Severity, TASK_ENDED,
+    TASK_MADE, TWO_RUNNERS, UNDELIVERED, place, place_all,
 };
 
 use super::block;
@@ -49,8 +50,23 @@ const LEGEND: [(char, &str); 17] = [
     (DRIFT, "drift"),
 ];
 
+/// The legend while task lanes are shown: 2026-07-28's glyphs first.
+const TASK_LEGEND: [(char, &str); 9] = [
+    (TASK_MADE, "task made"),
+    (STEP, "step"),
+    (TASK_ENDED, "ended"),
+    (FOUND_BY_KEY, "found by key"),
+    (RUNNER_LOST, "runner lost"),
+    (ORPHAN_TASK, "orphan task"),
+    (TWO_RUNNERS, "two runners"),
+    (EFFECT_TWICE, "re-applied"),
+    ('▲', "applied"),
+];
+
 const LABEL: usize = 8;
 const MAX_STREAM_LANES: usize = 4;
+/// 2026-07-28: task lanes shown at most (those with a violation first, then the newest).
+const MAX_TASK_LANES: usize = 3;
 
 /// A mark owns nothing on the heap (its place in a `Vec` is counted by the `Vec`).
 impl Weigh for Placed {
@@ -168,6 +184,33 @@ fn fence_row(column: usize, said: &str, room: usize) -> Option<String> {
     (at + 1 >= width && at < room).then(|| format!("{:pad$}{before}", "", pad = at + 1 - width))
 }
 
+type Cells = Vec<Option<(Mark, usize)>>;
+
+/// The task lanes shown in `room` rows: those with a violation first, then the newest (the
+/// last to appear in the window), in the order they appeared.
+fn shown_tasks(
+    tasks: &std::collections::BTreeMap<forkscope_core::TaskId, Cells>,
+    room: usize,
+) -> Vec<(&forkscope_core::TaskId, &Cells)> {
+    let first_mark = |marks: &Cells| marks.iter().position(Option::is_some).unwrap_or(usize::MAX);
+    let violates = |marks: &Cells| {
+        marks
+            .iter()
+            .flatten()
+            .any(|(m, _)| m.severity == Severity::Violation)
+    };
+    let mut shown: Vec<_> = tasks.iter().collect();
+    shown.sort_by_key(|(_, marks)| {
+        (
+            std::cmp::Reverse(violates(marks)),
+            std::cmp::Reverse(first_mark(marks)),
+        )
+    });
+    shown.truncate(room);
+    shown.sort_by_key(|(_, marks)| first_mark(marks));
+    shown
+}
+
 /// `4.2 s`, `300 ms`: a window's width as a person reads it.
 fn span_words(ms: u64) -> String {
     if ms >= 10_000 {
@@ -264,8 +307,25 @@ pub fn render(
             .or_insert_with(|| vec![None; columns]);
     }
     let inner = (area.height as usize).saturating_sub(2);
-    let room = inner.saturating_sub(1).clamp(1, MAX_STREAM_LANES);
-    let legend = inner > room.min(lanes.streams.len().max(1)) + 1;
+    // Rows go to the client, then one stream lane, then the task lanes, then more stream lanes,
+    // then the legend: a task's lane says more than a quiet stream's or the legend. A task
+    // left without a lane draws on the client's, so no mark is lost to a small pane.
+    let streams_wanted = lanes.streams.len().max(1);
+    let task_room = inner.saturating_sub(2).min(MAX_TASK_LANES);
+    let tasks_shown = shown_tasks(&lanes.tasks, task_room);
+    let room = inner
+        .saturating_sub(1 + tasks_shown.len())
+        .clamp(1, MAX_STREAM_LANES);
+    let hidden: Vec<_> = lanes
+        .tasks
+        .iter()
+        .filter(|(task, _)| !tasks_shown.iter().any(|(shown, _)| shown == task))
+        .map(|(_, cells)| cells.clone())
+        .collect();
+    for cells in hidden {
+        grid::merge(&mut lanes.client, &cells, source.selected);
+    }
+    let legend = inner > room.min(streams_wanted) + tasks_shown.len() + 1;
     let mut lines = Vec::new();
     let mut rows = Vec::new();
     // Lanes with a violation first, then the newest; shown in stream order.
@@ -317,8 +377,19 @@ pub fn render(
         rows.push((top + lines.len() as u16, Row::Stream(*lane)));
         lines.push(Line::from(spans));
     }
-    if lanes.streams.is_empty() {
+    if lanes.streams.is_empty() && tasks_shown.is_empty() {
         lines.push(Line::styled("no events yet", theme.dim()));
+    }
+    for (task, marks) in &tasks_shown {
+        let pointed = holds_selected(marks);
+        selected_column = selected_column.or(pointed);
+        let mut spans = vec![Span::styled(
+            label(format!("t{}", task.short()), pointed.is_some()),
+            theme.accent(),
+        )];
+        spans.extend(marks.iter().map(|m| styled(*m, &source, theme)));
+        rows.push((top + lines.len() as u16, Row::Task(**task)));
+        lines.push(Line::from(spans));
     }
     let pointed = holds_selected(&lanes.client);
     selected_column = selected_column.or(pointed);
@@ -348,10 +419,15 @@ pub fn render(
         // Whole entries only, as many as fit: a glyph without its word explains nothing.
         let room = usize::from(area.width.saturating_sub(2));
         const MORE: &str = " … ? help";
-        for (i, (glyph, word)) in LEGEND.iter().enumerate() {
+        let glyphs: &[(char, &str)] = if tasks_shown.is_empty() {
+            &LEGEND
+        } else {
+            &TASK_LEGEND
+        };
+        for (i, (glyph, word)) in glyphs.iter().enumerate() {
             let entry = format!("{glyph} {word}");
             // Room for this entry, and for the pointer to help unless it is the last.
-            let tail = if i + 1 < LEGEND.len() {
+            let tail = if i + 1 < glyphs.len() {
                 MORE.chars().count()
             } else {
                 0
@@ -416,6 +492,75 @@ mod tests {
             .unwrap();
         let screen = terminal.backend().to_string();
         assert!(screen.contains("│s1 "), "{screen}");
+    }
+
+    /// 2026-07-28: each task on its own lane, labelled by its id, with the 2026 legend; in a
+    /// pane too small for a task's lane, its marks fall to the client's lane.
+    #[test]
+    fn tasks_get_lanes_and_a_small_pane_keeps_their_marks_on_the_client_lane() {
+        use forkscope_core::history::{Caused, Entry, Record, Run};
+        use forkscope_core::{LabTime, SplitMix64, TaskId};
+        let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
+        sim.start();
+        sim.deliver_all();
+        let mut snap = crate::lab::Snapshot::from_sim(&sim, Vec::new());
+        let mut rng = SplitMix64::new(9);
+        let (a, b) = (TaskId::generate(&mut rng), TaskId::generate(&mut rng));
+        let at = |ms: u64, record: Record| Entry {
+            at: LabTime::from_millis(ms),
+            by: None,
+            record,
+            caused: Caused::NOTHING,
+        };
+        let step = |task: TaskId, n: u64| Record::StepApplied {
+            run: Run::Task(task),
+            step: n,
+            of: 2,
+            epoch: 1,
+        };
+        let now = snap.view.at.as_millis();
+        snap.recent.extend([
+            at(
+                now,
+                Record::TaskCreated {
+                    op: "k".into(),
+                    task: a,
+                    fresh: true,
+                },
+            ),
+            at(
+                now,
+                Record::TaskCreated {
+                    op: "k".into(),
+                    task: b,
+                    fresh: true,
+                },
+            ),
+            at(now, step(a, 1)),
+            at(now, step(b, 1)),
+        ]);
+        let draw = |height: u16| {
+            let mut terminal =
+                ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, height)).unwrap();
+            terminal
+                .draw(|frame| {
+                    render(frame, frame.area(), &snap, None, &Theme::from_env());
+                })
+                .unwrap();
+            terminal.backend().to_string()
+        };
+        let tall = draw(9);
+        for task in [a, b] {
+            assert!(tall.contains(&format!("t{}", task.short())), "{tall}");
+        }
+        assert!(tall.contains("◇ task made"), "{tall}");
+        // Three rows inside: one stream, one task, the client; the other task on the client's.
+        let small = draw(5);
+        let client = small.lines().find(|l| l.contains("client")).unwrap();
+        assert!(
+            client.contains(STEP) || client.contains(TASK_MADE),
+            "{small}"
+        );
     }
 
     #[test]
