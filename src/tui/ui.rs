@@ -496,9 +496,16 @@ fn draw_column(
         .map(|p| invariant::rows_wanted(p, area.width, theme))
         .max()
         .unwrap_or(0);
+    // A lab running 2026-07-28 tasks wants their lanes too: two more rows when the screen is
+    // tall enough to give them.
+    let lanes_height = if area.height >= 30 && lanes::shows_tasks(snap, lanes) {
+        7
+    } else {
+        5
+    };
     let room = |streams: u16, http: u16| {
         area.height
-            .saturating_sub(1 + streams + client_height + 5 + http)
+            .saturating_sub(1 + streams + client_height + lanes_height + http)
     };
     let (streams_height, http_height) = if room(streams_height, http_height) >= wanted {
         (streams_height, http_height)
@@ -518,7 +525,7 @@ fn draw_column(
         Constraint::Length(1),
         Constraint::Length(streams_height),
         Constraint::Length(client_height),
-        Constraint::Length(5),
+        Constraint::Length(lanes_height),
         Constraint::Fill(1),
         Constraint::Length(http_height),
     ])

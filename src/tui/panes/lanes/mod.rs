@@ -91,6 +91,16 @@ pub struct LaneSource<'a> {
     pub in_order: bool,
 }
 
+/// Whether the lanes have a task's marks to draw (2026-07-28): they then want rows for task
+/// lanes. Without a timeline, what the snapshot carries.
+pub fn shows_tasks(snap: &Snapshot, source: Option<LaneSource>) -> bool {
+    let is_task = |p: &Placed| matches!(p.row, Row::Task(_));
+    match source {
+        Some(source) => source.placed.iter().any(is_task),
+        None => place_all(&snap.recent).iter().any(is_task),
+    }
+}
+
 /// Where the lanes were drawn, for the mouse: which row is which lane, and the time scale.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LanesDrawn {
