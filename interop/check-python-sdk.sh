@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Interop: the official Python MCP SDK (PyPI `mcp`) against `forkscope serve`, under both
-# policies. Starts the server on a free loopback port, runs interop/python/run.sh, stops it.
+# policies; then its `Client` in mode="auto" against each `--protocol`, which must negotiate
+# 2026-07-28 where the server offers it and 2025-11-25 where it does not. Each run starts the
+# server on a free loopback port, runs a client through interop/python/run.sh, and stops it.
 # Every process it starts is stopped by its PID, with whatever that started, on every way out:
 # a normal end, a failure, INT/TERM/HUP, a client past CLIENT_TIMEOUT (see .ci/processes.sh).
 # Usage: interop/check-python-sdk.sh [path/to/forkscope]
@@ -20,26 +22,49 @@ at_exit 'rm -rf "$WORK"'
 run_bounded 0 "$ROOT/interop/python/ensure-venv.sh" >/dev/null
 
 status=0
-for policy in fenced naive; do
-    log="$WORK/$policy.out"
-    spawn "$BIN" serve --port 0 --policy "$policy" --emit-every 200 >"$log" 2>"$log.err" </dev/null
-    pid="$SPAWNED"
-    url=""
+# Starts `forkscope serve ARGS…` on a free port; sets PID and URL, or fails the run.
+start_serve() {
+    local log="$1"
+    shift
+    spawn "$BIN" serve --port 0 "$@" >"$log" 2>"$log.err" </dev/null
+    PID="$SPAWNED"
+    URL=""
     for _ in $(seq 1 $((START_TIMEOUT * 10))); do
-        url="$(grep -o 'http://127\.0\.0\.1:[0-9]*/mcp' "$log" | head -n1 || true)"
-        [[ -n "$url" ]] && break
-        kill -0 "$pid" 2>/dev/null || break
+        URL="$(grep -o 'http://127\.0\.0\.1:[0-9]*/mcp' "$log" | head -n1 || true)"
+        [[ -n "$URL" ]] && break
+        kill -0 "$PID" 2>/dev/null || break
         sleep 0.1
     done
-    if [[ -z "$url" ]]; then
+    if [[ -z "$URL" ]]; then
         echo "forkscope serve did not start:" >&2; cat "$log" "$log.err" >&2
         exit 1
     fi
-    echo "== python SDK against forkscope serve --policy $policy ($url)"
-    if ! run_bounded "$CLIENT_TIMEOUT" "$ROOT/interop/python/run.sh" "$url" --steps 5; then
+}
+
+for policy in fenced naive; do
+    log="$WORK/$policy.out"
+    start_serve "$log" --policy "$policy" --emit-every 200
+    echo "== python SDK against forkscope serve --policy $policy ($URL)"
+    if ! run_bounded "$CLIENT_TIMEOUT" "$ROOT/interop/python/run.sh" "$URL" --steps 5; then
         status=1
         echo "--- server log" >&2; tail -n 40 "$log.err" >&2
     fi
-    stop "$pid"
+    stop "$PID"
+done
+
+# The SDK's `Client` in its default mode="auto" negotiates the revision the server offers:
+# 2026-07-28 where it is offered (both revisions on one endpoint, or it alone), else the
+# initialize handshake of 2025-11-25.
+for protocol in both 2025-11-25 2026-07-28; do
+    expect=2026-07-28
+    [[ "$protocol" == 2025-11-25 ]] && expect=2025-11-25
+    log="$WORK/auto-$protocol.out"
+    start_serve "$log" --protocol "$protocol"
+    echo "== python SDK Client(mode=\"auto\") against forkscope serve --protocol $protocol ($URL)"
+    if ! run_bounded "$CLIENT_TIMEOUT" "$ROOT/interop/python/run.sh" --client auto_client.py "$URL" --expect "$expect"; then
+        status=1
+        echo "--- server log" >&2; tail -n 40 "$log.err" >&2
+    fi
+    stop "$PID"
 done
 exit "$status"
