@@ -185,6 +185,7 @@ RMCP_CLIENT=""
 if [[ " $SDKS " == *" rmcp "* ]]; then
     run_bounded 0 "$INTEROP/rmcp/ensure-server.sh" >"$WORK/rmcp-path" || die "could not build interop/rmcp"
     RMCP_CLIENT="$(dirname "$(<"$WORK/rmcp-path")")/forkscope-rmcp-task-client"
+    [[ -x "$RMCP_CLIENT" ]] || die "interop/rmcp built no task client at $RMCP_CLIENT"
 fi
 
 # ---- probe: fenced holds, naive is caught, through both balancers -------------------------------
@@ -249,7 +250,8 @@ run_kill_case() {
     # What the replica running the call logs, and what the survivor logs when it takes it over.
     local mark='tool call started' adopted='adopted a tool call whose lease expired'
     if [[ "$sdk" == rmcp ]]; then
-        mark='task created' adopted='adopted a task whose runner'
+        # Adopted with a step already committed: the survivor runs on from it.
+        mark='task created' adopted="adopted a task whose runner's lease ran out .*done=[1-9]"
     fi
     if ! start_lab "kill-$sdk" fenced haproxy --emit-every 0 --lease-ms "$LEASE_MS"; then
         fail "$label: the lab started (redis-server, replicas a and b, haproxy)"
@@ -313,7 +315,7 @@ run_kill_case() {
         fi
         line=""
         for ((i = 0; i < LOG_POLLS; i++)); do
-            line="$(grep -m1 "$adopted" "$LAB_DIR/$survivor.err" | sed 's/\x1b\[[0-9;]*m//g' || true)"
+            line="$(sed 's/\x1b\[[0-9;]*m//g' "$LAB_DIR/$survivor.err" | grep -m1 -E "$adopted" || true)"
             [[ -n "$line" ]] && break
             sleep 0.1
         done

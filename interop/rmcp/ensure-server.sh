@@ -22,7 +22,8 @@ sources_hash() {
 }
 
 want_hash="$(sources_hash)"
-if [[ ! -x "$BIN" || "$want_hash" != "$(cat "$STAMP" 2>/dev/null || true)" ]]; then
+CLIENT="$TARGET/release/forkscope-rmcp-task-client"
+if [[ ! -x "$BIN" || ! -x "$CLIENT" || "$want_hash" != "$(cat "$STAMP" 2>/dev/null || true)" ]]; then
     echo "building the rmcp probe server (cargo build --release --locked in interop/rmcp)" >&2
     cd "$RMCP_DIR"
     run_bounded "$INSTALL_TIMEOUT" env CARGO_TARGET_DIR="$TARGET" cargo build --release --locked --quiet >&2

@@ -39,6 +39,8 @@ const DROPPED_RECV_BUFFER: usize = 2 * 1024;
 /// The receive buffer of every upstream connection (the kernel doubles it).
 const UPSTREAM_RECV_BUFFER: u32 = 4 * 1024;
 const BUFFER: usize = 16 * 1024;
+/// The most server bytes one connection holds (see `Proxy::hold`) before it stops reading.
+const HOLD_CAP: usize = 1 << 20;
 /// How often a held chunk reads the latency again (see `link`).
 const LATENCY_RECHECK: Duration = Duration::from_millis(10);
 
@@ -212,13 +214,22 @@ async fn link(
     let (mut server_read, mut server_write) = server.into_split();
     let mut up = vec![0u8; BUFFER];
     let mut down = vec![0u8; BUFFER];
-    // The server's bytes held by `Proxy::hold`, in order.
+    // The server's bytes held by `Proxy::hold`, in order. Once anything is held, everything
+    // after it is held too, until this link's own `Release` or `Drop`: the shared flag goes
+    // off before each link has heard, and a chunk must not overtake the bytes before it.
     let mut held: Vec<u8> = Vec::new();
+    // The server closed while bytes were held: they wait for their `Release` or `Drop`.
+    let mut server_done = false;
     let forget_held = |held: &mut Vec<u8>| {
         stats.held.fetch_sub(held.len() as u64, Ordering::Relaxed);
         held.clear();
     };
     loop {
+        let holds = holding.load(Ordering::Relaxed) || !held.is_empty();
+        // A stalled route takes no more than its buffers do: past the cap, the server's
+        // writes back up in the small-window socket, as they would.
+        let full = holds && held.len() >= HOLD_CAP;
+        let reads_server = !(server_done || full);
         tokio::select! {
             read = client_read.read(&mut up) => match read {
                 Ok(0) | Err(_) => break,
@@ -228,11 +239,12 @@ async fn link(
                     if server_write.write_all(&up[..n]).await.is_err() { break; }
                 }
             },
-            read = server_read.read(&mut down) => match read {
-                Ok(0) | Err(_) => break,
+            read = server_read.read(&mut down), if reads_server => match read {
+                Ok(0) | Err(_) if held.is_empty() => break,
+                Ok(0) | Err(_) => server_done = true,
                 Ok(n) => {
                     stats.bytes_down.fetch_add(n as u64, Ordering::Relaxed);
-                    if holding.load(Ordering::Relaxed) {
+                    if holds {
                         held.extend_from_slice(&down[..n]);
                         stats.held.fetch_add(n as u64, Ordering::Relaxed);
                         continue;
@@ -251,7 +263,13 @@ async fn link(
                 Ok(Fault::Release) => {
                     let sent = client_write.write_all(&held).await;
                     forget_held(&mut held);
-                    if sent.is_err() { break; }
+                    if sent.is_err() || server_done { break; }
+                }
+                // A missed `Release` (the channel lagged) must not hold the bytes for ever.
+                Err(broadcast::error::RecvError::Lagged(_)) if !holding.load(Ordering::Relaxed) => {
+                    let sent = client_write.write_all(&held).await;
+                    forget_held(&mut held);
+                    if sent.is_err() || server_done { break; }
                 }
                 Ok(Fault::Reset) | Err(broadcast::error::RecvError::Closed) => break,
                 Ok(Fault::ExpireHalfOpen) | Err(broadcast::error::RecvError::Lagged(_)) => {}
@@ -299,5 +317,70 @@ async fn wait_for_close(read: &mut tokio::net::tcp::OwnedReadHalf) {
             Ok(0) | Err(_) => return,
             Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the server writes while the proxy holds reaches the client on release, whole and
+    /// in order, and after a drop never does.
+    #[tokio::test]
+    async fn held_bytes_go_on_in_order_on_release_and_are_lost_on_drop() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream_addr = upstream.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = upstream.accept().await {
+                tokio::spawn(async move {
+                    for part in [&b"first "[..], b"second ", b"third"] {
+                        if socket.write_all(part).await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    // Held open: the client's read ends on the proxy's side, not here.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                });
+            }
+        });
+        let proxy = Proxy::start(upstream_addr).await.unwrap();
+        let until_held = |n: u64| {
+            let proxy = &proxy;
+            async move {
+                for _ in 0..2_000 {
+                    if proxy.held_bytes() >= n {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                panic!("the proxy never held {n} bytes");
+            }
+        };
+        proxy.hold();
+        let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+        until_held(18).await;
+        proxy.inject(Fault::Release);
+        let mut got = vec![0u8; 18];
+        tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&got, b"first second third");
+        assert_eq!(proxy.held_bytes(), 0);
+
+        proxy.hold();
+        let mut lost = TcpStream::connect(proxy.addr).await.unwrap();
+        until_held(18).await;
+        proxy.inject(Fault::Drop);
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), lost.read_to_end(&mut rest))
+            .await
+            .unwrap();
+        assert!(
+            read.is_err() || rest.is_empty(),
+            "a dropped route delivered {rest:?}"
+        );
+        assert_eq!(proxy.held_bytes(), 0);
     }
 }

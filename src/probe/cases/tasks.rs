@@ -11,7 +11,7 @@
 
 use super::{Ctx, NotRun, Outcome};
 use crate::probe::discover::ToolPlan;
-use crate::wire::mcp::modern::ModernCall;
+use crate::wire::mcp::modern::{ModernCall, created_task};
 use forkscope_core::probe::tasks::{self, Reissued, TaskRead};
 use forkscope_core::probe::{Finding, Unexercised};
 use forkscope_core::revision::MODERN;
@@ -124,11 +124,9 @@ async fn create(
     let params = json!({ "name": tool.name, "arguments": arguments });
     let call = request("tools/call", params, Some(key));
     match ctx.target.modern("tools/call", &call).await {
-        Ok(Ok(result)) => Ok(match result.get("taskId").and_then(Value::as_str) {
-            Some(task) if result.get("resultType").and_then(Value::as_str) == Some("task") => {
-                Created::Task(task.to_owned())
-            }
-            _ => Created::Plain,
+        Ok(Ok(result)) => Ok(match created_task(&result) {
+            Some(task) => Created::Task(task.to_owned()),
+            None => Created::Plain,
         }),
         Ok(Err(error)) => Ok(Created::Refused {
             code: error.code().unwrap_or_default(),
@@ -160,14 +158,10 @@ async fn first_task(
 async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
     let call = request("tasks/get", json!({ "taskId": task }), None);
     match ctx.target.modern("tasks/get", &call).await {
-        Ok(Ok(result)) => Ok(TaskRead::Status(
-            result
-                .get("status")
-                .and_then(Value::as_str)
-                .unwrap_or("none")
-                .to_owned(),
+        Ok(Ok(result)) => Ok(TaskRead::of_status(
+            result.get("status").and_then(Value::as_str),
         )),
-        Ok(Err(_)) => Ok(TaskRead::Unknown),
+        Ok(Err(error)) => Ok(TaskRead::of_error(error.code())),
         Err(e) => Err(NotRun(format!("tasks/get was not answered: {e}"))),
     }
 }
@@ -179,7 +173,7 @@ async fn reads_to_end(ctx: &Ctx, task: &str) -> Result<Vec<TaskRead>, NotRun> {
     loop {
         let got = read(ctx, task).await?;
         // A read that does not know the task goes on: behind a balancer the next may.
-        let ended = matches!(&got, TaskRead::Status(s) if tasks::is_terminal(s));
+        let ended = got.ended();
         reads.push(got);
         if ended || Instant::now() > deadline {
             return Ok(reads);
@@ -196,7 +190,7 @@ async fn end_of(ctx: &Ctx, task: &str) -> Result<Option<String>, NotRun> {
         .rev()
         .find_map(|r| match r {
             TaskRead::Status(s) => Some(s),
-            TaskRead::Unknown => None,
+            TaskRead::Unknown | TaskRead::Unanswered => None,
         }))
 }
 
@@ -214,7 +208,11 @@ async fn reissue_same_key(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Findi
             first_end: end_of(ctx, &first).await?,
             second_end: end_of(ctx, &second).await?,
         },
-        Created::Refused { code } => Reissued::Refused { code },
+        // Told the call failed: whether the first call's work happened anyway decides.
+        Created::Refused { code } => Reissued::Refused {
+            code,
+            first_end: end_of(ctx, &first).await?,
+        },
         Created::Plain => {
             return Err(NotRun(
                 "the re-issue was answered without a task: which run it was is not known".into(),
@@ -235,7 +233,10 @@ async fn key_other_arguments(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Fi
                 second_end: None,
             }
         }
-        Created::Refused { code } => Reissued::Refused { code },
+        Created::Refused { code } => Reissued::Refused {
+            code,
+            first_end: None,
+        },
         Created::Plain => {
             return Err(NotRun(
                 "the call with other arguments was answered without a task".into(),

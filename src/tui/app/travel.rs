@@ -307,6 +307,7 @@ impl App {
             return;
         };
         let in_order = self.lanes_drawn[panel].in_order;
+        let drawn = self.lanes_drawn[panel].clone();
         let Some((end, session)) = self.shown(panel) else {
             return;
         };
@@ -317,7 +318,7 @@ impl App {
             .iter()
             .enumerate()
             .take_while(|(_, m)| m.coordinate(in_order) < to)
-            .filter(|(_, m)| m.row == lane && m.shown_for(session))
+            .filter(|(_, m)| drawn.draws_on(m.row, lane) && m.shown_for(session))
             .max_by_key(|(i, m)| (m.mark.severity, *i))
             .map(|(i, _)| base + start + i);
         self.selected = best.map(|abs| (panel, abs));

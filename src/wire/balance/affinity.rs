@@ -32,12 +32,9 @@ pub(super) fn header_is(headers: &HeaderMap, name: &str, value: &str) -> bool {
 /// this; an SSE answer is passed on as it comes and looked at up to this.
 const TASK_ANSWER_BYTES: u64 = 64 * 1024;
 
-/// The task a `CreateTaskResult` names, if `answer` is one.
+/// The task a `CreateTaskResult` names, if `answer` (a JSON-RPC response) carries one.
 fn task_of(answer: &serde_json::Value) -> Option<&str> {
-    Some(answer)
-        .filter(|a| a.pointer("/result/resultType").and_then(|t| t.as_str()) == Some("task"))
-        .and_then(|a| a.pointer("/result/taskId"))
-        .and_then(|t| t.as_str())
+    crate::wire::mcp::modern::created_task(answer.get("result")?)
 }
 
 /// Passes a `tools/call` answer back, learning the task it created, if any, for the upstream

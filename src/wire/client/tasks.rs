@@ -6,7 +6,7 @@
 //! It reports nothing to the checker: the server's own record of what ran (a task made, each
 //! step applied, each end) is the evidence, so a double effect is judged where it happened.
 
-use super::super::mcp::modern::ModernCall;
+use super::super::mcp::modern::{self, ModernCall};
 use forkscope_core::Entropy;
 use forkscope_core::tasks::POLL_INTERVAL_MS;
 use forkscope_core::work::ToolSpec;
@@ -166,7 +166,8 @@ impl TaskClient {
             if lost.is_ok() {
                 continue;
             }
-            if let Some(task) = answer.pointer("/result/taskId").and_then(Value::as_str) {
+            let created = answer.get("result").and_then(modern::created_task);
+            if let Some(task) = created {
                 return Ok(task.to_owned());
             }
         }

@@ -55,3 +55,12 @@ impl ModernCall<'_> {
         request
     }
 }
+
+/// The task a `CreateTaskResult` names: a result of `resultType: "task"` with its `taskId`.
+/// Every reader of a `tools/call` answer asks this one question here (the lab's client, the
+/// probe, the balancer learning where a task lives).
+pub fn created_task(result: &Value) -> Option<&str> {
+    (result.get("resultType").and_then(Value::as_str) == Some("task"))
+        .then(|| result.get("taskId").and_then(Value::as_str))
+        .flatten()
+}

@@ -3,6 +3,7 @@
 //! task's end stays what it first read. The promise is the checker's: exactly once, or told.
 
 use super::verdict::{Finding, Unexercised, Verdict};
+use crate::vocabulary::TaskStatus;
 
 /// What a re-issued `tools/call` was answered with, beside the task the first call made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,8 +15,11 @@ pub enum Reissued {
         first_end: Option<String>,
         second_end: Option<String>,
     },
-    /// A JSON-RPC error with this code.
-    Refused { code: i64 },
+    /// A JSON-RPC error with this code; the first task's last status read after it.
+    Refused {
+        code: i64,
+        first_end: Option<String>,
+    },
 }
 
 /// One `tasks/get` of a task, as the probe read it.
@@ -23,13 +27,44 @@ pub enum Reissued {
 pub enum TaskRead {
     /// The task's status word.
     Status(String),
-    /// An error: the server did not know the task (it says -32602, "unknown" or "expired").
+    /// Invalid params (-32602): the extension's answer for a task the server does not know,
+    /// whether it never had it or it expired.
     Unknown,
+    /// Any other error, or a result with no status: it says nothing of the task, and is not
+    /// counted.
+    Unanswered,
+}
+
+/// JSON-RPC's invalid params, which the extension answers an unknown or expired task with.
+pub const UNKNOWN_TASK_CODE: i64 = -32602;
+
+impl TaskRead {
+    /// A `tasks/get` answered with a JSON-RPC error of `code`.
+    pub fn of_error(code: Option<i64>) -> TaskRead {
+        if code == Some(UNKNOWN_TASK_CODE) {
+            TaskRead::Unknown
+        } else {
+            TaskRead::Unanswered
+        }
+    }
+
+    /// A `tasks/get` answered with a result whose `status` is `status`.
+    pub fn of_status(status: Option<&str>) -> TaskRead {
+        match status {
+            Some(s) => TaskRead::Status(s.to_owned()),
+            None => TaskRead::Unanswered,
+        }
+    }
+
+    /// Whether the read says the task ended.
+    pub fn ended(&self) -> bool {
+        matches!(self, TaskRead::Status(s) if is_terminal(s))
+    }
 }
 
 /// The extension's terminal states (`completed`, `failed`, `cancelled`).
 pub fn is_terminal(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled")
+    TaskStatus::parse(status).is_some_and(TaskStatus::is_terminal)
 }
 
 /// A call's `CreateTaskResult` was lost and the call re-issued under the same key with the same
@@ -40,9 +75,16 @@ pub fn judge_reissue(reissued: &Reissued) -> Finding {
             Verdict::OneTask,
             "the re-issue under the same key named the task the first call made: the work runs once",
         ),
-        Reissued::Refused { code } => Finding::holds(
+        Reissued::Refused {
+            code,
+            first_end: Some(end),
+        } if end == "completed" => Finding::violated(
             Verdict::TypedError { code: *code },
-            "the re-issue was refused with an error: the client is told, and nothing runs twice",
+            "the re-issue was refused with an error while the first call's task completed: the work happened, and the client was told the call failed",
+        ),
+        Reissued::Refused { code, .. } => Finding::holds(
+            Verdict::TypedError { code: *code },
+            "the re-issue was refused with an error, and the first call's task did not complete: the client is told, and nothing runs twice",
         ),
         Reissued::OtherTask {
             first_end,
@@ -65,7 +107,7 @@ pub fn judge_reissue(reissued: &Reissued) -> Finding {
 /// runs what was asked, once; the first task's answer for other arguments is the wrong result.
 pub fn judge_key_other_arguments(reissued: &Reissued) -> Finding {
     match reissued {
-        Reissued::Refused { code } => Finding::holds(
+        Reissued::Refused { code, .. } => Finding::holds(
             Verdict::TypedError { code: *code },
             "the key of another call was refused with an error: the client is told",
         ),
@@ -84,9 +126,12 @@ pub fn judge_key_other_arguments(reissued: &Reissued) -> Finding {
 /// read that lands where the task is not kept says unknown, and a stock client re-issues.
 pub fn judge_repeated_reads(reads: &[TaskRead]) -> Finding {
     let unknown = reads.iter().filter(|r| **r == TaskRead::Unknown).count() as u64;
-    let total = reads.len() as u64;
+    let total = reads.iter().filter(|r| **r != TaskRead::Unanswered).count() as u64;
     if total == 0 {
-        return Finding::not_exercised(Unexercised::TooFew { seen: 0 }, "no read was answered");
+        return Finding::not_exercised(
+            Unexercised::TooFew { seen: 0 },
+            "no tasks/get was answered with the task or with unknown",
+        );
     }
     if unknown == 0 {
         Finding::holds(
@@ -158,7 +203,15 @@ mod tests {
     #[test]
     fn a_re_issue_holds_on_one_task_or_an_error_and_a_second_task_is_the_double_effect() {
         assert!(judge_reissue(&Reissued::SameTask).held());
-        assert!(judge_reissue(&Reissued::Refused { code: -32602 }).held());
+        let refused = |first_end: Option<&str>| Reissued::Refused {
+            code: -32602,
+            first_end: first_end.map(str::to_owned),
+        };
+        assert!(judge_reissue(&refused(Some("working"))).held());
+        assert!(
+            judge_reissue(&refused(Some("completed"))).is_violated(),
+            "the work happened and the client heard it failed"
+        );
         let twice = judge_reissue(&Reissued::OtherTask {
             first_end: Some("completed".into()),
             second_end: None,
@@ -174,7 +227,13 @@ mod tests {
 
     #[test]
     fn other_arguments_under_a_key_must_not_get_the_first_task() {
-        assert!(judge_key_other_arguments(&Reissued::Refused { code: -32602 }).held());
+        assert!(
+            judge_key_other_arguments(&Reissued::Refused {
+                code: -32602,
+                first_end: None
+            })
+            .held()
+        );
         assert!(
             judge_key_other_arguments(&Reissued::OtherTask {
                 first_end: None,
@@ -199,6 +258,15 @@ mod tests {
         );
         assert!(some.is_violated());
         assert_eq!(judge_repeated_reads(&[]).judged, Judged::NotExercised);
+        // An answer that says nothing of the task is not counted either way.
+        assert_eq!(
+            judge_repeated_reads(&[status("working"), TaskRead::Unanswered]).verdict,
+            Verdict::KnownOnEveryRead { reads: 1 }
+        );
+        assert_eq!(TaskRead::of_error(Some(-32603)), TaskRead::Unanswered);
+        assert_eq!(TaskRead::of_error(Some(-32602)), TaskRead::Unknown);
+        assert_eq!(TaskRead::of_status(None), TaskRead::Unanswered);
+        assert!(is_terminal("cancelled") && !is_terminal("working") && !is_terminal("none"));
     }
 
     #[test]

@@ -70,8 +70,8 @@ pub enum Unexercised {
     NothingWhileBothOpen,
     /// Too few events of the stream to judge its order and gaps.
     TooFew { seen: u64 },
-    /// The server declares no tasks extension and offers no counter tool: a second run of a
-    /// re-issued call cannot be seen.
+    /// The server declares no tasks extension: a second run of a re-issued call cannot be
+    /// seen.
     NoTasks,
     /// The task did not end within the window.
     NoEndSeen,
@@ -104,7 +104,7 @@ impl Unexercised {
                 plural(*seen)
             ),
             Unexercised::NoTasks => {
-                "the server declares no tasks extension and offers no counter tool: a second run of a re-issued call cannot be seen".into()
+                "the server declares no tasks extension: a second run of a re-issued call cannot be seen".into()
             }
             Unexercised::NoEndSeen => "the task did not end within the window".into(),
         }

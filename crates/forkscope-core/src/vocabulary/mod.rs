@@ -105,4 +105,17 @@ impl TaskStatus {
     pub fn is_terminal(self) -> bool {
         self != TaskStatus::Working
     }
+
+    /// A status as the extension spells it; `None` for any other word (`input_required` is
+    /// not one a task here takes).
+    pub fn parse(word: &str) -> Option<TaskStatus> {
+        [
+            TaskStatus::Working,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|s| s.name() == word)
+    }
 }

@@ -226,9 +226,16 @@ async fn run(args: Args) -> Result<usize, String> {
         },
         Err(_) => None,
     };
+    // Every step the call asked for, once: the server's result says how many it ran.
+    let whole = format!("done: {} steps", args.steps);
+    let said_whole = result.as_ref().is_some_and(|r| {
+        serde_json::Value::Object(r.clone())
+            .to_string()
+            .contains(&whole)
+    });
     checks.check(
-        "the task completed with its result",
-        result.is_some(),
+        &format!("the task completed with its result ({whole})"),
+        said_whole,
         match (&ended, &result) {
             (_, Some(r)) => serde_json::Value::Object(r.clone()).to_string(),
             (Ok(t), None) => format!("ended {:?}", t.status()),

@@ -114,9 +114,17 @@ pub struct LanesDrawn {
     pub start_ms: u64,
     pub ms_per_column: u64,
     pub in_order: bool,
+    /// Tasks with no lane of their own: their marks are drawn on the client's.
+    pub on_client: Vec<forkscope_core::TaskId>,
 }
 
 impl LanesDrawn {
+    /// Whether a mark on `row` is drawn on `lane` (a task without a lane, on the client's).
+    pub fn draws_on(&self, row: Row, lane: Row) -> bool {
+        row == lane
+            || (lane == Row::Client && matches!(row, Row::Task(t) if self.on_client.contains(&t)))
+    }
+
     /// The span of the axis a screen cell covers, and its lane; `None` off the lanes.
     pub fn hit(&self, column: u16, row: u16) -> Option<(Row, u64, u64)> {
         let lane = self.rows.iter().find(|(r, _)| *r == row)?.1;
@@ -330,9 +338,10 @@ pub fn render(
         .tasks
         .iter()
         .filter(|(task, _)| !tasks_shown.iter().any(|(shown, _)| shown == task))
-        .map(|(_, cells)| cells.clone())
+        .map(|(task, cells)| (*task, cells.clone()))
         .collect();
-    for cells in hidden {
+    let on_client = hidden.iter().map(|(task, _)| *task).collect();
+    for (_, cells) in hidden {
         grid::merge(&mut lanes.client, &cells, source.selected);
     }
     let legend = inner > room.min(streams_wanted) + tasks_shown.len() + 1;
@@ -476,6 +485,7 @@ pub fn render(
         start_ms,
         ms_per_column: per,
         in_order,
+        on_client,
     }
 }
 
@@ -583,6 +593,7 @@ mod tests {
             start_ms: 1000,
             ms_per_column: 10,
             in_order: false,
+            on_client: Vec::new(),
         };
         assert_eq!(
             drawn.hit(9, 1),
