@@ -312,3 +312,42 @@ async fn an_answer_lost_in_the_proxy_is_found_again_by_its_key() {
         running.stop().await;
     }
 }
+
+/// `forkscope --protocol 2026-07-28`: the lab's 2025-11-25 client never starts (no session, no
+/// stream), and its 2026 client's task calls are judged as on `both`: under naive, a lost
+/// answer makes a second task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_only_lab_runs_its_tasks_without_a_session() {
+    use forkscope::lab::{Action, Lab, LabOptions};
+    use forkscope_core::revision::Protocols;
+    let lab = Lab::start(LabOptions {
+        policy: Policy::Naive,
+        protocols: Protocols::Modern,
+        background: None,
+        tool_steps: 2,
+        tool_delay_ms: 20,
+        ..LabOptions::default()
+    })
+    .await
+    .unwrap();
+    lab.apply(Action::LoseAnswer);
+    lab.apply(Action::CallTask);
+    lab.wait_for(LIMIT, |core| {
+        core.history.checker().counters().tasks_created >= 2
+            && core.history.checker().counters().steps_applied >= 4
+    })
+    .await
+    .unwrap();
+    let (session, verdict) = {
+        let core = lab.core();
+        (core.client.session(), core.history.verdict())
+    };
+    assert!(session.is_none(), "no 2025-11-25 session was opened");
+    assert_eq!(
+        verdict.count(AnomalyKind::OrphanTask),
+        1,
+        "{}",
+        verdict.summary()
+    );
+    lab.stop().await;
+}

@@ -70,6 +70,7 @@ fn options(policy: Policy) -> LabOptions {
         via_proxy: true,
         replicas: None,
         latency_ms: 0,
+        protocols: forkscope_core::revision::Protocols::Both,
     }
 }
 

@@ -55,6 +55,11 @@ pub struct DashboardArgs {
     /// With --replicas: how the balancer routes at the start (G switches it).
     #[arg(long, requires = "replicas", value_enum, default_value_t = RoutingArg::RoundRobin)]
     routing: RoutingArg,
+    /// The revisions the lab's server speaks: `both` (default: the 2025-11-25 client and the
+    /// 2026-07-28 one side by side), `2025-11-25` (X is refused), or `2026-07-28` (no session
+    /// and no stream: the lab is X's tasks, each on its own lane).
+    #[arg(long, default_value = "both", conflicts_with = "replicas")]
+    protocol: forkscope_core::revision::Protocols,
 }
 
 /// The policies `--compare` names, checked: two or three, each once.
@@ -106,6 +111,7 @@ pub enum DashboardFailure {
 pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailure> {
     let mut options = LabOptions {
         policy: args.policy,
+        protocols: args.protocol,
         ..LabOptions::default()
     };
     if let Some(grace) = args.grace_ms {

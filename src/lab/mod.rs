@@ -49,6 +49,9 @@ pub struct LabOptions {
     pub latency_ms: u64,
     /// Run the server as replicas behind a balancer on one store; `None`: one server.
     pub replicas: Option<ReplicaSetup>,
+    /// The revisions the lab's server speaks (`--protocol`). Under 2026-07-28 alone the
+    /// 2025-11-25 client does not start: the lab is its 2026 client's (`X`, `a`) and its tasks.
+    pub protocols: forkscope_core::revision::Protocols,
 }
 
 impl Default for LabOptions {
@@ -63,6 +66,7 @@ impl Default for LabOptions {
             via_proxy: true,
             latency_ms: 0,
             replicas: None,
+            protocols: forkscope_core::revision::Protocols::Both,
         }
     }
 }
@@ -190,6 +194,7 @@ impl Lab {
             None => {
                 let serve = ServeOptions {
                     background: options.background,
+                    protocols: options.protocols,
                     ..ServeOptions::default()
                 };
                 let running = server::start(
@@ -233,7 +238,17 @@ impl Lab {
             clock.clone(),
             exchanges.clone(),
         );
-        let tasks = vec![tokio::spawn(client.clone().run())];
+        let legacy = options
+            .protocols
+            .spoken(forkscope_core::tasks::sdk::ModernQuirks::of(options.policy).speaks);
+        let tasks = if legacy.serves_legacy() {
+            vec![tokio::spawn(client.clone().run())]
+        } else {
+            tracing::info!(
+                "2026-07-28 only: no session, no stream to resume; X calls progress_task as a task, a loses its answer"
+            );
+            Vec::new()
+        };
         let task_client = Arc::new(TaskClient::new(
             format!("http://{target}/mcp"),
             forkscope_core::ToolSpec {
