@@ -871,3 +871,65 @@ async fn compare_mode_of_three_turns_its_middle_lab() {
     );
     app.stop().await;
 }
+
+/// `Y` restarts the lab on 2026-07-28 alone: no session, and `a` `X` under naive shows two task
+/// lanes of one call; `Y` twice more returns to both revisions, the 2025-11-25 client back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn y_runs_the_lab_on_2026_alone_and_its_task_lanes_show_the_double_run() {
+    let mut app = dashboard(Policy::Naive).await;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    until(&mut app, &mut terminal, "a connected lab", |s| {
+        applied(s) >= 1
+    })
+    .await;
+    app.handle(key('Y')).await;
+    frame(&mut app, &mut terminal);
+    assert!(
+        screen(&terminal).contains("2026-07-28 alone"),
+        "{}",
+        screen(&terminal)
+    );
+    app.handle(key('a')).await;
+    app.handle(key('X')).await;
+    until(&mut app, &mut terminal, "two tasks of one call", |s| {
+        s.iter().any(|s| {
+            s.view
+                .verdict
+                .counts
+                .iter()
+                .any(|(k, _)| *k == forkscope_core::AnomalyKind::EffectTwice)
+        })
+    })
+    .await;
+    frame(&mut app, &mut terminal);
+    let shown = screen(&terminal);
+    assert!(shown.contains("no session yet"), "{shown}");
+    // Two lanes, one per task: the orphan's ⊗ on one, the second runner's ⇉ (or a step it
+    // applied again, ◈) on the other.
+    let task_lanes: Vec<&str> = shown
+        .lines()
+        .map(|l| l.trim_start_matches('"'))
+        // A task's lane is labelled `t` and its id's six hex digits.
+        .filter(|l| {
+            l.strip_prefix("│t").is_some_and(|rest| {
+                rest.chars().take(6).all(|c| c.is_ascii_hexdigit())
+                    && rest.get(6..).is_some_and(|r| r.starts_with(' '))
+            })
+        })
+        .collect();
+    assert_eq!(task_lanes.len(), 2, "{shown}");
+    assert!(task_lanes.iter().any(|l| l.contains('⊗')), "{shown}");
+    assert!(
+        task_lanes
+            .iter()
+            .any(|l| l.contains('⇉') || l.contains('◈')),
+        "{shown}"
+    );
+    app.handle(key('Y')).await;
+    app.handle(key('Y')).await;
+    until(&mut app, &mut terminal, "the 2025-11-25 client back", |s| {
+        applied(s) >= 1
+    })
+    .await;
+    app.stop().await;
+}

@@ -36,6 +36,8 @@ pub enum Command {
     Explain(u8),
     /// Restart the labs as a lab of replicas on the in-memory store, or back as one server.
     ToggleReplicas,
+    /// Restart the labs on the next revision set: both, 2026-07-28 alone, 2025-11-25 alone.
+    NextRevision,
     /// Choose the replica (0 = A) the replica keys act on.
     PickReplica(u8),
     /// A replica key, on the chosen replica.
@@ -95,9 +97,9 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
         "call the progress_task tool",
     ),
     (
-        "X a",
+        "X a Y",
         Command::Lab(Action::CallTask),
-        "2026: as task · a: lose answer",
+        "task · a loses it · Y revision",
     ),
     (
         "space",
@@ -254,11 +256,12 @@ pub fn command_for(key: KeyEvent) -> Option<Command> {
         // One row of help for both: the toggle and the picker of every policy.
         KeyCode::Char('n') => Some(Command::NextPolicy),
         KeyCode::Char('o') => Some(Command::PickPolicy),
-        // The second keys of the bindings that share a row of help ("+ -", "X a").
+        // The second keys of the bindings that share a row of help ("+ -", "X a Y").
         KeyCode::Char('+') | KeyCode::Char('=') => Some(Command::Lab(Action::SpeedUp)),
         KeyCode::Char('-') => Some(Command::Lab(Action::SpeedDown)),
         KeyCode::Char('a') => Some(Command::Lab(Action::LoseAnswer)),
         KeyCode::Char('X') => Some(Command::Lab(Action::CallTask)),
+        KeyCode::Char('Y') => Some(Command::NextRevision),
         _ => None,
     };
     if travel.is_some() {

@@ -320,6 +320,10 @@ impl App {
             ));
         }
         self.options.replicas = setup.clone();
+        if setup.is_some() {
+            // A lab of replicas speaks both revisions.
+            self.options.protocols = forkscope_core::revision::Protocols::Both;
+        }
         self.replace_labs(&policies, self.options.clone()).await;
         self.replica = crate::tui::panes::replicas::first();
         self.say(match setup {
@@ -328,6 +332,32 @@ impl App {
                  L: one server"
             ),
             None => "a lab of one server (L runs replicas again)".to_owned(),
+        });
+    }
+
+    /// Restarts the labs on the next revision set (`Y`): both, 2026-07-28 alone, 2025-11-25
+    /// alone. A lab of replicas speaks both: it is left as it is.
+    pub(super) async fn next_revision(&mut self) {
+        use forkscope_core::revision::Protocols;
+        if self.options.replicas.is_some() {
+            return self.say("a lab of replicas speaks both revisions: L for one server first");
+        }
+        let next = match self.options.protocols {
+            Protocols::Both => Protocols::Modern,
+            Protocols::Modern => Protocols::Legacy,
+            Protocols::Legacy => Protocols::Both,
+        };
+        self.options.protocols = next;
+        let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
+        self.replace_labs(&policies, self.options.clone()).await;
+        self.say(match next {
+            Protocols::Both => {
+                "both revisions: the 2025-11-25 client and X's 2026-07-28 tasks side by side · Y: 2026-07-28 alone"
+            }
+            Protocols::Modern => {
+                "2026-07-28 alone: no session, no stream; X calls a task, a loses its answer · Y: 2025-11-25 alone"
+            }
+            Protocols::Legacy => "2025-11-25 alone: X is refused · Y: both",
         });
     }
 

@@ -612,6 +612,7 @@ impl App {
             }
             Command::Knobs => self.open_knobs(),
             Command::ToggleReplicas => self.toggle_replicas().await,
+            Command::NextRevision => self.next_revision().await,
             Command::PickReplica(index) => self.pick_replica(index),
             Command::Replica(key) => {
                 let action = self.replica_action(key);

@@ -328,9 +328,16 @@ pub fn render(
     // Rows go to the client, then one stream lane, then the task lanes, then more stream lanes,
     // then the legend: a task's lane says more than a quiet stream's or the legend. A task
     // left without a lane draws on the client's, so no mark is lost to a small pane.
-    let streams_wanted = lanes.streams.len().max(1);
-    let task_room = inner.saturating_sub(2).min(MAX_TASK_LANES);
+    // (A lab of 2026-07-28 alone has no stream: no row is kept for one.)
+    let one_stream = usize::from(!lanes.streams.is_empty() || lanes.tasks.is_empty());
+    let task_room = inner.saturating_sub(1 + one_stream).min(MAX_TASK_LANES);
     let tasks_shown = shown_tasks(&lanes.tasks, task_room);
+    // The rows above the tasks: the stream lanes, or `no events yet`.
+    let streams_wanted = if lanes.streams.is_empty() {
+        usize::from(tasks_shown.is_empty())
+    } else {
+        lanes.streams.len()
+    };
     let room = inner
         .saturating_sub(1 + tasks_shown.len())
         .clamp(1, MAX_STREAM_LANES);
