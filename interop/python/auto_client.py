@@ -23,22 +23,10 @@ import traceback
 import anyio
 from mcp.client.client import Client
 
+from checks import Checks
+
 OVERALL_TIMEOUT_S = 30.0
 TOOL_NAME = "progress_task"
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, name: str, ok: bool, detail: str = "") -> None:
-        if ok:
-            self.passed += 1
-            print(f"PASS {name}" + (f" ({detail})" if detail else ""), flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL {name}" + (f": {detail}" if detail else ""), flush=True)
 
 
 async def run_checks(url: str, expect: str, steps: int, checks: Checks) -> None:

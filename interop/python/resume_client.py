@@ -47,24 +47,11 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from checks import Checks
+
 TOOL_NAME = "progress_task"
 CASE_TIMEOUT_S = 40.0
 ACK_TIMEOUT_S = 5.0
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        if ok:
-            self.passed += 1
-            print(f"PASS {name}" + (f" ({detail})" if detail else ""), flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL {name}" + (f": {detail}" if detail else ""), flush=True)
-        return ok
 
 
 def note(text: str) -> None:

@@ -26,23 +26,10 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from checks import Checks
+
 OVERALL_TIMEOUT_S = 30.0
 TOOL_NAME = "progress_task"
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        if ok:
-            self.passed += 1
-            print(f"PASS {name}" + (f" ({detail})" if detail else ""), flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL {name}" + (f": {detail}" if detail else ""), flush=True)
-        return ok
 
 
 async def run_checks(url: str, steps: int, checks: Checks) -> None:

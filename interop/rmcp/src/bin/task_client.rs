@@ -298,14 +298,11 @@ async fn answer_lost(
     let again = client
         .call_tool_once(call(key, args.steps, args.delay_ms))
         .await;
-    let task = task_of(again);
-    checks.check(
+    Ok(answered_with_task(
+        checks,
         "the re-issue under the same key was answered with a task",
-        task.is_some(),
-        task.as_ref()
-            .map_or("no task".to_string(), |t| format!("task {}", t.task_id)),
-    );
-    Ok(task)
+        again,
+    ))
 }
 
 /// The call answered, then the replica running its task killed (the harness does it on `drop`).
@@ -319,13 +316,7 @@ async fn killed_under(
     let created = client
         .call_tool_once(call(key, args.steps, args.delay_ms))
         .await;
-    let task = task_of(created);
-    checks.check(
-        "the call was answered with a task",
-        task.is_some(),
-        task.as_ref()
-            .map_or("no task".to_string(), |t| format!("task {}", t.task_id)),
-    );
+    let task = answered_with_task(checks, "the call was answered with a task", created);
     if let Some(created) = &task {
         // Killed mid-work: once a read shows the task past its first state (forkscope says
         // `step N of M`), so the survivor has steps to run on from, not only the whole.
@@ -351,11 +342,21 @@ async fn killed_under(
     Ok(task)
 }
 
-fn task_of(answer: Result<CallToolResponse, rmcp::service::ServiceError>) -> Option<Task> {
-    match answer {
+/// The task a `tools/call` was answered with, checked as `what`.
+fn answered_with_task(
+    checks: &mut Checks,
+    what: &str,
+    answer: Result<CallToolResponse, rmcp::service::ServiceError>,
+) -> Option<Task> {
+    let task = match answer {
         Ok(CallToolResponse::Task(created)) => Some(created.task),
         _ => None,
-    }
+    };
+    let said = task
+        .as_ref()
+        .map_or("no task".to_string(), |t| format!("task {}", t.task_id));
+    checks.check(what, task.is_some(), said);
+    task
 }
 
 fn nanos() -> u128 {
