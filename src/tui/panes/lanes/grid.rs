@@ -129,29 +129,18 @@ pub(super) fn build(
             p.mark
         };
         let column = (((at - start) / per) as usize).min(columns.saturating_sub(1));
-        match p.row {
-            Row::Client => put(&mut lanes.client, column, mark, i, selected),
-            Row::Stream(lane) => put(
-                lanes
-                    .streams
-                    .entry(lane)
-                    .or_insert_with(|| vec![None; columns]),
-                column,
-                mark,
-                i,
-                selected,
-            ),
-            Row::Task(task) => put(
-                lanes
-                    .tasks
-                    .entry(task)
-                    .or_insert_with(|| vec![None; columns]),
-                column,
-                mark,
-                i,
-                selected,
-            ),
-        }
+        let lane = match p.row {
+            Row::Client => &mut lanes.client,
+            Row::Stream(lane) => lanes
+                .streams
+                .entry(lane)
+                .or_insert_with(|| vec![None; columns]),
+            Row::Task(task) => lanes
+                .tasks
+                .entry(task)
+                .or_insert_with(|| vec![None; columns]),
+        };
+        put(lane, column, mark, i, selected);
     }
     lanes
 }
