@@ -19,6 +19,7 @@ pub mod driver;
 pub mod emission;
 pub(crate) mod handles;
 pub(crate) mod incoming;
+pub mod listen;
 pub mod liveness;
 pub mod modern;
 pub mod rebinding;

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
 /// Frames a modern call's stream may hold before its runner waits for the client.
-const STREAM_QUEUE: usize = 16;
+pub(super) const STREAM_QUEUE: usize = 16;
 
 /// What the modern side of an endpoint has done, for tests and the log.
 #[derive(Debug, Default)]
@@ -153,6 +153,11 @@ impl Modern {
             ModernRequest::GetTask => self.tasks.get(id, &incoming.params()).await,
             ModernRequest::UpdateTask => self.tasks.update(id, &incoming.params()).await,
             ModernRequest::CancelTask => self.tasks.cancel(id, &incoming.params()).await,
+            ModernRequest::Listen => {
+                let params = incoming.params();
+                let declares = declares_tasks(&params);
+                super::listen::listen(&self.tasks, id, headers, &params, declares).await
+            }
         }
     }
 
@@ -211,21 +216,26 @@ impl Modern {
             self.counters.clone(),
             self.report.clone(),
         ));
-        let body = futures_util::stream::unfold(rx, |mut rx| async move {
-            let frame = rx.recv().await?;
-            Some((Ok::<_, std::convert::Infallible>(frame), rx))
-        });
-        (
-            StatusCode::OK,
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-                (header::HeaderName::from_static("x-accel-buffering"), "no"),
-            ],
-            Body::from_stream(body),
-        )
-            .into_response()
+        sse_response(rx)
     }
+}
+
+/// A stream of the frames `rx` gives, as this endpoint's SSE response: a call's, a listen's.
+pub(super) fn sse_response(rx: mpsc::Receiver<String>) -> Response {
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        let frame = rx.recv().await?;
+        Some((Ok::<_, std::convert::Infallible>(frame), rx))
+    });
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 /// The request's capabilities declare the tasks extension.

@@ -83,6 +83,8 @@ pub(crate) enum Unavailable {
     StoreContended,
     /// The task table is full (the tasks extension).
     TooManyTasks,
+    /// As many `subscriptions/listen` streams are open as this server holds.
+    TooManyListens,
 }
 
 impl Unavailable {
@@ -93,6 +95,7 @@ impl Unavailable {
             Unavailable::StoreUnreachable => "store_unavailable",
             Unavailable::StoreContended => "store_contended",
             Unavailable::TooManyTasks => "too_many_tasks",
+            Unavailable::TooManyListens => "too_many_listens",
         }
     }
 }

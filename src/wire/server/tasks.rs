@@ -53,12 +53,15 @@ pub struct TaskHub {
     runner: Runner,
     rng: Mutex<OsEntropy>,
     pub counters: TaskCounters,
-    /// The runners this endpoint started: a replica killed stops them with everything else.
+    /// The runners and listens this endpoint started: a replica killed stops them with
+    /// everything else.
     runners: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Set once the endpoint was killed: nothing new runs here.
     stopped: std::sync::atomic::AtomicBool,
     /// Who hears what each task did (the checker).
-    report: Report,
+    pub(super) report: Report,
+    /// Listens open at once, bounded: each reads its tasks while it stays open.
+    pub(super) listens: Arc<tokio::sync::Semaphore>,
 }
 
 impl Default for TaskHub {
@@ -82,6 +85,7 @@ impl TaskHub {
             runners: Mutex::default(),
             stopped: std::sync::atomic::AtomicBool::new(false),
             report,
+            listens: Arc::new(tokio::sync::Semaphore::new(super::listen::MAX_LISTENS)),
         }
     }
 
@@ -92,13 +96,22 @@ impl TaskHub {
 
     /// Runs a task here from `done` under `epoch`, unless this endpoint was killed.
     fn start_runner(self: &Arc<Self>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
-        let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        self.spawn_here(run(self.clone(), task, epoch, spec, done));
+    }
+
+    /// Runs `work` on this endpoint (a runner, a listen), unless it was killed: a kill stops
+    /// it with everything else. `false`: killed, nothing started.
+    pub(super) fn spawn_here(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        let mut owned = self.runners.lock().unwrap_or_else(|p| p.into_inner());
         if self.stopped.load(Ordering::SeqCst) {
-            return;
+            return false;
         }
-        runners.retain(|r| !r.is_finished());
-        let handle = tokio::spawn(run(self.clone(), task, epoch, spec, done));
-        runners.push(handle.abort_handle());
+        owned.retain(|r| !r.is_finished());
+        owned.push(tokio::spawn(work).abort_handle());
+        true
     }
 
     /// Stops every runner at once, as a crash would: their tasks' leases run out, and a poll
@@ -174,37 +187,38 @@ impl TaskHub {
         json_response(StatusCode::OK, jsonrpc::result(id, body))
     }
 
-    /// `tasks/get`: the task as stored. One found working past its lease is adopted here
-    /// first, and run on from its last committed step.
+    /// The task as stored. One found working past its lease is adopted here first, and run on
+    /// from its last committed step: every reader (a `tasks/get`, a listen) goes through here,
+    /// so a task whose client only listens is adopted too.
+    pub(super) async fn read(
+        self: &Arc<Self>,
+        task: TaskId,
+    ) -> Result<Result<Task, Missing>, StoreError> {
+        let read = self.store.task_get(task).await?;
+        if let Ok(found) = &read
+            && found.status == Status::Working
+            && let Some(adopted) = self.store.task_adopt(task, self.runner).await?
+        {
+            self.counters.adopted.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(task = %task.short(), epoch = adopted.epoch, done = adopted.done,
+                "adopted a task whose runner's lease ran out");
+            let spec = ToolSpec {
+                steps: adopted.steps,
+                delay_ms: adopted.delay_ms,
+            };
+            self.start_runner(task, adopted.epoch, spec, adopted.done);
+            return Ok(Ok(adopted));
+        }
+        Ok(read)
+    }
+
+    /// `tasks/get`: the task as stored (adopted first if its runner's lease ran out).
     pub(crate) async fn get(self: &Arc<Self>, id: &Value, params: &Value) -> Response {
         let Some(task) = self.named(params) else {
             return missing_task(id, Missing::Unknown);
         };
-        let mut read = match self.store.task_get(task).await {
-            Ok(read) => read,
-            Err(e) => return store_failed(id, &e),
-        };
-        if let Ok(found) = &read
-            && found.status == Status::Working
-        {
-            match self.store.task_adopt(task, self.runner).await {
-                Ok(Some(adopted)) => {
-                    self.counters.adopted.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(task = %task.short(), epoch = adopted.epoch, done = adopted.done,
-                        "adopted a task whose runner's lease ran out");
-                    let spec = ToolSpec {
-                        steps: adopted.steps,
-                        delay_ms: adopted.delay_ms,
-                    };
-                    self.start_runner(task, adopted.epoch, spec, adopted.done);
-                    read = Ok(adopted);
-                }
-                Ok(None) => {}
-                Err(e) => return store_failed(id, &e),
-            }
-        }
-        match read {
-            Ok(task) => {
+        match self.read(task).await {
+            Ok(Ok(task)) => {
                 self.report.tell(|| Record::TaskRead {
                     task: task.id,
                     status: task.status,
@@ -213,7 +227,8 @@ impl TaskHub {
                 body["resultType"] = json!("complete");
                 json_response(StatusCode::OK, jsonrpc::result(id, body))
             }
-            Err(missing) => missing_task(id, missing),
+            Ok(Err(missing)) => missing_task(id, missing),
+            Err(e) => store_failed(id, &e),
         }
     }
 
@@ -264,7 +279,7 @@ impl TaskHub {
         Some(task)
     }
 
-    fn task_json(&self, task: &Task) -> Value {
+    pub(super) fn task_json(&self, task: &Task) -> Value {
         let origin = self.store.task_wall_origin_ms();
         let at = |t: LabTime| iso8601(origin + t.as_millis());
         let mut json = json!({
@@ -369,7 +384,7 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     }
 }
 
-fn store_failed(id: &Value, e: &StoreError) -> Response {
+pub(super) fn store_failed(id: &Value, e: &StoreError) -> Response {
     unavailable(id, Unavailable::StoreUnreachable, &e.to_string(), 1)
 }
 

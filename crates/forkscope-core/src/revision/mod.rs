@@ -154,6 +154,9 @@ pub enum ModernRequest {
     GetTask,
     UpdateTask,
     CancelTask,
+    /// `subscriptions/listen`: a long-lived stream of the notifications asked for (here, the
+    /// tasks extension's `notifications/tasks`); closing it ends the subscription.
+    Listen,
 }
 
 /// Why a request is refused under the era rules.
@@ -277,6 +280,7 @@ pub fn classify_post(served: Protocols, head: &PostHead<'_>) -> Result<Era, Refu
         "tasks/get" => Ok(Era::Modern(ModernRequest::GetTask)),
         "tasks/update" => Ok(Era::Modern(ModernRequest::UpdateTask)),
         "tasks/cancel" => Ok(Era::Modern(ModernRequest::CancelTask)),
+        "subscriptions/listen" => Ok(Era::Modern(ModernRequest::Listen)),
         other => Err(Refusal::MethodNotFound(other.to_owned())),
     }
 }

@@ -41,6 +41,7 @@ fn a_request_with_the_modern_meta_is_served_statelessly_and_anything_else_is_leg
     for (method, wanted) in [
         ("server/discover", ModernRequest::Discover),
         ("tools/list", ModernRequest::ListTools),
+        ("subscriptions/listen", ModernRequest::Listen),
     ] {
         let head = PostHead {
             method: Some(method),

@@ -24,6 +24,7 @@
 //!   failed by the compare-and-set (its runner's next write is refused, so no effect lands after),
 //!   and a deleted task leaves a tombstone, so "expired" stays distinct from "never existed".
 
+pub mod listen;
 pub mod sdk;
 #[cfg(test)]
 mod tests;
@@ -180,6 +181,8 @@ pub enum Settled {
 pub struct TaskRules {
     pub honours_keys: bool,
     pub runs_tasks: bool,
+    /// What a listen's `taskIds` get: each task's state now first, or changes only.
+    pub listen: listen::TaskListen,
 }
 
 impl TaskRules {
@@ -188,6 +191,7 @@ impl TaskRules {
         TaskRules {
             honours_keys: quirks.honours_keys,
             runs_tasks: quirks.runs_tasks,
+            listen: quirks.listen,
         }
     }
 

@@ -4,6 +4,7 @@
 //! cites where it was read, as `resume/sdk/` does for 2025-11-25; `forkscope probe` holds the
 //! lab to the same findings files as the SDKs' own servers (`interop/check-probe.sh`).
 
+use super::listen::TaskListen;
 use crate::policy::Policy;
 
 /// One SDK's 2026-07-28 behaviour.
@@ -15,6 +16,8 @@ pub struct ModernQuirks {
     pub runs_tasks: bool,
     /// It reads `_meta["io.forkscope/idempotencyKey"]`: only the fence does.
     pub honours_keys: bool,
+    /// What it does with a listen's `taskIds` (`notifications/tasks`).
+    pub listen: TaskListen,
     /// (the quirk, where it was read).
     pub cites: &'static [(&'static str, &'static str)],
 }
@@ -24,12 +27,14 @@ const FENCED: ModernQuirks = ModernQuirks {
     speaks: true,
     runs_tasks: true,
     honours_keys: true,
+    listen: TaskListen::CurrentFirst,
     cites: &[],
 };
 
 /// The incident's server on the new wire: tasks as the extension's wire alone gives them.
 const NAIVE: ModernQuirks = ModernQuirks {
     honours_keys: false,
+    listen: TaskListen::ChangesOnly,
     ..FENCED
 };
 
@@ -37,6 +42,7 @@ const TYPESCRIPT: ModernQuirks = ModernQuirks {
     speaks: false,
     runs_tasks: false,
     honours_keys: false,
+    listen: TaskListen::NoTaskIds,
     cites: &[(
         "the v1 SDK (1.32.2) answers no 2026-07-28 request: server/discover without a session is a 400",
         "https://www.npmjs.com/package/@modelcontextprotocol/sdk/v/1.32.2",
@@ -47,6 +53,7 @@ const PYTHON: ModernQuirks = ModernQuirks {
     speaks: true,
     runs_tasks: false,
     honours_keys: false,
+    listen: TaskListen::NoTaskIds,
     cites: &[(
         "mcp 2.3.0 speaks 2026-07-28 but has no tasks extension (no CreateTaskResult in the package)",
         "https://pypi.org/project/mcp/2.3.0/",
@@ -57,10 +64,17 @@ const RMCP: ModernQuirks = ModernQuirks {
     speaks: true,
     runs_tasks: true,
     honours_keys: false,
-    cites: &[(
-        "TaskManager keeps tasks in one process's HashMap, mints every id itself, and aborts the work at its TTL",
-        "https://docs.rs/rmcp/3.11.0/rmcp/task_manager/struct.TaskManager.html",
-    )],
+    listen: TaskListen::NoTaskIds,
+    cites: &[
+        (
+            "TaskManager keeps tasks in one process's HashMap, mints every id itself, and aborts the work at its TTL",
+            "https://docs.rs/rmcp/3.11.0/rmcp/task_manager/struct.TaskManager.html",
+        ),
+        (
+            "its SubscriptionFilter has no taskIds (model.rs, SUBSCRIPTIONS), and a handler that does not implement listen answers subscriptions/listen with method not found: no notifications/tasks",
+            "https://docs.rs/rmcp/3.11.0/rmcp/model/struct.SubscriptionFilter.html",
+        ),
+    ],
 };
 
 impl ModernQuirks {

@@ -1,0 +1,166 @@
+//! `subscriptions/listen` on the 2026-07-28 side: a stream of `notifications/tasks` for the task
+//! ids a client names ([EXT], "Task Status Notifications"). The core's
+//! [`forkscope_core::tasks::listen`] says which ids are acknowledged and which reads are sent;
+//! this file reads the tasks and writes the stream.
+//!
+//! Each open listen reads its tasks from the store every [`LISTEN_POLL_MS`], through the same
+//! read a `tasks/get` takes (so a listened-to task whose runner died is adopted here too), and
+//! sends a state the client was not sent yet, whichever replica wrote it. The first frame is the
+//! acknowledgement; once nothing more can be sent (every task ended and told, or gone) the
+//! subscription ends with its graceful completion result. The client ends it by closing the
+//! stream.
+
+use super::handles::Report;
+use super::refusal::{Unavailable, json_response, unavailable};
+use super::tasks::TaskHub;
+use crate::wire::jsonrpc;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use forkscope_core::Record;
+use forkscope_core::tasks::listen::{self, ListenAsk, ListenRefused, TaskListen, Watch};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Listens one endpoint holds open at once.
+pub const MAX_LISTENS: usize = 64;
+/// How often an open listen reads its tasks.
+pub const LISTEN_POLL_MS: u64 = 50;
+/// The `_meta` key every frame of a subscription carries: the listen request's id.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Opens a listen for the request `id` with `params`; `declares_tasks`: its capabilities
+/// declare the tasks extension.
+pub(crate) async fn listen(
+    hub: &Arc<TaskHub>,
+    id: &Value,
+    headers: &HeaderMap,
+    params: &Value,
+    declares_tasks: bool,
+) -> Response {
+    if !super::refusal::accepts(headers, "text/event-stream") {
+        let why = "subscriptions/listen answers with an SSE stream: Accept must include text/event-stream";
+        return json_response(
+            StatusCode::NOT_ACCEPTABLE,
+            jsonrpc::error(id, jsonrpc::INVALID_REQUEST, why, None),
+        );
+    }
+    let filter = params.get("notifications");
+    let task_ids = filter.and_then(|f| f.get("taskIds")).map(|ids| {
+        ids.as_array()
+            .and_then(|ids| ids.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
+            .ok_or(())
+    });
+    let asked_tasks = task_ids.is_some();
+    let rules = hub.rules();
+    let ask = ListenAsk {
+        task_ids,
+        declares_tasks,
+    };
+    let candidates = match listen::candidates(&ask, rules.listen) {
+        Ok(candidates) => candidates,
+        Err(refused) => return refused_listen(id, &refused),
+    };
+    let Ok(permit) = hub.listens.clone().try_acquire_owned() else {
+        return unavailable(
+            id,
+            Unavailable::TooManyListens,
+            "too many subscriptions are open",
+            1,
+        );
+    };
+    // Acknowledged: the tasks this store knows now, as read for the acknowledgement.
+    let mut known = Vec::with_capacity(candidates.len());
+    for task in candidates {
+        match hub.read(task).await {
+            Ok(Ok(read)) => known.push(read),
+            Ok(Err(_)) => {}
+            Err(e) => return super::tasks::store_failed(id, &e),
+        }
+    }
+    let mut notifications = json!({});
+    if asked_tasks && rules.listen != TaskListen::NoTaskIds {
+        let ids: Vec<String> = known.iter().map(|t| t.id.to_string()).collect();
+        notifications["taskIds"] = json!(ids);
+    }
+    let watch = Watch::new(rules.listen, &known);
+    let (tx, rx) = mpsc::channel::<String>(super::modern::STREAM_QUEUE);
+    let ack = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": { "_meta": { SUBSCRIPTION_ID: id }, "notifications": notifications },
+    });
+    // The queue is empty: the acknowledgement is always the first frame.
+    let _ = tx.try_send(frame(&ack));
+    let stream = follow(hub.clone(), id.clone(), watch, tx, hub.report.clone());
+    hub.spawn_here(async move {
+        stream.await;
+        drop(permit);
+    });
+    super::modern::sse_response(rx)
+}
+
+/// Reads the watched tasks until nothing more can be sent or the client closes the stream.
+async fn follow(
+    hub: Arc<TaskHub>,
+    id: Value,
+    mut watch: Watch,
+    tx: mpsc::Sender<String>,
+    report: Report,
+) {
+    loop {
+        let pending: Vec<_> = watch.pending().collect();
+        for task in pending {
+            let read = match hub.read(task).await {
+                Ok(read) => read,
+                // The store did not answer: read again next time.
+                Err(_) => continue,
+            };
+            let read = read.ok();
+            if !watch.read(task, read.as_ref()) {
+                continue;
+            }
+            let Some(read) = read else { continue };
+            report.tell(|| Record::TaskRead {
+                task: read.id,
+                status: read.status,
+            });
+            let mut params = hub.task_json(&read);
+            params["_meta"] = json!({ SUBSCRIPTION_ID: id });
+            let note =
+                json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": params });
+            if tx.send(frame(&note)).await.is_err() {
+                return;
+            }
+        }
+        if watch.over() {
+            let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } });
+            let _ = tx.send(frame(&jsonrpc::result(&id, done))).await;
+            return;
+        }
+        tokio::select! {
+            () = tx.closed() => return,
+            () = super::modern::pause(LISTEN_POLL_MS) => {}
+        }
+    }
+}
+
+fn frame(message: &impl std::fmt::Display) -> String {
+    format!("data: {message}\n\n")
+}
+
+fn refused_listen(id: &Value, refused: &ListenRefused) -> Response {
+    let data = match refused {
+        ListenRefused::MissingCapability => Some(json!({
+            "requiredCapabilities": { "extensions": { super::tasks::TASKS_EXTENSION: {} } }
+        })),
+        ListenRefused::TooMany { max, .. } => {
+            Some(json!({ "reason": "too_many_task_ids", "max": max }))
+        }
+        ListenRefused::NotAList => None,
+    };
+    json_response(
+        StatusCode::OK,
+        jsonrpc::error(id, refused.code(), &refused.to_string(), data),
+    )
+}
