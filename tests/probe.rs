@@ -280,18 +280,19 @@ async fn a_tool_under_another_name_is_found_by_its_schema_and_used() {
 }
 
 /// The 2026-07-28 task cases: naive makes a second task for a re-issued call (the double
-/// effect); the SDK policies offer what their SDKs offer — mcp 2.3.0 speaks the revision
+/// effect) and loses a task's end in a listen gap, the fence holds every case; the SDK policies offer what their SDKs offer — mcp 2.3.0 speaks the revision
 /// without tasks, the TypeScript v1 SDK does not speak it — so the cases say why they did not
 /// judge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_task_cases_find_naives_second_task_and_skip_what_an_sdk_does_not_offer() {
+async fn the_task_cases_find_naives_second_task_and_lost_end_hold_under_the_fence_and_skip_what_an_sdk_does_not_offer()
+ {
     let task_cases: Vec<String> = probe::cases::CASES
         .iter()
         .map(|(name, _)| *name)
         .filter(|name| name.starts_with("task-"))
         .map(str::to_owned)
         .collect();
-    assert_eq!(task_cases.len(), 5);
+    assert_eq!(task_cases.len(), 6);
     for (policy, expected) in [
         (
             Policy::Naive,
@@ -301,13 +302,32 @@ async fn the_task_cases_find_naives_second_task_and_skip_what_an_sdk_does_not_of
                 "known_on_every_read",
                 "terminal_once",
                 "terminal_once",
+                "lost_in_gap",
+            ],
+        ),
+        (
+            Policy::Fenced,
+            [
+                "one_task",
+                "typed_error",
+                "known_on_every_read",
+                "terminal_once",
+                "terminal_once",
+                "told_on_relisten",
             ],
         ),
         (
             Policy::PythonSdk,
-            ["not_exercised", "not_run", "not_run", "not_run", "not_run"],
+            [
+                "not_exercised",
+                "not_run",
+                "not_run",
+                "not_run",
+                "not_run",
+                "not_run",
+            ],
         ),
-        (Policy::TsSdk, ["not_run"; 5]),
+        (Policy::TsSdk, ["not_run"; 6]),
     ] {
         let running = serve(policy).await;
         let mut opts = options(format!("http://{}/mcp", running.addr));

@@ -108,6 +108,10 @@ pub const CASES: &[(&str, &str)] = &[
         "task-cancel-while-working",
         "2026-07-28: cancel a working task, then read it to its end and after",
     ),
+    (
+        "task-listen-gap",
+        "2026-07-28: listen for a task, break the listen, let the task end, listen again",
+    ),
 ];
 
 /// Where standalone-stream events come from.

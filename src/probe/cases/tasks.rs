@@ -8,11 +8,15 @@
 //! re-issue the call, with a new request id, under the same idempotency key
 //! (`_meta["io.forkscope/idempotencyKey"]`, forkscope's extension: a server that does not read
 //! it shows what a stock client meets).
+//!
+//! A listen gap is played the same way: a `subscriptions/listen` for the task, dropped once
+//! acknowledged; the task ends while none is open; a new listen, read for the end.
 
 use super::{Ctx, NotRun, Outcome};
 use crate::probe::discover::ToolPlan;
+use crate::probe::http::{HttpError, Messages, Opened};
 use crate::wire::mcp::modern::{ModernCall, created_task};
-use forkscope_core::probe::tasks::{self, Reissued, TaskRead};
+use forkscope_core::probe::tasks::{self, Reissued, Relisten, TaskRead};
 use forkscope_core::probe::{Finding, Unexercised};
 use forkscope_core::revision::MODERN;
 use forkscope_core::tasks::EXTENSION;
@@ -67,6 +71,7 @@ pub(super) async fn run(ctx: &Ctx, name: &str) -> Outcome {
         "task-get-repeated" => get_repeated(ctx, tool, &key).await?,
         "task-cancel-after-complete" => cancel_after_complete(ctx, tool, &key).await?,
         "task-cancel-while-working" => cancel_while_working(ctx, tool, &key).await?,
+        "task-listen-gap" => listen_gap(ctx, tool, &key).await?,
         other => return Err(NotRun(format!("no 2026-07-28 case named {other}"))),
     };
     Ok((finding, Vec::new()))
@@ -282,4 +287,111 @@ async fn cancel_while_working(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<F
         reads.push(read(ctx, &task).await?);
     }
     Ok(tasks::judge_terminal(&reads))
+}
+
+async fn listen_gap(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {
+    let task = first_task(ctx, tool, key, 4, 50).await?;
+    // The first listen, acknowledged and then broken: the gap opens.
+    match open_listen(ctx, &task).await? {
+        Listening::Acknowledged(stream) => drop(stream),
+        Listening::Refused(why) => {
+            cancel(ctx, &task).await;
+            return Ok(Finding::not_exercised(Unexercised::NoTaskListen, why));
+        }
+    }
+    if !reads_to_end(ctx, &task)
+        .await?
+        .last()
+        .is_some_and(TaskRead::ended)
+    {
+        return Ok(Finding::not_exercised(
+            Unexercised::NoEndSeen,
+            "the task did not end within the window, so no end fell in the gap",
+        ));
+    }
+    let mut stream = match open_listen(ctx, &task).await? {
+        Listening::Acknowledged(stream) => stream,
+        Listening::Refused(why) => {
+            return Ok(Finding::not_exercised(Unexercised::NoTaskListen, why));
+        }
+    };
+    let deadline = Instant::now() + ctx.window;
+    let mut relisten = Relisten::NoEnd;
+    while let Some(message) = stream.next(deadline).await {
+        let params = &message["params"];
+        let status = params["status"].as_str().unwrap_or_default();
+        if message["method"] == "notifications/tasks"
+            && params["taskId"] == task.as_str()
+            && tasks::is_terminal(status)
+        {
+            relisten = Relisten::EndSent(status.to_owned());
+            break;
+        }
+        // The subscription's own answer: it ended.
+        if message.get("id").is_some() {
+            break;
+        }
+    }
+    Ok(tasks::judge_listen_gap(&relisten))
+}
+
+/// A listen for one task: acknowledged for it, or why not.
+enum Listening {
+    Acknowledged(Messages),
+    Refused(String),
+}
+
+async fn open_listen(ctx: &Ctx, task: &str) -> Result<Listening, NotRun> {
+    let what = "subscriptions/listen";
+    let call = request(
+        what,
+        json!({ "notifications": { "taskIds": [task] } }),
+        None,
+    );
+    let mut stream = match ctx.target.modern_open(what, &call).await {
+        Ok(Opened::Stream(stream)) => stream,
+        Ok(Opened::Answer(Err(error))) => {
+            return Ok(Listening::Refused(format!("{what} was answered {error}")));
+        }
+        Ok(Opened::Answer(Ok(_))) => {
+            return Ok(Listening::Refused(format!(
+                "{what} was answered at once, with no stream"
+            )));
+        }
+        Err(refused @ HttpError::Status { .. }) => {
+            return Ok(Listening::Refused(refused.to_string()));
+        }
+        Err(e) => return Err(NotRun(format!("{what} was not answered: {e}"))),
+    };
+    let deadline = Instant::now() + ctx.window;
+    while let Some(message) = stream.next(deadline).await {
+        if message["method"] == "notifications/subscriptions/acknowledged" {
+            let names_it = message
+                .pointer("/params/notifications/taskIds")
+                .and_then(Value::as_array)
+                .is_some_and(|ids| ids.iter().any(|id| id == task));
+            return Ok(if names_it {
+                Listening::Acknowledged(stream)
+            } else {
+                Listening::Refused(format!(
+                    "the acknowledgement named no task id (notifications: {})",
+                    message
+                        .pointer("/params/notifications")
+                        .unwrap_or(&Value::Null)
+                ))
+            });
+        }
+        if let Some(error) = message.get("error") {
+            return Ok(Listening::Refused(format!(
+                "{what} was answered with error {}",
+                error.get("code").unwrap_or(&Value::Null)
+            )));
+        }
+        if message.get("id").is_some() {
+            return Ok(Listening::Refused(
+                "the subscription ended before its acknowledgement".into(),
+            ));
+        }
+    }
+    Ok(Listening::Refused("no acknowledgement came".into()))
 }

@@ -10,7 +10,7 @@ mod connections;
 mod target;
 
 pub use connections::{Case, Conn, Extra, count};
-pub use target::{Bounds, HttpError, Session, Target};
+pub use target::{Bounds, HttpError, Messages, Opened, Session, Target};
 
 use crate::wire::mcp::RpcError;
 use futures_util::StreamExt;

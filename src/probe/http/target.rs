@@ -148,6 +148,30 @@ impl Target {
         self.outcome_of(what, resp, RequestId(call.id)).await
     }
 
+    /// A long-lived 2026-07-28 request (`subscriptions/listen`): its stream, to read message
+    /// by message, or the answer that came instead (an error, a JSON result).
+    pub async fn modern_open(
+        &self,
+        what: &'static str,
+        call: &ModernCall<'_>,
+    ) -> Result<Opened, HttpError> {
+        let resp = self
+            .send(what, call.post(&self.endpoint.http, &self.endpoint.url))
+            .await?;
+        if resp.status().is_success() && mcp::response::is_event_stream(resp.headers()) {
+            return Ok(Opened::Stream(Messages {
+                body: Box::pin(resp.bytes_stream()),
+                parser: crate::wire::sse::Parser::new(),
+                ready: std::collections::VecDeque::new(),
+                seen: 0,
+                limit: self.bounds.body_bytes,
+            }));
+        }
+        Ok(Opened::Answer(
+            self.outcome_of(what, resp, RequestId(call.id)).await?,
+        ))
+    }
+
     /// The answer to request `id`: its result or its error, whether it came as JSON or as an
     /// SSE stream.
     async fn outcome_of(
@@ -306,5 +330,58 @@ impl Target {
     pub async fn end_session(&self, session: &Session) {
         let req = self.endpoint.delete(session.headers());
         let _ = timeout(self.bounds.answer, req.send()).await;
+    }
+}
+
+/// What a long-lived request was answered with.
+#[derive(Debug)]
+pub enum Opened {
+    Stream(Messages),
+    Answer(Result<Value, RpcError>),
+}
+
+type Body = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send>,
+>;
+
+/// An SSE response read one JSON-RPC message at a time, bounded in bytes. Dropping it closes
+/// the connection.
+pub struct Messages {
+    body: Body,
+    parser: crate::wire::sse::Parser,
+    ready: std::collections::VecDeque<Value>,
+    seen: usize,
+    limit: usize,
+}
+
+impl std::fmt::Debug for Messages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Messages")
+            .field("ready", &self.ready.len())
+            .field("seen", &self.seen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Messages {
+    /// The next message, or `None` when the stream ended, broke, went past its bound, or
+    /// `deadline` came first. Data that is not JSON is skipped.
+    pub async fn next(&mut self, deadline: Instant) -> Option<Value> {
+        loop {
+            if let Some(message) = self.ready.pop_front() {
+                return Some(message);
+            }
+            let chunk = timeout_at(deadline, self.body.next()).await.ok()??.ok()?;
+            self.seen += chunk.len();
+            if self.seen > self.limit {
+                return None;
+            }
+            let events = self.parser.feed(&chunk).ok()?;
+            self.ready.extend(
+                events
+                    .iter()
+                    .filter_map(|e| serde_json::from_str(&e.data).ok()),
+            );
+        }
     }
 }

@@ -191,6 +191,32 @@ pub fn judge_terminal(reads: &[TaskRead]) -> Finding {
     }
 }
 
+/// What a listen opened after a gap sent of a task that ended in the gap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Relisten {
+    /// A `notifications/tasks` with the task's end (this status).
+    EndSent(String),
+    /// No end: the subscription completed without it, or the window closed first.
+    NoEnd,
+}
+
+/// A listen stream has no replay: the end a task reached while the client had no listen open
+/// is told by a new listen, or never — and a client waiting on its listen waits for ever.
+pub fn judge_listen_gap(relisten: &Relisten) -> Finding {
+    match relisten {
+        Relisten::EndSent(status) => Finding::holds(
+            Verdict::ToldOnRelisten {
+                status: status.clone(),
+            },
+            "the new listen sent the task's state as it is now first: a client whose listen broke is told what it missed",
+        ),
+        Relisten::NoEnd => Finding::violated(
+            Verdict::LostInGap,
+            "the new listen sent only what changed after it opened: the end the task reached in the gap is never told, and a client waiting on its listen is never told its task ended (it must poll tasks/get to learn it)",
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +319,15 @@ mod tests {
             judge_terminal(&[status("working"), TaskRead::Unknown]).judged,
             Judged::NotExercised
         );
+    }
+
+    #[test]
+    fn a_listen_gap_holds_only_when_the_relisten_tells_the_end() {
+        let told = judge_listen_gap(&Relisten::EndSent("completed".into()));
+        assert!(told.held());
+        assert_eq!(told.verdict.word(), "told_on_relisten");
+        let lost = judge_listen_gap(&Relisten::NoEnd);
+        assert!(lost.is_violated());
+        assert_eq!(lost.verdict.word(), "lost_in_gap");
     }
 }

@@ -43,6 +43,10 @@ pub enum Verdict {
     TerminalOnce { status: String },
     /// A task read as ended was later read otherwise.
     TerminalChanged { from: String, to: String },
+    /// A listen opened after the task ended while none was open told its end.
+    ToldOnRelisten { status: String },
+    /// A listen opened after the task ended while none was open never told its end.
+    LostInGap,
     /// The case saw too little to judge what it tests: neither holds nor violated.
     NotExercised { because: Unexercised },
 }
@@ -75,6 +79,9 @@ pub enum Unexercised {
     NoTasks,
     /// The task did not end within the window.
     NoEndSeen,
+    /// The server acknowledged no listen for the task (`subscriptions/listen` refused, or its
+    /// acknowledgement named no task id).
+    NoTaskListen,
 }
 
 impl Unexercised {
@@ -107,6 +114,9 @@ impl Unexercised {
                 "the server declares no tasks extension: a second run of a re-issued call cannot be seen".into()
             }
             Unexercised::NoEndSeen => "the task did not end within the window".into(),
+            Unexercised::NoTaskListen => {
+                "the server acknowledged no listen for the task: no notifications/tasks to lose".into()
+            }
         }
     }
 }
@@ -126,10 +136,12 @@ impl Verdict {
             | Verdict::CleanContinuation
             | Verdict::OneTask
             | Verdict::KnownOnEveryRead { .. }
-            | Verdict::TerminalOnce { .. } => 0,
+            | Verdict::TerminalOnce { .. }
+            | Verdict::ToldOnRelisten { .. } => 0,
             Verdict::TypedRejection { .. } | Verdict::TypedError { .. } => 1,
             Verdict::UnknownOnSomeReads { .. } => 5,
             Verdict::TerminalChanged { .. } => 6,
+            Verdict::LostInGap => 5,
             Verdict::SecondTask => 7,
             Verdict::NoAnswer { .. } => 2,
             Verdict::SilentEmptyStream { .. } => 3,
@@ -190,6 +202,12 @@ impl Verdict {
             Verdict::TerminalOnce { status } => format!("terminal once: {status}, on every read"),
             Verdict::TerminalChanged { from, to } => {
                 format!("terminal changed: read {from}, then {to}")
+            }
+            Verdict::ToldOnRelisten { status } => {
+                format!("told on relisten: the new listen sent the task's end, {status}")
+            }
+            Verdict::LostInGap => {
+                "lost in the gap: the new listen never sent the end the task reached between listens".into()
             }
             Verdict::NotExercised { because } => format!("not exercised: {}", because.describe()),
         }
