@@ -903,18 +903,32 @@ async fn y_runs_the_lab_on_2026_alone_and_its_task_lanes_show_the_double_run() {
     .await;
     frame(&mut app, &mut terminal);
     let shown = screen(&terminal);
-    assert!(shown.contains("no session yet"), "{shown}");
+    // No session, no stream: the server's pane lists its tasks, the second a run again of
+    // the one call; the invariant pane lists the tasks extension's guarantees, naive's first
+    // one broken; the header names the revision.
+    assert!(shown.contains("server · tasks"), "{shown}");
+    assert!(shown.contains("⇉ run 2 of its call"), "{shown}");
+    assert!(
+        shown.contains("✘ 1 a re-issue finds its task by key"),
+        "{shown}"
+    );
+    assert!(
+        shown.lines().next().unwrap().contains("2026-07-28 only"),
+        "{shown}"
+    );
+    assert!(shown.contains("1 orphaned"), "{shown}");
     // Two lanes, one per task: the orphan's ⊗ on one, the second runner's ⇉ (or a step it
     // applied again, ◈) on the other.
     let task_lanes: Vec<&str> = shown
         .lines()
         .map(|l| l.trim_start_matches('"'))
-        // A task's lane is labelled `t` and its id's six hex digits.
+        // A task's lane is labelled `t` and its id's six hex digits, and runs in dots.
         .filter(|l| {
-            l.strip_prefix("│t").is_some_and(|rest| {
-                rest.chars().take(6).all(|c| c.is_ascii_hexdigit())
-                    && rest.get(6..).is_some_and(|r| r.starts_with(' '))
-            })
+            l.contains("··")
+                && l.strip_prefix("│t").is_some_and(|rest| {
+                    rest.chars().take(6).all(|c| c.is_ascii_hexdigit())
+                        && rest.get(6..).is_some_and(|r| r.starts_with(' '))
+                })
         })
         .collect();
     assert_eq!(task_lanes.len(), 2, "{shown}");

@@ -103,6 +103,8 @@ pub struct Snapshot {
     pub proxy_addr: SocketAddr,
     /// A lab of replicas: each replica, the balancer's routing, the store's records.
     pub replicas: Option<ReplicasView>,
+    /// The revisions the lab's server speaks (`--protocol`, as its policy can speak them).
+    pub protocols: forkscope_core::revision::Protocols,
 }
 
 impl Snapshot {
@@ -127,6 +129,7 @@ impl Snapshot {
             server_addr: SocketAddr::from(([127, 0, 0, 1], 8931)),
             proxy_addr: SocketAddr::from(([127, 0, 0, 1], 8932)),
             replicas: None,
+            protocols: forkscope_core::revision::Protocols::Both,
         }
     }
 }
@@ -249,13 +252,16 @@ impl Lab {
             );
             Vec::new()
         };
-        let task_client = Arc::new(TaskClient::new(
-            format!("http://{target}/mcp"),
-            forkscope_core::ToolSpec {
-                steps: options.tool_steps,
-                delay_ms: options.tool_delay_ms,
-            },
-        ));
+        let task_client = Arc::new(
+            TaskClient::new(
+                format!("http://{target}/mcp"),
+                forkscope_core::ToolSpec {
+                    steps: options.tool_steps,
+                    delay_ms: options.tool_delay_ms,
+                },
+            )
+            .logging_to(exchanges.clone(), clock.clone()),
+        );
         Ok(Lab {
             task_client,
             options,
@@ -568,6 +574,10 @@ impl Lab {
         let now = self.clock.now();
         let core = self.shared.lock();
         let view = View::compose(now, &core.server, Some(&core.client), &core.history);
+        let protocols = self
+            .options
+            .protocols
+            .spoken(forkscope_core::tasks::sdk::ModernQuirks::of(view.policy).speaks);
         let recent = core.history.recent();
         let skip = recent.len().saturating_sub(RECENT_ENTRIES);
         let stats = &self.proxy.stats;
@@ -590,6 +600,7 @@ impl Lab {
                 .replicas
                 .as_deref()
                 .map(|r| r.view(core.history.checker())),
+            protocols,
         }
     }
 

@@ -11,10 +11,11 @@ use super::panes::policies;
 use super::panes::proof::{self, ProofView};
 use super::panes::{
     client, exchanges, footer, header, help, invariant, knobs, lanes, logs, presenter, replicas,
-    streams,
+    streams, tasks,
 };
 use super::theme::Theme;
 use crate::lab::Snapshot;
+use forkscope_core::revision::Protocols;
 use forkscope_core::{Condition, ReplicaId};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -289,13 +290,16 @@ fn draw_too_narrow(frame: &mut Frame, area: Rect, screen: &Screen, theme: &Theme
     );
 }
 
-/// The server's side: its streams, or in a lab of replicas each replica and the store.
+/// The server's side: its streams (its tasks, under 2026-07-28 alone), or in a lab of replicas
+/// each replica and the store.
 fn server_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, chosen: ReplicaId, theme: &Theme) {
     match &snap.replicas {
         Some(view) => {
             let session = snap.view.client.as_ref().and_then(|c| c.session);
             replicas::render(frame, area, view, &snap.recent, session, chosen, theme);
         }
+        // 2026-07-28 alone has no session and no stream: its tasks are the server's state.
+        None if snap.protocols == Protocols::Modern => tasks::render(frame, area, snap, theme),
         None => streams::render(frame, area, snap, theme),
     }
 }

@@ -8,7 +8,8 @@
 
 use crate::lab::replicas::{Held, ReplicaView, StoredStream};
 use crate::lab::{Exchange, ReplicasView, Snapshot};
-use forkscope_core::history::{Counters, Entry, Verdict};
+use forkscope_core::history::{Counters, Entry, TaskLine, Verdict};
+use forkscope_core::tasks::guarantee::GuaranteeStatus;
 use forkscope_core::view::{ClientView, ConditionStatus, SessionView, StreamView};
 use forkscope_core::{Anomaly, Record, View};
 use std::collections::BTreeMap;
@@ -144,6 +145,19 @@ impl Weigh for ConditionStatus {
     }
 }
 
+impl Weigh for GuaranteeStatus {
+    fn heap(&self) -> usize {
+        0
+    }
+}
+
+impl Weigh for TaskLine {
+    fn heap(&self) -> usize {
+        // Its call's name is shared with the checker's own record of it.
+        0
+    }
+}
+
 impl Weigh for Anomaly {
     fn heap(&self) -> usize {
         match self {
@@ -170,6 +184,8 @@ impl Weigh for View {
         self.sessions.heap()
             + self.client.heap()
             + self.conditions.heap()
+            + self.guarantees.heap()
+            + self.tasks.heap()
             + self.verdict.heap()
             + self.counters.heap()
     }

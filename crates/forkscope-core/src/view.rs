@@ -3,13 +3,17 @@
 
 use crate::client::{Client, Phase};
 use crate::config::LabConfig;
-use crate::history::{Counters, History, Verdict};
+use crate::history::{Counters, History, TaskLine, Verdict};
 use crate::ids::{SessionId, StreamId};
 use crate::policy::{Condition, Policy};
 use crate::server::{Server, StreamState};
+use crate::tasks::guarantee::{GuaranteeStatus, guarantees};
 use crate::time::LabTime;
 use crate::vocabulary::{OrphanCause, StreamKind};
 use serde::Serialize;
+
+/// Tasks a view carries: more than a pane has rows for.
+pub const TASKS_SHOWN: usize = 16;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct View {
@@ -19,6 +23,10 @@ pub struct View {
     pub sessions: Vec<SessionView>,
     pub client: Option<ClientView>,
     pub conditions: Vec<ConditionStatus>,
+    /// 2026-07-28: what the policy guarantees a client of the tasks extension.
+    pub guarantees: Vec<GuaranteeStatus>,
+    /// 2026-07-28: the newest tasks the checker keeps, oldest first.
+    pub tasks: Vec<TaskLine>,
     pub verdict: Verdict,
     pub counters: Counters,
     /// What the client is owed and has not had yet, and which can still arrive.
@@ -160,6 +168,8 @@ impl View {
             sessions,
             client: client_view,
             conditions: conditions(server.policy(), server.config(), reconciles),
+            guarantees: guarantees(server.policy()),
+            tasks: history.checker().tasks(TASKS_SHOWN),
             verdict: history.verdict(),
             counters: history.checker().counters().clone(),
             owed_open: history.checker().open_obligations(),

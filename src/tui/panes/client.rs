@@ -6,6 +6,7 @@ use crate::tui::theme::Theme;
 use forkscope_core::AnomalyKind;
 use forkscope_core::StreamIdentity;
 use forkscope_core::client::{Phase, RequestPhase};
+use forkscope_core::revision::Protocols;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -14,6 +15,9 @@ use ratatui::widgets::Paragraph;
 /// `hidden`: predict, then reveal — the applied and duplicate counts are the verdict's, so they
 /// wait too.
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
+    if snap.protocols == Protocols::Modern {
+        return render_modern(frame, area, snap, hidden, theme);
+    }
     let Some(client) = &snap.view.client else {
         frame.render_widget(
             Paragraph::new("no client").block(block("client", theme)),
@@ -338,4 +342,74 @@ fn tool_call(
         form(format!("{brief} "), &short, false),
     ];
     super::fit(forms, inner)
+}
+
+/// The client of a 2026-07-28 lab: no session, no cursor, no token — each call stands alone,
+/// and what it holds is the task ids that reached it. Each line in full where it fits, else
+/// shorter.
+fn render_modern(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
+    let tasks = &snap.view.tasks;
+    let mut calls: Vec<&str> = tasks.iter().map(|t| t.op.as_ref()).collect();
+    calls.sort_unstable();
+    calls.dedup();
+    let calls = calls.len();
+    let known = tasks.iter().filter(|t| t.named).count();
+    let found = tasks.iter().map(|t| u64::from(t.found_again)).sum::<u64>();
+    let ended = tasks.iter().filter(|t| t.ended.is_some()).count();
+    let made = tasks.len();
+    let orphans = tasks.iter().filter(|t| t.orphaned).count();
+    let inner = usize::from(area.width.saturating_sub(2));
+    let label = |s: &'static str| Span::styled(format!("{s:<8}"), theme.dim());
+    let fit = |label: Span<'static>, forms: Vec<String>, style| {
+        let forms = forms
+            .into_iter()
+            .map(|f| Line::from(vec![label.clone(), Span::styled(f, style)]))
+            .collect();
+        super::fit(forms, inner)
+    };
+    let mut lines = vec![
+        fit(
+            label("wire"),
+            vec![
+                "2026-07-28: no session, cursor or token".into(),
+                "2026-07-28: no session".into(),
+                "2026-07-28".into(),
+            ],
+            theme.text(),
+        ),
+        fit(
+            label("calls"),
+            vec![
+                format!("{calls} asked · {found} re-issue(s) found by key"),
+                format!("{calls} asked · {found} found by key"),
+                format!("{calls} · ↻{found}"),
+            ],
+            theme.text(),
+        ),
+        fit(
+            label("tasks"),
+            vec![
+                format!("{made} made · {known} id(s) known · {ended} ended"),
+                format!("{made} made · {known} known · {ended} ended"),
+                format!("{made} · {known} known · {ended} ■"),
+            ],
+            theme.text(),
+        ),
+    ];
+    if !hidden {
+        let (forms, style) = if orphans == 0 {
+            (vec!["none orphaned".to_owned()], theme.good())
+        } else {
+            (
+                vec![
+                    format!("{orphans} orphaned: id never reached it"),
+                    format!("{orphans} orphaned"),
+                    format!("⊗{orphans}"),
+                ],
+                theme.bad(),
+            )
+        };
+        lines.push(fit(label("owed"), forms, style));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block("client", theme)), area);
 }

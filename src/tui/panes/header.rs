@@ -6,6 +6,7 @@ use super::seconds;
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
 use forkscope_core::Policy;
+use forkscope_core::revision::Protocols;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -13,6 +14,22 @@ use ratatui::text::{Line, Span};
 pub fn policy_badge(policy: Policy, theme: &Theme) -> Span<'static> {
     let label = format!(" {} ", policy.name().to_uppercase());
     Span::styled(label, theme.policy_badge(policy.fences()))
+}
+
+/// A lab of one revision says which, shrinking before the title goes; a lab of both says
+/// nothing (the default).
+fn revision<'a>(protocols: Protocols, theme: &Theme) -> Part<'a> {
+    match protocols {
+        Protocols::Both => Part::new(vec![Vec::new()]),
+        one => Part::new(vec![
+            vec![Span::styled(
+                format!(" {} only", one.name()),
+                theme.accent(),
+            )],
+            vec![Span::styled(format!(" {}", one.name()), theme.accent())],
+            Vec::new(),
+        ]),
+    }
 }
 
 /// Time travel's position: the moment shown (0-based) of how many.
@@ -160,10 +177,14 @@ pub fn line<'a>(
     let mut parts = vec![Part::optional(Span::styled(" forkscope ", theme.title()))];
     if compare {
         parts.push(Part::one(Span::styled(" COMPARE ", theme.accent())));
-        parts.push(Part::optional(Span::raw(" same actions in each lab ")));
+        let subtitle = match snap.protocols {
+            Protocols::Both => " same actions in each lab ".to_owned(),
+            one => format!(" same actions in each lab · {} only ", one.name()),
+        };
+        parts.push(Part::optional(Span::raw(subtitle)));
     } else {
         parts.push(Part::one(policy_badge(snap.view.policy, theme)));
-        parts.push(Part::new(vec![Vec::new()]));
+        parts.push(revision(snap.protocols, theme));
     }
     let at = seconds(snap.view.at.as_millis());
     if let Some(t) = travel {

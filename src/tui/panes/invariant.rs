@@ -1,10 +1,11 @@
 //! The invariant panel: the five conditions of the seed, green or red, and the checker's
-//! verdict with its one-sentence explanation.
+//! verdict with its one-sentence explanation. A lab of 2026-07-28 alone has no stream to fence:
+//! it lists the tasks extension's five guarantees under the policy instead.
 
 use super::{block, wrap_words};
 use crate::lab::Snapshot;
 use crate::tui::theme::Theme;
-use forkscope_core::view::ConditionStatus;
+use forkscope_core::revision::Protocols;
 use forkscope_core::{AnomalyKind, Condition};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -13,6 +14,37 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 /// Rows below which the five conditions share one line, so the verdict and its sentence stay.
 const COMPACT_BELOW: u16 = 11;
+
+/// One line of the list: a condition of the seed, or a guarantee of the tasks extension.
+struct Item<'s> {
+    number: u8,
+    holds: bool,
+    title: &'static str,
+    meaning: &'static str,
+    note: &'s str,
+}
+
+/// The list the lab's revision is judged by, and what it is called.
+fn items(snap: &Snapshot) -> (&'static str, Vec<Item<'_>>) {
+    if snap.protocols == Protocols::Modern {
+        let items = snap.view.guarantees.iter().map(|g| Item {
+            number: g.guarantee.number(),
+            holds: g.holds,
+            title: g.guarantee.title(),
+            meaning: g.guarantee.meaning(),
+            note: g.note,
+        });
+        return ("guarantee", items.collect());
+    }
+    let items = snap.view.conditions.iter().map(|c| Item {
+        number: c.condition.number(),
+        holds: c.holds,
+        title: c.condition.title(),
+        meaning: c.condition.meaning(),
+        note: &c.note,
+    });
+    ("condition", items.collect())
+}
 
 /// `explained`: the condition a person asked about (keys 1–5): its meaning and why it holds
 /// or not here lead the panel, at any size.
@@ -28,29 +60,26 @@ pub fn render(
     let width = area.width.saturating_sub(2) as usize;
     let rows = area.height.saturating_sub(2) as usize;
     let verdict_rows = verdict_rows(snap, width, theme);
-    let conditions = snap.view.conditions.len();
-    let explained = explained.and_then(|e| snap.view.conditions.iter().find(|c| c.condition == e));
-    // Compact: the conditions share one line, which carries the `1–5` hint itself.
-    let compact = area.height < COMPACT_BELOW || conditions + verdict_rows > rows;
+    let (noun, items) = items(snap);
+    let explained = explained.and_then(|e| items.iter().find(|c| c.number == e.number()));
+    // Compact: the list shares one line, which carries the `1–5` hint itself.
+    let compact = area.height < COMPACT_BELOW || items.len() + verdict_rows > rows;
     let mut lines: Vec<Line> = if let Some(c) = explained {
         explain(c, width, theme)
     } else if compact {
-        let mut fields = vec![vec![Span::styled("conditions ", theme.title())]];
-        for c in &snap.view.conditions {
+        let mut fields = vec![vec![Span::styled(format!("{noun}s "), theme.title())]];
+        for c in &items {
             let (mark, style) = if c.holds {
                 ("✔", theme.good())
             } else {
                 ("✘", theme.bad())
             };
-            fields[0].push(Span::styled(
-                format!("{mark}{} ", c.condition.number()),
-                style,
-            ));
+            fields[0].push(Span::styled(format!("{mark}{} ", c.number), style));
         }
         fields.push(vec![Span::styled(" 1–5 explain", theme.dim())]);
         vec![super::fields(fields, width)]
     } else {
-        full_conditions(snap, theme, width, rows.saturating_sub(verdict_rows))
+        full_conditions(&items, theme, width, rows.saturating_sub(verdict_rows))
     };
     // Too short for both: the verdict leads, and the conditions' line follows if it fits.
     if compact && explained.is_none() && 1 + verdict_rows > rows {
@@ -61,7 +90,7 @@ pub fn render(
         push_verdict(&mut lines, snap, width, theme);
     }
     if explained.is_none() && !compact && lines.len() < rows {
-        lines.push(Line::styled("1–5 explain a condition", theme.dim()));
+        lines.push(Line::styled(format!("1–5 explain a {noun}"), theme.dim()));
     }
     frame.render_widget(
         Paragraph::new(lines)
@@ -81,12 +110,8 @@ pub fn render_explained(
     theme: &Theme,
 ) {
     let width = area.width.saturating_sub(2) as usize;
-    let Some(c) = snap
-        .view
-        .conditions
-        .iter()
-        .find(|c| c.condition == explained)
-    else {
+    let (_, items) = items(snap);
+    let Some(c) = items.iter().find(|c| c.number == explained.number()) else {
         return;
     };
     let mut lines = explain(c, width, theme);
@@ -125,14 +150,14 @@ fn verdict_rows(snap: &Snapshot, width: usize, theme: &Theme) -> usize {
 }
 
 /// One condition, explained: its title, what it means, and why it holds or not in this run.
-fn explain(c: &ConditionStatus, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+fn explain(c: &Item, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let (mark, style) = if c.holds {
         ("✔ holds", theme.good())
     } else {
         ("✘ broken", theme.bad())
     };
     let mut lines = vec![Line::styled(
-        format!("{mark} · {} {}", c.condition.number(), c.condition.title()),
+        format!("{mark} · {} {}", c.number, c.title),
         style,
     )];
     let mut said = |label: &str, text: &str| {
@@ -146,9 +171,9 @@ fn explain(c: &ConditionStatus, width: usize, theme: &Theme) -> Vec<Line<'static
             ));
         }
     };
-    said("means: ", c.condition.meaning());
+    said("means: ", c.meaning);
     if !c.note.is_empty() {
-        said("here: ", &c.note);
+        said("here: ", c.note);
     }
     lines
 }
@@ -158,7 +183,7 @@ fn explain(c: &ConditionStatus, width: usize, theme: &Theme) -> Vec<Line<'static
 /// the notes do not all fit, the broken conditions keep theirs (they explain the verdict); when
 /// even those do not, the titles alone.
 fn full_conditions<'a>(
-    snap: &Snapshot,
+    items: &[Item],
     theme: &Theme,
     width: usize,
     budget: usize,
@@ -168,13 +193,13 @@ fn full_conditions<'a>(
     let layouts = [(true, true), (true, false), (false, true), (false, false)].map(
         |(all_notes, meanings)| {
             let mut lines = Vec::new();
-            for c in &snap.view.conditions {
+            for c in items {
                 let (mark, style) = if c.holds {
                     ("✔", theme.good())
                 } else {
                     ("✘", theme.bad())
                 };
-                let head = format!("{mark} {} {}", c.condition.number(), c.condition.title());
+                let head = format!("{mark} {} {}", c.number, c.title);
                 let note = (all_notes || !c.holds) && !c.note.is_empty();
                 if !note {
                     lines.push(Line::styled(head, style));
@@ -185,15 +210,14 @@ fn full_conditions<'a>(
                     ]));
                 } else {
                     lines.push(Line::styled(head, style));
-                    for part in wrap_words(&c.note, width.saturating_sub(4)) {
+                    for part in wrap_words(c.note, width.saturating_sub(4)) {
                         lines.push(Line::styled(format!("    {part}"), theme.dim()));
                     }
                 }
                 if meanings && !c.holds {
-                    for part in wrap_words(
-                        &format!("means: {}", c.condition.meaning()),
-                        width.saturating_sub(4),
-                    ) {
+                    for part in
+                        wrap_words(&format!("means: {}", c.meaning), width.saturating_sub(4))
+                    {
                         lines.push(Line::styled(format!("    {part}"), theme.dim()));
                     }
                 }
@@ -204,8 +228,7 @@ fn full_conditions<'a>(
     if let Some(fits) = layouts.into_iter().find(|l| l.len() <= budget) {
         fits
     } else {
-        snap.view
-            .conditions
+        items
             .iter()
             .map(|c| {
                 let (mark, style) = if c.holds {
@@ -213,10 +236,7 @@ fn full_conditions<'a>(
                 } else {
                     ("✘", theme.bad())
                 };
-                Line::styled(
-                    format!("{mark} {} {}", c.condition.number(), c.condition.title()),
-                    style,
-                )
+                Line::styled(format!("{mark} {} {}", c.number, c.title), style)
             })
             .collect()
     }

@@ -19,6 +19,7 @@ pub mod presenter;
 pub mod proof;
 pub mod replicas;
 pub mod streams;
+pub mod tasks;
 
 use super::theme::Theme;
 use ratatui::Frame;

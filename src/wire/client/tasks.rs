@@ -11,6 +11,7 @@ use forkscope_core::Entropy;
 use forkscope_core::tasks::POLL_INTERVAL_MS;
 use forkscope_core::work::ToolSpec;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -84,6 +85,8 @@ pub struct TaskClient {
     /// (Redis keeps a key past its task's TTL) never answers for one of this lab's intents.
     nonce: u32,
     pub counters: TaskClientCounters,
+    /// Where each exchange is reported (the lab's http pane), at the lab's time.
+    log: Option<(Arc<dyn super::ExchangeLog>, Arc<crate::clock::LabClock>)>,
 }
 
 impl TaskClient {
@@ -99,7 +102,18 @@ impl TaskClient {
             lose_next: AtomicU32::new(0),
             nonce: crate::wire::OsEntropy::new().next_u64() as u32,
             counters: TaskClientCounters::default(),
+            log: None,
         }
+    }
+
+    /// Reports each exchange to `log`, stamped by `clock`.
+    pub fn logging_to(
+        mut self,
+        log: Arc<dyn super::ExchangeLog>,
+        clock: Arc<crate::clock::LabClock>,
+    ) -> TaskClient {
+        self.log = Some((log, clock));
+        self
     }
 
     /// The next `CreateTaskResult` the server sends is lost on the way (one more for each
@@ -118,6 +132,25 @@ impl TaskClient {
         };
         let sent = call.post(&self.http, &self.url).timeout(ANSWER_TIMEOUT);
         let response = sent.send().await.ok()?;
+        if let Some((log, clock)) = &self.log {
+            // Named as the lanes name it: the tool, or `t` and the task's short id.
+            let name = match call.params.get("taskId").and_then(Value::as_str) {
+                Some(task) => format!("t{}", task.get(..6).unwrap_or(task)),
+                None => "progress_task".to_owned(),
+            };
+            let mut shown = vec![(crate::wire::headers::MCP_METHOD, method.to_owned())];
+            if let Some(key) = key {
+                shown.push(("_meta idempotencyKey", key.to_owned()));
+            }
+            log.exchange(
+                clock.now(),
+                "POST",
+                format!("{method} {name}"),
+                response.status().as_u16(),
+                &shown,
+                response.headers(),
+            );
+        }
         if crate::wire::mcp::response::is_event_stream(response.headers()) {
             return Some(Answer::Stream);
         }

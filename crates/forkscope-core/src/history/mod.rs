@@ -13,7 +13,7 @@ pub use anomaly::{
     Across, Anomaly, AnomalyKind, AnomalyKinds, AppliedAt, Drift, Owed, Refusals, Told,
 };
 pub use caused::Caused;
-pub use checker::{Checker, Counters, Verdict};
+pub use checker::{Checker, Counters, TaskLine, Verdict};
 pub use record::{Entry, Record, Run};
 
 use crate::ids::ByReplica;

@@ -24,6 +24,7 @@
 //!   failed by the compare-and-set (its runner's next write is refused, so no effect lands after),
 //!   and a deleted task leaves a tombstone, so "expired" stays distinct from "never existed".
 
+pub mod guarantee;
 pub mod listen;
 pub mod sdk;
 #[cfg(test)]

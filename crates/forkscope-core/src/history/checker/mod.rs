@@ -14,6 +14,7 @@ mod requests_tests;
 mod track;
 mod verdict;
 
+pub use requests::TaskLine;
 pub use verdict::{Counters, Verdict};
 
 use owed::ends_call;

@@ -53,6 +53,32 @@ struct Task {
     settled: Option<TaskStatus>,
     /// The last terminal status a read answered.
     read_terminal: Option<TaskStatus>,
+    /// The highest step a write of it applied, of how many.
+    done: u64,
+    of: u64,
+    /// Re-issues its key found it by.
+    found_again: u32,
+}
+
+/// One task as the checker knows it, for a view to list: it judges nothing.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TaskLine {
+    pub id: TaskId,
+    /// The call it runs for: the key the client named it by, else the task itself.
+    pub op: Arc<str>,
+    /// Its end once settled; `None` while it works.
+    pub ended: Option<TaskStatus>,
+    /// Steps applied, of how many (0 of 0 until its first step).
+    pub done: u64,
+    pub of: u64,
+    /// The highest epoch a write of it was taken on: past 1, a runner adopted it.
+    pub epoch: u64,
+    /// Its id reached the client.
+    pub named: bool,
+    /// Its call was asked for again before its id reached the client.
+    pub orphaned: bool,
+    /// Re-issues its key found it by.
+    pub found_again: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -166,6 +192,7 @@ impl Requests {
             // The key found the task made before: the client hears its id in this answer.
             if let Some(t) = self.tasks.get_mut(&task) {
                 t.named = true;
+                t.found_again += 1;
             }
             return;
         }
@@ -202,6 +229,9 @@ impl Requests {
                 orphaned: false,
                 settled: None,
                 read_terminal: None,
+                done: 0,
+                of: 0,
+                found_again: 0,
             },
         );
     }
@@ -224,6 +254,8 @@ impl Requests {
             stale = epoch < t.epoch;
             ended = t.settled.is_some();
             t.epoch = t.epoch.max(epoch);
+            t.done = t.done.max(step);
+            t.of = of;
         }
         let entry = self.op(op);
         if stale && !entry.two_runners {
@@ -285,6 +317,29 @@ impl Requests {
         }
     }
 
+    /// The tasks kept, oldest first: the newest `n`.
+    pub(super) fn tasks(&self, n: usize) -> Vec<TaskLine> {
+        let skip = self.task_order.len().saturating_sub(n);
+        self.task_order
+            .iter()
+            .skip(skip)
+            .filter_map(|id| {
+                let t = self.tasks.get(id)?;
+                Some(TaskLine {
+                    id: *id,
+                    op: t.op.clone(),
+                    ended: t.settled,
+                    done: t.done,
+                    of: t.of,
+                    epoch: t.epoch,
+                    named: t.named,
+                    orphaned: t.orphaned,
+                    found_again: t.found_again,
+                })
+            })
+            .collect()
+    }
+
     /// The call `run` runs, as the record that started it said; else the run itself.
     fn op_of(&self, run: &Run) -> Arc<str> {
         let known = match run {
@@ -315,6 +370,11 @@ impl Requests {
 }
 
 impl super::Checker {
+    /// The newest `n` tasks the checker keeps, oldest first, as a view lists them.
+    pub fn tasks(&self, n: usize) -> Vec<TaskLine> {
+        self.requests.tasks(n)
+    }
+
     /// A 2026-07-28 fact: counted, then judged by [`Requests`].
     pub(super) fn judge_request(&mut self, record: &Record, at: LabTime) {
         match record {

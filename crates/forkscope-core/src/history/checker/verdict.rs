@@ -57,6 +57,13 @@ impl Checker {
             Some(lead) => lead.to_string(),
         };
         let headline = match (lead, self.counters.steps_applied) {
+            // Only 2026-07-28 happened (a lab of that revision alone, a stateless client):
+            // nothing of streams to say.
+            (None, steps @ 1..) if self.counters.legacy_quiet() => format!(
+                "no anomaly: 2026-07-28: {}, each once, {}",
+                counted(steps, "step", "applied"),
+                counted(self.counters.tasks_created, "task", "made")
+            ),
             (None, steps @ 1..) => format!(
                 "{headline}; 2026-07-28: {}, each once, {}",
                 counted(steps, "step", "applied"),
@@ -116,6 +123,16 @@ pub struct Counters {
 impl Counters {
     pub fn rejected_total(&self) -> u64 {
         self.resumes_rejected.values().sum()
+    }
+
+    /// Nothing of 2025-11-25 happened: no event emitted or applied, no resume asked for.
+    pub fn legacy_quiet(&self) -> bool {
+        self.emits == 0
+            && self.applied == 0
+            && self.resumes_accepted == 0
+            && self.rejected_total() == 0
+            && self.late_emits_refused == 0
+            && self.owed == 0
     }
 }
 
@@ -184,6 +201,41 @@ mod tests {
             !verdict.headline.contains("side effects applied"),
             "{}",
             verdict.headline
+        );
+    }
+
+    /// A run of 2026-07-28 alone has no stream to speak of: the verdict says what happened.
+    #[test]
+    fn a_verdict_of_2026_alone_says_nothing_of_streams() {
+        use crate::history::Run;
+        use crate::ids::TaskId;
+        let mut checker = Checker::default();
+        let task = TaskId::generate(&mut SplitMix64::new(7));
+        let records = [
+            Record::TaskCreated {
+                op: "order-1".into(),
+                task,
+                fresh: true,
+            },
+            Record::StepApplied {
+                run: Run::Task(task),
+                step: 1,
+                of: 1,
+                epoch: 1,
+            },
+        ];
+        for record in records {
+            checker.observe(&Entry {
+                at: LabTime::ZERO,
+                by: None,
+                record,
+                caused: Caused::NOTHING,
+            });
+        }
+        let verdict = checker.verdict();
+        assert_eq!(
+            verdict.headline,
+            "no anomaly: 2026-07-28: 1 step applied, each once, 1 task made"
         );
     }
 
