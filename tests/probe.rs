@@ -349,3 +349,43 @@ async fn the_task_cases_find_naives_second_task_and_lost_end_hold_under_the_fenc
         running.stop().await;
     }
 }
+
+/// A server of 2026-07-28 alone answers no `initialize`: the probe finds it by `server/discover`
+/// and lists its tools statelessly, runs the task cases, and says of every resume case that it
+/// was not run, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_of_2026_alone_is_probed_by_its_task_cases() {
+    let core = Core::new(LabConfig::default(), Policy::Fenced).unwrap();
+    let serve = ServeOptions {
+        protocols: forkscope_core::revision::Protocols::Modern,
+        ..ServeOptions::default()
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    let running = server::start(Shared::new(core), Arc::new(LabClock::new()), serve, addr)
+        .await
+        .unwrap();
+    let mut opts = options(format!("http://{}/mcp", running.addr));
+    opts.only = Some(vec![
+        "call-resume".into(),
+        "task-reissue-same-key".into(),
+        "task-listen-gap".into(),
+    ]);
+    let report = probe::probe(&opts).await.unwrap();
+    let text = probe::text(&report);
+    assert_eq!(report.protocol, "2026-07-28", "{text}");
+    assert!(
+        report
+            .call_tool
+            .as_deref()
+            .is_some_and(|t| t.starts_with("progress_task")),
+        "{text}"
+    );
+    let found: Vec<&str> = report
+        .cases
+        .iter()
+        .map(|c| c.verdict.unwrap_or("not_run"))
+        .collect();
+    assert_eq!(found, ["not_run", "one_task", "told_on_relisten"], "{text}");
+    assert!(report.cases[0].why.contains("2026-07-28 alone"), "{text}");
+    running.stop().await;
+}

@@ -138,6 +138,8 @@ pub struct Ctx {
     pub window: Duration,
     sessions: AtomicU64,
     run: String,
+    /// The server speaks 2025-11-25 (else 2026-07-28 alone: only the `task-` cases run).
+    pub legacy: bool,
 }
 
 /// A case that could not be run, and why.
@@ -168,6 +170,7 @@ impl Ctx {
             window,
             sessions: AtomicU64::new(0),
             run,
+            legacy: true,
         }
     }
 
@@ -495,6 +498,12 @@ const MAX_LENGTHENINGS: u32 = 2;
 pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
     if name.starts_with("task-") {
         return tasks::run(ctx, name).await;
+    }
+    if !ctx.legacy {
+        return Err(NotRun(
+            "the server speaks 2026-07-28 alone: no initialize, no session, no stream to resume"
+                .into(),
+        ));
     }
     let mut lengthened = 0;
     loop {
