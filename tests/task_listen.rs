@@ -203,6 +203,14 @@ async fn a_listen_is_refused_clearly_and_acknowledges_only_what_is_served() {
     assert_eq!(refused[0]["error"]["data"]["reason"], "too_many_task_ids");
     let refused = listen(&url, 3, json!({ "taskIds": "all" }), true).await;
     assert_eq!(refused[0]["error"]["code"], -32602);
+    let refused = listen(&url, 3, json!(["tasks"]), true).await;
+    assert_eq!(refused[0]["error"]["code"], -32602);
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("params.notifications")
+    );
     // Nothing served asked for (this server's tools never change): an empty acknowledgement,
     // and nothing will ever be sent, so the subscription completes at once.
     let frames = listen(&url, 4, json!({ "toolsListChanged": true }), false).await;

@@ -84,8 +84,9 @@ enum Command {
     Check(check::CheckArgs),
     /// Test another MCP server's stream resumption for forks, duplicates and gaps: a battery
     /// of resume cases (break a stream and resume it, resume twice, resume with a wrong cursor),
-    /// each judged in the checker's words with its evidence. Loopback targets only unless
-    /// --allow-remote (the probe sends hostile inputs).
+    /// each judged in the checker's words with its evidence; on a server that offers 2026-07-28,
+    /// its tasks too (a re-issue under one key, reads, cancels, a listen's gap). Loopback
+    /// targets only unless --allow-remote (the probe sends hostile inputs).
     /// The tools are found by schema in tools/list (--tool, --count-arg, --standalone-tool
     /// name them otherwise). A case that saw too little to judge — the stream ended before the
     /// break, nothing came after it — says `not exercised`, with why: it neither holds nor

@@ -54,6 +54,7 @@ pub(crate) async fn listen(
     let asked_tasks = task_ids.is_some();
     let rules = hub.rules();
     let ask = ListenAsk {
+        has_filter: filter.is_some_and(Value::is_object),
         task_ids,
         declares_tasks,
     };
@@ -157,7 +158,7 @@ fn refused_listen(id: &Value, refused: &ListenRefused) -> Response {
         ListenRefused::TooMany { max, .. } => {
             Some(json!({ "reason": "too_many_task_ids", "max": max }))
         }
-        ListenRefused::NotAList => None,
+        ListenRefused::NoFilter | ListenRefused::NotAList => None,
     };
     json_response(
         StatusCode::OK,

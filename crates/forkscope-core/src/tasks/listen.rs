@@ -37,6 +37,8 @@ pub enum TaskListen {
 /// What a `subscriptions/listen` asked of tasks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenAsk<'a> {
+    /// `params.notifications` is an object, as the method requires.
+    pub has_filter: bool,
     /// `notifications.taskIds`: `None` when absent, `Some(Err)` when it is not a list of strings.
     pub task_ids: Option<Result<Vec<&'a str>, ()>>,
     /// The request's capabilities declare the tasks extension.
@@ -46,6 +48,8 @@ pub struct ListenAsk<'a> {
 /// Why a listen is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ListenRefused {
+    #[error("subscriptions/listen needs params.notifications, an object naming what to send")]
+    NoFilter,
     #[error("Missing required client capability")]
     MissingCapability,
     #[error("notifications.taskIds must be a list of strings")]
@@ -59,7 +63,9 @@ impl ListenRefused {
     pub fn code(&self) -> i64 {
         match self {
             ListenRefused::MissingCapability => MISSING_CAPABILITY,
-            ListenRefused::NotAList | ListenRefused::TooMany { .. } => -32602,
+            ListenRefused::NoFilter | ListenRefused::NotAList | ListenRefused::TooMany { .. } => {
+                -32602
+            }
         }
     }
 }
@@ -67,6 +73,9 @@ impl ListenRefused {
 /// The task ids worth reading for the acknowledgement: those asked for that are task ids at
 /// all, once each, in the order asked. The caller acknowledges those its store knows.
 pub fn candidates(ask: &ListenAsk<'_>, listen: TaskListen) -> Result<Vec<TaskId>, ListenRefused> {
+    if !ask.has_filter {
+        return Err(ListenRefused::NoFilter);
+    }
     let Some(asked) = &ask.task_ids else {
         return Ok(Vec::new());
     };

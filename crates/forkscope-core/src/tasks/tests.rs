@@ -395,6 +395,7 @@ mod listening {
 
     fn ask(ids: &[&'static str], declares_tasks: bool) -> ListenAsk<'static> {
         ListenAsk {
+            has_filter: true,
             task_ids: Some(Ok(ids.to_vec())),
             declares_tasks,
         }
@@ -410,6 +411,7 @@ mod listening {
         assert_eq!(ListenRefused::MissingCapability.code(), -32021);
         let many = vec![id; MAX_LISTENED_TASKS + 1];
         let too_many = ListenAsk {
+            has_filter: true,
             task_ids: Some(Ok(many)),
             declares_tasks: true,
         };
@@ -418,6 +420,7 @@ mod listening {
             Err(ListenRefused::TooMany { .. })
         ));
         let not_a_list = ListenAsk {
+            has_filter: true,
             task_ids: Some(Err(())),
             declares_tasks: true,
         };
@@ -427,10 +430,19 @@ mod listening {
         );
         // No taskIds asked: nothing to refuse, nothing to acknowledge.
         let none = ListenAsk {
+            has_filter: true,
             task_ids: None,
             declares_tasks: false,
         };
         assert_eq!(candidates(&none, TaskListen::CurrentFirst), Ok(Vec::new()));
+        let no_filter = ListenAsk {
+            has_filter: false,
+            ..none
+        };
+        assert_eq!(
+            candidates(&no_filter, TaskListen::CurrentFirst),
+            Err(ListenRefused::NoFilter)
+        );
         // Not task ids, and one named twice: acknowledged once, the rest left out.
         let parsed = TaskId::parse(id).expect("a task id");
         assert_eq!(
