@@ -297,6 +297,64 @@ async fn round_trips(
     Ok(took)
 }
 
+/// Measure 5: the same round trip told by a listen: create, then `subscriptions/listen` for the
+/// task until its `notifications/tasks` says completed — no poll.
+async fn listen_round_trips(
+    http: &reqwest::Client,
+    url: &str,
+    rounds: u64,
+) -> Result<Vec<Duration>, String> {
+    use futures_util::StreamExt;
+    let mut took = Vec::new();
+    for round in 0..rounds {
+        let started = Instant::now();
+        let created: Value = modern(
+            http,
+            url,
+            "tools/call",
+            "progress_task",
+            &call_body(round, 1, meta(true, None)),
+        )
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+        let task = created["result"]["taskId"]
+            .as_str()
+            .ok_or("no task id")?
+            .to_owned();
+        let listen = json!({ "jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
+            "params": { "notifications": { "taskIds": [task] }, "_meta": meta(true, None) } });
+        let response = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", MODERN)
+            .header("mcp-method", "subscriptions/listen")
+            .body(listen.to_string())
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        let told = loop {
+            let chunk = tokio::time::timeout(LIMIT, body.next())
+                .await
+                .map_err(|_| "no notification in time".to_owned())?
+                .ok_or("the listen ended before the task's end")?
+                .map_err(|e| e.to_string())?;
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains(r#""status":"completed""#) {
+                break started.elapsed();
+            }
+        };
+        took.push(told);
+    }
+    Ok(took)
+}
+
 #[path = "../tests/common/services.rs"]
 #[allow(dead_code)] // the bench starts Redis alone
 mod services;
@@ -352,6 +410,7 @@ async fn run() -> Result<Value, String> {
     let modern = events_per_second(&http, &url, steps, false).await?;
     let (plain, task) = first_byte(&http, &url, rounds).await?;
     let trips = round_trips(&http, &url, rounds).await?;
+    let told = listen_round_trips(&http, &url, rounds).await?;
     let (plain_p50, task_p50) = (percentile_ms(&plain, 0.5), percentile_ms(&task, 0.5));
     println!(
         "forkscope serve, both revisions — {} sizes",
@@ -377,6 +436,11 @@ async fn run() -> Result<Value, String> {
         percentile_ms(&trips, 0.5),
         percentile_ms(&trips, 0.99)
     );
+    println!(
+        "  5. the same round trip told by a listen (create, subscriptions/listen, the end's notifications/tasks) p50 {:.3} ms p99 {:.3} ms",
+        percentile_ms(&told, 0.5),
+        percentile_ms(&told, 0.99)
+    );
     drop(serve);
     let stores = store_round_trips(&http, rounds).await?;
     Ok(json!({
@@ -386,6 +450,7 @@ async fn run() -> Result<Value, String> {
         "first_byte_ms": { "plain_p50": plain_p50, "plain_p99": percentile_ms(&plain, 0.99),
             "task_create_p50": task_p50, "task_create_p99": percentile_ms(&task, 0.99), "rounds": rounds },
         "task_round_trip_ms": { "p50": percentile_ms(&trips, 0.5), "p99": percentile_ms(&trips, 0.99) },
+        "listen_round_trip_ms": { "p50": percentile_ms(&told, 0.5), "p99": percentile_ms(&told, 0.99) },
     }))
 }
 

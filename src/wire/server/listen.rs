@@ -3,8 +3,8 @@
 //! [`forkscope_core::tasks::listen`] says which ids are acknowledged and which reads are sent;
 //! this file reads the tasks and writes the stream.
 //!
-//! Each open listen reads its tasks from the store every [`LISTEN_POLL_MS`], through the same
-//! read a `tasks/get` takes (so a listened-to task whose runner died is adopted here too), and
+//! Each open listen reads its tasks from the store when this endpoint writes a task, and every
+//! [`LISTEN_POLL_MS`] for what other replicas wrote, through the same read a `tasks/get` takes (so a listened-to task whose runner died is adopted here too), and
 //! sends a state the client was not sent yet, whichever replica wrote it. The first frame is the
 //! acknowledgement; once nothing more can be sent (every task ended and told, or gone) the
 //! subscription ends with its graceful completion result. The client ends it by closing the
@@ -110,6 +110,10 @@ async fn follow(
     report: Report,
 ) {
     loop {
+        // Armed before the reads: a write during them wakes the wait below.
+        let changed = hub.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         let pending: Vec<_> = watch.pending().collect();
         for task in pending {
             let read = match hub.read(task).await {
@@ -141,6 +145,7 @@ async fn follow(
         }
         tokio::select! {
             () = tx.closed() => return,
+            () = &mut changed => {}
             () = super::modern::pause(LISTEN_POLL_MS) => {}
         }
     }

@@ -62,6 +62,9 @@ pub struct TaskHub {
     pub(super) report: Report,
     /// Listens open at once, bounded: each reads its tasks while it stays open.
     pub(super) listens: Arc<tokio::sync::Semaphore>,
+    /// Woken by every task write this endpoint makes, so its listens read at once; another
+    /// replica's writes are found by their next poll.
+    pub(super) changed: tokio::sync::Notify,
 }
 
 impl Default for TaskHub {
@@ -86,6 +89,7 @@ impl TaskHub {
             stopped: std::sync::atomic::AtomicBool::new(false),
             report,
             listens: Arc::new(tokio::sync::Semaphore::new(super::listen::MAX_LISTENS)),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -169,6 +173,7 @@ impl TaskHub {
             }
             Err(e) => return store_failed(id, &e),
         };
+        self.changed.notify_waiters();
         self.report.tell(|| Record::TaskCreated {
             op: op.unwrap_or_else(|| Run::Task(created.id).op_name()),
             task: created.id,
@@ -200,6 +205,7 @@ impl TaskHub {
             && let Some(adopted) = self.store.task_adopt(task, self.runner).await?
         {
             self.counters.adopted.fetch_add(1, Ordering::Relaxed);
+            self.changed.notify_waiters();
             tracing::info!(task = %task.short(), epoch = adopted.epoch, done = adopted.done,
                 "adopted a task whose runner's lease ran out");
             let spec = ToolSpec {
@@ -253,6 +259,7 @@ impl TaskHub {
         };
         match self.store.task_cancel(task).await {
             Ok(Ok(Settled::Won(status))) => {
+                self.changed.notify_waiters();
                 self.report.tell(|| Record::TaskSettled { task, status });
                 acknowledged(
                     id,
@@ -351,6 +358,9 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
                         .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
                 }
             };
+            if matches!(written, Ok(Ok(true))) {
+                hub.changed.notify_waiters();
+            }
             match written {
                 Ok(Ok(true)) if let ToolStep::Progress { done, total } = step => {
                     hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
