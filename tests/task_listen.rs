@@ -19,6 +19,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// A bound on any one wait, never a measurement.
@@ -155,6 +156,17 @@ async fn a_listen_tells_each_change_of_its_task_and_completes_with_its_end() {
     let told = told(&frames);
     assert_eq!(told.last(), Some(&"completed"), "{frames:?}");
     assert!(told[..told.len() - 1].iter().all(|s| *s == "working"));
+    // Each step was told (40 ms apart, each write wakes the listen), in order, once.
+    let steps: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| f["params"]["statusMessage"].as_str())
+        .filter(|m| m.starts_with("step ") && !m.starts_with("step 0"))
+        .collect();
+    assert_eq!(
+        steps,
+        ["step 1 of 3", "step 2 of 3", "step 3 of 3"],
+        "{frames:?}"
+    );
     let end = &frames[frames.len() - 2]["params"];
     assert_eq!(end["taskId"], task.as_str());
     assert_eq!(end["result"]["content"][0]["text"], "done: 3 steps");
@@ -235,6 +247,63 @@ async fn a_listen_is_refused_clearly_and_acknowledges_only_what_is_served() {
     running.stop().await;
 }
 
+/// A client that listens for its task knows its id: a re-issue of the call after that makes a
+/// second task under naive (two runners), and the first is not an orphan.
+#[tokio::test]
+async fn a_listen_names_its_task_so_a_later_re_issue_orphans_nothing() {
+    let (running, url) = start_as(Policy::Naive).await;
+    let http = reqwest::Client::new();
+    let first = create(&http, &url, 6, 30).await;
+    let frames = listen(&url, 3, json!({ "taskIds": [first] }), true).await;
+    framed(&frames, 3);
+    create(&http, &url, 6, 30).await;
+    let verdict = running.verdict();
+    assert_eq!(
+        verdict.count(forkscope_core::AnomalyKind::OrphanTask),
+        0,
+        "{}",
+        verdict.headline
+    );
+    running.stop().await;
+}
+
+/// A server that stops gracefully ends each open listen with its completion result; rmcp's
+/// policy, like rmcp 3.11's default handler, has no listen at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_ends_each_listen_gracefully_and_rmcp_has_none() {
+    let (running, url) = start_as(Policy::Fenced).await;
+    let http = reqwest::Client::new();
+    let task = create(&http, &url, 200, 50).await;
+    let listening = tokio::spawn({
+        let url = url.clone();
+        async move { listen(&url, 5, json!({ "taskIds": [task] }), true).await }
+    });
+    // Once the listen is open, the server drains.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while running.tasks().listens_opened.load(Ordering::Relaxed) < 1 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.drain(Duration::from_secs(5)).await;
+    let frames = listening.await.unwrap();
+    framed(&frames, 5);
+    assert!(told(&frames).iter().all(|s| *s == "working"), "{frames:?}");
+
+    let (running, url) = start_as(Policy::Rmcp).await;
+    let task = create(&http, &url, 1, 0).await;
+    let call = modern(
+        6,
+        "subscriptions/listen",
+        json!({ "notifications": { "taskIds": [task] } }),
+        true,
+    );
+    let response = call.post(&http, &url).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    running.stop().await;
+}
+
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
         mod on_memory {
@@ -268,11 +337,13 @@ async fn a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end(backend: 
         let task = task.clone();
         async move { listen(&b, 11, json!({ "taskIds": [task] }), true).await }
     });
-    // Once b's listen has told a step, the replica running the task dies.
+    // Once b's listen is open and the task past its second step, the replica running it dies.
     let hub_b = lab.replicas[1].tasks();
     let deadline = tokio::time::Instant::now() + LIMIT;
     let id = forkscope_core::TaskId::parse(&task).unwrap();
-    while lab.store.task_get(id).await.unwrap().unwrap().done < 2 {
+    while hub_b.counters.listens_opened.load(Ordering::Relaxed) < 1
+        || lab.store.task_get(id).await.unwrap().unwrap().done < 2
+    {
         assert!(tokio::time::Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -14,7 +14,7 @@ use crate::wire::mcp::{Call, method};
 use cases::{CASES, Ctx, Emitter, NotRun};
 use discover::ToolPlan;
 use forkscope_core::probe::{Connection, Item, Judged, Verdict};
-use forkscope_core::revision::MODERN;
+use forkscope_core::revision::{LEGACY, MODERN};
 use http::{Bounds, HttpError, Target};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -399,11 +399,11 @@ async fn discover_server(target: &Target, run: &str) -> Result<Discovered, Probe
     let Ok(Ok(found)) = discover else {
         return Err(ProbeError::Unreachable(refused));
     };
-    let offers = found
-        .get("supportedVersions")
-        .and_then(Value::as_array)
-        .is_some_and(|v| v.iter().any(|v| v.as_str() == Some(MODERN)));
-    if !offers {
+    // 2026-07-28 alone: a server that lists 2025-11-25 too and refused `initialize` anyway is
+    // broken, not modern, and its refusal is what to say.
+    let versions = found.get("supportedVersions").and_then(Value::as_array);
+    let offers = |version: &str| versions.is_some_and(|v| v.iter().any(|v| v == version));
+    if !offers(MODERN) || offers(LEGACY) {
         return Err(ProbeError::Unreachable(refused));
     }
     let info = found.pointer("/_meta/io.modelcontextprotocol~1serverInfo");

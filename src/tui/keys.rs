@@ -139,7 +139,7 @@ pub const BINDINGS: [(&str, Command, &str); 30] = [
     ("k", Command::Knobs, "knobs: grace, retry, rates…"),
     ("w", Command::SaveScenario, "save what I did as a scenario"),
     ("L", Command::ToggleReplicas, "lab of replicas ⇄ one server"),
-    ("1–5", Command::Explain(1), "explain a condition"),
+    ("1–5", Command::Explain(1), "explain a condition/guarantee"),
     ("?", Command::ToggleHelp, "this help"),
     ("q", Command::Quit, "quit (Esc closes things first)"),
 ];

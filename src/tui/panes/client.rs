@@ -348,16 +348,21 @@ fn tool_call(
 /// and what it holds is the task ids that reached it. Each line in full where it fits, else
 /// shorter.
 fn render_modern(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
+    // The whole run's counts are the checker's; known and ended, of the tasks the view holds.
+    let counters = &snap.view.counters;
+    let (made, found) = (counters.tasks_created, counters.tasks_found_again);
+    let orphans = snap
+        .view
+        .verdict
+        .count(forkscope_core::AnomalyKind::OrphanTask);
     let tasks = &snap.view.tasks;
-    let mut calls: Vec<&str> = tasks.iter().map(|t| t.op.as_ref()).collect();
-    calls.sort_unstable();
-    calls.dedup();
-    let calls = calls.len();
     let known = tasks.iter().filter(|t| t.named).count();
-    let found = tasks.iter().map(|t| u64::from(t.found_again)).sum::<u64>();
     let ended = tasks.iter().filter(|t| t.ended.is_some()).count();
-    let made = tasks.len();
-    let orphans = tasks.iter().filter(|t| t.orphaned).count();
+    let of = if (tasks.len() as u64) < made {
+        format!(" of the last {}", tasks.len())
+    } else {
+        String::new()
+    };
     let inner = usize::from(area.width.saturating_sub(2));
     let label = |s: &'static str| Span::styled(format!("{s:<8}"), theme.dim());
     let fit = |label: Span<'static>, forms: Vec<String>, style| {
@@ -378,20 +383,20 @@ fn render_modern(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, t
             theme.text(),
         ),
         fit(
-            label("calls"),
+            label("tasks"),
             vec![
-                format!("{calls} asked · {found} re-issue(s) found by key"),
-                format!("{calls} asked · {found} found by key"),
-                format!("{calls} · ↻{found}"),
+                format!("{made} made · {found} re-issue(s) found one by key"),
+                format!("{made} made · {found} found by key"),
+                format!("{made} · ↻{found}"),
             ],
             theme.text(),
         ),
         fit(
-            label("tasks"),
+            label("ids"),
             vec![
-                format!("{made} made · {known} id(s) known · {ended} ended"),
-                format!("{made} made · {known} known · {ended} ended"),
-                format!("{made} · {known} known · {ended} ■"),
+                format!("{known} known to it · {ended} ended{of}"),
+                format!("{known} known · {ended} ended{of}"),
+                format!("{known} known · {ended} ■"),
             ],
             theme.text(),
         ),

@@ -47,19 +47,20 @@ pub fn lines(tasks: &[TaskLine], rows: usize, width: usize, theme: &Theme) -> Ve
             theme.dim(),
         ));
     }
-    let first = tasks.len() - shown;
-    lines.extend(tasks[first..].iter().enumerate().map(|(i, t)| {
-        // Which run of its call it is: a call run twice shows as its second task.
-        let run = 1 + tasks[..first + i].iter().filter(|o| o.op == t.op).count();
-        let forms = [(true, false), (false, false), (false, true)];
-        let forms = forms.map(|(epoch, brief)| line(t, run, epoch, brief, theme));
-        super::fit(forms.into(), width)
+    let forms = [(true, false), (false, false), (false, true)];
+    lines.extend(tasks[tasks.len() - shown..].iter().map(|t| {
+        super::fit(
+            forms
+                .map(|(epoch, brief)| line(t, epoch, brief, theme))
+                .into(),
+            width,
+        )
     }));
     lines
 }
 
 /// `epoch`: say the epoch; `brief`: each mark without its words.
-fn line(task: &TaskLine, run: usize, epoch: bool, brief: bool, theme: &Theme) -> Line<'static> {
+fn line(task: &TaskLine, epoch: bool, brief: bool, theme: &Theme) -> Line<'static> {
     let (status, style) = match task.ended {
         None | Some(TaskStatus::Working) => ("working", theme.good()),
         Some(TaskStatus::Completed) => ("completed", theme.good()),
@@ -96,6 +97,8 @@ fn line(task: &TaskLine, run: usize, epoch: bool, brief: bool, theme: &Theme) ->
             theme.good(),
         );
     }
+    // Which of its call's tasks it is, as the checker counted them: past 1, the call ran again.
+    let run = task.run;
     if run > 1 {
         flag(
             format!(" ⇉ run {run} of its call"),
@@ -127,6 +130,7 @@ mod tests {
             named: true,
             orphaned: false,
             found_again: 0,
+            run: 1,
         }
     }
 
@@ -148,7 +152,7 @@ mod tests {
             found_again: 1,
             ..task(2)
         };
-        let again = task(3);
+        let again = TaskLine { run: 3, ..task(3) };
         let shown: Vec<String> = lines(&[orphan.clone(), found.clone(), again], 5, 80, &THEME)
             .iter()
             .map(text)
@@ -162,7 +166,7 @@ mod tests {
         assert!(shown[1].contains("□ adopted") && shown[1].contains("↻×1 found by key"));
         // The same call's third task: a call run again.
         assert!(shown[2].contains("⇉ run 3 of its call"), "{shown:?}");
-        assert!(!shown[0].contains('⇉'));
+        assert!(!shown[0].contains('⇉') && !shown[1].contains('⇉'));
         let many: Vec<TaskLine> = (0..6).map(task).collect();
         let shown = lines(&many, 3, 80, &THEME);
         assert_eq!(shown.len(), 3);

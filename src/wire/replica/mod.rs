@@ -222,6 +222,7 @@ impl RunningReplica {
     /// cleanly with its terminating chunk, so its client reconnects elsewhere from its cursor;
     /// connections close once their responses are written, within `within`.
     pub async fn drain(mut self, within: Duration) {
+        self.modern.tasks.end_listens();
         self.abort_work();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(Stop::Drain(within));

@@ -17,7 +17,7 @@ use crate::wire::jsonrpc;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use forkscope_core::Record;
-use forkscope_core::tasks::listen::{self, ListenAsk, ListenRefused, TaskListen, Watch};
+use forkscope_core::tasks::listen::{self, ListenAsk, ListenRefused, Watch};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -70,18 +70,22 @@ pub(crate) async fn listen(
             1,
         );
     };
-    // Acknowledged: the tasks this store knows now, as read for the acknowledgement.
+    // Acknowledged: the tasks this store knows now, as read for the acknowledgement. A client
+    // that names a task knows its id.
     let mut known = Vec::with_capacity(candidates.len());
     for task in candidates {
         match hub.read(task).await {
-            Ok(Ok(read)) => known.push(read),
+            Ok(Ok(read)) => {
+                hub.report.tell(|| Record::TaskNamed { task: read.id });
+                known.push(read);
+            }
             Ok(Err(_)) => {}
             Err(e) => return super::tasks::store_failed(id, &e),
         }
     }
     let mut notifications = json!({});
-    if asked_tasks && rules.listen != TaskListen::NoTaskIds {
-        let ids: Vec<String> = known.iter().map(|t| t.id.to_string()).collect();
+    if let Some(ids) = listen::acknowledged(asked_tasks, rules.listen, &known) {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         notifications["taskIds"] = json!(ids);
     }
     let watch = Watch::new(rules.listen, &known);
@@ -93,15 +97,19 @@ pub(crate) async fn listen(
     });
     // The queue is empty: the acknowledgement is always the first frame.
     let _ = tx.try_send(frame(&ack));
+    hub.counters
+        .listens_opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stream = follow(hub.clone(), id.clone(), watch, tx, hub.report.clone());
-    hub.spawn_here(async move {
+    tokio::spawn(async move {
         stream.await;
         drop(permit);
     });
     super::modern::sse_response(rx)
 }
 
-/// Reads the watched tasks until nothing more can be sent or the client closes the stream.
+/// Reads the watched tasks until nothing more can be sent, the client closes the stream, or
+/// the server ends its listens (a drain: the graceful completion) or is killed (nothing more).
 async fn follow(
     hub: Arc<TaskHub>,
     id: Value,
@@ -109,11 +117,24 @@ async fn follow(
     tx: mpsc::Sender<String>,
     report: Report,
 ) {
+    let completion = || {
+        let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } });
+        frame(&jsonrpc::result(&id, done))
+    };
     loop {
-        // Armed before the reads: a write during them wakes the wait below.
+        // Armed before the reads: a write, or the end of listens, during them wakes the wait.
         let changed = hub.changed.notified();
-        tokio::pin!(changed);
+        let ending = hub.ending.notified();
+        tokio::pin!(changed, ending);
         changed.as_mut().enable();
+        ending.as_mut().enable();
+        if hub.listens_ending() {
+            let _ = tx.send(completion()).await;
+            return;
+        }
+        if hub.is_stopped() {
+            return;
+        }
         let pending: Vec<_> = watch.pending().collect();
         for task in pending {
             let read = match hub.read(task).await {
@@ -126,10 +147,6 @@ async fn follow(
                 continue;
             }
             let Some(read) = read else { continue };
-            report.tell(|| Record::TaskRead {
-                task: read.id,
-                status: read.status,
-            });
             let mut params = hub.task_json(&read);
             params["_meta"] = json!({ SUBSCRIPTION_ID: id });
             let note =
@@ -137,15 +154,20 @@ async fn follow(
             if tx.send(frame(&note)).await.is_err() {
                 return;
             }
+            // Told once it is on its way to the client, not before.
+            report.tell(|| Record::TaskRead {
+                task: read.id,
+                status: read.status,
+            });
         }
         if watch.over() {
-            let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } });
-            let _ = tx.send(frame(&jsonrpc::result(&id, done))).await;
+            let _ = tx.send(completion()).await;
             return;
         }
         tokio::select! {
             () = tx.closed() => return,
             () = &mut changed => {}
+            () = &mut ending => {}
             () = super::modern::pause(LISTEN_POLL_MS) => {}
         }
     }
@@ -163,10 +185,15 @@ fn refused_listen(id: &Value, refused: &ListenRefused) -> Response {
         ListenRefused::TooMany { max, .. } => {
             Some(json!({ "reason": "too_many_task_ids", "max": max }))
         }
-        ListenRefused::NoFilter | ListenRefused::NotAList => None,
+        ListenRefused::NotServed | ListenRefused::NoFilter | ListenRefused::NotAList => None,
+    };
+    // No listen at all is what an unknown method gets on this transport: 404.
+    let status = match refused {
+        ListenRefused::NotServed => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
     };
     json_response(
-        StatusCode::OK,
+        status,
         jsonrpc::error(id, refused.code(), &refused.to_string(), data),
     )
 }

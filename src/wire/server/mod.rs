@@ -246,6 +246,7 @@ impl RunningServer {
     /// chunk); connections close once their responses are written, within `within`. Returns
     /// how many tool calls were stopped.
     pub async fn drain(mut self, within: std::time::Duration) -> usize {
+        self.modern.tasks.end_listens();
         let stopped = {
             let mut core = self.shared.lock();
             let now = self.clock.now();

@@ -43,6 +43,8 @@ pub struct TaskCounters {
     pub completed: AtomicU64,
     /// Tasks this endpoint took over from a runner whose lease ran out.
     pub adopted: AtomicU64,
+    /// Listens acknowledged (`subscriptions/listen`).
+    pub listens_opened: AtomicU64,
 }
 
 /// The tasks of one endpoint: where they are kept, by which rules, and who runs them here.
@@ -53,8 +55,7 @@ pub struct TaskHub {
     runner: Runner,
     rng: Mutex<OsEntropy>,
     pub counters: TaskCounters,
-    /// The runners and listens this endpoint started: a replica killed stops them with
-    /// everything else.
+    /// The runners this endpoint started: a replica killed stops them with everything else.
     runners: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Set once the endpoint was killed: nothing new runs here.
     stopped: std::sync::atomic::AtomicBool,
@@ -65,6 +66,9 @@ pub struct TaskHub {
     /// Woken by every task write this endpoint makes, so its listens read at once; another
     /// replica's writes are found by their next poll.
     pub(super) changed: tokio::sync::Notify,
+    /// Set, and woken, when the endpoint drains: each listen sends its graceful completion.
+    listens_end: std::sync::atomic::AtomicBool,
+    pub(super) ending: tokio::sync::Notify,
 }
 
 impl Default for TaskHub {
@@ -90,6 +94,8 @@ impl TaskHub {
             report,
             listens: Arc::new(tokio::sync::Semaphore::new(super::listen::MAX_LISTENS)),
             changed: tokio::sync::Notify::new(),
+            listens_end: std::sync::atomic::AtomicBool::new(false),
+            ending: tokio::sync::Notify::new(),
         }
     }
 
@@ -103,8 +109,8 @@ impl TaskHub {
         self.spawn_here(run(self.clone(), task, epoch, spec, done));
     }
 
-    /// Runs `work` on this endpoint (a runner, a listen), unless it was killed: a kill stops
-    /// it with everything else. `false`: killed, nothing started.
+    /// Runs `work` on this endpoint, unless it was killed: a kill stops it with everything
+    /// else. `false`: killed, nothing started.
     pub(super) fn spawn_here(
         &self,
         work: impl std::future::Future<Output = ()> + Send + 'static,
@@ -126,6 +132,23 @@ impl TaskHub {
         for runner in runners.drain(..) {
             runner.abort();
         }
+    }
+
+    /// Whether the endpoint was killed: its listens stop reading (a read could adopt a task
+    /// it would then not run).
+    pub(super) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// A drain: every open listen ends with its graceful completion result
+    /// (subscriptions.mdx, "Graceful Closure").
+    pub fn end_listens(&self) {
+        self.listens_end.store(true, Ordering::SeqCst);
+        self.ending.notify_waiters();
+    }
+
+    pub(super) fn listens_ending(&self) -> bool {
+        self.listens_end.load(Ordering::SeqCst)
     }
 
     fn new_id(&self) -> TaskId {

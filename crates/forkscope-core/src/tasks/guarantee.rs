@@ -113,13 +113,14 @@ fn status(guarantee: Guarantee, quirks: &ModernQuirks) -> (bool, &'static str) {
         }
         Guarantee::OneRunner => (
             true,
-            "in one process; replicas would each keep their own tasks",
+            "in this one server; naive replicas each keep their own tasks",
         ),
         Guarantee::TerminalOnce => (true, "cancel and complete settle on one write"),
         Guarantee::ToldAfterGap => match quirks.listen {
             TaskListen::CurrentFirst => (true, "a listen sends each task's state now first"),
             TaskListen::ChangesOnly => (false, "changes only: an end in a gap is never told"),
             TaskListen::NoTaskIds => (false, "no notifications/tasks: the client must poll"),
+            TaskListen::NotServed => (false, "no subscriptions/listen: the client must poll"),
         },
     }
 }

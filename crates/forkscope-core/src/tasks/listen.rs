@@ -3,8 +3,9 @@
 //! reads of them are sent.
 //!
 //! A listen stream has no ids and no replay: a client whose stream broke and who listens again
-//! has lost whatever was sent in the gap (subscriptions.mdx:118-126; the Python SDK's own docs
-//! say so). A task that ended in the gap is the hazard: a client that waits for the end on its
+//! has lost whatever was sent in the gap (subscriptions.mdx, "Graceful Closure": a close without
+//! the result is an unexpected disconnect, and the client MAY listen again; the Python SDK's
+//! own docs say the gap's notifications are lost). A task that ended in the gap is the hazard: a client that waits for the end on its
 //! listen waits for ever, never told. The spec allows a server to send only what changes after
 //! the acknowledgement ([`TaskListen::ChangesOnly`], naive); the fence sends each acknowledged
 //! task's state as it is now first ([`TaskListen::CurrentFirst`]), identical to a `tasks/get`
@@ -32,6 +33,8 @@ pub enum TaskListen {
     ChangesOnly,
     /// The filter has no `taskIds`: nothing is acknowledged for tasks.
     NoTaskIds,
+    /// No `subscriptions/listen` at all: method not found.
+    NotServed,
 }
 
 /// What a `subscriptions/listen` asked of tasks.
@@ -48,6 +51,8 @@ pub struct ListenAsk<'a> {
 /// Why a listen is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ListenRefused {
+    #[error("Method not found: subscriptions/listen")]
+    NotServed,
     #[error("subscriptions/listen needs params.notifications, an object naming what to send")]
     NoFilter,
     #[error("Missing required client capability")]
@@ -62,6 +67,7 @@ impl ListenRefused {
     /// The JSON-RPC error code: the extension's −32021, else invalid params.
     pub fn code(&self) -> i64 {
         match self {
+            ListenRefused::NotServed => -32601,
             ListenRefused::MissingCapability => MISSING_CAPABILITY,
             ListenRefused::NoFilter | ListenRefused::NotAList | ListenRefused::TooMany { .. } => {
                 -32602
@@ -73,6 +79,9 @@ impl ListenRefused {
 /// The task ids worth reading for the acknowledgement: those asked for that are task ids at
 /// all, once each, in the order asked. The caller acknowledges those its store knows.
 pub fn candidates(ask: &ListenAsk<'_>, listen: TaskListen) -> Result<Vec<TaskId>, ListenRefused> {
+    if listen == TaskListen::NotServed {
+        return Err(ListenRefused::NotServed);
+    }
     if !ask.has_filter {
         return Err(ListenRefused::NoFilter);
     }
@@ -99,6 +108,14 @@ pub fn candidates(ask: &ListenAsk<'_>, listen: TaskListen) -> Result<Vec<TaskId>
         }
     }
     Ok(ids)
+}
+
+/// The `taskIds` the acknowledgement names (`None`: the field is left out): those `known` —
+/// the candidates the store found — when the listen asked for task ids and the policy sends
+/// `notifications/tasks` at all.
+pub fn acknowledged(asked: bool, listen: TaskListen, known: &[Task]) -> Option<Vec<TaskId>> {
+    let sends = matches!(listen, TaskListen::CurrentFirst | TaskListen::ChangesOnly);
+    (asked && sends).then(|| known.iter().map(|t| t.id).collect())
 }
 
 /// What a read shows of a task: a change is a new fingerprint.
@@ -150,11 +167,13 @@ impl Watch {
                     },
                     // What the acknowledgement read counts as known: an end already reached
                     // is never sent.
-                    TaskListen::ChangesOnly | TaskListen::NoTaskIds => Watched {
-                        id: task.id,
-                        sent: Some(Seen::of(task)),
-                        over: terminal,
-                    },
+                    TaskListen::ChangesOnly | TaskListen::NoTaskIds | TaskListen::NotServed => {
+                        Watched {
+                            id: task.id,
+                            sent: Some(Seen::of(task)),
+                            over: terminal,
+                        }
+                    }
                 }
             })
             .collect();

@@ -64,7 +64,7 @@ const RMCP: ModernQuirks = ModernQuirks {
     speaks: true,
     runs_tasks: true,
     honours_keys: false,
-    listen: TaskListen::NoTaskIds,
+    listen: TaskListen::NotServed,
     cites: &[
         (
             "TaskManager keeps tasks in one process's HashMap, mints every id itself, and aborts the work at its TTL",

@@ -453,6 +453,9 @@ mod listening {
             candidates(&ask(&[id], true), TaskListen::NoTaskIds),
             Ok(Vec::new())
         );
+        let refused = candidates(&ask(&[id], true), TaskListen::NotServed);
+        assert_eq!(refused, Err(ListenRefused::NotServed));
+        assert_eq!(ListenRefused::NotServed.code(), -32601);
     }
 
     #[test]

@@ -41,6 +41,8 @@ struct Op {
     tasks: Vec<TaskId>,
     /// Already reported as run twice: one report per call.
     two_runners: bool,
+    /// Fresh tasks ever made for it.
+    made: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -58,6 +60,8 @@ struct Task {
     of: u64,
     /// Re-issues its key found it by.
     found_again: u32,
+    /// Which of its call's tasks it is: 1, or a run again of the call.
+    run: u32,
 }
 
 /// One task as the checker knows it, for a view to list: it judges nothing.
@@ -79,6 +83,8 @@ pub struct TaskLine {
     pub orphaned: bool,
     /// Re-issues its key found it by.
     pub found_again: u32,
+    /// Which of its call's tasks it is: past 1, its call ran again.
+    pub run: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -213,7 +219,10 @@ impl Requests {
                 });
             }
         }
-        self.op(op).tasks.push(task);
+        let entry = self.op(op);
+        entry.tasks.push(task);
+        entry.made = entry.made.saturating_add(1);
+        let run = entry.made;
         if self.tasks.len() >= KEPT
             && let Some(oldest) = self.task_order.pop_front()
         {
@@ -232,6 +241,7 @@ impl Requests {
                 done: 0,
                 of: 0,
                 found_again: 0,
+                run,
             },
         );
     }
@@ -335,6 +345,7 @@ impl Requests {
                     named: t.named,
                     orphaned: t.orphaned,
                     found_again: t.found_again,
+                    run: t.run,
                 })
             })
             .collect()
@@ -380,6 +391,7 @@ impl super::Checker {
         match record {
             Record::StepApplied { .. } => self.counters.steps_applied += 1,
             Record::TaskCreated { fresh: true, .. } => self.counters.tasks_created += 1,
+            Record::TaskCreated { fresh: false, .. } => self.counters.tasks_found_again += 1,
             _ => {}
         }
         let mut found = Vec::new();

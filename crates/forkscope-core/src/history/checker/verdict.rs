@@ -118,6 +118,8 @@ pub struct Counters {
     /// 2026-07-28: steps of calls' work applied, and tasks made.
     pub steps_applied: u64,
     pub tasks_created: u64,
+    /// Calls whose idempotency key found the task made before.
+    pub tasks_found_again: u64,
 }
 
 impl Counters {
