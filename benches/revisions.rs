@@ -254,23 +254,7 @@ async fn round_trips(
     let mut took = Vec::new();
     for round in 0..rounds {
         let started = Instant::now();
-        let created: Value = modern(
-            http,
-            url,
-            "tools/call",
-            "progress_task",
-            &call_body(round, 1, meta(true, None)),
-        )
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
-        let task = created["result"]["taskId"]
-            .as_str()
-            .ok_or("no task id")?
-            .to_owned();
+        let task = create_task(http, url, round).await?;
         let deadline = Instant::now() + LIMIT;
         loop {
             let get = json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get",
@@ -297,6 +281,22 @@ async fn round_trips(
     Ok(took)
 }
 
+/// A 1-step task, as request `id`: its id.
+async fn create_task(http: &reqwest::Client, url: &str, id: u64) -> Result<String, String> {
+    let body = call_body(id, 1, meta(true, None));
+    let created: Value = modern(http, url, "tools/call", "progress_task", &body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    created["result"]["taskId"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no task id: {created}"))
+}
+
 /// Measure 5: the same round trip told by a listen: create, then `subscriptions/listen` for the
 /// task until its `notifications/tasks` says completed — no poll.
 async fn listen_round_trips(
@@ -308,23 +308,7 @@ async fn listen_round_trips(
     let mut took = Vec::new();
     for round in 0..rounds {
         let started = Instant::now();
-        let created: Value = modern(
-            http,
-            url,
-            "tools/call",
-            "progress_task",
-            &call_body(round, 1, meta(true, None)),
-        )
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
-        let task = created["result"]["taskId"]
-            .as_str()
-            .ok_or_else(|| format!("no task id: {created}"))?
-            .to_owned();
+        let task = create_task(http, url, round).await?;
         let listen = json!({ "jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
             "params": { "notifications": { "taskIds": [task] }, "_meta": meta(true, None) } });
         let response = http

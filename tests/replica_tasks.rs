@@ -19,28 +19,7 @@ use std::time::Duration;
 /// A bound on any one wait, never a measurement.
 const LIMIT: Duration = Duration::from_secs(30);
 
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod on_memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Memory).await;
-                }
-            )*
-        }
-        mod on_redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Redis).await;
-                }
-            )*
-        }
-    };
-}
-
-both_stores!(
+crate::both_stores!(
     a_killed_runners_task_is_adopted_by_a_poll_elsewhere_and_runs_each_step_once,
     a_keyed_re_issue_on_the_other_replica_finds_the_same_task,
     naive_replicas_lose_the_task_and_the_re_issue_runs_twice,

@@ -10,28 +10,7 @@ use forkscope_core::Policy;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod on_memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Memory).await;
-                }
-            )*
-        }
-        mod on_redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Redis).await;
-                }
-            )*
-        }
-    };
-}
-
-both_stores!(
+crate::both_stores!(
     a_call_resumed_on_the_other_replica_delivers_each_step_once,
     a_resume_on_another_replica_fences_the_orphan,
     naive_replicas_fork_across_machines,

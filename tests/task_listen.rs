@@ -9,16 +9,12 @@
 mod common;
 
 use common::replica_lab::{Backend, Lab};
-use forkscope::clock::LabClock;
 use forkscope::wire::mcp::modern::ModernCall;
-use forkscope::wire::server::{self, RunningServer, ServeOptions};
+use forkscope::wire::server::{RunningServer, ServeOptions};
 use forkscope::wire::sse::Parser;
-use forkscope::wire::{Core, Shared};
-use forkscope_core::{LabConfig, Policy};
+use forkscope_core::Policy;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -26,17 +22,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(30);
 
 async fn start_as(policy: Policy) -> (RunningServer, String) {
-    let shared = Shared::new(Core::new(LabConfig::default(), policy).unwrap());
-    let running = server::start(
-        shared,
-        Arc::new(LabClock::new()),
-        ServeOptions::default(),
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-    )
-    .await
-    .unwrap();
-    let url = format!("http://{}/mcp", running.addr);
-    (running, url)
+    common::serve(policy, ServeOptions::default()).await
 }
 
 fn modern(id: u64, method: &str, params: Value, tasks: bool) -> ModernCall<'_> {
@@ -49,17 +35,16 @@ fn modern(id: u64, method: &str, params: Value, tasks: bool) -> ModernCall<'_> {
     }
 }
 
+/// A request answered with JSON: the answer.
+async fn answer(http: &reqwest::Client, url: &str, call: ModernCall<'_>) -> Value {
+    let response = call.post(http, url).send().await.unwrap();
+    response.json().await.unwrap()
+}
+
 async fn create(http: &reqwest::Client, url: &str, steps: u64, delay_ms: u64) -> String {
     let params =
         json!({ "name": "progress_task", "arguments": { "steps": steps, "delay_ms": delay_ms } });
-    let created: Value = modern(1, "tools/call", params, true)
-        .post(http, url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = answer(http, url, modern(1, "tools/call", params, true)).await;
     assert_eq!(created["result"]["resultType"], "task", "{created}");
     created["result"]["taskId"].as_str().unwrap().to_owned()
 }
@@ -67,14 +52,12 @@ async fn create(http: &reqwest::Client, url: &str, steps: u64, delay_ms: u64) ->
 async fn until_ended(http: &reqwest::Client, url: &str, task: &str) {
     let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
-        let read: Value = modern(2, "tasks/get", json!({ "taskId": task }), true)
-            .post(http, url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let read = answer(
+            http,
+            url,
+            modern(2, "tasks/get", json!({ "taskId": task }), true),
+        )
+        .await;
         if read["result"]["status"] != "working" {
             return;
         }
@@ -304,28 +287,7 @@ async fn a_drain_ends_each_listen_gracefully_and_rmcp_has_none() {
     running.stop().await;
 }
 
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod on_memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Memory).await;
-                }
-            )*
-        }
-        mod on_redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Redis).await;
-                }
-            )*
-        }
-    };
-}
-
-both_stores!(a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end);
+crate::both_stores!(a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end);
 
 async fn a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end(backend: Backend) {
     let Some(mut lab) = Lab::start(backend, Policy::Fenced, None, 2_000).await else {

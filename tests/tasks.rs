@@ -4,14 +4,12 @@
 //! runs twice); cancel is settled against completion and says which won; an unknown task is
 //! told apart from an expired one.
 
-use forkscope::clock::LabClock;
+mod common;
+
 use forkscope::wire::mcp::modern::ModernCall;
-use forkscope::wire::server::{self, RunningServer, ServeOptions};
-use forkscope::wire::{Core, Shared};
-use forkscope_core::{AnomalyKind, LabConfig, Policy};
+use forkscope::wire::server::{RunningServer, ServeOptions};
+use forkscope_core::{AnomalyKind, Policy};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -23,17 +21,7 @@ async fn start() -> (RunningServer, String) {
 }
 
 async fn start_as(policy: Policy) -> (RunningServer, String) {
-    let shared = Shared::new(Core::new(LabConfig::default(), policy).unwrap());
-    let running = server::start(
-        shared,
-        Arc::new(LabClock::new()),
-        ServeOptions::default(),
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-    )
-    .await
-    .unwrap();
-    let url = format!("http://{}/mcp", running.addr);
-    (running, url)
+    common::serve(policy, ServeOptions::default()).await
 }
 
 /// A 2026-07-28 request from a client that declares the tasks extension; `name` is what

@@ -19,6 +19,25 @@ use ratatui::crossterm::event::{
 };
 use std::time::Duration;
 
+/// `forkscope serve`'s server in process under `policy`, on a free port of 127.0.0.1: it, and
+/// its endpoint's URL.
+pub async fn serve(
+    policy: Policy,
+    options: forkscope::wire::server::ServeOptions,
+) -> (forkscope::wire::server::RunningServer, String) {
+    let core = forkscope::wire::Core::new(forkscope_core::LabConfig::default(), policy).unwrap();
+    let running = forkscope::wire::server::start(
+        forkscope::wire::Shared::new(core),
+        std::sync::Arc::new(forkscope::clock::LabClock::new()),
+        options,
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}/mcp", running.addr);
+    (running, url)
+}
+
 /// A plain character key, pressed.
 pub fn key(c: char) -> Event {
     code(KeyCode::Char(c))

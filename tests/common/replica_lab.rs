@@ -14,6 +14,30 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+/// Each named `async fn name(backend: Backend)` of the calling test file as two tests: on the
+/// in-memory store and on a real `redis-server`.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod on_memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::replica_lab::Backend::Memory).await;
+                }
+            )*
+        }
+        mod on_redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::replica_lab::Backend::Redis).await;
+                }
+            )*
+        }
+    };
+}
+
 /// A safety net only: tests synchronise on what they observe, and this bounds a hang.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
