@@ -241,9 +241,7 @@ impl Lab {
             clock.clone(),
             exchanges.clone(),
         );
-        let legacy = options
-            .protocols
-            .spoken(forkscope_core::tasks::sdk::ModernQuirks::of(options.policy).speaks);
+        let legacy = crate::wire::server::modern::spoken(options.protocols, options.policy);
         let tasks = if legacy.serves_legacy() {
             vec![tokio::spawn(client.clone().run())]
         } else {
@@ -574,10 +572,7 @@ impl Lab {
         let now = self.clock.now();
         let core = self.shared.lock();
         let view = View::compose(now, &core.server, Some(&core.client), &core.history);
-        let protocols = self
-            .options
-            .protocols
-            .spoken(forkscope_core::tasks::sdk::ModernQuirks::of(view.policy).speaks);
+        let protocols = crate::wire::server::modern::spoken(self.options.protocols, view.policy);
         let recent = core.history.recent();
         let skip = recent.len().saturating_sub(RECENT_ENTRIES);
         let stats = &self.proxy.stats;

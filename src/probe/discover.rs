@@ -1,8 +1,15 @@
 //! Which of the server's tools the probe drives, read from `tools/list`: a server names its
 //! tools as it likes, so the probe picks by each tool's input schema — an integer that sets how
 //! many notifications a call sends, one that paces them — and by what a tool says it does.
-//! Flags name what the schema cannot tell; the report says what was chosen and why.
+//! Flags name what the schema cannot tell; the report says what was chosen and why. And who
+//! the server is: a 2025-11-25 session's `initialize`, or a 2026-07-28-only server's
+//! `server/discover` ([`server`]).
 
+use super::ProbeError;
+use super::http::{HttpError, Target};
+use crate::wire::mcp::modern::ModernCall;
+use crate::wire::mcp::{Call, method};
+use forkscope_core::revision::{LEGACY, MODERN};
 use serde_json::{Map, Value, json};
 
 /// Argument names that set how many notifications a call sends.
@@ -382,6 +389,81 @@ pub fn find<'a>(tools: &'a [Value], name: &str) -> Result<&'a Value, Unknown> {
 pub struct Unknown {
     pub name: String,
     pub offered: String,
+}
+
+/// Who the server is and what it offers.
+pub(super) struct Discovered {
+    /// `serverInfo`, as `name version`.
+    pub server: String,
+    pub protocol: String,
+    pub tools: Result<Value, HttpError>,
+    /// It speaks 2025-11-25: sessions, streams to resume.
+    pub legacy: bool,
+}
+
+/// A 2025-11-25 session's `initialize` and `tools/list`; or, for a server that answers no
+/// `initialize` but offers 2026-07-28 in `server/discover` (a server of that revision alone),
+/// a stateless `tools/list`. Neither: the server is not one the probe can talk to, and the
+/// `initialize` refusal says why.
+pub(super) async fn server(target: &Target, run: &str) -> Result<Discovered, ProbeError> {
+    let refused = match target.open_session(format!("{run}d")).await {
+        Ok(session) => {
+            let tools = target
+                .request(method::TOOLS_LIST, &session, Call::ToolsList {})
+                .await;
+            target.end_session(&session).await;
+            return Ok(Discovered {
+                server: session.server.clone(),
+                protocol: session.version.clone(),
+                tools,
+                legacy: true,
+            });
+        }
+        Err(refused) => refused,
+    };
+    let modern = |id, method| ModernCall {
+        id,
+        method,
+        params: json!({}),
+        tasks: false,
+        key: None,
+    };
+    let discover = target
+        .modern("server/discover", &modern(0, "server/discover"))
+        .await;
+    let Ok(Ok(found)) = discover else {
+        return Err(ProbeError::Unreachable(refused));
+    };
+    // 2026-07-28 alone: a server that lists 2025-11-25 too and refused `initialize` anyway is
+    // broken, not modern, and its refusal is what to say.
+    let versions = found.get("supportedVersions").and_then(Value::as_array);
+    let offers = |version: &str| versions.is_some_and(|v| v.iter().any(|v| v == version));
+    if !offers(MODERN) || offers(LEGACY) {
+        return Err(ProbeError::Unreachable(refused));
+    }
+    let info = found.pointer("/_meta/io.modelcontextprotocol~1serverInfo");
+    let field = |name: &str| {
+        info.and_then(|i| i.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .chars()
+            .take(60)
+            .collect::<String>()
+    };
+    let tools = match target.modern("tools/list", &modern(1, "tools/list")).await {
+        Ok(Ok(tools)) => Ok(tools),
+        Ok(Err(error)) => Err(HttpError::Protocol {
+            what: "tools/list",
+            why: format!("JSON-RPC error {error}"),
+        }),
+        Err(e) => Err(e),
+    };
+    Ok(Discovered {
+        server: format!("{} {}", field("name"), field("version")),
+        protocol: MODERN.to_owned(),
+        tools,
+        legacy: false,
+    })
 }
 
 #[cfg(test)]

@@ -9,15 +9,13 @@ pub mod expect;
 pub mod http;
 pub mod items;
 
-use crate::wire::mcp::modern::ModernCall;
-use crate::wire::mcp::{Call, method};
+use crate::wire::mcp::Call;
 use cases::{CASES, Ctx, Emitter, NotRun};
 use discover::ToolPlan;
 use forkscope_core::probe::{Connection, Item, Judged, Verdict};
-use forkscope_core::revision::{LEGACY, MODERN};
 use http::{Bounds, HttpError, Target};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -245,7 +243,7 @@ pub async fn probe_with(
     let window = Duration::from_millis(opts.window_ms.max(100));
     let target = Target::new(url.clone(), Bounds::default()).map_err(ProbeError::Unreachable)?;
     let run: String = format!("{:08x}", rand::random::<u32>());
-    let discovery = discover_server(&target, &run).await?;
+    let discovery = discover::server(&target, &run).await?;
     let tools = discovery.tools;
     let tools = match (tools, &opts.tool) {
         (Ok(v), _) => v
@@ -353,81 +351,6 @@ pub async fn probe_with(
         standalone,
         cases,
         expected: None,
-    })
-}
-
-/// Who the server is and what it offers.
-struct Discovered {
-    /// `serverInfo`, as `name version`.
-    server: String,
-    protocol: String,
-    tools: Result<Value, HttpError>,
-    /// It speaks 2025-11-25: sessions, streams to resume.
-    legacy: bool,
-}
-
-/// A 2025-11-25 session's `initialize` and `tools/list`; or, for a server that answers no
-/// `initialize` but offers 2026-07-28 in `server/discover` (a server of that revision alone),
-/// a stateless `tools/list`. Neither: the server is not one the probe can talk to, and the
-/// `initialize` refusal says why.
-async fn discover_server(target: &Target, run: &str) -> Result<Discovered, ProbeError> {
-    let refused = match target.open_session(format!("{run}d")).await {
-        Ok(session) => {
-            let tools = target
-                .request(method::TOOLS_LIST, &session, Call::ToolsList {})
-                .await;
-            target.end_session(&session).await;
-            return Ok(Discovered {
-                server: session.server.clone(),
-                protocol: session.version.clone(),
-                tools,
-                legacy: true,
-            });
-        }
-        Err(refused) => refused,
-    };
-    let modern = |id, method| ModernCall {
-        id,
-        method,
-        params: json!({}),
-        tasks: false,
-        key: None,
-    };
-    let discover = target
-        .modern("server/discover", &modern(0, "server/discover"))
-        .await;
-    let Ok(Ok(found)) = discover else {
-        return Err(ProbeError::Unreachable(refused));
-    };
-    // 2026-07-28 alone: a server that lists 2025-11-25 too and refused `initialize` anyway is
-    // broken, not modern, and its refusal is what to say.
-    let versions = found.get("supportedVersions").and_then(Value::as_array);
-    let offers = |version: &str| versions.is_some_and(|v| v.iter().any(|v| v == version));
-    if !offers(MODERN) || offers(LEGACY) {
-        return Err(ProbeError::Unreachable(refused));
-    }
-    let info = found.pointer("/_meta/io.modelcontextprotocol~1serverInfo");
-    let field = |name: &str| {
-        info.and_then(|i| i.get(name))
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .chars()
-            .take(60)
-            .collect::<String>()
-    };
-    let tools = match target.modern("tools/list", &modern(1, "tools/list")).await {
-        Ok(Ok(tools)) => Ok(tools),
-        Ok(Err(error)) => Err(HttpError::Protocol {
-            what: "tools/list",
-            why: format!("JSON-RPC error {error}"),
-        }),
-        Err(e) => Err(e),
-    };
-    Ok(Discovered {
-        server: format!("{} {}", field("name"), field("version")),
-        protocol: MODERN.to_owned(),
-        tools,
-        legacy: false,
     })
 }
 

@@ -59,6 +59,12 @@ pub(crate) enum Gate {
     Answered(Response),
 }
 
+/// The revisions a server under `policy` speaks of those `asked` for (`--protocol`): 2026-07-28
+/// only where its SDK speaks it (the core's `ModernQuirks`).
+pub fn spoken(asked: Protocols, policy: forkscope_core::Policy) -> Protocols {
+    asked.spoken(forkscope_core::tasks::sdk::ModernQuirks::of(policy).speaks)
+}
+
 impl Modern {
     /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`);
     /// `store`: where tasks are kept when shared (fenced replicas), else this endpoint's own;
@@ -69,9 +75,8 @@ impl Modern {
         store: Option<crate::store::Store>,
         report: Report,
     ) -> Modern {
-        let quirks = forkscope_core::tasks::sdk::ModernQuirks::of(policy);
         Modern {
-            protocols: protocols.spoken(quirks.speaks),
+            protocols: spoken(protocols, policy),
             counters: Arc::default(),
             tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store, report.clone())),
             report,
