@@ -10,7 +10,6 @@
 //! subscription ends with its graceful completion result. The client ends it by closing the
 //! stream.
 
-use super::handles::Report;
 use super::refusal::{Unavailable, json_response, unavailable};
 use super::tasks::TaskHub;
 use crate::wire::jsonrpc;
@@ -100,7 +99,7 @@ pub(crate) async fn listen(
     hub.counters
         .listens_opened
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let stream = follow(hub.clone(), id.clone(), watch, tx, hub.report.clone());
+    let stream = follow(hub.clone(), id.clone(), watch, tx);
     tokio::spawn(async move {
         stream.await;
         drop(permit);
@@ -110,13 +109,7 @@ pub(crate) async fn listen(
 
 /// Reads the watched tasks until nothing more can be sent, the client closes the stream, or
 /// the server ends its listens (a drain: the graceful completion) or is killed (nothing more).
-async fn follow(
-    hub: Arc<TaskHub>,
-    id: Value,
-    mut watch: Watch,
-    tx: mpsc::Sender<String>,
-    report: Report,
-) {
+async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender<String>) {
     let completion = || {
         let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } });
         frame(&jsonrpc::result(&id, done))
@@ -155,7 +148,7 @@ async fn follow(
                 return;
             }
             // Told once it is on its way to the client, not before.
-            report.tell(|| Record::TaskRead {
+            hub.report.tell(|| Record::TaskRead {
                 task: read.id,
                 status: read.status,
             });

@@ -106,22 +106,13 @@ impl TaskHub {
 
     /// Runs a task here from `done` under `epoch`, unless this endpoint was killed.
     fn start_runner(self: &Arc<Self>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
-        self.spawn_here(run(self.clone(), task, epoch, spec, done));
-    }
-
-    /// Runs `work` on this endpoint, unless it was killed: a kill stops it with everything
-    /// else. `false`: killed, nothing started.
-    pub(super) fn spawn_here(
-        &self,
-        work: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> bool {
-        let mut owned = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
         if self.stopped.load(Ordering::SeqCst) {
-            return false;
+            return;
         }
-        owned.retain(|r| !r.is_finished());
-        owned.push(tokio::spawn(work).abort_handle());
-        true
+        runners.retain(|r| !r.is_finished());
+        let handle = tokio::spawn(run(self.clone(), task, epoch, spec, done));
+        runners.push(handle.abort_handle());
     }
 
     /// Stops every runner at once, as a crash would: their tasks' leases run out, and a poll

@@ -148,7 +148,6 @@ struct Watched {
 /// One open listen's acknowledged tasks, deciding which reads are sent.
 #[derive(Clone, Debug)]
 pub struct Watch {
-    listen: TaskListen,
     watched: Vec<Watched>,
 }
 
@@ -177,7 +176,7 @@ impl Watch {
                 }
             })
             .collect();
-        Watch { listen, watched }
+        Watch { watched }
     }
 
     /// The tasks still to read.
@@ -207,9 +206,5 @@ impl Watch {
     /// Whether nothing more can be sent: the subscription may end.
     pub fn over(&self) -> bool {
         self.watched.iter().all(|w| w.over)
-    }
-
-    pub fn listen(&self) -> TaskListen {
-        self.listen
     }
 }
