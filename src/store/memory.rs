@@ -38,7 +38,7 @@ impl MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 machine: Mutex::new(StoreMachine::new(retention)),
-                tasks: Mutex::new(TaskTable::new()),
+                tasks: Mutex::new(TaskTable::new().with_lease(retention.lease_ms)),
                 changed: Notify::new(),
                 born: Instant::now(),
             }),
@@ -111,6 +111,10 @@ impl MemoryStore {
 
     pub(super) fn task_step(&self, id: TaskId, epoch: u64, done: u64) -> Result<(), WriteRefused> {
         self.tasks(|t, now| t.step(now, id, epoch, done))
+    }
+
+    pub(super) fn task_renew(&self, id: TaskId, epoch: u64) -> Result<(), WriteRefused> {
+        self.tasks(|t, now| t.renew(now, id, epoch))
     }
 
     pub(super) fn task_settle(

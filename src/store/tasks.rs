@@ -54,6 +54,20 @@ impl Store {
         }
     }
 
+    /// [`TaskTable::renew`](forkscope_core::tasks::TaskTable::renew): the runner under `epoch`
+    /// is alive, between steps.
+    pub async fn task_renew(
+        &self,
+        id: TaskId,
+        epoch: u64,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_renew(id, epoch)),
+            Backend::Redis(r) => r.task_renew(id, epoch).await,
+        }
+    }
+
     pub async fn task_settle(
         &self,
         id: TaskId,

@@ -33,6 +33,7 @@ pub mod config;
 pub mod event;
 pub mod history;
 pub mod ids;
+pub mod lease;
 pub mod model;
 pub mod policy;
 pub mod probe;

@@ -106,6 +106,11 @@ elseif op == 'step' then
   local done = math.max(tonumber(redis.call('HGET', task, 'done')), tonumber(ARGV[7]))
   redis.call('HSET', task, 'done', done, 'updated', now, 'lease', now + lease_ms)
   return {1}
+elseif op == 'renew' then
+  local refused = writable(task, tonumber(ARGV[6]))
+  if refused then return refused end
+  redis.call('HSET', task, 'lease', now + lease_ms)
+  return {1}
 elseif op == 'settle' or op == 'cancel' then
   local s, at = state(task)
   if s ~= 'live' then return missing(s, at) end

@@ -8,8 +8,8 @@ use super::RedisStore;
 use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
-    CreateError, Created, EndedBy, Keyed, LEASE_MS, MAX_TASKS, Missing, RETAIN_MS, Runner, Settled,
-    Status, TOMBSTONE_MS, Task, Work, WriteRefused,
+    CreateError, Created, EndedBy, Keyed, MAX_TASKS, Missing, RETAIN_MS, Runner, Settled, Status,
+    TOMBSTONE_MS, Task, Work, WriteRefused,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
@@ -123,7 +123,7 @@ impl RedisStore {
             .key(keys[1])
             .key(LIVE)
             .arg(op)
-            .arg(LEASE_MS)
+            .arg(self.retention.lease_ms)
             .arg(RETAIN_MS)
             .arg(TOMBSTONE_MS)
             .arg(MAX_TASKS);
@@ -230,6 +230,23 @@ impl RedisStore {
                 .map(Err)
                 .ok_or_else(|| corrupt("step reply", &reply)),
             None => Err(corrupt("step reply", &reply)),
+        }
+    }
+
+    pub(in crate::store) async fn task_renew(
+        &self,
+        id: TaskId,
+        epoch: u64,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        let reply = self
+            .tasks("renew", [&task_key(id), ""], &[epoch.to_string()])
+            .await?;
+        match reply.split_first() {
+            Some((code, _)) if code == "1" => Ok(Ok(())),
+            Some((code, rest)) => refused(code, rest, epoch)
+                .map(Err)
+                .ok_or_else(|| corrupt("renew reply", &reply)),
+            None => Err(corrupt("renew reply", &reply)),
         }
     }
 

@@ -7,9 +7,10 @@
 //! any replica answers for any task. This file spells it in JSON and runs the work:
 //! `progress_task`'s steps, each committed under the runner's epoch before it counts as done.
 //!
-//! A runner that dies leaves its lease to run out; the next `tasks/get` that finds the task
-//! working past its lease adopts it under the next epoch and runs it on from its last committed
-//! step, wherever that poll landed, so a task needs no sticky routing.
+//! A runner renews its lease between steps (the core's [`TaskRunner`]), so only a runner that
+//! died or stalled leaves its lease to run out; the next `tasks/get` that finds the task working
+//! past its lease adopts it under the next epoch and runs it on from its last committed step,
+//! wherever that poll landed, so a task needs no sticky routing.
 
 use super::handles::Report;
 use super::refusal::{Unavailable, json_response, unavailable};
@@ -20,9 +21,9 @@ use axum::response::Response;
 use forkscope_core::history::Run;
 use forkscope_core::tasks::{
     CreateError, DEFAULT_TTL_MS, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status, Task,
-    TaskRules, Work,
+    TaskRules, Work, WriteRefused,
 };
-use forkscope_core::work::{Steps, ToolStep};
+use forkscope_core::work::{RunnerWrite, TaskRunner};
 use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -348,64 +349,89 @@ fn status_message(task: &Task) -> String {
     }
 }
 
-/// Runs a task's steps from `done` under `epoch`: each is committed to the store before it
-/// counts, and a refused write (a cancel won, the TTL ran out, another runner adopted it) or an
-/// unreachable store stops the work (its lease then runs out, and a poll elsewhere adopts it).
+/// Runs a task from `done` under `epoch` as the core's [`TaskRunner`] says: each step committed
+/// to the store before it counts, and the lease renewed between steps however long they are. A
+/// refused write (a cancel won, the TTL ran out, another runner adopted it) or an unreachable
+/// store stops the work (its lease then runs out, and a read elsewhere adopts it).
 async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
     let started = tokio::time::Instant::now();
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
-    let mut steps = Steps::resumed(spec, true, done, now());
-    while let Some(due) = steps.poll_timeout() {
+    let lease_ms = hub.store.retention().lease_ms;
+    let mut runner = TaskRunner::new(task, epoch, spec, done, lease_ms, now());
+    while let Some(due) = runner.poll_timeout() {
         super::modern::pause(due.since(now())).await;
-        for step in steps.take_due(now(), usize::MAX) {
-            let written = match step {
-                ToolStep::Progress { done, .. } => hub
-                    .store
-                    .task_step(task, epoch, done)
-                    .await
-                    .map(|w| w.map(|()| true)),
-                ToolStep::Result { steps } => {
-                    let result: Arc<str> = super::tool::result(steps).to_string().into();
-                    hub.store
-                        .task_settle(task, Some(epoch), Status::Completed, Some(result))
-                        .await
-                        .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
-                }
-            };
-            if matches!(written, Ok(Ok(true))) {
-                hub.changed.notify_waiters();
-            }
-            match written {
-                Ok(Ok(true)) if let ToolStep::Progress { done, total } = step => {
-                    hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
-                    hub.report.tell(|| Record::StepApplied {
-                        run: Run::Task(task),
-                        step: done,
-                        of: total,
-                        epoch,
-                    });
-                }
-                Ok(Ok(true)) => {
-                    hub.report.tell(|| Record::TaskSettled {
-                        task,
-                        status: Status::Completed,
-                    });
-                    hub.counters.completed.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(task = %task.short(), "task completed");
-                }
-                Ok(Ok(false)) => return,
+        while let Some(write) = runner.poll_write(now()) {
+            match commit(&hub, task, epoch, write).await {
+                Ok(Ok(true)) => runner.written(now()),
+                Ok(Ok(false)) => runner.stop(),
                 Ok(Err(why)) => {
                     hub.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(task = %task.short(), %why, "task runner stops: its write was refused");
-                    return;
+                    runner.stop();
                 }
                 Err(why) => {
                     tracing::warn!(task = %task.short(), %why, "task runner stops: the store did not answer");
-                    return;
+                    runner.stop();
                 }
             }
         }
     }
+}
+
+/// One write of a runner under `epoch`, and what it tells: `Ok(Ok(true))` it landed,
+/// `Ok(Ok(false))` the task had already ended (the runner stops without a word).
+async fn commit(
+    hub: &TaskHub,
+    task: TaskId,
+    epoch: u64,
+    write: RunnerWrite,
+) -> Result<Result<bool, WriteRefused>, StoreError> {
+    let written = match write {
+        RunnerWrite::Renew => {
+            return hub
+                .store
+                .task_renew(task, epoch)
+                .await
+                .map(|w| w.map(|()| true));
+        }
+        RunnerWrite::Step { done, .. } => hub
+            .store
+            .task_step(task, epoch, done)
+            .await
+            .map(|w| w.map(|()| true)),
+        RunnerWrite::Finish { steps } => {
+            let result: Arc<str> = super::tool::result(steps).to_string().into();
+            hub.store
+                .task_settle(task, Some(epoch), Status::Completed, Some(result))
+                .await
+                .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
+        }
+    };
+    if !matches!(written, Ok(Ok(true))) {
+        return written;
+    }
+    hub.changed.notify_waiters();
+    match write {
+        RunnerWrite::Step { done, total } => {
+            hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
+            hub.report.tell(|| Record::StepApplied {
+                run: Run::Task(task),
+                step: done,
+                of: total,
+                epoch,
+            });
+        }
+        RunnerWrite::Finish { .. } => {
+            hub.report.tell(|| Record::TaskSettled {
+                task,
+                status: Status::Completed,
+            });
+            hub.counters.completed.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(task = %task.short(), "task completed");
+        }
+        RunnerWrite::Renew => {}
+    }
+    written
 }
 
 pub(super) fn store_failed(id: &Value, e: &StoreError) -> Response {

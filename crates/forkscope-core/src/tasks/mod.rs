@@ -12,10 +12,12 @@
 //!   call's arguments to one task, atomically, before the answer; the same key with other
 //!   arguments is refused ([`CreateError::KeyReused`]).
 //! - **durable before acknowledged** ([EXT]:300): `create` returns once the task reads back.
-//! - **one runner** ([`TaskTable::step`], [`TaskTable::adopt`]): a lease with a rising epoch;
-//!   every step and the terminal write carry the epoch they were taken under, and a stale one is
-//!   refused ([`WriteRefused::Stale`]); a lease past its deadline may be adopted under the next
-//!   epoch, and the old runner's next write is refused.
+//! - **one runner** ([`TaskTable::step`], [`TaskTable::renew`], [`TaskTable::adopt`]): a lease
+//!   with a rising epoch, the one lease rule the 2025 calls hold ([`crate::lease`]); the runner
+//!   renews it whatever its steps' length ([`crate::work::TaskRunner`]); every step and the
+//!   terminal write carry the epoch they were taken under, and a stale one is refused
+//!   ([`WriteRefused::Stale`]); a lease past its deadline (its runner stopped renewing) may be
+//!   adopted under the next epoch, and the old runner's next write is refused.
 //! - **terminal once** ([`TaskTable::settle`]): a compare-and-set from a non-terminal state;
 //!   every later read returns exactly the stored outcome.
 //! - **cancel as intent** ([`TaskTable::cancel`]): the same compare-and-set, and the answer says
@@ -31,6 +33,7 @@ pub mod sdk;
 mod tests;
 
 use crate::ids::TaskId;
+use crate::lease::LeaseState;
 use crate::policy::Policy;
 use crate::time::LabTime;
 use std::collections::{HashMap, VecDeque};
@@ -40,8 +43,9 @@ use std::sync::Arc;
 pub const DEFAULT_TTL_MS: u64 = 300_000;
 /// How often a client is asked to poll.
 pub const POLL_INTERVAL_MS: u64 = 250;
-/// How long a runner may go without a write before another may adopt its task.
-pub const LEASE_MS: u64 = 2_000;
+/// How long a runner may go without renewing before another may adopt its task: the lease the
+/// 2025-11-25 calls hold ([`crate::lease`]), unless the store is told otherwise.
+pub const LEASE_MS: u64 = crate::lease::DEFAULT_LEASE_MS;
 /// How long a settled task stays readable past its TTL before it is deleted.
 pub const RETAIN_MS: u64 = 60_000;
 /// Tasks held at once; past it creation is refused.
@@ -209,12 +213,19 @@ impl Default for TaskRules {
 }
 
 /// Every task, every key, and the tombstones of the deleted.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct TaskTable {
     tasks: HashMap<TaskId, Task>,
     keys: HashMap<String, (String, TaskId)>,
     tombstones: VecDeque<(TaskId, LabTime)>,
     max_tasks: usize,
+    lease_ms: u64,
+}
+
+impl Default for TaskTable {
+    fn default() -> Self {
+        TaskTable::new()
+    }
 }
 
 impl TaskTable {
@@ -224,9 +235,21 @@ impl TaskTable {
 
     pub fn with_capacity(max_tasks: usize) -> TaskTable {
         TaskTable {
+            tasks: HashMap::new(),
+            keys: HashMap::new(),
+            tombstones: VecDeque::new(),
             max_tasks,
-            ..TaskTable::default()
+            lease_ms: LEASE_MS,
         }
+    }
+
+    /// The same table with leases of `lease_ms` (a store's `--lease-ms`).
+    pub fn with_lease(self, lease_ms: u64) -> TaskTable {
+        TaskTable { lease_ms, ..self }
+    }
+
+    pub fn lease_ms(&self) -> u64 {
+        self.lease_ms
     }
 
     pub fn len(&self) -> usize {
@@ -285,7 +308,7 @@ impl TaskTable {
                 done: 0,
                 runner,
                 epoch: 1,
-                lease_until: now.plus(LEASE_MS),
+                lease_until: now.plus(self.lease_ms),
                 outcome: None,
                 ended_by: None,
             },
@@ -338,10 +361,20 @@ impl TaskTable {
         epoch: u64,
         done: u64,
     ) -> Result<(), WriteRefused> {
+        let lease_ms = self.lease_ms;
         let task = self.writable(id, epoch)?;
         task.done = task.done.max(done);
         task.updated_at = now;
-        task.lease_until = now.plus(LEASE_MS);
+        task.lease_until = now.plus(lease_ms);
+        Ok(())
+    }
+
+    /// The runner under `epoch` is alive: its lease runs on from `now`, though no step was due.
+    /// Refused as a step is (stale epoch, terminal, missing), and then the runner must stop.
+    pub fn renew(&mut self, now: LabTime, id: TaskId, epoch: u64) -> Result<(), WriteRefused> {
+        let lease_ms = self.lease_ms;
+        let task = self.writable(id, epoch)?;
+        task.lease_until = now.plus(lease_ms);
         Ok(())
     }
 
@@ -394,16 +427,18 @@ impl TaskTable {
         }
     }
 
-    /// Another runner takes the task over once its lease ran out: the next epoch is its. `None`
-    /// while the lease holds or once the task has ended.
+    /// Another runner takes the task over once its lease ran out (its runner stopped renewing):
+    /// the next epoch is its. `None` while the lease holds or once the task has ended.
     pub fn adopt(&mut self, now: LabTime, id: TaskId, runner: Runner) -> Option<u64> {
+        let lease_ms = self.lease_ms;
         let task = self.tasks.get_mut(&id)?;
-        if task.status.is_terminal() || now < task.lease_until {
+        let lease = LeaseState::at(task.lease_until.as_millis(), now.as_millis());
+        if task.status.is_terminal() || !lease.is_expired() {
             return None;
         }
         task.epoch += 1;
         task.runner = runner;
-        task.lease_until = now.plus(LEASE_MS);
+        task.lease_until = now.plus(lease_ms);
         task.updated_at = now;
         Some(task.epoch)
     }

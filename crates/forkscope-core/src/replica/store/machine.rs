@@ -13,7 +13,10 @@ use super::{
 };
 use crate::ids::{SessionId, StreamId};
 use crate::policy::Policy;
-use crate::replica::{CallRecord, Lease, RecordState, StaleEpoch, StreamRecord, admits, forgot};
+use crate::replica::{
+    CallRecord, Lease, LeaseState, RecordState, StaleEpoch, StreamRecord, admits, forgot,
+    lease_state,
+};
 use crate::vocabulary::StreamKind;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -107,10 +107,8 @@ impl Session {
         if call.lease.epoch != expect_lease || !live {
             return Adoption::Lost;
         }
-        if call.lease.until_ms > now {
-            return Adoption::NotExpired {
-                remaining_ms: call.lease.until_ms - now,
-            };
+        if let LeaseState::Held { remaining_ms } = lease_state(&call.lease, now) {
+            return Adoption::NotExpired { remaining_ms };
         }
         call.lease = Lease {
             epoch: call.lease.epoch + 1,
