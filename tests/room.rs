@@ -166,6 +166,7 @@ fn short(kind: AnomalyKind) -> &'static str {
         AnomalyKind::StaleRead => "STALE READ",
         AnomalyKind::OrphanTask => "ORPHAN TASK",
         AnomalyKind::CutHalfway => "CUT HALFWAY",
+        AnomalyKind::TaskLost => "TASK LOST",
     }
 }
 

@@ -43,8 +43,8 @@ fn verdict(c: &Checked) -> String {
             }
         ),
         (None, None) => format!(
-            "no step applied twice, no second runner, no orphan task, no second end and no \
-             stale read in {} states up to depth {}{}",
+            "no step applied twice, no second runner, no orphan task, no second end, no \
+             stale read and no task whose end never came in {} states up to depth {}{}",
             super::thousands(e.distinct),
             e.depth_reached,
             if e.exhausted {
@@ -171,7 +171,8 @@ pub fn scenario_file(
                     written.push(StepFile::action(Action::CallTask));
                 }
             }
-            RequestStep::Answer | RequestStep::LoseAnswer => {}
+            // Time passes in the lab on its own; the lab's runners renew as the model's do.
+            RequestStep::Answer | RequestStep::LoseAnswer | RequestStep::Tick => {}
             RequestStep::Run(_) => {
                 applied += told
                     .happened

@@ -231,7 +231,9 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
 fn owed(snap: &Snapshot, hidden: bool, theme: &Theme, inner: usize) -> Line<'static> {
     let counters = &snap.view.counters;
     let verdict = &snap.view.verdict;
-    let lost = verdict.count(AnomalyKind::Lost) + verdict.count(AnomalyKind::CallLost);
+    let lost = verdict.count(AnomalyKind::Lost)
+        + verdict.count(AnomalyKind::CallLost)
+        + verdict.count(AnomalyKind::TaskLost);
     let told = verdict.count(AnomalyKind::Undelivered);
     let shown = |n: u64| {
         if hidden {

@@ -144,6 +144,10 @@ fn why(kind: AnomalyKind) -> &'static str {
             "one id, two contents: the store forgot it had handed the id out, and a client whose \
              cursor passed it will never see the second write"
         }
+        AnomalyKind::TaskLost => {
+            "a task the client asked for never told it its end, and nothing told the client it \
+             never will: its runners died, the store forgot it, or it never finished"
+        }
         AnomalyKind::CallLost => {
             "a tool call the client made will never send its result, and nothing told the \
              client: it waits, believing the call is still running"

@@ -315,5 +315,6 @@ pub(crate) fn short(kind: AnomalyKind) -> &'static str {
         AnomalyKind::StaleRead => "STALE READ",
         AnomalyKind::OrphanTask => "ORPHAN TASK",
         AnomalyKind::CutHalfway => "CUT HALFWAY",
+        AnomalyKind::TaskLost => "TASK LOST",
     }
 }

@@ -50,6 +50,9 @@ pub enum AnomalyKind {
     OrphanTask,
     /// 2026-07-28: a call stopped halfway by the cancel a closed stream means.
     CutHalfway,
+    /// 2026-07-28: a task the client asked for whose end never reached it, and nothing told
+    /// it (its runners died, the store forgot it, it never finished).
+    TaskLost,
     CursorDrift,
     /// Owed and never delivered, but the client was told: not a silent loss, not clean either.
     Undelivered,
@@ -78,6 +81,7 @@ impl AnomalyKind {
                 | AnomalyKind::StaleRead
                 | AnomalyKind::OrphanTask
                 | AnomalyKind::CutHalfway
+                | AnomalyKind::TaskLost
         )
     }
 }
@@ -234,6 +238,15 @@ pub enum Anomaly {
         of: u64,
         at: LabTime,
     },
+    /// The run ended and no end of `op` reached the client, nor anything that told it none
+    /// will: its newest task, `task`, had applied `done` of `of` steps.
+    TaskLost {
+        op: Arc<str>,
+        task: TaskId,
+        done: u64,
+        of: u64,
+        at: LabTime,
+    },
 }
 
 /// The two replicas of a fork across replicas: one sent, the client was bound on the other.
@@ -275,6 +288,7 @@ impl Anomaly {
             Anomaly::StaleRead { .. } => AnomalyKind::StaleRead,
             Anomaly::OrphanTask { .. } => AnomalyKind::OrphanTask,
             Anomaly::CutHalfway { .. } => AnomalyKind::CutHalfway,
+            Anomaly::TaskLost { .. } => AnomalyKind::TaskLost,
         }
     }
 
@@ -294,7 +308,8 @@ impl Anomaly {
             | Anomaly::TerminalTwice { at, .. }
             | Anomaly::StaleRead { at, .. }
             | Anomaly::OrphanTask { at, .. }
-            | Anomaly::CutHalfway { at, .. } => *at,
+            | Anomaly::CutHalfway { at, .. }
+            | Anomaly::TaskLost { at, .. } => *at,
             Anomaly::Duplicate { second, .. } => second.at,
         }
     }
@@ -469,6 +484,18 @@ impl fmt::Display for Anomaly {
                 "{run} of {op} was cancelled at {at} by its closed stream after {done} of {of} \
                  steps: its effect is half made, and the client cannot know how far it got"
             ),
+            Anomaly::TaskLost {
+                op,
+                task,
+                done,
+                of,
+                at,
+            } => write!(
+                f,
+                "task lost: the run ended at {at} and no end of {op} reached the client, nor \
+                 anything that told it none will (task {} had applied {done} of {of} steps)",
+                task.short()
+            ),
         }
     }
 }
@@ -481,6 +508,8 @@ pub enum Owed {
     Event { event: EventId },
     /// The result of a tool call it made.
     CallResult { call: StreamId },
+    /// The end of a 2026-07-28 task it asked for.
+    TaskEnd { task: TaskId },
 }
 
 impl fmt::Display for Owed {
@@ -488,6 +517,7 @@ impl fmt::Display for Owed {
         match self {
             Owed::Event { event } => write!(f, "event {event}"),
             Owed::CallResult { call } => write!(f, "the result of the tool call on {call}"),
+            Owed::TaskEnd { task } => write!(f, "the end of task {}", task.short()),
         }
     }
 }
@@ -513,6 +543,9 @@ pub enum Told {
     /// Its tool call ended with an error in place of its result (a server stopping, a store
     /// rolled back), or its request failed before any answer: the client knows it has none.
     CallEnded,
+    /// A read of its task was answered with a typed error that no retry cures (the task
+    /// expired, or its record is corrupt): `reason` is the error's `data.reason`.
+    TaskRefused { reason: &'static str },
 }
 
 /// One refusal, answered `times` times in a row: a typed one (`reason`), or an SDK's bare
@@ -545,6 +578,9 @@ impl fmt::Display for Told {
             Told::FlaggedNew => f.write_str("its new stream was flagged new"),
             Told::StillReconnecting => f.write_str("still reconnecting when the run ended"),
             Told::CallEnded => f.write_str("its call ended with an error"),
+            Told::TaskRefused { reason } => {
+                write!(f, "a read of its task was refused ({reason})")
+            }
         }
     }
 }

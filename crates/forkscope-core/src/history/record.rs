@@ -233,6 +233,12 @@ pub enum Record {
         task: TaskId,
         status: TaskStatus,
     },
+    /// A read of the task was answered with a typed error no retry cures (`reason`, its
+    /// `data.reason`): the client knows its end will not come.
+    TaskRefused {
+        task: TaskId,
+        reason: &'static str,
+    },
 }
 
 /// One run of a call's work under 2026-07-28: a task (every runner of it, across adoptions), or
@@ -465,6 +471,9 @@ impl Record {
                 }
             }
             Record::TaskNamed { task } => format!("client names task {}", task.short()),
+            Record::TaskRefused { task, reason } => {
+                format!("a read of task {} is refused: {reason}", task.short())
+            }
             Record::RunStopped { run } => format!("{run} loses its runner: it writes nothing more"),
             Record::TaskSettled { task, status } => {
                 format!("task {} ends {}", task.short(), status.name())

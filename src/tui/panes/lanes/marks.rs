@@ -100,7 +100,7 @@ impl Mark {
             Some(AnomalyKind::Gap) => GAP,
             Some(AnomalyKind::NonMonotonicCursor) => CURSOR_BACK,
             Some(AnomalyKind::ReusedId) => REUSED_ID,
-            Some(AnomalyKind::CallLost) => CALL_LOST,
+            Some(AnomalyKind::CallLost | AnomalyKind::TaskLost) => CALL_LOST,
             Some(AnomalyKind::Undelivered) => UNDELIVERED,
             Some(AnomalyKind::TwoRunners) => TWO_RUNNERS,
             Some(AnomalyKind::EffectTwice) => EFFECT_TWICE,
@@ -298,7 +298,12 @@ fn lane_of(anomaly: &Anomaly) -> Row {
         Anomaly::TwoRunners { second, .. } | Anomaly::EffectTwice { second, .. } => run_row(second),
         Anomaly::TerminalTwice { task, .. }
         | Anomaly::StaleRead { task, .. }
-        | Anomaly::OrphanTask { task, .. } => Row::Task(*task),
+        | Anomaly::OrphanTask { task, .. }
+        | Anomaly::TaskLost { task, .. }
+        | Anomaly::Undelivered {
+            owed: Owed::TaskEnd { task },
+            ..
+        } => Row::Task(*task),
         Anomaly::Duplicate { .. }
         | Anomaly::CutHalfway { .. }
         | Anomaly::Gap { .. }

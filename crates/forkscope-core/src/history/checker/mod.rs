@@ -96,7 +96,8 @@ impl Checker {
             | Record::TaskCreated { .. }
             | Record::TaskNamed { .. }
             | Record::TaskSettled { .. }
-            | Record::TaskRead { .. }) => self.judge_request(record, at),
+            | Record::TaskRead { .. }
+            | Record::TaskRefused { .. }) => self.judge_request(record, at),
             Record::SessionOpened { .. } => {}
             Record::ClientGaveUp => {
                 if let Some(session) = self.client_session {
@@ -104,7 +105,10 @@ impl Checker {
                     self.settle_told(session, Told::GaveUp { refusals }, at);
                 }
             }
-            Record::RunEnded { reconnecting } => self.settle_run(*reconnecting, at),
+            Record::RunEnded { reconnecting } => {
+                self.settle_run(*reconnecting, at);
+                self.settle_tasks(at);
+            }
             Record::CallAbandoned {
                 session,
                 call,

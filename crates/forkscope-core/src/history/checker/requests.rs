@@ -9,14 +9,18 @@
 //! - **terminal twice**, **stale read**: a task ended twice, or read back from its end;
 //! - **orphan task**: a task whose `op` was asked for again before its id ever reached the
 //!   client, so the client can never read it;
-//! - **cut halfway**: a plain call cancelled by its closed stream with part of its work done.
+//! - **cut halfway**: a plain call cancelled by its closed stream with part of its work done;
+//! - **task lost**: the run ended, and no end of a call made as a task reached the client (a
+//!   terminal read, or a listen's notification of one), nor a typed error that told it none
+//!   will — its runners died, the store forgot it, it never finished. Told, it is
+//!   **undelivered**; either way, never clean.
 //!
 //! A run (a task, or a plain call's request) is matched to its `op` by the record that
 //! started it; a run started where this checker did not see it (a task a replica of another
 //! process made) stands for itself. State is bounded: the oldest calls, tasks and runs are
 //! forgotten past [`KEPT`].
 
-use super::super::anomaly::Anomaly;
+use super::super::anomaly::{Anomaly, Owed, Told};
 use super::super::record::{Record, Run};
 use crate::ids::TaskId;
 use crate::time::LabTime;
@@ -43,6 +47,12 @@ struct Op {
     two_runners: bool,
     /// Fresh tasks ever made for it.
     made: u32,
+    /// An end of it reached the client (a read of a terminal task of it).
+    end_read: bool,
+    /// What told the client its end will not come, if anything did.
+    told: Option<Told>,
+    /// Already judged at a run's end.
+    settled: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -162,6 +172,12 @@ impl Requests {
                 let op = t.op.clone();
                 self.ended(&op, &Run::Task(*task));
             }
+            Record::TaskRefused { task, reason } => {
+                if let Some(t) = self.tasks.get(task) {
+                    let op = t.op.clone();
+                    self.op(&op).told = Some(Told::TaskRefused { reason });
+                }
+            }
             Record::TaskRead { task, status } => {
                 let Some(t) = self.tasks.get_mut(task) else {
                     return;
@@ -180,6 +196,9 @@ impl Requests {
                 }
                 if status.is_terminal() {
                     t.read_terminal = Some(*status);
+                    // The client has an end of its call: what it was owed arrived.
+                    let op = t.op.clone();
+                    self.op(&op).end_read = true;
                 }
             }
             _ => {}
@@ -327,6 +346,43 @@ impl Requests {
         }
     }
 
+    /// The run ended: every call made as a task whose end never reached the client is owed
+    /// it still, and now never will be — undelivered if a typed error told the client so, else
+    /// lost. Judged once per call, on its newest task.
+    pub(super) fn settle(&mut self, at: LabTime, report: &mut impl FnMut(Anomaly)) {
+        for op in &self.order {
+            let Some(entry) = self.ops.get_mut(op) else {
+                continue;
+            };
+            if entry.end_read || entry.settled || entry.made == 0 {
+                continue;
+            }
+            entry.settled = true;
+            let newest = self
+                .task_order
+                .iter()
+                .rev()
+                .find(|id| self.tasks.get(id).is_some_and(|t| t.op == *op));
+            let Some((task, t)) = newest.and_then(|id| Some((*id, self.tasks.get(id)?))) else {
+                continue;
+            };
+            report(match entry.told {
+                Some(told) => Anomaly::Undelivered {
+                    owed: Owed::TaskEnd { task },
+                    told,
+                    at,
+                },
+                None => Anomaly::TaskLost {
+                    op: op.clone(),
+                    task,
+                    done: t.done,
+                    of: t.of,
+                    at,
+                },
+            });
+        }
+    }
+
     /// The tasks kept, oldest first: the newest `n`.
     pub(super) fn tasks(&self, n: usize) -> Vec<TaskLine> {
         let skip = self.task_order.len().saturating_sub(n);
@@ -384,6 +440,15 @@ impl super::Checker {
     /// The newest `n` tasks the checker keeps, oldest first, as a view lists them.
     pub fn tasks(&self, n: usize) -> Vec<TaskLine> {
         self.requests.tasks(n)
+    }
+
+    /// The run ended: each task's end still owed is judged ([`Requests::settle`]).
+    pub(super) fn settle_tasks(&mut self, at: LabTime) {
+        let mut found = Vec::new();
+        self.requests.settle(at, &mut |a| found.push(a));
+        for anomaly in found {
+            self.report(anomaly);
+        }
     }
 
     /// A 2026-07-28 fact: counted, then judged by [`Requests`].

@@ -218,3 +218,55 @@ fn steps_are_judged_by_each_runs_highest_step() {
     assert!(f.step(c, 2, 2).is_empty());
     assert_eq!(f.step(c, 2, 2), vec![AnomalyKind::EffectTwice]);
 }
+
+/// Exactly once, or told: a task's end that never reached the client is lost at the run's end
+/// (whatever the runner did), undelivered when a typed error told the client, and nothing once
+/// a read answered its end.
+#[test]
+fn a_task_whose_end_never_reached_the_client_is_lost_or_told_never_clean() {
+    let ended = |f: &mut Feed| {
+        f.see(Record::RunEnded {
+            reconnecting: false,
+        })
+    };
+
+    // Its runners died after a step: no end was ever read.
+    let mut f = Feed::new();
+    let t = f.task();
+    f.create("order-1", t, true);
+    f.step(t, 1, 1);
+    assert_eq!(ended(&mut f), vec![AnomalyKind::TaskLost]);
+
+    // Completed in the store, but the client never read it: still owed, still lost.
+    let mut f = Feed::new();
+    let t = f.task();
+    f.create("order-1", t, true);
+    f.settle(t, TaskStatus::Completed);
+    f.see(Record::TaskRead {
+        task: t,
+        status: TaskStatus::Working,
+    });
+    assert_eq!(ended(&mut f), vec![AnomalyKind::TaskLost]);
+
+    // A typed error told the client: undelivered.
+    let mut f = Feed::new();
+    let t = f.task();
+    f.create("order-1", t, true);
+    f.see(Record::TaskRefused {
+        task: t,
+        reason: "store_corrupt",
+    });
+    assert_eq!(ended(&mut f), vec![AnomalyKind::Undelivered]);
+
+    // A read answered its end: nothing owed; and a second run end judges nothing twice.
+    let mut f = Feed::new();
+    let t = f.task();
+    f.create("order-1", t, true);
+    f.settle(t, TaskStatus::Completed);
+    f.see(Record::TaskRead {
+        task: t,
+        status: TaskStatus::Completed,
+    });
+    assert!(ended(&mut f).is_empty());
+    assert!(ended(&mut f).is_empty());
+}

@@ -49,13 +49,25 @@ impl Model for RequestLab {
     }
 
     fn judge(&self, params: &Params) -> Judged {
-        match self.anomaly(params.target) {
-            Some(anomaly) => Judged::Broken {
+        if let Some(anomaly) = self.anomaly(params.target) {
+            return Judged::Broken {
                 anomaly: Box::new(anomaly.clone()),
                 ends_run: false,
-            },
-            None => Judged::Holds,
+            };
         }
+        // Exactly once, or told — and live: where the client knows its task and nothing is in
+        // flight, the run may end after the lab has run on, and what is still owed is judged.
+        if self.at_rest() {
+            let mut ended = self.clone();
+            ended.end_run();
+            if let Some(anomaly) = ended.anomaly(params.target) {
+                return Judged::Broken {
+                    anomaly: Box::new(anomaly.clone()),
+                    ends_run: true,
+                };
+            }
+        }
+        Judged::Holds
     }
 
     fn policy(&self) -> Policy {
@@ -71,9 +83,10 @@ impl Model for RequestLab {
 
 impl RequestLab {
     /// The canonical form's 128-bit fingerprint: tasks by the order they were made (their ids
-    /// are chance's), each as stored — status, steps done, epoch, whether its lease has run out
-    /// (not the absolute time) — with what the client last read of it, the runners, the
-    /// client's knowledge and the bounded counters. The checker's own state is left out: up to
+    /// are chance's), each as stored — status, steps done, epoch, how long its lease has left
+    /// (time relative to now, never absolute) — with what the client last read of it, the
+    /// runners (epoch, steps, when each next writes), the client's knowledge and the bounded
+    /// counters. The checker's own state is left out: up to
     /// the first violation (where the search stops) it follows from these — which run applied
     /// which steps from the runners' counts, which tasks were named from what the client knows.
     pub fn fingerprint(&self) -> u128 {
@@ -103,18 +116,19 @@ impl RequestLab {
                     task.status as u64 + 1,
                     task.done,
                     task.epoch,
-                    u64::from(self.now >= task.lease_until),
+                    task.lease_until.since(self.now),
                 ]),
                 Err(_) => words.push(0),
             }
             words.push(self.read_terminal[i].map_or(0, |s| s as u64 + 1));
         }
-        for runner in &self.runners {
+        for r in &self.runners {
+            let next = r.runner.poll_timeout();
             words.extend([
-                u64::from(runner.task),
-                runner.epoch,
-                runner.done,
-                u64::from(runner.stopped),
+                u64::from(r.task),
+                r.runner.epoch(),
+                r.runner.done(),
+                next.map_or(0, |at| at.since(self.now) + 1),
             ]);
         }
         words
@@ -129,16 +143,20 @@ impl RequestLab {
 /// One step of a schedule, told: what it was, what it made happen, what the checker named.
 #[derive(Clone, Debug, Serialize)]
 pub struct TracedStep {
-    pub step: RequestStep,
+    /// `None` for the run's end, told after the last step when the run ended there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<RequestStep>,
     pub said: String,
     pub happened: Vec<String>,
     pub anomalies: Vec<String>,
 }
 
-/// Replays `steps` from the start, telling each: the narration of a counterexample.
+/// Replays `steps` from the start, telling each: the narration of a counterexample. One found
+/// by ending the run (nothing found by the steps alone, and the client at rest) is told to its
+/// end: the lab running on, the client polling, the run ending.
 pub fn trace(policy: Policy, params: &Params, steps: &[RequestStep]) -> Vec<TracedStep> {
     let mut lab = RequestLab::new(policy, 4096);
-    let mut told = Vec::with_capacity(steps.len());
+    let mut told = Vec::with_capacity(steps.len() + 1);
     for &step in steps {
         let before = lab.history.total();
         lab.take(step, params);
@@ -152,8 +170,30 @@ pub fn trace(policy: Policy, params: &Params, steps: &[RequestStep]) -> Vec<Trac
             anomalies.extend(entry.caused.anomalies().iter().map(ToString::to_string));
         }
         told.push(TracedStep {
-            step,
+            step: Some(step),
             said: step.to_string(),
+            happened,
+            anomalies,
+        });
+    }
+    if lab.anomaly(params.target).is_none() && lab.at_rest() {
+        let before = lab.history.total();
+        lab.end_run();
+        let fresh = (lab.history.total() - before) as usize;
+        let recent = lab.history.recent();
+        let entries = recent.iter().skip(recent.len().saturating_sub(fresh));
+        let (mut happened, mut anomalies) = (Vec::new(), Vec::new());
+        // The decisions only: every poll of a long run would bury them.
+        for entry in entries {
+            if entry.record.is_decision() {
+                happened.extend(entry.record.describe());
+            }
+            anomalies.extend(entry.caused.anomalies().iter().map(ToString::to_string));
+        }
+        told.push(TracedStep {
+            step: None,
+            said: "the lab runs on, the client polling at its interval, and the run ends"
+                .to_owned(),
             happened,
             anomalies,
         });

@@ -11,8 +11,17 @@
 //! judges: a step applied twice, two runners, an orphan task, an end reached twice, a read back
 //! from an end.
 //!
+//! Time is explored too: each step of the work takes longer than the lease, so a runner lives
+//! only by renewing, and a runner is the core's own [`TaskRunner`] — the machine the wire's
+//! runners drive — whose every write (a step, the result, a renewal) is one step of the search,
+//! racing the client's polls. Liveness is judged as `run` judges a quiet lab: wherever the client
+//! knows its task and nothing is in flight, the lab is let run on with the client polling at its
+//! interval, the run ends, and a task whose end never reached the client is lost — so a runner
+//! that does not renew (the mutation [`Params::renewal`] switches on) is found: every poll past
+//! its lease adopts the task, the adopter waits a whole step again, and the task never ends.
+//!
 //! Counters (calls, crashes) are bounded by [`Params`], so the space is finite and small enough
-//! to explore to depth 12 in a moment.
+//! to explore to depth 16 in a moment.
 
 mod explore;
 #[cfg(test)]
@@ -24,9 +33,11 @@ use crate::history::{Anomaly, History, Record, Run};
 use crate::ids::{SplitMix64, TaskId};
 use crate::policy::Policy;
 use crate::tasks::{
-    DEFAULT_TTL_MS, Keyed, LEASE_MS, Runner, Settled, Status, TaskRules, TaskTable, Work,
+    DEFAULT_TTL_MS, Keyed, LEASE_MS, POLL_INTERVAL_MS, Runner, Settled, Status, TaskRules,
+    TaskTable, Work,
 };
 use crate::time::LabTime;
+use crate::work::{RunnerWrite, TaskRunner, ToolSpec};
 use serde::Serialize;
 use std::fmt;
 
@@ -35,11 +46,15 @@ pub type Exploration = crate::model::Exploration<RequestStep, Params>;
 pub type Counterexample = crate::model::Counterexample<RequestStep>;
 
 /// Steps of work the call has before its result: the smallest in which a re-issue can apply a
-/// step twice while another is still to come.
+/// step twice while another is still to come; each longer than the lease, so a runner that does
+/// not renew between steps loses its task.
 pub const WORK: Work = Work {
     steps: 2,
-    delay_ms: 100,
+    delay_ms: LEASE_MS + LEASE_MS / 2,
 };
+/// Rounds of the client's polling a quiet lab is let run before its run ends: far more than
+/// the work takes at its pace, so only a task that never ends is still owed then.
+const QUIESCE_ROUNDS: usize = 256;
 /// The client's idempotency key for its one intent.
 pub const KEY: &str = "charge-1";
 /// Runners the model follows at once (each task's creator, and each adopter).
@@ -54,6 +69,9 @@ pub struct Params {
     pub crashes: u8,
     /// Look for this anomaly, exploring past the others; `None`: stop at the first violation.
     pub target: Option<crate::history::AnomalyKind>,
+    /// Runners renew their lease between steps; `false` is a mutation (the runner as it was
+    /// before it renewed) that the search must catch.
+    pub renewal: bool,
 }
 
 impl Default for Params {
@@ -62,6 +80,7 @@ impl Default for Params {
             calls: 3,
             crashes: 1,
             target: None,
+            renewal: true,
         }
     }
 }
@@ -77,12 +96,13 @@ pub enum RequestStep {
     Answer,
     /// The `CreateTaskResult` in flight is lost (the response stream broke).
     LoseAnswer,
-    /// Runner N commits its task's next step, or, all steps done, its result.
+    /// Runner N makes the write it has due: its task's next step, the result, or a renewal of
+    /// its lease.
     Run(u8),
     /// Runner N dies (its replica crashed): it writes nothing more.
     Crash(u8),
-    /// Time passes every lease: a working task whose runner is silent may be adopted.
-    LeasesExpire,
+    /// Time passes to the next deadline: a runner's next write falls due, or a lease runs out.
+    Tick,
     /// The client polls `tasks/get` for the task it knows; one found working past its lease
     /// is adopted by the replica that answered.
     Poll,
@@ -105,7 +125,7 @@ impl RequestStep {
             steps.push(RequestStep::Crash(r));
         }
         steps.extend([
-            RequestStep::LeasesExpire,
+            RequestStep::Tick,
             RequestStep::Poll,
             RequestStep::Cancel,
             RequestStep::TtlExpires,
@@ -122,9 +142,9 @@ impl fmt::Display for RequestStep {
             RequestStep::LoseAnswer => {
                 f.write_str("the CreateTaskResult is lost: the response stream broke")
             }
-            RequestStep::Run(r) => write!(f, "runner {r} takes its next step"),
+            RequestStep::Run(r) => write!(f, "runner {r} makes its next write"),
             RequestStep::Crash(r) => write!(f, "runner {r} dies (its replica crashed)"),
-            RequestStep::LeasesExpire => f.write_str("time passes every runner's lease"),
+            RequestStep::Tick => f.write_str("time passes to the next deadline"),
             RequestStep::Poll => f.write_str("the client polls tasks/get"),
             RequestStep::Cancel => f.write_str("the client cancels the task"),
             RequestStep::TtlExpires => f.write_str("the tasks' TTL runs out"),
@@ -132,15 +152,12 @@ impl fmt::Display for RequestStep {
     }
 }
 
-/// One runner of one task: the epoch it holds, and how far it got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// One runner of one task: the core's machine, and which task it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ModelRunner {
     /// Index into the tasks, in creation order.
     pub task: u8,
-    pub epoch: u64,
-    pub done: u64,
-    /// Stopped: it died, its write was refused, or it finished.
-    pub stopped: bool,
+    pub runner: TaskRunner,
 }
 
 /// The client's one call under 2026-07-28, as plain data.
@@ -165,6 +182,8 @@ pub struct RequestLab {
     pub(crate) read_terminal: Vec<Option<Status>>,
     pub(crate) history: History,
     rng: SplitMix64,
+    /// Whether new runners renew ([`Params::renewal`]).
+    renewal: bool,
 }
 
 impl RequestLab {
@@ -186,7 +205,42 @@ impl RequestLab {
             read_terminal: Vec::new(),
             history: History::new(capacity),
             rng: SplitMix64::new(0x2026_0728),
+            renewal: true,
         }
+    }
+
+    /// Whether the run may end here and be judged: the client knows its task and nothing is on
+    /// its way to it (a state where it knows none was cut by the bound on its re-issues).
+    pub(crate) fn at_rest(&self) -> bool {
+        self.known.is_some() && self.in_flight.is_none()
+    }
+
+    /// Lets the lab run on as a quiet lab does before a run ends — every runner making its
+    /// writes as they fall due, the client polling at its interval (a read adopting a dead
+    /// runner's task, as ever) until it has read its task's end — then ends the run, so what is
+    /// still owed is judged. Bounded by [`QUIESCE_ROUNDS`] polls: a task still not ended then
+    /// never will be.
+    pub(crate) fn end_run(&mut self) {
+        for _ in 0..QUIESCE_ROUNDS {
+            let Some(known) = self.known else { break };
+            if self.read_terminal[usize::from(known)].is_some() {
+                break;
+            }
+            for r in 0..self.runners.len() {
+                let now = self.now;
+                while (self.runners[r].runner.poll_timeout()).is_some_and(|due| due <= now) {
+                    self.run(r);
+                }
+            }
+            self.poll(usize::MAX);
+            let next_poll = self.now.plus(POLL_INTERVAL_MS);
+            self.now = self
+                .next_deadline()
+                .map_or(next_poll, |at| at.min(next_poll));
+        }
+        self.record(Record::RunEnded {
+            reconnecting: false,
+        });
     }
 
     pub(crate) fn keep_verdict_only(&mut self) {
@@ -220,19 +274,16 @@ impl RequestLab {
             RequestStep::Run(r) => self
                 .runners
                 .get(usize::from(r))
-                .is_some_and(|runner| !runner.stopped),
+                .and_then(|r| r.runner.poll_timeout())
+                .is_some_and(|due| due <= self.now),
             RequestStep::Crash(r) => {
                 self.crashes < params.crashes
                     && self
                         .runners
                         .get(usize::from(r))
-                        .is_some_and(|runner| !runner.stopped)
+                        .is_some_and(|r| !r.runner.is_over())
             }
-            RequestStep::LeasesExpire => self.tasks.iter().any(|&id| {
-                self.table
-                    .get(id)
-                    .is_ok_and(|t| t.status == Status::Working && self.now < t.lease_until)
-            }),
+            RequestStep::Tick => self.next_deadline().is_some(),
             RequestStep::Poll => self.known.is_some(),
             RequestStep::Cancel => self.known.is_some() && !self.cancelled,
             RequestStep::TtlExpires => !self.tasks.is_empty() && !self.ttl_passed,
@@ -243,7 +294,38 @@ impl RequestLab {
         self.history.record(self.now, record);
     }
 
-    pub fn take(&mut self, step: RequestStep, _: &Params) {
+    /// The next moment something falls due on its own, after now: a live runner's next write,
+    /// or the end of a working task's lease.
+    fn next_deadline(&self) -> Option<LabTime> {
+        let writes = self.runners.iter().filter_map(|r| r.runner.poll_timeout());
+        let leases = self.tasks.iter().filter_map(|&id| {
+            let task = self.table.get(id).ok()?;
+            (task.status == Status::Working).then_some(task.lease_until)
+        });
+        writes.chain(leases).filter(|&at| at > self.now).min()
+    }
+
+    /// A runner for task `index` under `epoch` from `done` steps, as the rules say it renews.
+    fn start_runner(&mut self, index: u8, epoch: u64, done: u64, renewal: bool) {
+        let spec = ToolSpec {
+            steps: WORK.steps,
+            delay_ms: WORK.delay_ms,
+        };
+        let id = self.tasks[usize::from(index)];
+        let runner = TaskRunner::new(id, epoch, spec, done, self.table.lease_ms(), self.now);
+        let runner = if renewal {
+            runner
+        } else {
+            runner.without_renewal()
+        };
+        self.runners.push(ModelRunner {
+            task: index,
+            runner,
+        });
+    }
+
+    pub fn take(&mut self, step: RequestStep, params: &Params) {
+        self.renewal = params.renewal;
         match step {
             RequestStep::Call => self.call(),
             RequestStep::Answer => self.known = self.in_flight.take(),
@@ -251,10 +333,14 @@ impl RequestLab {
             RequestStep::Run(r) => self.run(usize::from(r)),
             RequestStep::Crash(r) => {
                 self.crashes += 1;
-                self.runners[usize::from(r)].stopped = true;
+                self.runners[usize::from(r)].runner.stop();
             }
-            RequestStep::LeasesExpire => self.now = self.now.plus(LEASE_MS),
-            RequestStep::Poll => self.poll(),
+            RequestStep::Tick => {
+                if let Some(next) = self.next_deadline() {
+                    self.now = next;
+                }
+            }
+            RequestStep::Poll => self.poll(MAX_RUNNERS),
             RequestStep::Cancel => self.cancel(),
             RequestStep::TtlExpires => {
                 self.ttl_passed = true;
@@ -304,64 +390,71 @@ impl RequestLab {
             }
         };
         if created.fresh {
-            self.runners.push(ModelRunner {
-                task: index,
-                epoch: created.epoch,
-                done: 0,
-                stopped: false,
-            });
+            self.start_runner(index, created.epoch, 0, self.renewal);
         }
         self.in_flight = Some(index);
     }
 
+    /// Runner `r` makes the write it has due, on the table, as the wire's runner does on its
+    /// store: a refused write stops it.
     fn run(&mut self, r: usize) {
-        let runner = self.runners[r];
-        let id = self.tasks[usize::from(runner.task)];
-        let next = runner.done + 1;
-        let taken = if runner.done < WORK.steps {
-            self.table.step(self.now, id, runner.epoch, next).map(|()| {
-                self.record(Record::StepApplied {
-                    run: Run::Task(id),
-                    step: next,
-                    of: WORK.steps,
-                    epoch: runner.epoch,
-                });
-            })
-        } else {
-            let settled =
-                self.table
-                    .settle(self.now, id, Some(runner.epoch), Status::Completed, None);
-            settled.map(|settled| {
-                if let Settled::Won(status) = settled {
-                    self.record(Record::TaskSettled { task: id, status });
-                }
-            })
+        let now = self.now;
+        let Some(write) = self.runners[r].runner.poll_write(now) else {
+            return;
         };
-        let runner = &mut self.runners[r];
-        match taken {
-            Ok(()) if runner.done < WORK.steps => runner.done = next,
-            // Its result written, or its write refused: it stops.
-            _ => runner.stopped = true,
+        let (id, epoch) = (
+            self.runners[r].runner.task(),
+            self.runners[r].runner.epoch(),
+        );
+        let landed = match write {
+            RunnerWrite::Renew => self.table.renew(now, id, epoch).is_ok(),
+            RunnerWrite::Step { done, total } => {
+                let taken = self.table.step(now, id, epoch, done).is_ok();
+                if taken {
+                    self.record(Record::StepApplied {
+                        run: Run::Task(id),
+                        step: done,
+                        of: total,
+                        epoch,
+                    });
+                }
+                taken
+            }
+            RunnerWrite::Finish { .. } => {
+                match self
+                    .table
+                    .settle(now, id, Some(epoch), Status::Completed, None)
+                {
+                    Ok(Settled::Won(status)) => {
+                        self.record(Record::TaskSettled { task: id, status });
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        let runner = &mut self.runners[r].runner;
+        if landed {
+            runner.written(now);
+        } else {
+            runner.stop();
         }
     }
 
-    fn poll(&mut self) {
+    /// The client's `tasks/get`; a task found working past its lease is adopted by the replica
+    /// that answered, while fewer than `max_runners` have run.
+    fn poll(&mut self, max_runners: usize) {
         let Some(known) = self.known else { return };
         let id = self.tasks[usize::from(known)];
         self.record(Record::TaskNamed { task: id });
         if self.working(known)
-            && self.runners.len() < MAX_RUNNERS
+            && self.runners.len() < max_runners
             && let Some(epoch) = self
                 .table
                 .adopt(self.now, id, Runner(self.runners.len() as u32))
         {
             let done = self.table.get(id).map_or(0, |t| t.done);
-            self.runners.push(ModelRunner {
-                task: known,
-                epoch,
-                done,
-                stopped: false,
-            });
+            self.start_runner(known, epoch, done, self.renewal);
         }
         if let Some(status) = self.status(known) {
             self.record(Record::TaskRead { task: id, status });

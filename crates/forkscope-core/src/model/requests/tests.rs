@@ -15,11 +15,12 @@ fn search(policy: Policy, params: Params, depth: usize) -> Exploration {
     )
 }
 
-/// The fence holds to depth 12: one task per key, one runner at a time, one end, no read back
-/// from it, whatever is lost, whoever dies, however the cancel and the TTL race the result.
+/// The fence holds to depth 16: one task per key, one runner at a time, one end, no read back
+/// from it, and every run that ends has told the client its task's end — whatever is lost,
+/// whoever dies, however the renewals, the polls, the cancel and the TTL race the steps.
 #[test]
-fn fenced_holds_to_depth_12() {
-    let e = search(Policy::Fenced, Params::default(), 12);
+fn fenced_holds_to_depth_16() {
+    let e = search(Policy::Fenced, Params::default(), 16);
     assert!(e.counterexample.is_none(), "{:?}", e.counterexample);
     assert!(e.complete, "{:?}", e.stopped);
     assert!(e.distinct > 100, "the space was explored: {}", e.distinct);
@@ -47,7 +48,17 @@ fn naive_orphans_a_task_and_applies_a_step_twice() {
     let e = search(Policy::Naive, target, 12);
     let c = e.counterexample.expect("a double effect");
     assert_eq!(c.anomaly.kind(), AnomalyKind::EffectTwice);
-    assert_eq!(c.steps.len(), 5, "{:?}", c.steps);
+    // Both tasks run to their end once the run is let end: each step twice.
+    assert!(c.ends_run);
+    assert_eq!(
+        c.steps,
+        [
+            RequestStep::Call,
+            RequestStep::LoseAnswer,
+            RequestStep::Call,
+            RequestStep::Answer
+        ]
+    );
     let told = trace(Policy::Naive, &target, &c.steps);
     assert!(
         told.iter()
@@ -61,34 +72,75 @@ fn naive_orphans_a_task_and_applies_a_step_twice() {
             fenced.take(step, &target);
         }
     }
+    fenced.end_run();
     assert_eq!(fenced.tasks_made(), 1);
     assert!(fenced.anomaly(None).is_none());
 }
 
 /// A runner that dies is adopted by a poll after its lease, under the next epoch, and the
-/// adopter goes on from the last committed step: each step once.
+/// adopter goes on from the last committed step: each step once. Time moves only to the next
+/// deadline, and each write is a step of its own.
 #[test]
 fn an_adopted_task_runs_each_step_once() {
     let p = Params::default();
-    let mut lab = RequestLab::new(Policy::Fenced, 64);
-    for step in [
-        RequestStep::Call,
-        RequestStep::Answer,
-        RequestStep::Run(0),
-        RequestStep::Crash(0),
-        RequestStep::LeasesExpire,
-        RequestStep::Poll,
-        RequestStep::Run(1),
-        RequestStep::Run(1),
-        RequestStep::Poll,
-    ] {
-        assert!(lab.enabled(step, &p), "{step}");
+    let mut lab = RequestLab::new(Policy::Fenced, 256);
+    for step in [RequestStep::Call, RequestStep::Answer] {
         lab.take(step, &p);
     }
-    assert_eq!(lab.runners[1].epoch, 2);
+    // Runner 0 lives past its first step (renewing on the way), then dies.
+    while lab.history.checker().counters().steps_applied < 1 {
+        step_on(&mut lab, &p);
+    }
+    lab.take(RequestStep::Crash(0), &p);
+    // Its lease runs out; the client's next poll adopts the task, and runner 1 ends it.
+    while lab.runners.len() < 2 {
+        lab.take(RequestStep::Tick, &p);
+        lab.take(RequestStep::Poll, &p);
+    }
+    while lab.status(0) == Some(Status::Working) {
+        step_on(&mut lab, &p);
+    }
+    lab.take(RequestStep::Poll, &p);
+    assert_eq!(lab.runners[1].runner.epoch(), 2);
     assert_eq!(lab.status(0), Some(Status::Completed));
     assert_eq!(lab.history.checker().counters().steps_applied, 2);
     assert!(lab.anomaly(None).is_none());
+}
+
+/// Every runner write due now, else time to the next deadline.
+fn step_on(lab: &mut RequestLab, p: &Params) {
+    let due = (0..lab.runners.len() as u8).find(|&r| lab.enabled(RequestStep::Run(r), p));
+    lab.take(due.map_or(RequestStep::Tick, RequestStep::Run), p);
+}
+
+/// Steps longer than the lease, polled: the renewing runner keeps its task, and the run ends
+/// with the client holding its end. The mutation — a runner that renews only with its steps —
+/// is found: every poll past the lease adopts the task, the adopter waits a whole step again,
+/// and the task never ends (lost, found by ending the run).
+#[test]
+fn a_runner_that_does_not_renew_is_found_never_ending() {
+    let mut lab = RequestLab::new(Policy::Fenced, 64);
+    let p = Params::default();
+    lab.take(RequestStep::Call, &p);
+    lab.take(RequestStep::Answer, &p);
+    assert!(
+        WORK.delay_ms > lab.table.lease_ms(),
+        "steps outlast the lease"
+    );
+    lab.end_run();
+    assert_eq!(lab.status(0), Some(Status::Completed));
+    assert!(lab.anomaly(None).is_none());
+    assert_eq!(lab.runners.len(), 1, "nothing was adopted");
+
+    let mutated = Params {
+        renewal: false,
+        ..Params::default()
+    };
+    let e = search(Policy::Fenced, mutated, 16);
+    let c = e.counterexample.expect("the mutation is caught");
+    assert_eq!(c.anomaly.kind(), AnomalyKind::TaskLost, "{}", c.anomaly);
+    assert!(c.ends_run);
+    assert_eq!(c.steps, [RequestStep::Call, RequestStep::Answer]);
 }
 
 /// Two states alike but for the ids chance gave share a fingerprint.
@@ -104,6 +156,6 @@ fn the_fingerprint_leaves_out_the_ids() {
     }
     assert_ne!(a.tasks, b.tasks);
     assert_eq!(a.fingerprint(), b.fingerprint());
-    b.take(RequestStep::Run(0), &p);
+    b.take(RequestStep::Tick, &p);
     assert_ne!(a.fingerprint(), b.fingerprint());
 }
