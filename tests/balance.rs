@@ -747,3 +747,47 @@ async fn sticky_learns_a_task_from_an_sse_answer_and_keeps_its_reads_there() {
         assert_eq!(who(read.headers()), maker, "a read went elsewhere");
     }
 }
+
+/// A client that stalls is cut off within the client timeout, as a replica does: a head that
+/// never ends closes its connection, a body that never comes is answered 408. Neither reaches
+/// an upstream.
+#[tokio::test]
+async fn a_stalled_client_is_cut_off_within_the_client_timeout() {
+    use tokio::io::AsyncReadExt;
+    let a = TestUpstream::start("a").await;
+    let balancer = Balancer::start_bounded(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        vec![a.upstream()],
+        Mode::RoundRobin,
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap();
+    let read_all = |mut tcp: tokio::net::TcpStream| async move {
+        let mut answer = Vec::new();
+        tokio::time::timeout(LIMIT, tcp.read_to_end(&mut answer))
+            .await
+            .expect("the balancer never let go of a stalled client")
+            .ok();
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    // A body promised and never sent.
+    let mut tcp = tokio::net::TcpStream::connect(balancer.addr).await.unwrap();
+    tcp.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"")
+        .await
+        .unwrap();
+    let answer = read_all(tcp).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // A head never finished.
+    let mut tcp = tokio::net::TcpStream::connect(balancer.addr).await.unwrap();
+    tcp.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let answer = read_all(tcp).await;
+    assert!(!answer.contains("200"), "{answer}");
+    assert_eq!(
+        balancer.status()[0].forwarded,
+        0,
+        "nothing reached the upstream"
+    );
+}

@@ -258,3 +258,28 @@ async fn one_revision_only_refuses_the_other() {
     assert_eq!(body["error"]["data"]["supported"][0], LEGACY);
     running.stop().await;
 }
+
+/// `Mcp-Name`, `Mcp-Method` or `MCP-Protocol-Version` sent twice with different values is
+/// refused 400 −32020 before anything reads either: the server would check the first and a
+/// balancer route on the last. The same value twice is one value.
+#[tokio::test]
+async fn a_routing_header_sent_twice_with_different_values_is_refused() {
+    let (running, url) = start(Protocols::Both).await;
+    let params = json!({ "name": "progress_task", "arguments": { "steps": 1 } });
+    for (name, other) in [
+        ("mcp-name", "emit_standalone"),
+        ("mcp-method", "tools/list"),
+        ("mcp-protocol-version", LEGACY),
+    ] {
+        let (mut headers, body) = modern("tools/call", params.clone());
+        headers.append(name, other.parse().unwrap());
+        let (status, code, body) = error_of(post(&url, headers, &body).await).await;
+        assert_eq!((status, code), (400, -32020), "{name}: {body}");
+        let message = body["error"]["message"].as_str().unwrap().to_lowercase();
+        assert!(message.contains(name), "{message}");
+    }
+    let (mut headers, body) = modern("tools/call", params);
+    headers.append("mcp-name", "progress_task".parse().unwrap());
+    assert_eq!(post(&url, headers, &body).await.status(), 200);
+    running.stop().await;
+}

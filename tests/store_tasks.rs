@@ -8,7 +8,7 @@ mod common;
 use common::services::RedisServer;
 use forkscope::store::{Retention, Store};
 use forkscope_core::tasks::{
-    CreateError, Keyed, Missing, Runner, Settled, Status, Work, WriteRefused,
+    CreateError, Keyed, MAX_TASKS, Missing, Runner, Settled, Status, Work, WriteRefused,
 };
 use forkscope_core::{SplitMix64, TaskId};
 use std::time::Duration;
@@ -197,9 +197,48 @@ async fn the_rules_hold(store: Store, seed: u64) {
     assert_eq!(store.task_adopt(id(), B).await.unwrap(), None);
 }
 
+/// The cap counts working tasks: more than `MAX_TASKS` finished ones keep their results and
+/// block no one; `MAX_TASKS` working ones do.
+async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
+    let mut rng = SplitMix64::new(seed);
+    let work = Work {
+        steps: 1,
+        delay_ms: 0,
+    };
+    let done: Option<std::sync::Arc<str>> = Some("{}".into());
+    for _ in 0..MAX_TASKS + 10 {
+        let (made, _) = store
+            .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+            .await
+            .unwrap()
+            .unwrap();
+        let settled = store
+            .task_settle(made.id, Some(made.epoch), Status::Completed, done.clone())
+            .await
+            .unwrap();
+        assert_eq!(settled, Ok(Settled::Won(Status::Completed)));
+    }
+    for _ in 0..MAX_TASKS {
+        store
+            .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let refused = store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.map(|_| ()),
+        Err(CreateError::Full { max: MAX_TASKS })
+    );
+}
+
 #[tokio::test]
 async fn the_task_rules_hold_in_memory() {
     the_rules_hold(Store::memory(Retention::default()), 1).await;
+    finished_tasks_do_not_block_creation(Store::memory(Retention::default()), 3).await;
 }
 
 #[tokio::test]
@@ -210,5 +249,8 @@ async fn the_task_rules_hold_on_redis() {
     let store = Store::redis(&redis.url(), Retention::default())
         .await
         .unwrap();
-    the_rules_hold(store, 2).await;
+    the_rules_hold(store.clone(), 2).await;
+    // From an empty store: the rules above left tasks working.
+    assert_eq!(redis.command(&["FLUSHALL"]), "OK");
+    finished_tasks_do_not_block_creation(store, 4).await;
 }

@@ -324,3 +324,21 @@ async fn a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end(backend: 
     let stored = lab.store.task_get(id).await.unwrap().unwrap();
     assert_eq!((stored.epoch, stored.done), (2, 20));
 }
+
+/// A listen on a task id the server does not know says so in its acknowledgement (an unknown
+/// id's reason), rather than completing silently as a listen on an ended task does.
+#[tokio::test]
+async fn a_listen_on_an_unknown_task_says_so() {
+    let (running, url) = start_as(Policy::Fenced).await;
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let frames = listen(&url, 9, json!({ "taskIds": [unknown] }), true).await;
+    framed(&frames, 9);
+    let ack = &frames[0]["params"];
+    assert_eq!(ack["notifications"], json!({ "taskIds": [] }), "{ack}");
+    assert_eq!(
+        ack["_meta"]["io.forkscope/notAcknowledged"],
+        json!([{ "taskId": unknown, "reason": "unknown" }]),
+        "{ack}"
+    );
+    running.stop().await;
+}

@@ -339,3 +339,40 @@ async fn a_2026_only_lab_runs_its_tasks_without_a_session() {
     );
     lab.stop().await;
 }
+
+/// A key on a call that is not a task (its client did not declare the extension) is never
+/// ignored: the fence refuses it, typed, and nothing runs; naive, as the SDKs, reads no key.
+#[tokio::test]
+async fn a_key_on_a_call_that_is_not_a_task_is_refused_never_ignored() {
+    for (policy, refused) in [(Policy::Fenced, true), (Policy::Naive, false)] {
+        let (running, url) = start_as(policy).await;
+        let params = json!({ "name": "progress_task", "arguments": { "steps": 2, "delay_ms": 0 } });
+        let call = ModernCall {
+            id: 1,
+            method: "tools/call",
+            params,
+            tasks: false,
+            key: Some("order-9"),
+        };
+        let response = call
+            .post(&reqwest::Client::new(), &url)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{policy}");
+        let body = response.text().await.unwrap();
+        if refused {
+            let body: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(body["error"]["code"], -32602, "{body}");
+            assert_eq!(
+                body["error"]["data"]["reason"],
+                "idempotency_key_needs_task"
+            );
+            assert_eq!(running.tasks().created.load(Ordering::Relaxed), 0);
+            assert!(running.verdict().clean, "nothing ran");
+        } else {
+            assert!(body.contains("done: 2 steps"), "{policy}: {body}");
+        }
+        running.stop().await;
+    }
+}

@@ -1,17 +1,20 @@
 -- forkscope_core::tasks::TaskTable, atomically in Redis: one script, the operation in ARGV[1],
 -- each doing what the table's method of the same name does.
 -- KEYS[1] the task (a hash), KEYS[2] its idempotency key's entry (a hash; create only),
--- KEYS[3] the live tasks (a sorted set scored by when each is deleted), for the cap.
--- ARGV[2..5]: lease_ms, retain_ms, tombstone_ms, max_tasks (the core's constants); then the
--- operation's own. A reply starts with a code: 1 done, 0 nothing to do, 2 lost to an earlier
--- end (its status follows), -1 key reused (the task follows), -2 full, -3 unknown,
--- -4 expired (when), -5 already terminal (its status), -6 stale epoch (the held one).
+-- KEYS[3] the tasks held (a sorted set scored by when each is deleted), for the bound on memory;
+-- KEYS[4] the working tasks (scored by when their TTL fails them), for the cap.
+-- ARGV[2..6]: lease_ms, retain_ms, tombstone_ms, max_tasks, max_held (the core's constants);
+-- then the operation's own. A reply starts with a code: 1 done, 0 nothing to do, 2 lost to an
+-- earlier end (its status follows), -1 key reused (the task follows), -2 full (working), -7 full
+-- (held), -3 unknown, -4 expired (when), -5 already terminal (its status), -6 stale epoch (the
+-- held one).
 -- The key entry and a found task are read by name: fine on one Redis (see ARCHITECTURE.md).
 local op = ARGV[1]
 local lease_ms = tonumber(ARGV[2])
 local retain_ms = tonumber(ARGV[3])
 local tomb_ms = tonumber(ARGV[4])
 local max_tasks = tonumber(ARGV[5])
+local max_held = tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 
@@ -21,10 +24,27 @@ local FIELDS = {'status', 'created', 'updated', 'ttl', 'steps', 'done', 'runner'
 -- The TTL, through the same path as any end, applied to `task` before an operation reads it:
 -- past its TTL an unfinished task is failed; past its TTL and retain_ms it is deleted, leaving
 -- a tombstone for tomb_ms, and its key goes with it. Returns 'live', 'none', or 'gone' and when.
+local STATUSES = {working = true, completed = true, failed = true, cancelled = true}
+local NUMBERS = {'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch', 'lease'}
+
+-- A record no script writes stops every operation on it, named by its key: a write would
+-- build on it, and a read would report it as a task it is not.
+local function check(task)
+  if not STATUSES[redis.call('HGET', task, 'status')] then
+    error({err = 'corrupt task record ' .. task .. ': status'})
+  end
+  for _, field in ipairs(NUMBERS) do
+    if not tonumber(redis.call('HGET', task, field)) then
+      error({err = 'corrupt task record ' .. task .. ': ' .. field})
+    end
+  end
+end
+
 local function state(task)
   if redis.call('EXISTS', task) == 0 then return 'none' end
   local gone = redis.call('HGET', task, 'gone')
   if gone then return 'gone', tonumber(gone) end
+  check(task)
   local expires = tonumber(redis.call('HGET', task, 'created')) + tonumber(redis.call('HGET', task, 'ttl'))
   if now >= expires + retain_ms then
     local key = redis.call('HGET', task, 'key')
@@ -33,10 +53,12 @@ local function state(task)
     redis.call('HSET', task, 'gone', now)
     redis.call('PEXPIRE', task, tomb_ms)
     redis.call('ZREM', KEYS[3], task)
+    redis.call('ZREM', KEYS[4], task)
     return 'gone', now
   end
   if now >= expires and redis.call('HGET', task, 'status') == 'working' then
     redis.call('HSET', task, 'status', 'failed', 'ended', 'ttl', 'updated', now)
+    redis.call('ZREM', KEYS[4], task)
   end
   return 'live'
 end
@@ -63,7 +85,7 @@ end
 
 local task = KEYS[1]
 if op == 'create' then
-  local steps, ttl, runner, key, args = ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[9], ARGV[10]
+  local steps, ttl, runner, key, args = ARGV[7], tonumber(ARGV[8]), ARGV[9], ARGV[10], ARGV[11]
   if key ~= '' then
     local entry = redis.call('HMGET', KEYS[2], 'args', 'task')
     if entry[2] then
@@ -79,14 +101,17 @@ if op == 'create' then
     end
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= max_tasks then return {-2} end
-  local id = ARGV[11]
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  if redis.call('ZCARD', KEYS[4]) >= max_tasks then return {-2} end
+  if redis.call('ZCARD', KEYS[3]) >= math.max(max_held, max_tasks) then return {-7} end
+  local id = ARGV[12]
   redis.call('HSET', task, 'status', 'working', 'created', now, 'updated', now, 'ttl', ttl,
     'steps', steps, 'done', 0, 'runner', runner, 'epoch', 1, 'lease', now + lease_ms,
-    'outcome', '', 'ended', '', 'key', (key ~= '' and KEYS[2]) or '', 'delay', ARGV[12])
+    'outcome', '', 'ended', '', 'key', (key ~= '' and KEYS[2]) or '', 'delay', ARGV[13])
   -- A hard bound, should nothing touch it again: deleted, then its tombstone's time.
   redis.call('PEXPIRE', task, ttl + retain_ms + tomb_ms)
   redis.call('ZADD', KEYS[3], now + ttl + retain_ms, task)
+  redis.call('ZADD', KEYS[4], now + ttl, task)
   if key ~= '' then
     redis.call('HSET', KEYS[2], 'args', args, 'task', id)
     redis.call('PEXPIRE', KEYS[2], ttl + retain_ms)
@@ -101,13 +126,13 @@ elseif op == 'get' then
   for _, v in ipairs(fields(task)) do table.insert(reply, v) end
   return reply
 elseif op == 'step' then
-  local refused = writable(task, tonumber(ARGV[6]))
+  local refused = writable(task, tonumber(ARGV[7]))
   if refused then return refused end
-  local done = math.max(tonumber(redis.call('HGET', task, 'done')), tonumber(ARGV[7]))
+  local done = math.max(tonumber(redis.call('HGET', task, 'done')), tonumber(ARGV[8]))
   redis.call('HSET', task, 'done', done, 'updated', now, 'lease', now + lease_ms)
   return {1}
 elseif op == 'renew' then
-  local refused = writable(task, tonumber(ARGV[6]))
+  local refused = writable(task, tonumber(ARGV[7]))
   if refused then return refused end
   redis.call('HSET', task, 'lease', now + lease_ms)
   return {1}
@@ -116,14 +141,15 @@ elseif op == 'settle' or op == 'cancel' then
   if s ~= 'live' then return missing(s, at) end
   local status = redis.call('HGET', task, 'status')
   if status ~= 'working' then return {2, status} end
-  if op == 'settle' and ARGV[6] ~= '' then
+  if op == 'settle' and ARGV[7] ~= '' then
     local held = tonumber(redis.call('HGET', task, 'epoch'))
-    if tonumber(ARGV[6]) ~= held then return {-6, held} end
+    if tonumber(ARGV[7]) ~= held then return {-6, held} end
   end
+  redis.call('ZREM', KEYS[4], task)
   if op == 'cancel' then
     redis.call('HSET', task, 'status', 'cancelled', 'ended', 'cancel', 'updated', now)
   else
-    redis.call('HSET', task, 'status', ARGV[7], 'outcome', ARGV[8], 'updated', now)
+    redis.call('HSET', task, 'status', ARGV[8], 'outcome', ARGV[9], 'updated', now)
   end
   return {1}
 elseif op == 'adopt' then
@@ -132,7 +158,7 @@ elseif op == 'adopt' then
   if redis.call('HGET', task, 'status') ~= 'working' then return {0} end
   if now < tonumber(redis.call('HGET', task, 'lease')) then return {0} end
   redis.call('HINCRBY', task, 'epoch', 1)
-  redis.call('HSET', task, 'runner', ARGV[6], 'lease', now + lease_ms, 'updated', now)
+  redis.call('HSET', task, 'runner', ARGV[7], 'lease', now + lease_ms, 'updated', now)
   local reply = {1}
   for _, v in ipairs(fields(task)) do table.insert(reply, v) end
   return reply

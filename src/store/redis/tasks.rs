@@ -1,15 +1,16 @@
 //! The task table on Redis: `lua/tasks.lua`, one script whose first argument names the
 //! [`TaskTable`](forkscope_core::tasks::TaskTable) method it does. Keys: `fs:task:{ID}` (a
 //! task: its fields, or a tombstone's `gone`), `fs:taskkey:{KEY}` (an idempotency key: the
-//! arguments it was made with and its task), and `fs:tasks`, the live tasks by when each is
-//! deleted (the cap counts it).
+//! arguments it was made with and its task), `fs:tasks`, the tasks held by when each is
+//! deleted (the bound on memory counts it), and `fs:tasks:working`, the working tasks by when
+//! their TTL fails them (the cap counts it).
 
 use super::RedisStore;
 use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
-    CreateError, Created, EndedBy, Keyed, MAX_TASKS, Missing, RETAIN_MS, Runner, Settled, Status,
-    TOMBSTONE_MS, Task, Work, WriteRefused,
+    CreateError, Created, EndedBy, Keyed, MAX_HELD, MAX_TASKS, Missing, RETAIN_MS, Runner, Settled,
+    Status, TOMBSTONE_MS, Task, Work, WriteRefused,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
@@ -18,6 +19,7 @@ use std::sync::{Arc, LazyLock};
 static TASKS: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/tasks.lua")));
 
 const LIVE: &str = "fs:tasks";
+const WORKING: &str = "fs:tasks:working";
 
 fn task_key(id: TaskId) -> String {
     format!("fs:task:{{{id}}}")
@@ -53,9 +55,11 @@ fn items(reply: &Value) -> Result<Vec<String>, StoreError> {
         .ok_or_else(|| corrupt("tasks.lua reply", reply))
 }
 
-/// A task from the script's field list (`FIELDS` in `tasks.lua`, in order).
+/// A task from the script's field list (`FIELDS` in `tasks.lua`, in order). A record no
+/// runner writes (a status outside the vocabulary, a number that is not one, an outcome that
+/// is not JSON) is corrupt, named by its key: never a task read as something it is not.
 fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
-    let bad = || corrupt("a task record", f);
+    let bad = || corrupt(&format!("task record {}", task_key(id)), f);
     let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
     let [status, .., outcome, ended, _delay] = f else {
         return Err(bad());
@@ -72,7 +76,13 @@ fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
         runner: Runner(u32::try_from(n(6)?).map_err(|_| bad())?),
         epoch: n(7)?,
         lease_until: LabTime::from_millis(n(8)?),
-        outcome: (!outcome.is_empty()).then(|| Arc::from(outcome.as_str())),
+        outcome: match outcome.as_str() {
+            "" => None,
+            json if serde_json::from_str::<serde_json::Value>(json).is_ok() => {
+                Some(Arc::from(json))
+            }
+            _ => return Err(bad()),
+        },
         ended_by: match ended.as_str() {
             "" => None,
             "cancel" => Some(EndedBy::Cancel),
@@ -122,18 +132,28 @@ impl RedisStore {
             .key(keys[0])
             .key(keys[1])
             .key(LIVE)
+            .key(WORKING)
             .arg(op)
             .arg(self.retention.lease_ms)
             .arg(RETAIN_MS)
             .arg(TOMBSTONE_MS)
-            .arg(MAX_TASKS);
+            .arg(MAX_TASKS)
+            .arg(MAX_HELD);
         for arg in args {
             invocation.arg(arg);
         }
+        // A failing script names every key it touches: any of them may be the bad one.
+        let touched = keys
+            .iter()
+            .filter(|k| !k.is_empty())
+            .chain([&LIVE, &WORKING])
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| classify(e, keys[0]))?;
+            .map_err(|e| classify(e, &touched))?;
         items(&reply)
     }
 
@@ -178,7 +198,7 @@ impl RedisStore {
             Some((code, rest)) if code == "1" || code == "0" => {
                 let (id, fields) = rest
                     .split_first()
-                    .ok_or_else(|| corrupt("create reply", &reply))?;
+                    .ok_or_else(|| bad_reply(new_id, "create", &reply))?;
                 let id = id_of(id)?;
                 let task = task_of(id, fields)?;
                 let created = Created {
@@ -193,7 +213,8 @@ impl RedisStore {
                 Ok(Err(CreateError::KeyReused { task }))
             }
             Some((code, _)) if code == "-2" => Ok(Err(CreateError::Full { max: MAX_TASKS })),
-            _ => Err(corrupt("create reply", &reply)),
+            Some((code, _)) if code == "-7" => Ok(Err(CreateError::Held { max: MAX_HELD })),
+            _ => Err(bad_reply(new_id, "create", &reply)),
         }
     }
 
@@ -206,8 +227,8 @@ impl RedisStore {
             Some((code, fields)) if code == "1" => Ok(Ok(task_of(id, fields)?)),
             Some((code, rest)) => missing(code, rest)
                 .map(Err)
-                .ok_or_else(|| corrupt("get reply", &reply)),
-            None => Err(corrupt("get reply", &reply)),
+                .ok_or_else(|| bad_reply(id, "get", &reply)),
+            None => Err(bad_reply(id, "get", &reply)),
         }
     }
 
@@ -228,8 +249,8 @@ impl RedisStore {
             Some((code, _)) if code == "1" => Ok(Ok(())),
             Some((code, rest)) => refused(code, rest, epoch)
                 .map(Err)
-                .ok_or_else(|| corrupt("step reply", &reply)),
-            None => Err(corrupt("step reply", &reply)),
+                .ok_or_else(|| bad_reply(id, "step", &reply)),
+            None => Err(bad_reply(id, "step", &reply)),
         }
     }
 
@@ -245,8 +266,8 @@ impl RedisStore {
             Some((code, _)) if code == "1" => Ok(Ok(())),
             Some((code, rest)) => refused(code, rest, epoch)
                 .map(Err)
-                .ok_or_else(|| corrupt("renew reply", &reply)),
-            None => Err(corrupt("renew reply", &reply)),
+                .ok_or_else(|| bad_reply(id, "renew", &reply)),
+            None => Err(bad_reply(id, "renew", &reply)),
         }
     }
 
@@ -263,7 +284,7 @@ impl RedisStore {
             outcome.as_deref().unwrap_or_default().to_owned(),
         ];
         let reply = self.tasks("settle", [&task_key(id), ""], &args).await?;
-        settled(&reply, to, epoch.unwrap_or_default())
+        settled(id, &reply, to, epoch.unwrap_or_default())
     }
 
     pub(in crate::store) async fn task_cancel(
@@ -271,10 +292,10 @@ impl RedisStore {
         id: TaskId,
     ) -> Result<Result<Settled, Missing>, StoreError> {
         let reply = self.tasks("cancel", [&task_key(id), ""], &[]).await?;
-        match settled(&reply, Status::Cancelled, 0)? {
+        match settled(id, &reply, Status::Cancelled, 0)? {
             Ok(settled) => Ok(Ok(settled)),
             Err(WriteRefused::Missing(m)) => Ok(Err(m)),
-            Err(_) => Err(corrupt("cancel reply", &reply)),
+            Err(_) => Err(bad_reply(id, "cancel", &reply)),
         }
     }
 
@@ -289,7 +310,7 @@ impl RedisStore {
         match reply.split_first() {
             Some((code, fields)) if code == "1" => Ok(Some(task_of(id, fields)?)),
             Some((code, _)) if code == "0" => Ok(None),
-            _ => Err(corrupt("adopt reply", &reply)),
+            _ => Err(bad_reply(id, "adopt", &reply)),
         }
     }
 
@@ -302,7 +323,13 @@ impl RedisStore {
     }
 }
 
+/// A script's reply no script sends, named by the task's key.
+fn bad_reply(id: TaskId, op: &str, reply: &[String]) -> StoreError {
+    corrupt(&format!("{op} reply for {}", task_key(id)), reply)
+}
+
 fn settled(
+    id: TaskId,
     reply: &[String],
     to: Status,
     epoch: u64,
@@ -313,10 +340,10 @@ fn settled(
             .first()
             .and_then(|s| status_of(s))
             .map(|s| Ok(Settled::Lost(s)))
-            .ok_or_else(|| corrupt("settle reply", reply)),
+            .ok_or_else(|| bad_reply(id, "settle", reply)),
         Some((code, rest)) => refused(code, rest, epoch)
             .map(Err)
-            .ok_or_else(|| corrupt("settle reply", reply)),
-        None => Err(corrupt("settle reply", reply)),
+            .ok_or_else(|| bad_reply(id, "settle", reply)),
+        None => Err(bad_reply(id, "settle", reply)),
     }
 }

@@ -60,6 +60,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// counts as not answering: a stopped process accepts connections and never answers. The body
 /// that follows (an SSE stream) may be quiet for as long as it likes.
 pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send its request head, and then its body, as the replicas
+/// allow: a stalled head closes the connection, a stalled body is answered 408. Without it a
+/// slow client holds a connection slot (and its buffered bytes) for as long as it likes.
+pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often an upstream that stopped answering is asked again (`GET /`; any answer will do).
 const PROBE_EVERY: Duration = Duration::from_millis(500);
 /// The pause after a failed accept (out of descriptors), instead of spinning on it.
@@ -130,6 +134,17 @@ impl Balancer {
         upstreams: Vec<Upstream>,
         mode: Mode,
     ) -> std::io::Result<Balancer> {
+        Balancer::start_bounded(listen, upstreams, mode, DEFAULT_CLIENT_TIMEOUT).await
+    }
+
+    /// [`Balancer::start`], with clients given `client_timeout` for a request's head and
+    /// then for its body.
+    pub async fn start_bounded(
+        listen: SocketAddr,
+        upstreams: Vec<Upstream>,
+        mode: Mode,
+        client_timeout: Duration,
+    ) -> std::io::Result<Balancer> {
         check_upstreams(&upstreams)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let listener = TcpListener::bind(listen).await?;
@@ -139,6 +154,7 @@ impl Balancer {
             upstreams,
             mode: Mutex::new(mode),
             head_timeout: Mutex::new(DEFAULT_HEAD_TIMEOUT),
+            client_timeout,
         });
         let accept = tokio::spawn(accept(listener, shared.clone()));
         Ok(Balancer {
@@ -238,6 +254,7 @@ struct Shared {
     mode: Mutex<Mode>,
     routing: Mutex<Routing>,
     head_timeout: Mutex<Duration>,
+    client_timeout: Duration,
 }
 
 impl Shared {
@@ -300,7 +317,10 @@ impl Shared {
 
 async fn accept(listener: TcpListener, shared: Arc<Shared>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let http = auto::Builder::new(TokioExecutor::new());
+    let mut http = auto::Builder::new(TokioExecutor::new());
+    http.http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(shared.client_timeout);
     // Owned here, so aborting the accept loop ends every connection it started.
     let mut connections = JoinSet::new();
     loop {
@@ -361,10 +381,16 @@ async fn forward(shared: &Arc<Shared>, request: Request<Incoming>) -> Response<B
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return too_large();
     }
-    let body = match read_body(body).await {
-        Ok(body) => body,
-        Err(BodyError::TooLarge) => return too_large(),
-        Err(BodyError::Read(error)) => {
+    let body = match tokio::time::timeout(shared.client_timeout, read_body(body)).await {
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time\n".to_owned(),
+            );
+        }
+        Ok(Ok(body)) => body,
+        Ok(Err(BodyError::TooLarge)) => return too_large(),
+        Ok(Err(BodyError::Read(error))) => {
             return plain(
                 StatusCode::BAD_REQUEST,
                 format!("the request body could not be read: {error}\n"),

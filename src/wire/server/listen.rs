@@ -27,6 +27,9 @@ pub const MAX_LISTENS: usize = 64;
 pub const LISTEN_POLL_MS: u64 = 50;
 /// The `_meta` key every frame of a subscription carries: the listen request's id.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// The acknowledgement's `_meta` key (an extension of forkscope's) listing each asked task id
+/// that was not acknowledged, with its reason (`unknown`, `expired`).
+const NOT_ACKNOWLEDGED: &str = "io.forkscope/notAcknowledged";
 
 /// Opens a listen for the request `id` with `params`; `declares_tasks`: its capabilities
 /// declare the tasks extension.
@@ -72,15 +75,26 @@ pub(crate) async fn listen(
     // Acknowledged: the tasks this store knows now, as read for the acknowledgement. A client
     // that names a task knows its id.
     let mut known = Vec::with_capacity(candidates.len());
+    // The ids not acknowledged, and why: without it a listen on an unknown task would complete
+    // with no notification, as one on a task whose end was already sent does.
+    let mut missing = Vec::new();
     for task in candidates {
         match hub.read(task).await {
             Ok(Ok(read)) => {
                 hub.report.tell(|| Record::TaskNamed { task: read.id });
                 known.push(read);
             }
-            Ok(Err(_)) => {}
+            Ok(Err(why)) => {
+                let reason = why.reason();
+                hub.report.tell(|| Record::TaskRefused { task, reason });
+                missing.push(json!({ "taskId": task.to_string(), "reason": reason }));
+            }
             Err(e) => return super::tasks::store_failed(id, &e),
         }
+    }
+    let mut meta = json!({ SUBSCRIPTION_ID: id });
+    if !missing.is_empty() {
+        meta[NOT_ACKNOWLEDGED] = json!(missing);
     }
     let mut notifications = json!({});
     if let Some(ids) = listen::acknowledged(asked_tasks, rules.listen, &known) {
@@ -92,7 +106,7 @@ pub(crate) async fn listen(
     let ack = json!({
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
-        "params": { "_meta": { SUBSCRIPTION_ID: id }, "notifications": notifications },
+        "params": { "_meta": meta, "notifications": notifications },
     });
     // The queue is empty: the acknowledgement is always the first frame.
     let _ = tx.try_send(frame(&ack));

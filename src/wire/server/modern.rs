@@ -20,7 +20,7 @@ use forkscope_core::history::Run;
 use forkscope_core::revision::{
     self, Era, META_VERSION, ModernRequest, PostHead, Protocols, Refusal,
 };
-use forkscope_core::tasks::{IDEMPOTENCY_KEY, Keyed, TaskRules};
+use forkscope_core::tasks::{IDEMPOTENCY_KEY, KeyNeedsTask, Keyed, TaskRules};
 use forkscope_core::work::{Steps, ToolStep};
 use forkscope_core::{LabTime, Record, ToolSpec};
 use serde_json::{Value, json};
@@ -88,6 +88,18 @@ impl Modern {
         let message = &incoming.message;
         let meta = message.pointer("/params/_meta");
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let conflicting = [
+            (headers::PROTOCOL_VERSION, "MCP-Protocol-Version"),
+            (headers::MCP_METHOD, "Mcp-Method"),
+            (headers::MCP_NAME, "Mcp-Name"),
+        ]
+        .into_iter()
+        .find(|(name, _)| {
+            let mut values = headers.get_all(*name).iter();
+            let first = values.next();
+            values.any(|v| Some(v) != first)
+        })
+        .map(|(_, spelled)| spelled);
         let params = message.get("params");
         let head = PostHead {
             header_version: header(headers::PROTOCOL_VERSION),
@@ -111,6 +123,7 @@ impl Modern {
             initialize_version: params
                 .and_then(|p| p.get("protocolVersion"))
                 .and_then(Value::as_str),
+            conflicting,
         };
         let id = incoming.id.clone().unwrap_or(Value::Null);
         match revision::classify_post(self.protocols, &head) {
@@ -188,6 +201,19 @@ impl Modern {
                     jsonrpc::error(id, jsonrpc::INVALID_PARAMS, why, None),
                 ),
             };
+        }
+        let named = matches!(key_of(params), Ok(Some(_)));
+        if let Err(refused) = self.tasks.rules().plain_call_key(named) {
+            let data = json!({ "reason": KeyNeedsTask::REASON });
+            return json_response(
+                StatusCode::OK,
+                jsonrpc::error(
+                    id,
+                    jsonrpc::INVALID_PARAMS,
+                    &refused.to_string(),
+                    Some(data),
+                ),
+            );
         }
         if !super::refusal::accepts(headers, "text/event-stream") {
             let why =

@@ -13,7 +13,7 @@
 //! wherever that poll landed, so a task needs no sticky routing.
 
 use super::handles::Report;
-use super::refusal::{Unavailable, json_response, unavailable};
+use super::refusal::{Unavailable, json_response, store_corrupt, unavailable};
 use crate::store::{Retention, Store, StoreError};
 use crate::wire::{OsEntropy, jsonrpc};
 use axum::http::StatusCode;
@@ -174,7 +174,7 @@ impl TaskHub {
             .await;
         let (created, task) = match created {
             Ok(Ok(done)) => done,
-            Ok(Err(CreateError::Full { .. })) => {
+            Ok(Err(CreateError::Full { .. } | CreateError::Held { .. })) => {
                 return unavailable(id, Unavailable::TooManyTasks, "too many tasks are held", 5);
             }
             Ok(Err(e @ CreateError::KeyReused { task })) => {
@@ -248,8 +248,18 @@ impl TaskHub {
                 body["resultType"] = json!("complete");
                 json_response(StatusCode::OK, jsonrpc::result(id, body))
             }
-            Ok(Err(missing)) => missing_task(id, missing),
-            Err(e) => store_failed(id, &e),
+            Ok(Err(missing)) => {
+                // The client now knows this task's end will not come (it may ask again).
+                let reason = missing.reason();
+                self.report.tell(|| Record::TaskRefused { task, reason });
+                missing_task(id, missing)
+            }
+            Err(e) => {
+                if let Some(reason) = terminal_reason(&e) {
+                    self.report.tell(|| Record::TaskRefused { task, reason });
+                }
+                store_failed(id, &e)
+            }
         }
     }
 
@@ -434,8 +444,20 @@ async fn commit(
     written
 }
 
+/// A store failure as the client reads it: a corrupt record is a terminal 500 that names it
+/// (a retry would read the same record); `store_unavailable`, with `Retry-After`, is kept for
+/// what a retry can cure.
 pub(super) fn store_failed(id: &Value, e: &StoreError) -> Response {
-    unavailable(id, Unavailable::StoreUnreachable, &e.to_string(), 1)
+    match e {
+        StoreError::Corrupt(_) => store_corrupt(id, &e.to_string()),
+        _ => unavailable(id, Unavailable::StoreUnreachable, &e.to_string(), 1),
+    }
+}
+
+/// The `data.reason` of a store failure no retry cures, told to the checker; `None` for one a
+/// retry may cure.
+fn terminal_reason(e: &StoreError) -> Option<&'static str> {
+    matches!(e, StoreError::Corrupt(_)).then_some("store_corrupt")
 }
 
 /// `params.taskId` as a task id; `Err` for anything else (answered as an unknown task).

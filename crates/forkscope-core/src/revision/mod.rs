@@ -129,6 +129,10 @@ pub struct PostHead<'a> {
     pub name: Option<&'a str>,
     /// `initialize`'s `params.protocolVersion`.
     pub initialize_version: Option<&'a str>,
+    /// A header of the three above sent more than once with different values, by name: a
+    /// server that checks the first and a balancer that routes on the last would each read a
+    /// different request.
+    pub conflicting: Option<&'a str>,
 }
 
 /// The era a POST is served in.
@@ -218,6 +222,11 @@ impl fmt::Display for Refusal {
 
 /// The era of a POST, or why it is refused.
 pub fn classify_post(served: Protocols, head: &PostHead<'_>) -> Result<Era, Refusal> {
+    if let Some(name) = head.conflicting {
+        return Err(Refusal::HeaderMismatch(format!(
+            "the {name} header is sent more than once, with different values"
+        )));
+    }
     let modern = head.meta_version.is_some() || head.header_version == Some(MODERN);
     if !modern {
         return legacy(served, head);

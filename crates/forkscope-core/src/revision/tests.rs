@@ -11,6 +11,7 @@ fn modern<'a>() -> PostHead<'a> {
         has_capabilities: true,
         name: Some("progress_task"),
         initialize_version: None,
+        conflicting: None,
     }
 }
 
@@ -243,4 +244,18 @@ fn a_task_method_names_its_task_in_mcp_name() {
         classify_post(Protocols::Both, &unrouted).map_err(|r| r.code()),
         Err(HEADER_MISMATCH)
     );
+}
+
+/// Two values of one routing header: refused before anything reads either, in both eras.
+#[test]
+fn a_header_sent_twice_with_different_values_is_a_header_mismatch() {
+    for head in [modern(), legacy_call()] {
+        let conflicting = PostHead {
+            conflicting: Some("Mcp-Name"),
+            ..head
+        };
+        let refused = classify_post(Protocols::Both, &conflicting).unwrap_err();
+        assert_eq!((refused.status(), refused.code()), (400, HEADER_MISMATCH));
+        assert!(refused.to_string().contains("Mcp-Name"), "{refused}");
+    }
 }

@@ -48,8 +48,11 @@ pub const POLL_INTERVAL_MS: u64 = 250;
 pub const LEASE_MS: u64 = crate::lease::DEFAULT_LEASE_MS;
 /// How long a settled task stays readable past its TTL before it is deleted.
 pub const RETAIN_MS: u64 = 60_000;
-/// Tasks held at once; past it creation is refused.
+/// Tasks working at once; past it creation is refused. A finished task does not count: it keeps
+/// its result until its TTL without blocking anyone's next task.
 pub const MAX_TASKS: usize = 1_024;
+/// Tasks held at once, finished ones included: the bound on the table's memory.
+pub const MAX_HELD: usize = 16 * MAX_TASKS;
 /// Tombstones kept (oldest go first): enough to tell "expired" for every task of a full table.
 pub const MAX_TOMBSTONES: usize = 4 * MAX_TASKS;
 /// How long a deleted task's tombstone says "expired"; after it, the task reads as unknown.
@@ -134,8 +137,10 @@ pub enum CreateError {
     KeyReused { task: TaskId },
     #[error("the idempotency key is over {MAX_KEY_BYTES} bytes")]
     KeyTooLong,
-    #[error("{max} tasks are held; try again once one has ended")]
+    #[error("{max} tasks are working; try again once one has ended")]
     Full { max: usize },
+    #[error("{max} tasks are held, finished ones until their TTL; try again once one expires")]
+    Held { max: usize },
 }
 
 /// Why a task cannot be read or written.
@@ -204,6 +209,30 @@ impl TaskRules {
     pub fn read_key(self, keyed: Option<Keyed>) -> Option<Keyed> {
         keyed.filter(|_| self.honours_keys)
     }
+
+    /// A plain call (its client did not declare the extension, so no task can answer it) that
+    /// names an idempotency key: where keys are honoured it is refused, never run with its key
+    /// ignored — a re-issue of it would run the work again while its key promised once.
+    pub fn plain_call_key(self, named: bool) -> Result<(), KeyNeedsTask> {
+        if named && self.honours_keys {
+            Err(KeyNeedsTask)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// An idempotency key on a call that is not a task: refused as invalid params.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the idempotency key is kept only for a task: declare the tasks extension ({EXTENSION}) in \
+     this request's capabilities, or send no key"
+)]
+pub struct KeyNeedsTask;
+
+impl KeyNeedsTask {
+    /// `data.reason` on the −32602 that says so.
+    pub const REASON: &'static str = "idempotency_key_needs_task";
 }
 
 impl Default for TaskRules {
@@ -289,10 +318,18 @@ impl TaskTable {
                 });
             }
         }
-        if self.tasks.len() >= self.max_tasks {
+        let working = self
+            .tasks
+            .values()
+            .filter(|t| !t.status.is_terminal())
+            .count();
+        if working >= self.max_tasks {
             return Err(CreateError::Full {
                 max: self.max_tasks,
             });
+        }
+        if self.tasks.len() >= MAX_HELD.max(self.max_tasks) {
+            return Err(CreateError::Held { max: MAX_HELD });
         }
         let id = new_id;
         self.tasks.insert(

@@ -503,3 +503,33 @@ mod listening {
         assert_eq!(watch.pending().count(), 0);
     }
 }
+
+/// The cap counts working tasks: a finished one keeps its result without blocking creation.
+#[test]
+fn finished_tasks_do_not_count_against_the_cap() {
+    let mut tasks = TaskTable::with_capacity(2);
+    let mut rng = SplitMix64::new(2);
+    let work = Work {
+        steps: 1,
+        delay_ms: 0,
+    };
+    for _ in 0..10 {
+        let made = tasks
+            .create(T0, TaskId::generate(&mut rng), work, 60_000, None, A)
+            .unwrap();
+        let done = Some(Arc::from("{}"));
+        tasks
+            .settle(T0, made.id, Some(made.epoch), Status::Completed, done)
+            .unwrap();
+    }
+    assert_eq!(tasks.len(), 10, "each finished task keeps its result");
+    for _ in 0..2 {
+        tasks
+            .create(T0, TaskId::generate(&mut rng), work, 60_000, None, A)
+            .unwrap();
+    }
+    assert_eq!(
+        tasks.create(T0, TaskId::generate(&mut rng), work, 60_000, None, A),
+        Err(CreateError::Full { max: 2 })
+    );
+}

@@ -1,0 +1,89 @@
+//! A task record the store corrupts is a terminal, typed error on every path a client reaches,
+//! over real sockets on fenced replicas on a real `redis-server`: `tasks/get` and `tasks/cancel`
+//! answer 500 `store_corrupt` naming the task's key, with no `Retry-After` (a retry reads the
+//! same record), and an outcome that is not JSON is corrupt, never `completed` without a result.
+//! `store_unavailable` (503) stays for what a retry cures.
+
+mod common;
+
+use common::replica_lab::{Backend, Lab};
+use forkscope::wire::mcp::modern::ModernCall;
+use forkscope_core::Policy;
+use serde_json::{Value, json};
+
+async fn request(lab: &Lab, method: &str, params: Value) -> (u16, Option<String>, Value) {
+    let call = ModernCall {
+        id: 1,
+        method,
+        params,
+        tasks: true,
+        key: None,
+    };
+    let response = call.post(&lab.http, &lab.url(0)).send().await.unwrap();
+    let status = response.status().as_u16();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, retry, response.json().await.unwrap())
+}
+
+async fn task(lab: &Lab, steps: u64, delay_ms: u64) -> String {
+    let params =
+        json!({ "name": "progress_task", "arguments": { "steps": steps, "delay_ms": delay_ms } });
+    let (_, _, created) = request(lab, "tools/call", params).await;
+    created["result"]["taskId"].as_str().unwrap().to_owned()
+}
+
+/// `method` on `task` is a terminal 500 `store_corrupt` that names the task's key.
+async fn corrupt_on(lab: &Lab, method: &str, task: &str) {
+    let (status, retry, body) = request(lab, method, json!({ "taskId": task })).await;
+    assert_eq!(status, 500, "{method}: {body}");
+    assert_eq!(retry, None, "{method}: a retry would read the same record");
+    assert_eq!(body["error"]["data"]["reason"], "store_corrupt", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("fs:task:{{{task}}}")),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_task_records_are_a_terminal_typed_error_that_names_the_key() {
+    let Some(lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
+        return;
+    };
+    let redis = lab.redis.as_ref().unwrap();
+    let fields: [(&str, &str); 3] = [("status", "bogus"), ("done", "x"), ("epoch", "x")];
+    for (field, value) in fields {
+        let task = task(&lab, 50, 1_000).await;
+        let key = format!("fs:task:{{{task}}}");
+        assert_eq!(redis.command(&["HSET", &key, field, value]), "0");
+        corrupt_on(&lab, "tasks/get", &task).await;
+        corrupt_on(&lab, "tasks/cancel", &task).await;
+    }
+    // A task key of the wrong type.
+    let task = task(&lab, 50, 1_000).await;
+    let key = format!("fs:task:{{{task}}}");
+    redis.command(&["DEL", &key]);
+    redis.command(&["SET", &key, "not a hash"]);
+    corrupt_on(&lab, "tasks/get", &task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_that_is_not_json_is_corrupt_never_completed_without_a_result() {
+    let Some(lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
+        return;
+    };
+    let redis = lab.redis.as_ref().unwrap();
+    let task = task(&lab, 50, 1_000).await;
+    let key = format!("fs:task:{{{task}}}");
+    redis.command(&["HSET", &key, "status", "completed", "outcome", "{not json"]);
+    corrupt_on(&lab, "tasks/get", &task).await;
+    // Made whole again, the same read answers the task.
+    redis.command(&["HSET", &key, "outcome", "{\"content\":[]}"]);
+    let (status, _, body) = request(&lab, "tasks/get", json!({ "taskId": task })).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["status"], "completed");
+    assert_eq!(body["result"]["result"], json!({ "content": [] }));
+}
