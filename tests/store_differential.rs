@@ -31,16 +31,17 @@ const CAP: usize = 6;
 const STREAMS_PER_SESSION: u32 = 300;
 const OWNERS: [&str; 3] = ["A", "B", "C"];
 
-/// A small deterministic generator (SplitMix64): a failing run replays from its seed.
-struct Rng(u64);
+/// The core's deterministic generator, with the draws these tests make: a failing run replays
+/// from its seed.
+struct Rng(forkscope_core::SplitMix64);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(forkscope_core::SplitMix64::new(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        forkscope_core::Entropy::next_u64(&mut self.0)
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -455,7 +456,7 @@ async fn differ(
         .await
         .expect("connect to the test redis-server");
     let mut generator = Generator {
-        rng: Rng(seed),
+        rng: Rng::new(seed),
         sessions: Vec::new(),
         known: HashMap::new(),
         next_call: 0,

@@ -238,20 +238,8 @@ impl RedisStore {
         epoch: u64,
         done: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
-        let reply = self
-            .tasks(
-                "step",
-                [&task_key(id), ""],
-                &[epoch.to_string(), done.to_string()],
-            )
-            .await?;
-        match reply.split_first() {
-            Some((code, _)) if code == "1" => Ok(Ok(())),
-            Some((code, rest)) => refused(code, rest, epoch)
-                .map(Err)
-                .ok_or_else(|| bad_reply(id, "step", &reply)),
-            None => Err(bad_reply(id, "step", &reply)),
-        }
+        self.runner_write(id, "step", epoch, &[done.to_string()])
+            .await
     }
 
     pub(in crate::store) async fn task_renew(
@@ -259,15 +247,27 @@ impl RedisStore {
         id: TaskId,
         epoch: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
-        let reply = self
-            .tasks("renew", [&task_key(id), ""], &[epoch.to_string()])
-            .await?;
+        self.runner_write(id, "renew", epoch, &[]).await
+    }
+
+    /// A runner's write `op` under `epoch`, with its own arguments after the epoch: taken, or
+    /// refused (stale, terminal, missing).
+    async fn runner_write(
+        &self,
+        id: TaskId,
+        op: &str,
+        epoch: u64,
+        rest: &[String],
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        let mut args = vec![epoch.to_string()];
+        args.extend_from_slice(rest);
+        let reply = self.tasks(op, [&task_key(id), ""], &args).await?;
         match reply.split_first() {
             Some((code, _)) if code == "1" => Ok(Ok(())),
-            Some((code, rest)) => refused(code, rest, epoch)
+            Some((code, more)) => refused(code, more, epoch)
                 .map(Err)
-                .ok_or_else(|| bad_reply(id, "renew", &reply)),
-            None => Err(bad_reply(id, "renew", &reply)),
+                .ok_or_else(|| bad_reply(id, op, &reply)),
+            None => Err(bad_reply(id, op, &reply)),
         }
     }
 

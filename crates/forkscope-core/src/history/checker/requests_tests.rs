@@ -224,49 +224,44 @@ fn steps_are_judged_by_each_runs_highest_step() {
 /// a read answered its end.
 #[test]
 fn a_task_whose_end_never_reached_the_client_is_lost_or_told_never_clean() {
-    let ended = |f: &mut Feed| {
-        f.see(Record::RunEnded {
+    // One call made as a task, then `then` (given the task), then the run's end.
+    let judged = |then: &dyn Fn(&mut Feed, TaskId)| {
+        let mut f = Feed::new();
+        let t = f.task();
+        f.create("order-1", t, true);
+        then(&mut f, t);
+        let ended = Record::RunEnded {
             reconnecting: false,
-        })
+        };
+        let first = f.see(ended.clone());
+        // A second run end judges nothing twice.
+        assert!(f.see(ended).is_empty());
+        first
     };
-
+    let read = |f: &mut Feed, task, status| f.see(Record::TaskRead { task, status });
     // Its runners died after a step: no end was ever read.
-    let mut f = Feed::new();
-    let t = f.task();
-    f.create("order-1", t, true);
-    f.step(t, 1, 1);
-    assert_eq!(ended(&mut f), vec![AnomalyKind::TaskLost]);
-
+    let died = judged(&|f, t| {
+        f.step(t, 1, 1);
+    });
+    assert_eq!(died, vec![AnomalyKind::TaskLost]);
     // Completed in the store, but the client never read it: still owed, still lost.
-    let mut f = Feed::new();
-    let t = f.task();
-    f.create("order-1", t, true);
-    f.settle(t, TaskStatus::Completed);
-    f.see(Record::TaskRead {
-        task: t,
-        status: TaskStatus::Working,
+    let unread = judged(&|f, t| {
+        f.settle(t, TaskStatus::Completed);
+        read(f, t, TaskStatus::Working);
     });
-    assert_eq!(ended(&mut f), vec![AnomalyKind::TaskLost]);
-
+    assert_eq!(unread, vec![AnomalyKind::TaskLost]);
     // A typed error told the client: undelivered.
-    let mut f = Feed::new();
-    let t = f.task();
-    f.create("order-1", t, true);
-    f.see(Record::TaskRefused {
-        task: t,
-        reason: "store_corrupt",
+    let told = judged(&|f, task| {
+        f.see(Record::TaskRefused {
+            task,
+            reason: "store_corrupt",
+        });
     });
-    assert_eq!(ended(&mut f), vec![AnomalyKind::Undelivered]);
-
-    // A read answered its end: nothing owed; and a second run end judges nothing twice.
-    let mut f = Feed::new();
-    let t = f.task();
-    f.create("order-1", t, true);
-    f.settle(t, TaskStatus::Completed);
-    f.see(Record::TaskRead {
-        task: t,
-        status: TaskStatus::Completed,
+    assert_eq!(told, vec![AnomalyKind::Undelivered]);
+    // A read answered its end: nothing owed.
+    let delivered = judged(&|f, t| {
+        f.settle(t, TaskStatus::Completed);
+        read(f, t, TaskStatus::Completed);
     });
-    assert!(ended(&mut f).is_empty());
-    assert!(ended(&mut f).is_empty());
+    assert!(delivered.is_empty());
 }
