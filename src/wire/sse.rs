@@ -47,6 +47,14 @@ pub fn frame(truth: Option<&Truth>, id: &str, retry_ms: Option<u64>, data: &str)
     Bytes::from(out)
 }
 
+/// One event with no id and no truth: 2026-07-28's streams (a call's own response, a listen),
+/// which nothing resumes.
+pub fn unnumbered(data: &str) -> String {
+    let mut out = BytesMut::with_capacity(data.len() + 8);
+    write_frame_of(&mut out, None, "", None, (data, false));
+    String::from_utf8(out.to_vec()).unwrap_or_default()
+}
+
 /// Appends one event to `out` as [`frame`] spells it, without building it separately: a
 /// replay of a thousand events is rendered into one buffer. `truth` is (stream, seq, key).
 pub fn write_frame(
@@ -289,6 +297,18 @@ fn parse_truth(comment: &str) -> Option<Truth> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event with no id carries no `id:` line (an empty one would reset a client's cursor),
+    /// and its data reads back whole, newlines and all.
+    #[test]
+    fn an_unnumbered_event_has_no_id_and_reads_back_whole() {
+        let framed = unnumbered("{\"a\":1}\nsecond");
+        assert_eq!(framed, "data: {\"a\":1}\ndata: second\n\n");
+        let events = Parser::new().feed(framed.as_bytes()).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data, "{\"a\":1}\nsecond");
+        assert_eq!(events[0].id, None);
+    }
 
     #[test]
     fn an_empty_chunk_between_cr_and_lf_is_no_blank_line() {

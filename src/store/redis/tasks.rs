@@ -29,17 +29,6 @@ fn key_entry(key: &str) -> String {
     format!("fs:taskkey:{{{key}}}")
 }
 
-fn status_of(name: &str) -> Option<Status> {
-    [
-        Status::Working,
-        Status::Completed,
-        Status::Failed,
-        Status::Cancelled,
-    ]
-    .into_iter()
-    .find(|s| s.name() == name)
-}
-
 /// The reply's items as text (numbers spelled).
 fn items(reply: &Value) -> Result<Vec<String>, StoreError> {
     let Value::Array(items) = reply else {
@@ -66,7 +55,7 @@ fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
     };
     Ok(Task {
         id,
-        status: status_of(status).ok_or_else(bad)?,
+        status: Status::parse(status).ok_or_else(bad)?,
         created_at: LabTime::from_millis(n(1)?),
         updated_at: LabTime::from_millis(n(2)?),
         ttl_ms: n(3)?,
@@ -109,7 +98,7 @@ fn refused(code: &str, rest: &[String], epoch: u64) -> Option<WriteRefused> {
     match code {
         "-5" => rest
             .first()
-            .and_then(|s| status_of(s))
+            .and_then(|s| Status::parse(s))
             .map(WriteRefused::Terminal),
         "-6" => rest
             .first()
@@ -338,7 +327,7 @@ fn settled(
         Some((code, _)) if code == "1" => Ok(Ok(Settled::Won(to))),
         Some((code, rest)) if code == "2" => rest
             .first()
-            .and_then(|s| status_of(s))
+            .and_then(|s| Status::parse(s))
             .map(|s| Ok(Settled::Lost(s)))
             .ok_or_else(|| bad_reply(id, "settle", reply)),
         Some((code, rest)) => refused(code, rest, epoch)

@@ -181,7 +181,7 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
 }
 
 fn frame(message: &impl std::fmt::Display) -> String {
-    format!("data: {message}\n\n")
+    crate::wire::sse::unnumbered(&message.to_string())
 }
 
 fn refused_listen(id: &Value, refused: &ListenRefused) -> Response {

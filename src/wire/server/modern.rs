@@ -366,7 +366,7 @@ async fn run_call(
                     super::tool::step_body(&id, progress_token.as_ref(), step)
                 }
             };
-            let frame = format!("data: {body}\n\n");
+            let frame = crate::wire::sse::unnumbered(&body.to_string());
             if tx.send(frame).await.is_err() {
                 return cut(&call);
             }

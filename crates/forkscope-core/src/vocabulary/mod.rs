@@ -82,9 +82,13 @@ impl IdentityProof {
     }
 }
 
-/// A task's status, as the tasks extension names it ([EXT] "Task Status"; `input_required` is not used here).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+/// A task's status, as the tasks extension names it ([EXT] "Task Status"; `input_required` is
+/// not used here). Its spelling is derived once, for the wire, the store and the probe alike.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, strum::IntoStaticStr, strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TaskStatus {
     Working,
     Completed,
@@ -94,12 +98,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     pub fn name(self) -> &'static str {
-        match self {
-            TaskStatus::Working => "working",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
+        self.into()
     }
 
     pub fn is_terminal(self) -> bool {
@@ -109,13 +108,6 @@ impl TaskStatus {
     /// A status as the extension spells it; `None` for any other word (`input_required` is
     /// not one a task here takes).
     pub fn parse(word: &str) -> Option<TaskStatus> {
-        [
-            TaskStatus::Working,
-            TaskStatus::Completed,
-            TaskStatus::Failed,
-            TaskStatus::Cancelled,
-        ]
-        .into_iter()
-        .find(|s| s.name() == word)
+        word.parse().ok()
     }
 }
