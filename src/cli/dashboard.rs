@@ -122,7 +122,9 @@ pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailur
     let compare = args.compare.map(|Comparison(list)| list);
     for policy in compare.iter().flatten() {
         options.config.validate(*policy)?;
-        if args.replicas.is_some() && policy.is_sdk() {
+        if args.replicas.is_some()
+            && forkscope_core::replica::ReplicaPolicy::try_from(*policy).is_err()
+        {
             return Err(CompareError::SdkOnReplicas(*policy).into());
         }
     }

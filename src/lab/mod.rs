@@ -350,7 +350,9 @@ impl Lab {
     /// Puts `policy` in force. Replicas run the policy they started with: the lab asks to be
     /// started again under the new one (naive or fenced: replicas model no SDK).
     fn switch_policy(&self, policy: forkscope_core::Policy) -> Outcome {
-        if self.replicas.is_some() && policy.is_sdk() {
+        if self.replicas.is_some()
+            && forkscope_core::replica::ReplicaPolicy::try_from(policy).is_err()
+        {
             return Outcome::Refused(Refusal::SdkOnReplicas(policy));
         }
         let mut guard = self.shared.lock();

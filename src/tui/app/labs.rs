@@ -127,7 +127,7 @@ impl App {
             if let Some(lab) = self.labs.first() {
                 self.single_policy = lab.core().server.policy();
             }
-            if self.options.replicas.is_some() && self.compare.iter().any(|p| p.is_sdk()) {
+            if self.options.replicas.is_some() && !runs_on_replicas(&self.compare) {
                 return self
                     .say("replicas run naive or fenced: L returns to one server to compare SDKs");
             }
@@ -168,7 +168,7 @@ impl App {
         if self.playback.is_some() {
             return self.say("a scenario plays under its own policies: R returns to a live lab");
         }
-        if self.options.replicas.is_some() && policy.is_sdk() {
+        if self.options.replicas.is_some() && !runs_on_replicas(&[policy]) {
             return self.say("replicas run naive or fenced: L returns to one server");
         }
         let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
@@ -312,7 +312,7 @@ impl App {
             None => Some(self.parked_replicas.take().unwrap_or_default()),
         };
         let policies: Vec<Policy> = self.labs.iter().map(|l| l.policy()).collect();
-        if setup.is_some() && policies.iter().any(|p| p.is_sdk()) {
+        if setup.is_some() && !runs_on_replicas(&policies) {
             self.parked_replicas = setup;
             return self.say(format!(
                 "replicas run naive or fenced, not {}: n or m first",
@@ -457,4 +457,13 @@ pub(super) fn policy_words(policy: Policy) -> String {
         None if policy.fences() => format!("policy {policy}: the five conditions hold"),
         None => format!("policy {policy}: the seed incident (reproduces the fork)"),
     }
+}
+
+/// Whether every one of `policies` runs on replicas: the core's rule ([`ReplicaPolicy`]).
+///
+/// [`ReplicaPolicy`]: forkscope_core::replica::ReplicaPolicy
+fn runs_on_replicas(policies: &[Policy]) -> bool {
+    policies
+        .iter()
+        .all(|p| forkscope_core::replica::ReplicaPolicy::try_from(*p).is_ok())
 }
