@@ -287,7 +287,34 @@ async fn a_drain_ends_each_listen_gracefully_and_rmcp_has_none() {
     running.stop().await;
 }
 
-crate::both_stores!(a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end);
+crate::both_stores!(
+    a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end,
+    a_listen_on_one_replica_is_woken_by_each_write_of_another,
+);
+
+/// A task run by replica A, listened to on B: B writes nothing, so only the store can wake its
+/// listen (memory: its waiters; Redis: its `PUBLISH`). Each step is told on its own — steps
+/// 150 ms apart, while with nothing but the lease's wake a listen would read once a lease.
+async fn a_listen_on_one_replica_is_woken_by_each_write_of_another(backend: Backend) {
+    let Some(lab) = Lab::start(backend, Policy::Fenced, None, 2_000).await else {
+        return;
+    };
+    let (a, b) = (lab.url(0), lab.url(1));
+    let task = create(&lab.http, &a, 4, 150).await;
+    let frames = listen(&b, 12, json!({ "taskIds": [task] }), true).await;
+    framed(&frames, 12);
+    let steps: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| f["params"]["statusMessage"].as_str())
+        .filter(|m| m.starts_with("step ") && !m.starts_with("step 0"))
+        .collect();
+    assert_eq!(
+        steps,
+        ["step 1 of 4", "step 2 of 4", "step 3 of 4", "step 4 of 4"],
+        "{frames:?}"
+    );
+    assert_eq!(told(&frames).last(), Some(&"completed"));
+}
 
 async fn a_listen_alone_adopts_a_killed_runners_task_and_tells_its_end(backend: Backend) {
     let Some(mut lab) = Lab::start(backend, Policy::Fenced, None, 2_000).await else {

@@ -3,6 +3,7 @@
 //! (milliseconds since it was made, as Redis's `TIME` is the Redis store's) and a wake-up for
 //! blocked readers; every rule is the machine's.
 
+use super::changes::ChangeFeed;
 use super::{
     Adoption, Events, NewStream, READ_BLOCK, Refused, Resumed, Retention, SessionId, Snapshot,
     StoreError, Writer,
@@ -30,6 +31,8 @@ struct Inner {
     tasks: Mutex<TaskTable>,
     /// Woken on every append, end and restore: a blocked reader looks again.
     changed: Notify,
+    /// Woken on every task write: a listen reads again.
+    task_changes: Arc<ChangeFeed>,
     born: Instant,
 }
 
@@ -40,6 +43,7 @@ impl MemoryStore {
                 machine: Mutex::new(StoreMachine::new(retention)),
                 tasks: Mutex::new(TaskTable::new().with_lease(retention.lease_ms)),
                 changed: Notify::new(),
+                task_changes: Arc::default(),
                 born: Instant::now(),
             }),
         }
@@ -70,10 +74,22 @@ impl MemoryStore {
     fn tasks<T>(&self, op: impl FnOnce(&mut TaskTable, LabTime) -> T) -> T {
         let now = LabTime::from_millis(self.now_ms());
         let mut tasks = self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        if tasks.poll_timeout().is_some_and(|at| at <= now) {
-            tasks.expire(now);
+        if tasks.poll_timeout().is_some_and(|at| at <= now) && !tasks.expire(now).is_empty() {
+            self.inner.task_changes.changed();
         }
         op(&mut tasks, now)
+    }
+
+    /// [`MemoryStore::tasks`] for an operation that may change a task: its waiters are woken
+    /// after (a refused write wakes them for nothing, which costs them one read).
+    fn task_write<T>(&self, op: impl FnOnce(&mut TaskTable, LabTime) -> T) -> T {
+        let done = self.tasks(op);
+        self.inner.task_changes.changed();
+        done
+    }
+
+    pub(super) fn task_changes(&self) -> Arc<ChangeFeed> {
+        self.inner.task_changes.clone()
     }
 
     pub(super) fn task_now(&self) -> u64 {
@@ -95,7 +111,7 @@ impl MemoryStore {
         keyed: Option<Keyed>,
         runner: Runner,
     ) -> Result<(Created, Task), CreateError> {
-        self.tasks(|t, now| {
+        self.task_write(|t, now| {
             let created = t.create(now, new_id, work, ttl_ms, keyed, runner)?;
             let task = t
                 .get(created.id)
@@ -110,7 +126,7 @@ impl MemoryStore {
     }
 
     pub(super) fn task_step(&self, id: TaskId, epoch: u64, done: u64) -> Result<(), WriteRefused> {
-        self.tasks(|t, now| t.step(now, id, epoch, done))
+        self.task_write(|t, now| t.step(now, id, epoch, done))
     }
 
     pub(super) fn task_renew(&self, id: TaskId, epoch: u64) -> Result<(), WriteRefused> {
@@ -124,18 +140,24 @@ impl MemoryStore {
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Settled, WriteRefused> {
-        self.tasks(|t, now| t.settle(now, id, epoch, to, outcome))
+        self.task_write(|t, now| t.settle(now, id, epoch, to, outcome))
     }
 
     pub(super) fn task_cancel(&self, id: TaskId) -> Result<Settled, Missing> {
-        self.tasks(|t, now| t.cancel(now, id))
+        self.task_write(|t, now| t.cancel(now, id))
     }
 
     pub(super) fn task_adopt(&self, id: TaskId, runner: Runner) -> Option<Task> {
-        self.tasks(|t, now| {
+        // Every read of a working task asks: only a real adoption wakes the waiters (a listen's
+        // own read would otherwise wake it again, for ever).
+        let adopted = self.tasks(|t, now| {
             t.adopt(now, id, runner)?;
             t.get(id).ok().cloned()
-        })
+        });
+        if adopted.is_some() {
+            self.inner.task_changes.changed();
+        }
+        adopted
     }
 
     /// Runs one operation on the machine at this store's clock.

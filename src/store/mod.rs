@@ -16,6 +16,7 @@
 //! [`StoreMachine`]: forkscope_core::replica::store::StoreMachine
 //! [`StreamRecord`]: forkscope_core::replica::StreamRecord
 
+pub mod changes;
 pub mod memory;
 pub mod redis;
 pub mod rollback;

@@ -100,6 +100,15 @@ impl Store {
         }
     }
 
+    /// Who waits on a task's change: woken by every task write any handle of this store makes
+    /// (on Redis, through its `PUBLISH`), so a listen needs no tick.
+    pub fn task_changes(&self) -> Arc<crate::store::changes::ChangeFeed> {
+        match &self.backend {
+            Backend::Memory(m) => m.task_changes(),
+            Backend::Redis(r) => r.task_changes(),
+        }
+    }
+
     /// Unix milliseconds at the store clock's zero: a task's times are written on the store's
     /// clock (Redis's `TIME`; the memory store's own), and this makes them wall times.
     pub fn task_wall_origin_ms(&self) -> u64 {

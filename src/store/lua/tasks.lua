@@ -24,6 +24,12 @@ local FIELDS = {'status', 'created', 'updated', 'ttl', 'steps', 'done', 'runner'
 -- The TTL, through the same path as any end, applied to `task` before an operation reads it:
 -- past its TTL an unfinished task is failed; past its TTL and retain_ms it is deleted, leaving
 -- a tombstone for tomb_ms, and its key goes with it. Returns 'live', 'none', or 'gone' and when.
+-- Every write that changes a task tells the replicas' listens on this channel (TASK_CHANGES in
+-- store/changes.rs): a listen anywhere wakes at once, with no tick.
+local function changed(task)
+  redis.call('PUBLISH', 'fs:tasks:changed', task)
+end
+
 local STATUSES = {working = true, completed = true, failed = true, cancelled = true}
 local NUMBERS = {'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch', 'lease'}
 
@@ -59,6 +65,7 @@ local function state(task)
   if now >= expires and redis.call('HGET', task, 'status') == 'working' then
     redis.call('HSET', task, 'status', 'failed', 'ended', 'ttl', 'updated', now)
     redis.call('ZREM', KEYS[4], task)
+    changed(task)
   end
   return 'live'
 end
@@ -116,6 +123,7 @@ if op == 'create' then
     redis.call('HSET', KEYS[2], 'args', args, 'task', id)
     redis.call('PEXPIRE', KEYS[2], ttl + retain_ms)
   end
+  changed(task)
   local reply = {1, id}
   for _, v in ipairs(fields(task)) do table.insert(reply, v) end
   return reply
@@ -130,6 +138,7 @@ elseif op == 'step' then
   if refused then return refused end
   local done = math.max(tonumber(redis.call('HGET', task, 'done')), tonumber(ARGV[8]))
   redis.call('HSET', task, 'done', done, 'updated', now, 'lease', now + lease_ms)
+  changed(task)
   return {1}
 elseif op == 'renew' then
   local refused = writable(task, tonumber(ARGV[7]))
@@ -151,6 +160,7 @@ elseif op == 'settle' or op == 'cancel' then
   else
     redis.call('HSET', task, 'status', ARGV[8], 'outcome', ARGV[9], 'updated', now)
   end
+  changed(task)
   return {1}
 elseif op == 'adopt' then
   local s = state(task)
@@ -159,6 +169,7 @@ elseif op == 'adopt' then
   if now < tonumber(redis.call('HGET', task, 'lease')) then return {0} end
   redis.call('HINCRBY', task, 'epoch', 1)
   redis.call('HSET', task, 'runner', ARGV[7], 'lease', now + lease_ms, 'updated', now)
+  changed(task)
   local reply = {1}
   for _, v in ipairs(fields(task)) do table.insert(reply, v) end
   return reply

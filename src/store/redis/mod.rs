@@ -91,6 +91,8 @@ pub struct RedisStore {
     conn: ConnectionManager,
     url: Arc<str>,
     retention: Retention,
+    /// Woken by `lua/tasks.lua`'s `PUBLISH` on every task write, once someone waits.
+    task_changes: Arc<crate::store::changes::ChangeFeed>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -165,11 +167,18 @@ impl RedisStore {
             conn,
             url: url.into(),
             retention,
+            task_changes: Arc::default(),
         })
     }
 
     pub fn retention(&self) -> Retention {
         self.retention
+    }
+
+    /// The waiters on a task's change, subscribed to the store's channel on first use.
+    pub(in crate::store) fn task_changes(&self) -> Arc<crate::store::changes::ChangeFeed> {
+        crate::store::changes::ChangeFeed::subscribe(&self.task_changes, &self.client);
+        self.task_changes.clone()
     }
 
     pub fn label(&self) -> String {

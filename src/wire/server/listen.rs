@@ -3,9 +3,11 @@
 //! [`forkscope_core::tasks::listen`] says which ids are acknowledged and which reads are sent;
 //! this file reads the tasks and writes the stream.
 //!
-//! Each open listen reads its tasks from the store when this endpoint writes a task, and every
-//! [`LISTEN_POLL_MS`] for what other replicas wrote, through the same read a `tasks/get` takes (so a listened-to task whose runner died is adopted here too), and
-//! sends a state the client was not sent yet, whichever replica wrote it. The first frame is the
+//! Each open listen reads its tasks when the store says a task changed (the memory store wakes
+//! its waiters; Redis publishes every task write, so another replica's write wakes it at once),
+//! and, while a task it watches works, once a lease has passed with no change (its runner may
+//! have died: the read adopts it, as a `tasks/get` does) — no fixed tick. It sends a state the
+//! client was not sent yet, whichever replica wrote it. The first frame is the
 //! acknowledgement; once nothing more can be sent (every task ended and told, or gone) the
 //! subscription ends with its graceful completion result. The client ends it by closing the
 //! stream.
@@ -23,8 +25,9 @@ use tokio::sync::mpsc;
 
 /// Listens one endpoint holds open at once.
 pub const MAX_LISTENS: usize = 64;
-/// How often an open listen reads its tasks.
-pub const LISTEN_POLL_MS: u64 = 50;
+
+/// How soon a listen reads again when the store did not answer it.
+const REREAD_UNANSWERED: std::time::Duration = std::time::Duration::from_millis(200);
 /// The `_meta` key every frame of a subscription carries: the listen request's id.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The acknowledgement's `_meta` key (an extension of forkscope's) listing each asked task id
@@ -128,13 +131,19 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
         let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } });
         frame(&jsonrpc::result(&id, done))
     };
+    let feed = hub.store().task_changes();
+    // A dead runner writes nothing: past a lease with no change, read again to adopt.
+    let lease = std::time::Duration::from_millis(hub.store().retention().lease_ms);
     loop {
         // Armed before the reads: a write, or the end of listens, during them wakes the wait.
         let changed = hub.changed.notified();
+        let stored = feed.next();
         let ending = hub.ending.notified();
-        tokio::pin!(changed, ending);
+        tokio::pin!(changed, stored, ending);
         changed.as_mut().enable();
+        stored.as_mut().enable();
         ending.as_mut().enable();
+        let (mut working, mut unanswered) = (false, false);
         if hub.listens_ending() {
             let _ = tx.send(completion()).await;
             return;
@@ -146,10 +155,14 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
         for task in pending {
             let read = match hub.read(task).await {
                 Ok(read) => read,
-                // The store did not answer: read again next time.
-                Err(_) => continue,
+                // The store did not answer: read again shortly.
+                Err(_) => {
+                    unanswered = true;
+                    continue;
+                }
             };
             let read = read.ok();
+            working |= read.as_ref().is_some_and(|t| !t.status.is_terminal());
             if !watch.read(task, read.as_ref()) {
                 continue;
             }
@@ -174,8 +187,10 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
         tokio::select! {
             () = tx.closed() => return,
             () = &mut changed => {}
+            () = &mut stored => {}
             () = &mut ending => {}
-            () = super::modern::pause(LISTEN_POLL_MS) => {}
+            () = tokio::time::sleep(lease), if working => {}
+            () = tokio::time::sleep(REREAD_UNANSWERED), if unanswered => {}
         }
     }
 }

@@ -105,6 +105,11 @@ impl TaskHub {
         self.rules
     }
 
+    /// Where this endpoint's tasks are kept.
+    pub(super) fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Runs a task here from `done` under `epoch`, unless this endpoint was killed.
     fn start_runner(self: &Arc<Self>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
         let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
