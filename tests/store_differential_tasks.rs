@@ -1,6 +1,6 @@
 //! The task table's rules against real Redis, answer by answer: the same random task operations
-//! — create (keyed, unkeyed, a key with other arguments), read, step, renew, settle, cancel,
-//! adopt, under stale and current epochs, on tasks whose TTL runs out at once and tasks whose
+//! — create (keyed, unkeyed, a key with other arguments), get, read (which may adopt), step,
+//! renew, settle, cancel, adopt, under stale and current epochs, on tasks whose TTL runs out at once and tasks whose
 //! TTL never does — go to the in-memory store (the core's `TaskTable` behind a lock) and to a
 //! real `redis-server` (`lua/tasks.lua`), and every answer must be the same. A rule changed on
 //! one side only fails here.
@@ -41,6 +41,7 @@ enum Op {
     Settle(TaskId, Option<u64>, Status),
     Cancel(TaskId),
     Adopt(TaskId, Runner),
+    Read(TaskId, Runner),
 }
 
 struct Gen {
@@ -101,7 +102,8 @@ impl Gen {
                 Op::Settle(id, epoch, to)
             }
             75..=82 => Op::Cancel(id),
-            _ => Op::Adopt(id, RUNNERS[self.below(3) as usize]),
+            83..=91 => Op::Adopt(id, RUNNERS[self.below(3) as usize]),
+            _ => Op::Read(id, RUNNERS[self.below(3) as usize]),
         }
     }
 
@@ -164,6 +166,13 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             (format!("settle: {settled:?}"), None)
         }
         Op::Cancel(id) => (format!("cancel: {:?}", store.task_cancel(id).await), None),
+        Op::Read(id, runner) => match store.task_read(id, runner).await {
+            Ok(Ok((task, adopted))) => (
+                format!("read: adopted {adopted} {:?}", blank(&task)),
+                Some(task),
+            ),
+            other => (format!("read: {:?}", other.map(|r| r.map(|_| ()))), None),
+        },
         Op::Adopt(id, runner) => match store.task_adopt(id, runner).await {
             Ok(Some(task)) => (format!("adopt: {:?}", blank(&task)), Some(task)),
             other => (format!("adopt: {:?}", other.map(|t| t.map(|_| ()))), None),
@@ -244,6 +253,8 @@ async fn the_core_task_table_and_the_redis_script_answer_alike() {
         "Won",
         "adopt: Task",
         "adopt: Ok(None)",
+        "read: adopted true",
+        "read: adopted false",
         "renew: Ok(Ok",
         "ended by its TTL",
     ] {

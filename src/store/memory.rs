@@ -147,6 +147,14 @@ impl MemoryStore {
         self.task_write(|t, now| t.cancel(now, id))
     }
 
+    pub(super) fn task_read(&self, id: TaskId, adopter: Runner) -> Result<(Task, bool), Missing> {
+        let read = self.tasks(|t, now| t.read(now, id, adopter));
+        if matches!(read, Ok((_, true))) {
+            self.inner.task_changes.changed();
+        }
+        read
+    }
+
     pub(super) fn task_adopt(&self, id: TaskId, runner: Runner) -> Option<Task> {
         // Every read of a working task asks: only a real adoption wakes the waiters (a listen's
         // own read would otherwise wake it again, for ever).

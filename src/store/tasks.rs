@@ -90,6 +90,20 @@ impl Store {
         }
     }
 
+    /// [`TaskTable::read`](forkscope_core::tasks::TaskTable::read): the task, adopted by
+    /// `adopter` first if it works past its lease (`true` then), in one store operation.
+    pub async fn task_read(
+        &self,
+        id: TaskId,
+        adopter: Runner,
+    ) -> Result<Result<(Task, bool), Missing>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_read(id, adopter)),
+            Backend::Redis(r) => r.task_read(id, adopter).await,
+        }
+    }
+
     /// [`TaskTable::adopt`](forkscope_core::tasks::TaskTable::adopt): the task under its next
     /// epoch, now `runner`'s, when its lease ran out; `None` while it holds or once it ended.
     pub async fn task_adopt(&self, id: TaskId, runner: Runner) -> Result<Option<Task>, StoreError> {

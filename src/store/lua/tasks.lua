@@ -162,6 +162,21 @@ elseif op == 'settle' or op == 'cancel' then
   end
   changed(task)
   return {1}
+elseif op == 'read' then
+  -- get, and adopt first when it works past its lease: one script per poll of a working task.
+  local s, at = state(task)
+  if s ~= 'live' then return missing(s, at) end
+  local adopted = 0
+  if redis.call('HGET', task, 'status') == 'working'
+    and now >= tonumber(redis.call('HGET', task, 'lease')) then
+    redis.call('HINCRBY', task, 'epoch', 1)
+    redis.call('HSET', task, 'runner', ARGV[7], 'lease', now + lease_ms, 'updated', now)
+    changed(task)
+    adopted = 1
+  end
+  local reply = {1, adopted}
+  for _, v in ipairs(fields(task)) do table.insert(reply, v) end
+  return reply
 elseif op == 'adopt' then
   local s = state(task)
   if s ~= 'live' then return {0} end

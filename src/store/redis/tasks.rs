@@ -288,6 +288,28 @@ impl RedisStore {
         }
     }
 
+    pub(in crate::store) async fn task_read(
+        &self,
+        id: TaskId,
+        adopter: Runner,
+    ) -> Result<Result<(Task, bool), Missing>, StoreError> {
+        let reply = self
+            .tasks("read", [&task_key(id), ""], &[adopter.0.to_string()])
+            .await?;
+        match reply.split_first() {
+            Some((code, rest)) if code == "1" => {
+                let (adopted, fields) = rest
+                    .split_first()
+                    .ok_or_else(|| bad_reply(id, "read", &reply))?;
+                Ok(Ok((task_of(id, fields)?, adopted == "1")))
+            }
+            Some((code, rest)) => missing(code, rest)
+                .map(Err)
+                .ok_or_else(|| bad_reply(id, "read", &reply)),
+            None => Err(bad_reply(id, "read", &reply)),
+        }
+    }
+
     pub(in crate::store) async fn task_adopt(
         &self,
         id: TaskId,

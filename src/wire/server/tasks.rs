@@ -219,11 +219,10 @@ impl TaskHub {
         self: &Arc<Self>,
         task: TaskId,
     ) -> Result<Result<Task, Missing>, StoreError> {
-        let read = self.store.task_get(task).await?;
-        if let Ok(found) = &read
-            && found.status == Status::Working
-            && let Some(adopted) = self.store.task_adopt(task, self.runner).await?
-        {
+        // One store operation: the read, and the adoption when the lease ran out.
+        let read = self.store.task_read(task, self.runner).await?;
+        if let Ok((adopted, true)) = &read {
+            let adopted = adopted.clone();
             self.counters.adopted.fetch_add(1, Ordering::Relaxed);
             self.changed.notify_waiters();
             tracing::info!(task = %task.short(), epoch = adopted.epoch, done = adopted.done,
@@ -235,7 +234,7 @@ impl TaskHub {
             self.start_runner(task, adopted.epoch, spec, adopted.done);
             return Ok(Ok(adopted));
         }
-        Ok(read)
+        Ok(read.map(|(task, _)| task))
     }
 
     /// `tasks/get`: the task as stored (adopted first if its runner's lease ran out).

@@ -480,6 +480,19 @@ impl TaskTable {
         Some(task.epoch)
     }
 
+    /// A read that may adopt, as one operation: the task as stored, taken over by `adopter`
+    /// first if it works past its lease ([`TaskTable::adopt`]); `true` when it was. What every
+    /// `tasks/get` and listen reads by, so a poll of a working task is one store operation.
+    pub fn read(
+        &mut self,
+        now: LabTime,
+        id: TaskId,
+        adopter: Runner,
+    ) -> Result<(Task, bool), Missing> {
+        let adopted = self.adopt(now, id, adopter).is_some();
+        Ok((self.get(id)?.clone(), adopted))
+    }
+
     /// The TTL, through the same compare-and-set: an unfinished task past its TTL is failed
     /// (its runner's next write is refused); a task past its TTL and [`RETAIN_MS`] more is
     /// deleted, leaving a tombstone. Returns the tasks failed here.
