@@ -37,7 +37,7 @@ enum Op {
     },
     Get(TaskId),
     Step(TaskId, u64, u64),
-    Renew(TaskId, u64),
+    Renew(TaskId, u64, u64),
     Settle(TaskId, Option<u64>, Status),
     Cancel(TaskId),
     Adopt(TaskId, Runner),
@@ -95,7 +95,10 @@ impl Gen {
                 let done = self.near(done + 1);
                 Op::Step(id, epoch, done)
             }
-            55..=64 => Op::Renew(id, self.near(epoch)),
+            55..=64 => {
+                let epoch = self.near(epoch);
+                Op::Renew(id, epoch, self.near(done))
+            }
             65..=74 => {
                 let epoch = (self.below(4) > 0).then(|| self.near(epoch));
                 let to = [Status::Completed, Status::Failed][self.below(2) as usize];
@@ -156,8 +159,8 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             format!("step: {:?}", store.task_step(id, epoch, done).await),
             None,
         ),
-        Op::Renew(id, epoch) => (
-            format!("renew: {:?}", store.task_renew(id, epoch).await),
+        Op::Renew(id, epoch, wrote) => (
+            format!("renew: {:?}", store.task_renew(id, epoch, wrote).await),
             None,
         ),
         Op::Settle(id, epoch, to) => {
@@ -256,6 +259,7 @@ async fn the_core_task_table_and_the_redis_script_answer_alike() {
         "read: adopted true",
         "read: adopted false",
         "renew: Ok(Ok",
+        "RolledBack",
         "ended by its TTL",
     ] {
         assert!(met(needed), "seed {seed}: no answer met {needed}: {seen:?}");

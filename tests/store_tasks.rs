@@ -82,9 +82,21 @@ async fn the_rules_hold(store: Store, seed: u64) {
             .err(),
         Some(CreateError::KeyReused { task: first.id })
     );
-    // Steps under the epoch; a step never goes back.
+    // Steps under the epoch, in order; a step never goes back.
+    store.task_step(first.id, 1, 1).await.unwrap().unwrap();
     store.task_step(first.id, 1, 2).await.unwrap().unwrap();
     store.task_step(first.id, 1, 1).await.unwrap().unwrap();
+    // A step past the next, or a renewal claiming more than the store holds: the store forgot
+    // what the runner wrote (it was rolled back), and the write is refused.
+    assert_eq!(
+        store.task_step(first.id, 1, 4).await.unwrap(),
+        Err(WriteRefused::RolledBack { holds: 2, wrote: 3 })
+    );
+    assert_eq!(
+        store.task_renew(first.id, 1, 3).await.unwrap(),
+        Err(WriteRefused::RolledBack { holds: 2, wrote: 3 })
+    );
+    store.task_renew(first.id, 1, 2).await.unwrap().unwrap();
     assert_eq!(store.task_get(first.id).await.unwrap().unwrap().done, 2);
     // The lease holds: no adoption.
     assert_eq!(store.task_adopt(first.id, B).await.unwrap(), None);

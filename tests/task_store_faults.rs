@@ -1,8 +1,11 @@
-//! A task record the store corrupts is a terminal, typed error on every path a client reaches,
+//! A store that fails under a task ends it typed, never silently. A task record the store
+//! corrupts is a terminal, typed error on every path a client reaches,
 //! over real sockets on fenced replicas on a real `redis-server`: `tasks/get` and `tasks/cancel`
 //! answer 500 `store_corrupt` naming the task's key, with no `Retry-After` (a retry reads the
 //! same record), and an outcome that is not JSON is corrupt, never `completed` without a result.
-//! `store_unavailable` (503) stays for what a retry cures.
+//! `store_unavailable` (503) stays for what a retry cures. A store restored from an older
+//! snapshot under a running task refuses the runner's next write (it holds fewer steps than the
+//! runner wrote), and the task ends `failed` with `store_rolled_back`: no step runs again.
 
 mod common;
 
@@ -86,4 +89,75 @@ async fn an_outcome_that_is_not_json_is_corrupt_never_completed_without_a_result
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["status"], "completed");
     assert_eq!(body["result"]["result"], json!({ "content": [] }));
+}
+
+/// `step N of M` in a working task's status message.
+fn steps_done(read: &Value) -> Option<u64> {
+    let message = read["result"]["statusMessage"].as_str()?;
+    message
+        .strip_prefix("step ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Polls the task on the first replica until `done` says so; every answer read.
+async fn poll_until(lab: &Lab, task: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, _, read) = request(lab, "tasks/get", json!({ "taskId": task })).await;
+        if done(&read) {
+            return read;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{read}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// An RDB snapshot taken at step 4 and restored at step 9, five times over: the runner's next
+/// write finds the store holding fewer steps than it wrote, and the task ends `failed`,
+/// `store_rolled_back`, naming both counts. The tool's own effect counter (steps committed)
+/// says no step ran twice, and the task never reads back as working from its forgotten steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_rolled_back_under_a_task_ends_it_typed_and_runs_no_step_again() {
+    let Some(mut lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 1_000).await else {
+        return;
+    };
+    for run in 0..5 {
+        let before = lab.replicas[0]
+            .tasks()
+            .counters
+            .steps_committed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let task = task(&lab, 20, 150).await;
+        poll_until(&lab, &task, |r| steps_done(r).is_some_and(|d| d >= 4)).await;
+        let snapshot = lab
+            .redis
+            .as_ref()
+            .unwrap()
+            .save_snapshot(&format!("at-4-{run}"));
+        poll_until(&lab, &task, |r| steps_done(r).is_some_and(|d| d >= 9)).await;
+        lab.redis.as_mut().unwrap().restore(&snapshot);
+        let ended = poll_until(&lab, &task, |r| {
+            r.get("error").is_none() && r["result"]["status"] != "working"
+        })
+        .await;
+        let result = &ended["result"];
+        assert_eq!(result["status"], "failed", "run {run}: {ended}");
+        let data = &result["error"]["data"];
+        assert_eq!(data["reason"], "store_rolled_back", "run {run}: {ended}");
+        let (holds, applied) = (
+            data["holds"].as_u64().unwrap(),
+            data["applied"].as_u64().unwrap(),
+        );
+        assert!(holds < applied && applied >= 9, "run {run}: {ended}");
+        let committed = lab.replicas[0]
+            .tasks()
+            .counters
+            .steps_committed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - before;
+        assert_eq!(committed, applied, "run {run}: each step once, none again");
+    }
 }

@@ -129,8 +129,13 @@ impl MemoryStore {
         self.task_write(|t, now| t.step(now, id, epoch, done))
     }
 
-    pub(super) fn task_renew(&self, id: TaskId, epoch: u64) -> Result<(), WriteRefused> {
-        self.tasks(|t, now| t.renew(now, id, epoch))
+    pub(super) fn task_renew(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        wrote: u64,
+    ) -> Result<(), WriteRefused> {
+        self.tasks(|t, now| t.renew(now, id, epoch, wrote))
     }
 
     pub(super) fn task_settle(

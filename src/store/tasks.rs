@@ -55,16 +55,17 @@ impl Store {
     }
 
     /// [`TaskTable::renew`](forkscope_core::tasks::TaskTable::renew): the runner under `epoch`
-    /// is alive, between steps.
+    /// is alive, between steps, its writes having left `wrote` steps.
     pub async fn task_renew(
         &self,
         id: TaskId,
         epoch: u64,
+        wrote: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
         Link::check(self.link.as_ref()).await?;
         match &self.backend {
-            Backend::Memory(m) => Ok(m.task_renew(id, epoch)),
-            Backend::Redis(r) => r.task_renew(id, epoch).await,
+            Backend::Memory(m) => Ok(m.task_renew(id, epoch, wrote)),
+            Backend::Redis(r) => r.task_renew(id, epoch, wrote).await,
         }
     }
 

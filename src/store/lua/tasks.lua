@@ -7,7 +7,7 @@
 -- then the operation's own. A reply starts with a code: 1 done, 0 nothing to do, 2 lost to an
 -- earlier end (its status follows), -1 key reused (the task follows), -2 full (working), -7 full
 -- (held), -3 unknown, -4 expired (when), -5 already terminal (its status), -6 stale epoch (the
--- held one).
+-- held one), -8 rolled back (the steps held, fewer than the runner wrote).
 -- The key entry and a found task are read by name: fine on one Redis (see ARCHITECTURE.md).
 local op = ARGV[1]
 local lease_ms = tonumber(ARGV[2])
@@ -136,13 +136,18 @@ elseif op == 'get' then
 elseif op == 'step' then
   local refused = writable(task, tonumber(ARGV[7]))
   if refused then return refused end
-  local done = math.max(tonumber(redis.call('HGET', task, 'done')), tonumber(ARGV[8]))
+  local held = tonumber(redis.call('HGET', task, 'done'))
+  -- Steps are written in order: a store holding fewer than the one before forgot them.
+  if held + 1 < tonumber(ARGV[8]) then return {-8, held} end
+  local done = math.max(held, tonumber(ARGV[8]))
   redis.call('HSET', task, 'done', done, 'updated', now, 'lease', now + lease_ms)
   changed(task)
   return {1}
 elseif op == 'renew' then
   local refused = writable(task, tonumber(ARGV[7]))
   if refused then return refused end
+  local held = tonumber(redis.call('HGET', task, 'done'))
+  if held < tonumber(ARGV[8]) then return {-8, held} end
   redis.call('HSET', task, 'lease', now + lease_ms)
   return {1}
 elseif op == 'settle' or op == 'cancel' then

@@ -94,8 +94,14 @@ fn missing(code: &str, rest: &[String]) -> Option<Missing> {
     }
 }
 
-fn refused(code: &str, rest: &[String], epoch: u64) -> Option<WriteRefused> {
+/// A refused write's reply; `wrote`: the steps the writer's own writes left in the store (what
+/// a rolled-back store is held to).
+fn refused(code: &str, rest: &[String], epoch: u64, wrote: u64) -> Option<WriteRefused> {
     match code {
+        "-8" => rest
+            .first()
+            .and_then(|h| h.parse().ok())
+            .map(|holds| WriteRefused::RolledBack { holds, wrote }),
         "-5" => rest
             .first()
             .and_then(|s| Status::parse(s))
@@ -227,7 +233,8 @@ impl RedisStore {
         epoch: u64,
         done: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
-        self.runner_write(id, "step", epoch, &[done.to_string()])
+        let wrote = done.saturating_sub(1);
+        self.runner_write(id, "step", (epoch, wrote), &[done.to_string()])
             .await
     }
 
@@ -235,17 +242,19 @@ impl RedisStore {
         &self,
         id: TaskId,
         epoch: u64,
+        wrote: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
-        self.runner_write(id, "renew", epoch, &[]).await
+        self.runner_write(id, "renew", (epoch, wrote), &[wrote.to_string()])
+            .await
     }
 
-    /// A runner's write `op` under `epoch`, with its own arguments after the epoch: taken, or
-    /// refused (stale, terminal, missing).
+    /// A runner's write `op` under `epoch`, its writes having left `wrote` steps, with its own
+    /// arguments after the epoch: taken, or refused (stale, terminal, missing, rolled back).
     async fn runner_write(
         &self,
         id: TaskId,
         op: &str,
-        epoch: u64,
+        (epoch, wrote): (u64, u64),
         rest: &[String],
     ) -> Result<Result<(), WriteRefused>, StoreError> {
         let mut args = vec![epoch.to_string()];
@@ -253,7 +262,7 @@ impl RedisStore {
         let reply = self.tasks(op, [&task_key(id), ""], &args).await?;
         match reply.split_first() {
             Some((code, _)) if code == "1" => Ok(Ok(())),
-            Some((code, more)) => refused(code, more, epoch)
+            Some((code, more)) => refused(code, more, epoch, wrote)
                 .map(Err)
                 .ok_or_else(|| bad_reply(id, op, &reply)),
             None => Err(bad_reply(id, op, &reply)),
@@ -352,7 +361,7 @@ fn settled(
             .and_then(|s| Status::parse(s))
             .map(|s| Ok(Settled::Lost(s)))
             .ok_or_else(|| bad_reply(id, "settle", reply)),
-        Some((code, rest)) => refused(code, rest, epoch)
+        Some((code, rest)) => refused(code, rest, epoch, 0)
             .map(Err)
             .ok_or_else(|| bad_reply(id, "settle", reply)),
         None => Err(bad_reply(id, "settle", reply)),

@@ -372,12 +372,32 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
     let lease_ms = hub.store.retention().lease_ms;
     let mut runner = TaskRunner::new(task, epoch, spec, done, lease_ms, now());
+    let lease = std::time::Duration::from_millis(lease_ms);
+    let mut landed = tokio::time::Instant::now();
     while let Some(due) = runner.poll_timeout() {
         super::modern::pause(due.since(now())).await;
         while let Some(write) = runner.poll_write(now()) {
-            match commit(&hub, task, epoch, write).await {
-                Ok(Ok(true)) => runner.written(now()),
+            // A store that did not answer may answer again (a restart, a failover): the same
+            // write is tried again while the lease it would renew has not run out.
+            let written = loop {
+                match commit(&hub, task, epoch, write).await {
+                    Err(StoreError::Unavailable(_)) if landed.elapsed() < lease => {
+                        tokio::time::sleep(RETRY_UNANSWERED).await;
+                    }
+                    other => break other,
+                }
+            };
+            match written {
+                Ok(Ok(true)) => {
+                    landed = tokio::time::Instant::now();
+                    runner.written(now());
+                }
                 Ok(Ok(false)) => runner.stop(),
+                Ok(Err(WriteRefused::RolledBack { holds, wrote })) => {
+                    hub.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
+                    seal_rolled_back(&hub, task, epoch, (holds, wrote)).await;
+                    runner.stop();
+                }
                 Ok(Err(why)) => {
                     hub.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(task = %task.short(), %why, "task runner stops: its write was refused");
@@ -392,6 +412,35 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     }
 }
 
+/// How soon a runner tries a write again that the store did not answer.
+const RETRY_UNANSWERED: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The store forgot steps this runner wrote (`holds` of `wrote`): running on would run them
+/// again, so the task ends failed, typed — `store_rolled_back`, with both counts — under the
+/// runner's epoch, and the client reads why on its next poll.
+async fn seal_rolled_back(hub: &TaskHub, task: TaskId, epoch: u64, (holds, wrote): (u64, u64)) {
+    let error = json!({
+        "code": jsonrpc::INTERNAL_ERROR,
+        "message": format!(
+            "the store was rolled back under this task: it holds {holds} steps, though {wrote} were applied; none runs again"
+        ),
+        "data": { "reason": "store_rolled_back", "holds": holds, "applied": wrote },
+    });
+    let outcome: Arc<str> = error.to_string().into();
+    tracing::warn!(task = %task.short(), holds, wrote, "task ended: the store was rolled back under it");
+    let settled = hub
+        .store
+        .task_settle(task, Some(epoch), Status::Failed, Some(outcome))
+        .await;
+    if matches!(settled, Ok(Ok(Settled::Won(_)))) {
+        hub.changed.notify_waiters();
+        hub.report.tell(|| Record::TaskSettled {
+            task,
+            status: Status::Failed,
+        });
+    }
+}
+
 /// One write of a runner under `epoch`, and what it tells: `Ok(Ok(true))` it landed,
 /// `Ok(Ok(false))` the task had already ended (the runner stops without a word).
 async fn commit(
@@ -401,10 +450,10 @@ async fn commit(
     write: RunnerWrite,
 ) -> Result<Result<bool, WriteRefused>, StoreError> {
     let written = match write {
-        RunnerWrite::Renew => {
+        RunnerWrite::Renew { wrote } => {
             return hub
                 .store
-                .task_renew(task, epoch)
+                .task_renew(task, epoch, wrote)
                 .await
                 .map(|w| w.map(|()| true));
         }
@@ -443,7 +492,7 @@ async fn commit(
             hub.counters.completed.fetch_add(1, Ordering::Relaxed);
             tracing::info!(task = %task.short(), "task completed");
         }
-        RunnerWrite::Renew => {}
+        RunnerWrite::Renew { .. } => {}
     }
     written
 }

@@ -170,6 +170,13 @@ pub enum WriteRefused {
     Stale { epoch: u64, held: u64 },
     #[error("the task is already {}", .0.name())]
     Terminal(Status),
+    /// The store holds fewer steps than the runner's own writes left in it: it was restored
+    /// from an older state (a snapshot, a truncated log, a lagging replica promoted). Running
+    /// on would run the forgotten steps again; the runner ends the task, typed.
+    #[error(
+        "the store holds {holds} steps of the task, though this runner wrote {wrote}: it was rolled back"
+    )]
+    RolledBack { holds: u64, wrote: u64 },
     #[error(transparent)]
     Missing(#[from] Missing),
 }
@@ -249,6 +256,17 @@ pub struct TaskTable {
     tombstones: VecDeque<(TaskId, LabTime)>,
     max_tasks: usize,
     lease_ms: u64,
+}
+
+/// Refused when `task` holds fewer steps than a runner's writes left in it (`wrote`).
+fn forgot(task: &Task, wrote: u64) -> Result<(), WriteRefused> {
+    if task.done < wrote {
+        return Err(WriteRefused::RolledBack {
+            holds: task.done,
+            wrote,
+        });
+    }
+    Ok(())
 }
 
 impl Default for TaskTable {
@@ -391,6 +409,8 @@ impl TaskTable {
     }
 
     /// The runner under `epoch` committed step `done`: it may take its effect. Renews the lease.
+    /// A runner writes its steps in order, so step `done` finds `done - 1` held: a store that
+    /// holds fewer forgot what this runner wrote ([`WriteRefused::RolledBack`]).
     pub fn step(
         &mut self,
         now: LabTime,
@@ -400,17 +420,26 @@ impl TaskTable {
     ) -> Result<(), WriteRefused> {
         let lease_ms = self.lease_ms;
         let task = self.writable(id, epoch)?;
+        forgot(task, done.saturating_sub(1))?;
         task.done = task.done.max(done);
         task.updated_at = now;
         task.lease_until = now.plus(lease_ms);
         Ok(())
     }
 
-    /// The runner under `epoch` is alive: its lease runs on from `now`, though no step was due.
-    /// Refused as a step is (stale epoch, terminal, missing), and then the runner must stop.
-    pub fn renew(&mut self, now: LabTime, id: TaskId, epoch: u64) -> Result<(), WriteRefused> {
+    /// The runner under `epoch`, whose writes left `wrote` steps in the store, is alive: its
+    /// lease runs on from `now`, though no step was due. Refused as a step is (stale epoch,
+    /// terminal, missing, rolled back), and then the runner must stop.
+    pub fn renew(
+        &mut self,
+        now: LabTime,
+        id: TaskId,
+        epoch: u64,
+        wrote: u64,
+    ) -> Result<(), WriteRefused> {
         let lease_ms = self.lease_ms;
         let task = self.writable(id, epoch)?;
+        forgot(task, wrote)?;
         task.lease_until = now.plus(lease_ms);
         Ok(())
     }

@@ -13,8 +13,10 @@ use crate::time::LabTime;
 /// One write the runner owes its store, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunnerWrite {
-    /// Nothing was due, but the lease must not run out: renew it under the runner's epoch.
-    Renew,
+    /// Nothing was due, but the lease must not run out: renew it under the runner's epoch,
+    /// saying how many steps its writes left in the store (a store that holds fewer was
+    /// rolled back).
+    Renew { wrote: u64 },
     /// Step `done` of `total`: committed before it counts, and it renews the lease.
     Step { done: u64, total: u64 },
     /// The work is done: settle the task completed with the result of `steps`.
@@ -112,7 +114,9 @@ impl TaskRunner {
         }
         // Due again only once this renewal has landed ([`TaskRunner::written`]).
         self.renew_at = LabTime::from_millis(u64::MAX);
-        Some(RunnerWrite::Renew)
+        Some(RunnerWrite::Renew {
+            wrote: self.steps.done(),
+        })
     }
 
     /// A write landed at `now`: every write renews the lease, so the next renewal is due a

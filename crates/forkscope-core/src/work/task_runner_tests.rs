@@ -14,7 +14,7 @@ fn drive(runner: &mut TaskRunner, table: &mut TaskTable, now: LabTime) {
     while let Some(write) = runner.poll_write(now) {
         let (task, epoch) = (runner.task(), runner.epoch());
         let landed = match write {
-            RunnerWrite::Renew => table.renew(now, task, epoch).is_ok(),
+            RunnerWrite::Renew { wrote } => table.renew(now, task, epoch, wrote).is_ok(),
             RunnerWrite::Step { done, .. } => table.step(now, task, epoch, done).is_ok(),
             RunnerWrite::Finish { .. } => matches!(
                 table.settle(
@@ -73,7 +73,10 @@ fn the_runner_wakes_to_renew_between_long_steps() {
     let (_, mut runner) = task(&mut table, 2, 10_000);
     let first = runner.poll_timeout().unwrap();
     assert_eq!(first.as_millis(), LEASE / 3);
-    assert_eq!(runner.poll_write(first), Some(RunnerWrite::Renew));
+    assert_eq!(
+        runner.poll_write(first),
+        Some(RunnerWrite::Renew { wrote: 0 })
+    );
     // Until the renewal lands, none is due again.
     assert_eq!(runner.poll_write(first), None);
     runner.written(first);

@@ -407,7 +407,7 @@ impl RequestLab {
             self.runners[r].runner.epoch(),
         );
         let landed = match write {
-            RunnerWrite::Renew => self.table.renew(now, id, epoch).is_ok(),
+            RunnerWrite::Renew { wrote } => self.table.renew(now, id, epoch, wrote).is_ok(),
             RunnerWrite::Step { done, total } => {
                 let taken = self.table.step(now, id, epoch, done).is_ok();
                 if taken {
