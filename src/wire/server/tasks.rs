@@ -365,8 +365,9 @@ fn status_message(task: &Task) -> String {
 
 /// Runs a task from `done` under `epoch` as the core's [`TaskRunner`] says: each step committed
 /// to the store before it counts, and the lease renewed between steps however long they are. A
-/// refused write (a cancel won, the TTL ran out, another runner adopted it) or an unreachable
-/// store stops the work (its lease then runs out, and a read elsewhere adopts it).
+/// refused write (a cancel won, the TTL ran out, another runner adopted it), or a store that did
+/// not answer for a whole lease, stops the work (its lease then runs out, and a read elsewhere
+/// adopts it); a store found rolled back ends the task, typed.
 async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
     let started = tokio::time::Instant::now();
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
