@@ -66,17 +66,6 @@ async fn poll_until(lab: &Lab, url: &str, task: &str, done: impl Fn(&Value) -> b
     }
 }
 
-/// `step N of M` in a working task's status message.
-fn steps_done(read: &Value) -> Option<u64> {
-    let message = read["result"]["statusMessage"].as_str()?;
-    message
-        .strip_prefix("step ")?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()
-}
-
 async fn a_killed_runners_task_is_adopted_by_a_poll_elsewhere_and_runs_each_step_once(
     backend: Backend,
 ) {
@@ -86,7 +75,10 @@ async fn a_killed_runners_task_is_adopted_by_a_poll_elsewhere_and_runs_each_step
     let (a, b) = (lab.url(0), lab.url(1));
     let task = create(&lab, &a, 30, 50, Some("order-7")).await;
     // Either replica answers for the task while a runs it.
-    poll_until(&lab, &b, &task, |r| steps_done(r).is_some_and(|d| d >= 3)).await;
+    poll_until(&lab, &b, &task, |r| {
+        common::steps_done(r).is_some_and(|d| d >= 3)
+    })
+    .await;
     assert_eq!(
         lab.replicas[1]
             .tasks()

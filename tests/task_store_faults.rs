@@ -91,17 +91,6 @@ async fn an_outcome_that_is_not_json_is_corrupt_never_completed_without_a_result
     assert_eq!(body["result"]["result"], json!({ "content": [] }));
 }
 
-/// `step N of M` in a working task's status message.
-fn steps_done(read: &Value) -> Option<u64> {
-    let message = read["result"]["statusMessage"].as_str()?;
-    message
-        .strip_prefix("step ")?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Polls the task on the first replica until `done` says so; every answer read.
 async fn poll_until(lab: &Lab, task: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -130,14 +119,21 @@ async fn a_store_rolled_back_under_a_task_ends_it_typed_and_runs_no_step_again()
             .counters
             .steps_committed
             .load(std::sync::atomic::Ordering::Relaxed);
-        let task = task(&lab, 20, 150).await;
-        poll_until(&lab, &task, |r| steps_done(r).is_some_and(|d| d >= 4)).await;
+        // Long enough that the restore lands while its runner still runs, however slow the host.
+        let task = task(&lab, 60, 150).await;
+        poll_until(&lab, &task, |r| {
+            common::steps_done(r).is_some_and(|d| d >= 4)
+        })
+        .await;
         let snapshot = lab
             .redis
             .as_ref()
             .unwrap()
             .save_snapshot(&format!("at-4-{run}"));
-        poll_until(&lab, &task, |r| steps_done(r).is_some_and(|d| d >= 9)).await;
+        poll_until(&lab, &task, |r| {
+            common::steps_done(r).is_some_and(|d| d >= 9)
+        })
+        .await;
         lab.redis.as_mut().unwrap().restore(&snapshot);
         let ended = poll_until(&lab, &task, |r| {
             r.get("error").is_none() && r["result"]["status"] != "working"

@@ -85,16 +85,6 @@ async fn request(url: &str, method: &str, params: Value) -> Value {
     response.json().await.unwrap()
 }
 
-fn steps_done(read: &Value) -> Option<u64> {
-    let message = read["result"]["statusMessage"].as_str()?;
-    message
-        .strip_prefix("step ")?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()
-}
-
 #[tokio::test]
 async fn a_task_survives_a_kill_9_of_its_runner_with_one_runner_at_a_time() {
     let Some(redis) = RedisServer::start() else {
@@ -113,7 +103,7 @@ async fn a_task_survives_a_kill_9_of_its_runner_with_one_runner_at_a_time() {
     let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
         let read = request(&b.url, "tasks/get", get.clone()).await;
-        if steps_done(&read).is_some_and(|d| d >= 3) {
+        if common::steps_done(&read).is_some_and(|d| d >= 3) {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "{read}");

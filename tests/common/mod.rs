@@ -246,3 +246,14 @@ pub fn shipped_scenarios() -> Vec<std::path::PathBuf> {
     files.sort();
     files
 }
+
+/// `step N of M` in a working task's status message (a `tasks/get` answer): N.
+pub fn steps_done(read: &serde_json::Value) -> Option<u64> {
+    let message = read["result"]["statusMessage"].as_str()?;
+    message
+        .strip_prefix("step ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}

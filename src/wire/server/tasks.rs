@@ -57,7 +57,7 @@ pub struct TaskHub {
     rng: Mutex<OsEntropy>,
     pub counters: TaskCounters,
     /// The runners this endpoint started: a replica killed stops them with everything else.
-    runners: Mutex<Vec<tokio::task::AbortHandle>>,
+    runners: Mutex<Vec<(TaskId, tokio::task::AbortHandle)>>,
     /// Set once the endpoint was killed: nothing new runs here.
     stopped: std::sync::atomic::AtomicBool,
     /// Who hears what each task did (the checker).
@@ -116,9 +116,17 @@ impl TaskHub {
         if self.stopped.load(Ordering::SeqCst) {
             return;
         }
-        runners.retain(|r| !r.is_finished());
+        runners.retain(|(_, r)| !r.is_finished());
         let handle = tokio::spawn(run(self.clone(), task, epoch, spec, done));
-        runners.push(handle.abort_handle());
+        runners.push((task, handle.abort_handle()));
+    }
+
+    /// Whether a runner of this endpoint still runs `task`: it is alive, whatever its lease in
+    /// the store says (a store restored from an older state may show it run out), so a read
+    /// here never adopts it.
+    fn runs_here(&self, task: TaskId) -> bool {
+        let runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        runners.iter().any(|(t, r)| *t == task && !r.is_finished())
     }
 
     /// Stops every runner at once, as a crash would: their tasks' leases run out, and a poll
@@ -126,7 +134,7 @@ impl TaskHub {
     pub fn kill_runners(&self) {
         let mut runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
         self.stopped.store(true, Ordering::SeqCst);
-        for runner in runners.drain(..) {
+        for (_, runner) in runners.drain(..) {
             runner.abort();
         }
     }
@@ -219,8 +227,13 @@ impl TaskHub {
         self: &Arc<Self>,
         task: TaskId,
     ) -> Result<Result<Task, Missing>, StoreError> {
-        // One store operation: the read, and the adoption when the lease ran out.
-        let read = self.store.task_read(task, self.runner).await?;
+        // One store operation: the read, and the adoption when the lease ran out — unless a
+        // runner of this endpoint still runs the task.
+        let read = if self.runs_here(task) {
+            self.store.task_get(task).await?.map(|t| (t, false))
+        } else {
+            self.store.task_read(task, self.runner).await?
+        };
         if let Ok((adopted, true)) = &read {
             let adopted = adopted.clone();
             self.counters.adopted.fetch_add(1, Ordering::Relaxed);
@@ -379,10 +392,12 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
         super::modern::pause(due.since(now())).await;
         while let Some(write) = runner.poll_write(now()) {
             // A store that did not answer may answer again (a restart, a failover): the same
-            // write is tried again while the lease it would renew has not run out.
+            // write is tried again, for a while — this endpoint's reads do not adopt a task its
+            // runner still runs, and when the store answers, a write finding it rolled back ends
+            // the task, typed.
             let written = loop {
                 match commit(&hub, task, epoch, write).await {
-                    Err(StoreError::Unavailable(_)) if landed.elapsed() < lease => {
+                    Err(StoreError::Unavailable(_)) if landed.elapsed() < RETRY_FOR.max(lease) => {
                         tokio::time::sleep(RETRY_UNANSWERED).await;
                     }
                     other => break other,
@@ -415,6 +430,8 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
 
 /// How soon a runner tries a write again that the store did not answer.
 const RETRY_UNANSWERED: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long a runner goes on trying a write the store does not answer before it stops.
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The store forgot steps this runner wrote (`holds` of `wrote`): running on would run them
 /// again, so the task ends failed, typed — `store_rolled_back`, with both counts — under the
