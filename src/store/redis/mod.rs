@@ -87,12 +87,11 @@ pub enum ConnectError {
 
 #[derive(Clone)]
 pub struct RedisStore {
-    client: Client,
+    pub(super) client: Client,
     conn: ConnectionManager,
     url: Arc<str>,
     retention: Retention,
-    /// Woken by `lua/tasks.lua`'s `PUBLISH` on every task write, once someone waits.
-    task_changes: Arc<crate::store::changes::ChangeFeed>,
+    pub(super) task_changes: Arc<crate::store::changes::ChangeFeed>, // woken by tasks.lua's PUBLISH
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -173,12 +172,6 @@ impl RedisStore {
 
     pub fn retention(&self) -> Retention {
         self.retention
-    }
-
-    /// The waiters on a task's change, subscribed to the store's channel on first use.
-    pub(in crate::store) fn task_changes(&self) -> Arc<crate::store::changes::ChangeFeed> {
-        crate::store::changes::ChangeFeed::subscribe(&self.task_changes, &self.client);
-        self.task_changes.clone()
     }
 
     pub fn label(&self) -> String {

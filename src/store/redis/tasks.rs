@@ -115,6 +115,12 @@ fn refused(code: &str, rest: &[String], epoch: u64, wrote: u64) -> Option<WriteR
 }
 
 impl RedisStore {
+    /// The waiters on a task's change, subscribed to the store's channel on first use.
+    pub(in crate::store) fn task_changes(&self) -> Arc<crate::store::changes::ChangeFeed> {
+        crate::store::changes::ChangeFeed::subscribe(&self.task_changes, &self.client);
+        self.task_changes.clone()
+    }
+
     async fn tasks(
         &self,
         op: &str,
