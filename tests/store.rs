@@ -25,6 +25,7 @@ fn retention(lease_ms: u64) -> Retention {
         finished_ms: 60_000,
         lease_ms,
         log_events: LOG_MAXLEN,
+        ..Retention::default()
     }
 }
 

@@ -439,6 +439,7 @@ fn retention(lease_ms: u64) -> Retention {
         lease_ms,
         // Small, so logs are trimmed all the time.
         log_events: 12,
+        ..Retention::default()
     }
 }
 

@@ -1,5 +1,5 @@
 //! The task table's rules on both stores (in memory, and a real `redis-server` running
-//! `lua/tasks.lua`), held to the same answers: one task per key and arguments, a stale epoch
+//! `lua/tasks/`), held to the same answers: one task per key and arguments, a stale epoch
 //! refused after an adoption, terminal once, cancel settled against completion, the TTL failing
 //! unfinished work through the same path, unknown kept apart from a task that exists.
 
@@ -230,7 +230,18 @@ async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
             .unwrap();
         assert_eq!(settled, Ok(Settled::Won(Status::Completed)));
     }
-    for _ in 0..MAX_TASKS {
+    let key = || {
+        Some(Keyed {
+            key: "order-1".into(),
+            arguments: "{}".into(),
+        })
+    };
+    let (first, _) = store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, key(), A)
+        .await
+        .unwrap()
+        .unwrap();
+    for _ in 1..MAX_TASKS {
         store
             .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
             .await
@@ -245,6 +256,24 @@ async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
         refused.map(|_| ()),
         Err(CreateError::Full { max: MAX_TASKS })
     );
+    // Full, a re-issue under a key still finds its task: it makes nothing new.
+    let (again, _) = store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, key(), A)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.id, again.fresh), (first.id, false));
+    // A task that ends gives its place back at once.
+    let settled = store
+        .task_settle(first.id, Some(first.epoch), Status::Completed, done)
+        .await
+        .unwrap();
+    assert_eq!(settled, Ok(Settled::Won(Status::Completed)));
+    store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test]

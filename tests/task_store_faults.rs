@@ -46,7 +46,9 @@ async fn corrupt_on(lab: &Lab, method: &str, task: &str) {
     assert_eq!(body["error"]["data"]["reason"], "store_corrupt", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains(&format!("fs:task:{{{task}}}")),
+        message.contains(&forkscope::store::redis::tasks::task_key(
+            forkscope_core::TaskId::parse(task).unwrap()
+        )),
         "{message}"
     );
 }
@@ -60,14 +62,16 @@ async fn corrupt_task_records_are_a_terminal_typed_error_that_names_the_key() {
     let fields: [(&str, &str); 3] = [("status", "bogus"), ("done", "x"), ("epoch", "x")];
     for (field, value) in fields {
         let task = task(&lab, 50, 1_000).await;
-        let key = format!("fs:task:{{{task}}}");
+        let key =
+            forkscope::store::redis::tasks::task_key(forkscope_core::TaskId::parse(&task).unwrap());
         assert_eq!(redis.command(&["HSET", &key, field, value]), "0");
         corrupt_on(&lab, "tasks/get", &task).await;
         corrupt_on(&lab, "tasks/cancel", &task).await;
     }
     // A task key of the wrong type.
     let task = task(&lab, 50, 1_000).await;
-    let key = format!("fs:task:{{{task}}}");
+    let key =
+        forkscope::store::redis::tasks::task_key(forkscope_core::TaskId::parse(&task).unwrap());
     redis.command(&["DEL", &key]);
     redis.command(&["SET", &key, "not a hash"]);
     corrupt_on(&lab, "tasks/get", &task).await;
@@ -80,7 +84,8 @@ async fn an_outcome_that_is_not_json_is_corrupt_never_completed_without_a_result
     };
     let redis = lab.redis.as_ref().unwrap();
     let task = task(&lab, 50, 1_000).await;
-    let key = format!("fs:task:{{{task}}}");
+    let key =
+        forkscope::store::redis::tasks::task_key(forkscope_core::TaskId::parse(&task).unwrap());
     redis.command(&["HSET", &key, "status", "completed", "outcome", "{not json"]);
     corrupt_on(&lab, "tasks/get", &task).await;
     // Made whole again, the same read answers the task.

@@ -126,7 +126,8 @@ async fn a_task_survives_a_kill_9_of_its_runner_with_one_runner_at_a_time() {
         "done: 40 steps"
     );
     // The store's record: adopted once (epoch 2, b's), every step recorded.
-    let hash = format!("fs:task:{{{task}}}");
+    let hash =
+        forkscope::store::redis::tasks::task_key(forkscope_core::TaskId::parse(&task).unwrap());
     assert_eq!(redis.command(&["HGET", &hash, "epoch"]), "2");
     assert_eq!(redis.command(&["HGET", &hash, "done"]), "40");
     // The keyed re-issue, on b: the same task, nothing new runs.

@@ -1,5 +1,5 @@
 //! Who waits on a task's change hears of it from the store, not from a tick: the memory store
-//! wakes its waiters on every task write; on Redis every task write in `lua/tasks.lua`
+//! wakes its waiters on every task write; on Redis every task write in `lua/tasks/`
 //! publishes its key on [`TASK_CHANGES`], and one subscription per store handle wakes them, so
 //! a listen on any replica hears another replica's write at once.
 
@@ -72,7 +72,7 @@ mod tests {
     /// The channel is spelled twice, in Rust and in the script that publishes on it.
     #[test]
     fn the_script_publishes_on_the_channel_listens_subscribe_to() {
-        let script = include_str!("lua/tasks.lua");
+        let script = include_str!("lua/tasks/lib.lua");
         assert!(script.contains(&format!("'{}'", super::TASK_CHANGES)));
     }
 }

@@ -26,9 +26,8 @@ pub struct MemoryStore {
 
 #[derive(Debug)]
 struct Inner {
+    /// Streams and tasks, both revisions' records, behind one lock.
     machine: Mutex<StoreMachine>,
-    /// The tasks extension's tasks (`store/tasks.rs`), at this store's clock.
-    tasks: Mutex<TaskTable>,
     /// Woken on every append, end and restore: a blocked reader looks again.
     changed: Notify,
     /// Woken on every task write: a listen reads again.
@@ -41,7 +40,6 @@ impl MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 machine: Mutex::new(StoreMachine::new(retention)),
-                tasks: Mutex::new(TaskTable::new().with_lease(retention.lease_ms)),
                 changed: Notify::new(),
                 task_changes: Arc::default(),
                 born: Instant::now(),
@@ -70,14 +68,16 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs one operation on the task table at this store's clock, the TTL applied first.
+    /// Runs one operation on the store machine's task table at this store's clock, the TTL
+    /// applied first.
     fn tasks<T>(&self, op: impl FnOnce(&mut TaskTable, LabTime) -> T) -> T {
-        let now = LabTime::from_millis(self.now_ms());
-        let mut tasks = self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        if tasks.poll_timeout().is_some_and(|at| at <= now) && !tasks.expire(now).is_empty() {
+        let now = self.now_ms();
+        let mut machine = self.lock();
+        let (tasks, expired) = machine.tasks(now);
+        if expired {
             self.inner.task_changes.changed();
         }
-        op(&mut tasks, now)
+        op(tasks, LabTime::from_millis(now))
     }
 
     /// [`MemoryStore::tasks`] for an operation that may change a task: its waiters are woken

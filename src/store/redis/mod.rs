@@ -17,7 +17,7 @@
 
 mod reader;
 mod replies;
-mod tasks;
+pub mod tasks;
 pub use reader::RedisReader;
 
 pub(super) use replies::{classify, unavailable};
@@ -91,7 +91,7 @@ pub struct RedisStore {
     conn: ConnectionManager,
     url: Arc<str>,
     retention: Retention,
-    pub(super) task_changes: Arc<crate::store::changes::ChangeFeed>, // woken by tasks.lua's PUBLISH
+    pub(super) task_changes: Arc<crate::store::changes::ChangeFeed>, // woken by the task scripts' PUBLISH
 }
 
 impl std::fmt::Debug for RedisStore {

@@ -1,38 +1,69 @@
-//! The task table on Redis: `lua/tasks.lua`, one script whose first argument names the
-//! [`TaskTable`](forkscope_core::tasks::TaskTable) method it does. Keys: `fs:task:{ID}` (a
-//! task: its fields, or a tombstone's `gone`), `fs:taskkey:{KEY}` (an idempotency key: the
-//! arguments it was made with and its task), `fs:tasks`, the tasks held by when each is
-//! deleted (the bound on memory counts it), and `fs:tasks:working`, the working tasks by when
-//! their TTL fails them (the cap counts it).
+//! The task table on Redis: one Lua script per [`TaskTable`](forkscope_core::tasks::TaskTable)
+//! method, in `lua/tasks/` (each put after `lib.lua`, what they share), each doing what the
+//! method of the same name does, at Redis's clock.
+//!
+//! Keys, each script's declared: a task and its idempotency key's entry share the hash tag of
+//! the task's home (`fs:{t:HOME}:task:ID`, `fs:{t:HOME}:key:KEY`; a keyed task is minted at its
+//! key's home, [`forkscope_core::tasks::minted`]), so every task script runs on one slot and
+//! the table would run on a Redis Cluster as it is. The caps count two sets on a slot of their
+//! own, `fs:{tasks}:held` (by when each task is deleted: the bound on memory) and
+//! `fs:{tasks}:working` (by when each TTL fails it: the cap): `admit.lua` admits a new task
+//! before `create.lua` makes it, and `release.lua` takes back what a task that ended early, or
+//! was never made, held. Between two scripts nothing is lost: an entry that is never released
+//! leaves by its score.
 
 use super::RedisStore;
 use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
-    CreateError, Created, EndedBy, Keyed, MAX_HELD, MAX_TASKS, Missing, RETAIN_MS, Runner, Settled,
-    Status, TOMBSTONE_MS, Task, Work, WriteRefused,
+    CreateError, Created, EndedBy, Keyed, MAX_HELD, MAX_TASKS, Missing, Runner, Settled, Status,
+    TOMBSTONE_MS, Task, Work, WriteRefused, minted,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
 use std::sync::{Arc, LazyLock};
 
-static TASKS: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/tasks.lua")));
+/// One script per operation, each after the rules they share.
+macro_rules! task_script {
+    ($name:ident, $file:literal) => {
+        static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/tasks/lib.lua"),
+                include_str!(concat!("../lua/tasks/", $file))
+            ))
+        });
+    };
+}
+task_script!(CREATE, "create.lua");
+task_script!(GET, "get.lua");
+task_script!(READ, "read.lua");
+task_script!(ADOPT, "adopt.lua");
+task_script!(STEP, "step.lua");
+task_script!(RENEW, "renew.lua");
+task_script!(SETTLE, "settle.lua");
+task_script!(CANCEL, "cancel.lua");
+static ADMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/tasks/admit.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/tasks/release.lua")));
 
-const LIVE: &str = "fs:tasks";
-const WORKING: &str = "fs:tasks:working";
+const HELD: &str = "fs:{tasks}:held";
+const WORKING: &str = "fs:{tasks}:working";
 
-fn task_key(id: TaskId) -> String {
-    format!("fs:task:{{{id}}}")
+/// A task's key: under its home's hash tag.
+pub fn task_key(id: TaskId) -> String {
+    format!("fs:{{t:{:04x}}}:task:{id}", id.home())
 }
 
-fn key_entry(key: &str) -> String {
-    format!("fs:taskkey:{{{key}}}")
+/// An idempotency key's entry: under the home of the tasks it makes.
+fn key_entry(home: u16, key: &str) -> String {
+    format!("fs:{{t:{home:04x}}}:key:{key}")
 }
 
 /// The reply's items as text (numbers spelled).
 fn items(reply: &Value) -> Result<Vec<String>, StoreError> {
     let Value::Array(items) = reply else {
-        return Err(corrupt("tasks.lua reply", reply));
+        return Err(corrupt("task script reply", reply));
     };
     items
         .iter()
@@ -41,10 +72,10 @@ fn items(reply: &Value) -> Result<Vec<String>, StoreError> {
             other => text(other),
         })
         .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| corrupt("tasks.lua reply", reply))
+        .ok_or_else(|| corrupt("task script reply", reply))
 }
 
-/// A task from the script's field list (`FIELDS` in `tasks.lua`, in order). A record no
+/// A task from the script's field list (`FIELDS` in `lua/tasks/lib.lua`, in order). A record no
 /// runner writes (a status outside the vocabulary, a number that is not one, an outcome that
 /// is not JSON) is corrupt, named by its key: never a task read as something it is not.
 fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
@@ -121,46 +152,74 @@ impl RedisStore {
         self.task_changes.clone()
     }
 
-    async fn tasks(
+    /// Runs a task script on `keys` (the task first) with the table's settings, then `args`.
+    async fn task_script(
         &self,
-        op: &str,
-        keys: [&str; 2],
+        script: &Script,
+        keys: &[&str],
         args: &[String],
     ) -> Result<Vec<String>, StoreError> {
-        let mut conn = self.conn();
-        let mut invocation = TASKS.prepare_invoke();
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
         invocation
-            .key(keys[0])
-            .key(keys[1])
-            .key(LIVE)
-            .key(WORKING)
-            .arg(op)
             .arg(self.retention.lease_ms)
-            .arg(RETAIN_MS)
-            .arg(TOMBSTONE_MS)
-            .arg(MAX_TASKS)
-            .arg(MAX_HELD);
+            .arg(self.retention.task_retain_ms)
+            .arg(TOMBSTONE_MS);
         for arg in args {
             invocation.arg(arg);
         }
-        // A failing script names every key it touches: any of them may be the bad one.
-        let touched = keys
-            .iter()
-            .filter(|k| !k.is_empty())
-            .chain([&LIVE, &WORKING])
-            .copied()
-            .collect::<Vec<_>>()
-            .join(", ");
+        self.invoke(&invocation, keys).await
+    }
+
+    /// A failing script names every key it touches: any of them may be the bad one.
+    async fn invoke(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        keys: &[&str],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.conn();
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| classify(e, &touched))?;
+            .map_err(|e| classify(e, &keys.join(", ")))?;
         items(&reply)
     }
 
+    /// The caps' admission of a new task, `Ok(())` or the refusal.
+    async fn admit(&self, task: &str, ttl_ms: u64) -> Result<Result<(), CreateError>, StoreError> {
+        let mut invocation = ADMIT.prepare_invoke();
+        invocation
+            .key(HELD)
+            .key(WORKING)
+            .arg(task)
+            .arg(ttl_ms)
+            .arg(self.retention.task_retain_ms)
+            .arg(MAX_TASKS)
+            .arg(MAX_HELD);
+        let reply = self.invoke(&invocation, &[HELD, WORKING]).await?;
+        match reply.first().map(String::as_str) {
+            Some("1") => Ok(Ok(())),
+            Some("-2") => Ok(Err(CreateError::Full { max: MAX_TASKS })),
+            Some("-7") => Ok(Err(CreateError::Held { max: MAX_HELD })),
+            _ => Err(corrupt("admit reply", &reply)),
+        }
+    }
+
+    /// `task` leaves the working set (`ended`), or both sets (admitted, never made).
+    async fn release(&self, task: &str, why: &str) -> Result<(), StoreError> {
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation.key(HELD).key(WORKING).arg(task).arg(why);
+        self.invoke(&invocation, &[HELD, WORKING]).await.map(drop)
+    }
+
+    /// Admitted first (a fresh task is the common case), then made; a key whose entry names a
+    /// task is read again under that task's name, so the script declares it. What the caps
+    /// admitted for a task never made is released.
     pub(in crate::store) async fn task_create(
         &self,
-        new_id: TaskId,
+        drawn: TaskId,
         work: Work,
         ttl_ms: u64,
         keyed: Option<Keyed>,
@@ -172,58 +231,92 @@ impl RedisStore {
         {
             return Ok(Err(CreateError::KeyTooLong));
         }
+        let new_id = minted(drawn, keyed.as_ref());
+        let new_key = task_key(new_id);
         let (key, arguments) =
             keyed.map_or((String::new(), String::new()), |k| (k.key, k.arguments));
-        let entry = if key.is_empty() {
-            String::new()
-        } else {
-            key_entry(&key)
-        };
-        let reply = self
-            .tasks(
-                "create",
-                [&task_key(new_id), &entry],
-                &[
-                    work.steps.to_string(),
-                    ttl_ms.to_string(),
-                    runner.0.to_string(),
-                    key,
-                    arguments,
-                    new_id.to_string(),
-                    work.delay_ms.to_string(),
-                ],
-            )
-            .await?;
+        let entry = key_entry(new_id.home(), &key);
+        let admission = self.admit(&new_key, ttl_ms).await?;
+        let admitted = admission.is_ok();
         let id_of = |s: &str| TaskId::parse(s).ok_or_else(|| corrupt("a task id", s));
-        match reply.split_first() {
-            Some((code, rest)) if code == "1" || code == "0" => {
-                let (id, fields) = rest
-                    .split_first()
-                    .ok_or_else(|| bad_reply(new_id, "create", &reply))?;
-                let id = id_of(id)?;
-                let task = task_of(id, fields)?;
-                let created = Created {
-                    id,
-                    epoch: task.epoch,
-                    fresh: code == "1",
-                };
-                Ok(Ok((created, task)))
+        let mut found = String::new();
+        // The entry changes under us only when another create makes or deletes its task: a
+        // few rounds settle it.
+        for _ in 0..4 {
+            let found_key = if found.is_empty() {
+                new_key.clone()
+            } else {
+                task_key(id_of(&found)?)
+            };
+            let keys: &[&str] = if key.is_empty() {
+                &[&new_key]
+            } else {
+                &[&new_key, &entry, &found_key]
+            };
+            let reply = self
+                .task_script(
+                    &CREATE,
+                    keys,
+                    &[
+                        work.steps.to_string(),
+                        ttl_ms.to_string(),
+                        runner.0.to_string(),
+                        key.clone(),
+                        arguments.clone(),
+                        new_id.to_string(),
+                        work.delay_ms.to_string(),
+                        found.clone(),
+                        if admitted { "1" } else { "0" }.to_owned(),
+                    ],
+                )
+                .await?;
+            match reply.split_first() {
+                Some((code, rest)) if code == "1" || code == "0" => {
+                    let (id, fields) = rest
+                        .split_first()
+                        .ok_or_else(|| bad_reply(new_id, "create", &reply))?;
+                    let id = id_of(id)?;
+                    let task = task_of(id, fields)?;
+                    if code == "0" && admitted {
+                        self.release(&new_key, "unused").await?;
+                    }
+                    let created = Created {
+                        id,
+                        epoch: task.epoch,
+                        fresh: code == "1",
+                    };
+                    return Ok(Ok((created, task)));
+                }
+                Some((code, rest)) if code == "-1" => {
+                    if admitted {
+                        self.release(&new_key, "unused").await?;
+                    }
+                    let task = id_of(rest.first().map_or("", String::as_str))?;
+                    return Ok(Err(CreateError::KeyReused { task }));
+                }
+                Some((code, rest)) if code == "-10" => {
+                    found = rest.first().cloned().unwrap_or_default();
+                }
+                Some((code, _)) if code == "-9" => match admission {
+                    Err(refused) => return Ok(Err(refused)),
+                    Ok(()) => return Err(bad_reply(new_id, "create", &reply)),
+                },
+                _ => return Err(bad_reply(new_id, "create", &reply)),
             }
-            Some((code, rest)) if code == "-1" => {
-                let task = id_of(rest.first().map_or("", String::as_str))?;
-                Ok(Err(CreateError::KeyReused { task }))
-            }
-            Some((code, _)) if code == "-2" => Ok(Err(CreateError::Full { max: MAX_TASKS })),
-            Some((code, _)) if code == "-7" => Ok(Err(CreateError::Held { max: MAX_HELD })),
-            _ => Err(bad_reply(new_id, "create", &reply)),
         }
+        if admitted {
+            self.release(&new_key, "unused").await?;
+        }
+        Err(StoreError::Unavailable(format!(
+            "the idempotency key's entry {entry} kept changing under a create"
+        )))
     }
 
     pub(in crate::store) async fn task_get(
         &self,
         id: TaskId,
     ) -> Result<Result<Task, Missing>, StoreError> {
-        let reply = self.tasks("get", [&task_key(id), ""], &[]).await?;
+        let reply = self.task_script(&GET, &[&task_key(id)], &[]).await?;
         match reply.split_first() {
             Some((code, fields)) if code == "1" => Ok(Ok(task_of(id, fields)?)),
             Some((code, rest)) => missing(code, rest)
@@ -240,7 +333,7 @@ impl RedisStore {
         done: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
         let wrote = done.saturating_sub(1);
-        self.runner_write(id, "step", (epoch, wrote), &[done.to_string()])
+        self.runner_write(id, &STEP, (epoch, wrote), &[done.to_string()])
             .await
     }
 
@@ -250,7 +343,7 @@ impl RedisStore {
         epoch: u64,
         wrote: u64,
     ) -> Result<Result<(), WriteRefused>, StoreError> {
-        self.runner_write(id, "renew", (epoch, wrote), &[wrote.to_string()])
+        self.runner_write(id, &RENEW, (epoch, wrote), &[wrote.to_string()])
             .await
     }
 
@@ -259,19 +352,19 @@ impl RedisStore {
     async fn runner_write(
         &self,
         id: TaskId,
-        op: &str,
+        script: &Script,
         (epoch, wrote): (u64, u64),
         rest: &[String],
     ) -> Result<Result<(), WriteRefused>, StoreError> {
         let mut args = vec![epoch.to_string()];
         args.extend_from_slice(rest);
-        let reply = self.tasks(op, [&task_key(id), ""], &args).await?;
+        let reply = self.task_script(script, &[&task_key(id)], &args).await?;
         match reply.split_first() {
             Some((code, _)) if code == "1" => Ok(Ok(())),
             Some((code, more)) => refused(code, more, epoch, wrote)
                 .map(Err)
-                .ok_or_else(|| bad_reply(id, op, &reply)),
-            None => Err(bad_reply(id, op, &reply)),
+                .ok_or_else(|| bad_reply(id, "runner write", &reply)),
+            None => Err(bad_reply(id, "runner write", &reply)),
         }
     }
 
@@ -287,16 +380,20 @@ impl RedisStore {
             to.name().to_owned(),
             outcome.as_deref().unwrap_or_default().to_owned(),
         ];
-        let reply = self.tasks("settle", [&task_key(id), ""], &args).await?;
-        settled(id, &reply, to, epoch.unwrap_or_default())
+        let reply = self.task_script(&SETTLE, &[&task_key(id)], &args).await?;
+        let settled = settled(id, &reply, to, epoch.unwrap_or_default())?;
+        self.ended(id, &settled).await?;
+        Ok(settled)
     }
 
     pub(in crate::store) async fn task_cancel(
         &self,
         id: TaskId,
     ) -> Result<Result<Settled, Missing>, StoreError> {
-        let reply = self.tasks("cancel", [&task_key(id), ""], &[]).await?;
-        match settled(id, &reply, Status::Cancelled, 0)? {
+        let reply = self.task_script(&CANCEL, &[&task_key(id)], &[]).await?;
+        let settled = settled(id, &reply, Status::Cancelled, 0)?;
+        self.ended(id, &settled).await?;
+        match settled {
             Ok(settled) => Ok(Ok(settled)),
             Err(WriteRefused::Missing(m)) => Ok(Err(m)),
             Err(_) => Err(bad_reply(id, "cancel", &reply)),
@@ -309,7 +406,7 @@ impl RedisStore {
         adopter: Runner,
     ) -> Result<Result<(Task, bool), Missing>, StoreError> {
         let reply = self
-            .tasks("read", [&task_key(id), ""], &[adopter.0.to_string()])
+            .task_script(&READ, &[&task_key(id)], &[adopter.0.to_string()])
             .await?;
         match reply.split_first() {
             Some((code, rest)) if code == "1" => {
@@ -331,7 +428,7 @@ impl RedisStore {
         runner: Runner,
     ) -> Result<Option<Task>, StoreError> {
         let reply = self
-            .tasks("adopt", [&task_key(id), ""], &[runner.0.to_string()])
+            .task_script(&ADOPT, &[&task_key(id)], &[runner.0.to_string()])
             .await?;
         match reply.split_first() {
             Some((code, fields)) if code == "1" => Ok(Some(task_of(id, fields)?)),
@@ -340,12 +437,25 @@ impl RedisStore {
         }
     }
 
+    /// A task that ended here leaves the working set the cap counts.
+    async fn ended(
+        &self,
+        id: TaskId,
+        settled: &Result<Settled, WriteRefused>,
+    ) -> Result<(), StoreError> {
+        if matches!(settled, Ok(Settled::Won(_))) {
+            self.release(&task_key(id), "ended").await?;
+        }
+        Ok(())
+    }
+
+    /// Redis's `TIME`, in the milliseconds every task script reads.
     pub(in crate::store) async fn task_now(&self) -> Result<u64, StoreError> {
-        let reply = self.tasks("now", [LIVE, ""], &[]).await?;
-        reply
-            .first()
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| corrupt("now reply", &reply))
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| classify(e, "TIME"))?;
+        Ok(secs * 1_000 + micros / 1_000)
     }
 }
 
@@ -371,5 +481,67 @@ fn settled(
             .map(Err)
             .ok_or_else(|| bad_reply(id, "settle", reply)),
         None => Err(bad_reply(id, "settle", reply)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forkscope_core::SplitMix64;
+    use forkscope_core::tasks::key_home;
+
+    /// The part of a key Redis Cluster hashes: the first `{…}` with something inside.
+    fn hash_tag(key: &str) -> &str {
+        key.find('{')
+            .and_then(|open| {
+                let close = key[open + 1..].find('}')? + open + 1;
+                (close > open + 1).then(|| &key[open + 1..close])
+            })
+            .unwrap_or(key)
+    }
+
+    /// A keyed task and its key's entry hash alike, whatever the key holds (braces too): every
+    /// task script, create included, runs on one slot.
+    #[test]
+    fn a_task_and_its_key_share_one_slot() {
+        let mut rng = SplitMix64::new(9);
+        for key in ["order-1", "{evil}", "}{", "a{b}c", ""] {
+            let keyed = Keyed {
+                key: key.into(),
+                arguments: "{}".into(),
+            };
+            let id = minted(TaskId::generate(&mut rng), Some(&keyed));
+            assert_eq!(id.home(), key_home(key));
+            assert_eq!(
+                hash_tag(&task_key(id)),
+                hash_tag(&key_entry(id.home(), key))
+            );
+        }
+        assert_eq!(hash_tag(HELD), hash_tag(WORKING));
+    }
+
+    /// Every key a task script touches is one it was given (`KEYS[n]`): no script spells a key,
+    /// and none reads one from a field.
+    #[test]
+    fn no_task_script_spells_a_key() {
+        let scripts = [
+            include_str!("../lua/tasks/lib.lua"),
+            include_str!("../lua/tasks/create.lua"),
+            include_str!("../lua/tasks/admit.lua"),
+            include_str!("../lua/tasks/release.lua"),
+        ];
+        for script in scripts {
+            for call in script.split("redis.call(").skip(1) {
+                let call = call.split(')').next().unwrap_or_default();
+                let args = call.split(',').nth(1).unwrap_or_default().trim();
+                assert!(
+                    args.starts_with("task")
+                        || args.starts_with("KEYS[")
+                        || call.starts_with("'PUBLISH'")
+                        || call.starts_with("'TIME'"),
+                    "a key spelled in a script: redis.call({call:.60}"
+                );
+            }
+        }
     }
 }

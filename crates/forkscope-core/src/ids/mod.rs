@@ -156,6 +156,18 @@ impl TaskId {
     pub fn short(&self) -> String {
         format!("{:06x}", self.0 >> 104)
     }
+
+    /// Where a store keeps the task: its top 16 bits. A store that shards (Redis Cluster) keeps
+    /// a task and its idempotency key together by this, so a keyed task is minted at its key's
+    /// home ([`TaskId::at_home`]); the other 112 bits stay random, so the id stays unguessable.
+    pub fn home(&self) -> u16 {
+        (self.0 >> 112) as u16
+    }
+
+    /// The same id, moved to `home`.
+    pub fn at_home(self, home: u16) -> Self {
+        TaskId((self.0 & !(0xffff << 112)) | (u128::from(home) << 112))
+    }
 }
 
 impl fmt::Display for TaskId {

@@ -248,6 +248,21 @@ impl Default for TaskRules {
     }
 }
 
+/// The home ([`TaskId::home`]) of the task an idempotency key makes: FNV-1a of the key, folded
+/// to 16 bits. A stable hash, so every replica and every run agree on it.
+pub fn key_home(key: &str) -> u16 {
+    let hash = key.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    (hash ^ (hash >> 16)) as u16
+}
+
+/// The id a create under `keyed` mints from `drawn`: at its key's home, so a store that shards
+/// keeps the task beside its key.
+pub fn minted(drawn: TaskId, keyed: Option<&Keyed>) -> TaskId {
+    keyed.map_or(drawn, |k| drawn.at_home(key_home(&k.key)))
+}
+
 /// Every task, every key, and the tombstones of the deleted.
 #[derive(Clone, Debug)]
 pub struct TaskTable {
@@ -256,6 +271,7 @@ pub struct TaskTable {
     tombstones: VecDeque<(TaskId, LabTime)>,
     max_tasks: usize,
     lease_ms: u64,
+    retain_ms: u64,
 }
 
 /// Refused when `task` holds fewer steps than a runner's writes left in it (`wrote`).
@@ -287,12 +303,22 @@ impl TaskTable {
             tombstones: VecDeque::new(),
             max_tasks,
             lease_ms: LEASE_MS,
+            retain_ms: RETAIN_MS,
         }
     }
 
     /// The same table with leases of `lease_ms` (a store's `--lease-ms`).
     pub fn with_lease(self, lease_ms: u64) -> TaskTable {
         TaskTable { lease_ms, ..self }
+    }
+
+    /// The same table keeping a task `retain_ms` past its TTL before deleting it.
+    pub fn with_retain(self, retain_ms: u64) -> TaskTable {
+        TaskTable { retain_ms, ..self }
+    }
+
+    pub fn retain_ms(&self) -> u64 {
+        self.retain_ms
     }
 
     pub fn lease_ms(&self) -> u64 {
@@ -307,8 +333,8 @@ impl TaskTable {
         self.tasks.is_empty()
     }
 
-    /// A task for `steps` of work, run by `runner` under epoch 1 and named `new_id` (minted by
-    /// the caller, unguessable); or, for a key seen before with the same arguments, that task
+    /// A task for `steps` of work, run by `runner` under epoch 1 and named `new_id` (drawn by
+    /// the caller, unguessable; moved to its key's home, [`minted`]); or, for a key seen before with the same arguments, that task
     /// again (`fresh: false`), whatever state it is in. `keyed`: as [`TaskRules::read_key`]
     /// gave it.
     pub fn create(
@@ -349,7 +375,7 @@ impl TaskTable {
         if self.tasks.len() >= MAX_HELD.max(self.max_tasks) {
             return Err(CreateError::Held { max: MAX_HELD });
         }
-        let id = new_id;
+        let id = minted(new_id, keyed.as_ref());
         self.tasks.insert(
             id,
             Task {
@@ -523,14 +549,15 @@ impl TaskTable {
     }
 
     /// The TTL, through the same compare-and-set: an unfinished task past its TTL is failed
-    /// (its runner's next write is refused); a task past its TTL and [`RETAIN_MS`] more is
+    /// (its runner's next write is refused); a task past its TTL and its retention more is
     /// deleted, leaving a tombstone. Returns the tasks failed here.
     pub fn expire(&mut self, now: LabTime) -> Vec<TaskId> {
         let mut failed = Vec::new();
         let mut gone = Vec::new();
+        let retain_ms = self.retain_ms;
         for task in self.tasks.values_mut() {
             let expires = task.expires_at();
-            if now >= expires.plus(RETAIN_MS) {
+            if now >= expires.plus(retain_ms) {
                 gone.push(task.id);
             } else if now >= expires && !task.status.is_terminal() {
                 task.status = Status::Failed;
@@ -563,7 +590,7 @@ impl TaskTable {
             .values()
             .map(|t| {
                 if t.status.is_terminal() {
-                    t.expires_at().plus(RETAIN_MS)
+                    t.expires_at().plus(self.retain_ms)
                 } else {
                     t.expires_at()
                 }

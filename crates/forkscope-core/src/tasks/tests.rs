@@ -533,3 +533,71 @@ fn finished_tasks_do_not_count_against_the_cap() {
         Err(CreateError::Full { max: 2 })
     );
 }
+
+/// A keyed task is minted at its key's home (a sharded store keeps the two together); the
+/// rest of the id stays as drawn, so it stays unguessable, and an unkeyed one is left as drawn.
+#[test]
+fn a_keyed_task_lives_at_its_keys_home_and_keeps_its_random_bits() {
+    let (mut tasks, mut rng) = table();
+    let work = Work {
+        steps: 1,
+        delay_ms: 0,
+    };
+    let drawn = TaskId::generate(&mut rng);
+    let made = tasks
+        .create(T0, drawn, work, DEFAULT_TTL_MS, keyed("order-7", "{}"), A)
+        .unwrap();
+    assert_eq!(made.id.home(), key_home("order-7"));
+    assert_eq!(made.id.at_home(drawn.home()), drawn);
+    let plain = TaskId::generate(&mut rng);
+    let made = tasks
+        .create(T0, plain, work, DEFAULT_TTL_MS, None, A)
+        .unwrap();
+    assert_eq!(made.id, plain);
+    // The hash is stable and spreads keys: 1,000 keys land on many homes.
+    assert_eq!(key_home("order-7"), key_home("order-7"));
+    let homes: std::collections::HashSet<u16> = (0..1_000)
+        .map(|i| key_home(&format!("order-{i}")))
+        .collect();
+    assert!(homes.len() > 950, "{}", homes.len());
+}
+
+/// Past its TTL and its retention a task is deleted and reads as expired; a store told to
+/// retain nothing deletes it at its TTL.
+#[test]
+fn the_retention_is_the_stores_to_set() {
+    let mut tasks = TaskTable::new().with_retain(0);
+    let mut rng = SplitMix64::new(3);
+    let work = Work {
+        steps: 1,
+        delay_ms: 0,
+    };
+    let made = tasks
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            work,
+            1_000,
+            keyed("k", "{}"),
+            A,
+        )
+        .unwrap();
+    assert_eq!(tasks.poll_timeout(), Some(T0.plus(1_000)));
+    tasks.expire(T0.plus(1_000));
+    assert_eq!(
+        tasks.get(made.id).err(),
+        Some(Missing::Expired { at: T0.plus(1_000) })
+    );
+    // Its key went with it: the same key makes a new task.
+    let again = tasks
+        .create(
+            T0.plus(1_001),
+            TaskId::generate(&mut rng),
+            work,
+            1_000,
+            keyed("k", "{}"),
+            A,
+        )
+        .unwrap();
+    assert!(again.fresh);
+}

@@ -17,6 +17,8 @@ use crate::replica::{
     CallRecord, Lease, LeaseState, RecordState, StaleEpoch, StreamRecord, admits, forgot,
     lease_state,
 };
+use crate::tasks::TaskTable;
+use crate::time::LabTime;
 use crate::vocabulary::StreamKind;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -33,6 +35,9 @@ pub struct StoreMachine {
     /// id's own bits: a model copies the map whenever it writes, and one session's table is a
     /// small allocation where a tree's node holds room for eleven.
     sessions: Arc<Sessions>,
+    /// The tasks extension's tasks, on the same clock and behind the same lock as the
+    /// sessions: one store for both revisions, with the one lease rule.
+    tasks: Arc<TaskTable>,
 }
 
 type Sessions = HashMap<SessionId, Session, BuildHasherDefault<IdBits>>;
@@ -170,7 +175,25 @@ impl StoreMachine {
         StoreMachine {
             retention,
             sessions: Arc::default(),
+            tasks: Arc::new(
+                TaskTable::new()
+                    .with_lease(retention.lease_ms)
+                    .with_retain(retention.task_retain_ms),
+            ),
         }
+    }
+
+    /// The task table at `now` (the store's milliseconds), its TTLs applied first, as every
+    /// task script applies them to the task it touches; `true` when that ended or deleted a
+    /// task (its waiters are told).
+    pub fn tasks(&mut self, now: u64) -> (&mut TaskTable, bool) {
+        let now = LabTime::from_millis(now);
+        let tasks = Arc::make_mut(&mut self.tasks);
+        let expired = tasks.poll_timeout().is_some_and(|at| at <= now) && {
+            let before = tasks.len();
+            !tasks.expire(now).is_empty() || tasks.len() != before
+        };
+        (tasks, expired)
     }
 
     pub fn retention(&self) -> Retention {

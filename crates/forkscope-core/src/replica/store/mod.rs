@@ -41,6 +41,8 @@ pub struct Retention {
     pub lease_ms: u64,
     /// Events a stream's log keeps, whole batches: up to one batch more ([`LOG_MAXLEN`]).
     pub log_events: u64,
+    /// A task stays readable this long past its TTL, then is deleted (a tombstone stays).
+    pub task_retain_ms: u64,
 }
 
 impl Default for Retention {
@@ -51,6 +53,7 @@ impl Default for Retention {
             finished_ms: 15_000,
             lease_ms: super::DEFAULT_LEASE_MS,
             log_events: LOG_MAXLEN,
+            task_retain_ms: crate::tasks::RETAIN_MS,
         }
     }
 }

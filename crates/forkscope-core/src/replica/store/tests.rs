@@ -11,6 +11,7 @@ fn machine() -> StoreMachine {
         finished_ms: 100,
         lease_ms: 50,
         log_events: LOG_MAXLEN,
+        ..Retention::default()
     })
 }
 

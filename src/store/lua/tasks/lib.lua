@@ -1,0 +1,97 @@
+-- What every task script shares, put before each (`store/redis/tasks.rs`): the task table's
+-- rules of `forkscope_core::tasks::TaskTable`, at Redis's clock. Each script touches one task,
+-- KEYS[1], and what lives under its hash tag `{t:HOME}` (its idempotency key's entry), so a
+-- script runs on one slot. ARGV[1..3]: lease_ms, retain_ms, tombstone_ms; the operation's own
+-- follow. A reply starts with a code: 1 done, 0 nothing to do, 2 lost to an earlier end (its
+-- status follows), -1 key reused (the task follows), -3 unknown, -4 expired (when), -5 already
+-- terminal (its status), -6 stale epoch (the held one), -8 rolled back (the steps held, fewer
+-- than the runner wrote), -9 needs admission, -10 the key names another task (which).
+local lease_ms = tonumber(ARGV[1])
+local retain_ms = tonumber(ARGV[2])
+local tomb_ms = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+
+local FIELDS = {'status', 'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch',
+  'lease', 'outcome', 'ended', 'delay'}
+
+-- Every write that changes a task tells the replicas' listens on this channel (TASK_CHANGES in
+-- store/changes.rs): a listen anywhere wakes at once, with no tick.
+local function changed(task)
+  redis.call('PUBLISH', 'fs:tasks:changed', task)
+end
+
+local STATUSES = {working = true, completed = true, failed = true, cancelled = true}
+local NUMBERS = {'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch', 'lease'}
+
+-- A record no script writes stops every operation on it, named by its key: a write would
+-- build on it, and a read would report it as a task it is not.
+local function check(task)
+  if not STATUSES[redis.call('HGET', task, 'status')] then
+    error({err = 'corrupt task record ' .. task .. ': status'})
+  end
+  for _, field in ipairs(NUMBERS) do
+    if not tonumber(redis.call('HGET', task, field)) then
+      error({err = 'corrupt task record ' .. task .. ': ' .. field})
+    end
+  end
+end
+
+-- The TTL, through the same path as any end, applied to `task` before an operation reads it:
+-- past its TTL an unfinished task is failed; past its TTL and retain_ms it is deleted, leaving
+-- a tombstone for tomb_ms. Its key's entry expires by itself at the same time (`create.lua`
+-- gives it the same deadline; a create that finds an entry whose task is gone replaces it), and
+-- the sets the caps count drop it by their scores: no script touches a key it was not given.
+-- Returns 'live', 'none', or 'gone' and when.
+local function state(task)
+  if redis.call('EXISTS', task) == 0 then return 'none' end
+  local gone = redis.call('HGET', task, 'gone')
+  if gone then return 'gone', tonumber(gone) end
+  check(task)
+  local expires = tonumber(redis.call('HGET', task, 'created')) + tonumber(redis.call('HGET', task, 'ttl'))
+  if now >= expires + retain_ms then
+    redis.call('DEL', task)
+    redis.call('HSET', task, 'gone', now)
+    redis.call('PEXPIRE', task, tomb_ms)
+    changed(task)
+    return 'gone', now
+  end
+  if now >= expires and redis.call('HGET', task, 'status') == 'working' then
+    redis.call('HSET', task, 'status', 'failed', 'ended', 'ttl', 'updated', now)
+    changed(task)
+  end
+  return 'live'
+end
+
+-- The reply `code`, then `extra`, then the task's fields (FIELDS, in order).
+local function with_fields(code, extra, task)
+  local reply = {code}
+  if extra ~= nil then table.insert(reply, extra) end
+  for _, v in ipairs(redis.call('HMGET', task, unpack(FIELDS))) do table.insert(reply, v) end
+  return reply
+end
+
+local function missing(s, at)
+  if s == 'gone' then return {-4, at} end
+  return {-3}
+end
+
+-- What a runner's write checks: the task lives, is not terminal, and is held at `epoch`.
+local function writable(task, epoch)
+  local s, at = state(task)
+  if s ~= 'live' then return missing(s, at) end
+  local status = redis.call('HGET', task, 'status')
+  if status ~= 'working' then return {-5, status} end
+  local held = tonumber(redis.call('HGET', task, 'epoch'))
+  if epoch and epoch ~= held then return {-6, held} end
+  return nil
+end
+
+-- A runner took the task under the next epoch: TaskTable::adopt.
+local function adopt(task, runner)
+  redis.call('HINCRBY', task, 'epoch', 1)
+  redis.call('HSET', task, 'runner', runner, 'lease', now + lease_ms, 'updated', now)
+  changed(task)
+end
+
+local task = KEYS[1]

@@ -1,0 +1,13 @@
+-- TaskTable::settle: terminal once, by compare-and-set from working. ARGV[4] the runner's
+-- epoch ('' for none), ARGV[5] the status, ARGV[6] the outcome (JSON, or '').
+local s, at = state(task)
+if s ~= 'live' then return missing(s, at) end
+local status = redis.call('HGET', task, 'status')
+if status ~= 'working' then return {2, status} end
+if ARGV[4] ~= '' then
+  local held = tonumber(redis.call('HGET', task, 'epoch'))
+  if tonumber(ARGV[4]) ~= held then return {-6, held} end
+end
+redis.call('HSET', task, 'status', ARGV[5], 'outcome', ARGV[6], 'updated', now)
+changed(task)
+return {1}
