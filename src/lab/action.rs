@@ -65,10 +65,11 @@ pub enum Action {
     RouteNext(ReplicaId),
     /// Replica R's background emitters for the session emit once each, now.
     EmitOn(ReplicaId),
-    /// The store loses this lab's sessions and streams, as a Redis without persistence loses
-    /// everything when it restarts (other labs and servers on the same Redis keep theirs).
+    /// The store loses this lab's sessions, streams and tasks, as a Redis without persistence
+    /// loses everything when it restarts (other labs and servers on the same Redis keep theirs).
     RestartStore,
-    /// The store keeps an image of this lab's sessions as they are now, for `RestoreStore`.
+    /// The store keeps an image of this lab's sessions and tasks as they are now, for
+    /// `RestoreStore`.
     SnapshotStore,
     /// The store is restored from the last `SnapshotStore`, as a Redis restored from an older RDB
     /// snapshot (or an async replica promoted by failover) forgets what was written since.

@@ -11,8 +11,8 @@ use super::{
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::replica::store::{SessionImage, StoreMachine};
 use forkscope_core::tasks::{
-    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, TaskTable, Work,
-    WriteRefused,
+    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, TaskImage, TaskTable,
+    Work, WriteRefused,
 };
 use forkscope_core::{LabTime, StreamId, TaskId};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -283,6 +283,15 @@ impl MemoryStore {
     pub(super) fn restore(&self, key: &SessionId, image: &SessionImage) {
         self.lock().restore(key, image);
         self.inner.changed.notify_waiters();
+    }
+
+    pub(super) fn task_image(&self, ids: &[TaskId]) -> TaskImage {
+        self.tasks(|t, _| t.image(ids))
+    }
+
+    /// Puts the tasks back as `image` held them; every listen reads again.
+    pub(super) fn task_restore(&self, image: &TaskImage) {
+        self.task_write(|t, _| t.restore(image));
     }
 
     /// Up to `max` batches' events after `after`, waiting up to [`READ_BLOCK`] for the first.

@@ -60,6 +60,9 @@ pub(super) fn record(
                         runs.push(*task);
                     }
                 }
+                Record::TaskCreated {
+                    task, fresh: true, ..
+                } if watch.tasks.len() < super::watch::LAB_TASKS => watch.tasks.push(*task),
                 Record::TaskSettled { task, .. } => {
                     for seen in &mut watch.replicas {
                         seen.task_runs.retain(|t| t != task);

@@ -199,7 +199,7 @@ pub struct Replicas {
     /// again): a script's next step waits for them ([`Replicas::idle`]).
     pending: Arc<std::sync::atomic::AtomicUsize>,
     /// This lab's sessions as the store held them at the last `SnapshotStore`.
-    images: Arc<Mutex<Vec<(SessionId, crate::store::rollback::SessionImage)>>>,
+    images: Arc<Mutex<store_faults::Images>>,
 }
 
 /// Counts one background action from its start until it is dropped.

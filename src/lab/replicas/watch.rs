@@ -17,7 +17,12 @@ pub(super) struct Watch {
     pub(super) store_error: Option<String>,
     /// The session's standalone stream and the replica it was last attached on (for sticky).
     pub(super) standalone_on: Option<(SessionId, ReplicaId)>,
+    /// The 2026-07-28 tasks this lab made (up to [`LAB_TASKS`]): what the store's faults touch.
+    pub(super) tasks: Vec<forkscope_core::TaskId>,
 }
+
+/// Tasks a lab keeps track of for its store faults: far more than any scenario makes.
+pub(super) const LAB_TASKS: usize = 1_024;
 
 #[derive(Debug, Default)]
 pub(super) struct Seen {

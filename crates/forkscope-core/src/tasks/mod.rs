@@ -27,10 +27,13 @@
 //!   and a deleted task leaves a tombstone, so "expired" stays distinct from "never existed".
 
 pub mod guarantee;
+mod image;
 pub mod listen;
 pub mod sdk;
 #[cfg(test)]
 mod tests;
+
+pub use image::TaskImage;
 
 use crate::ids::TaskId;
 use crate::lease::LeaseState;

@@ -601,3 +601,48 @@ fn the_retention_is_the_stores_to_set() {
         .unwrap();
     assert!(again.fresh);
 }
+
+/// A task put back as an image held it forgets what was written since, its key with it; an
+/// empty image is a store that restarted with nothing: the task and its key are unknown.
+#[test]
+fn an_image_puts_tasks_back_as_they_were() {
+    let (mut tasks, mut rng) = table();
+    let work = Work {
+        steps: 5,
+        delay_ms: 0,
+    };
+    let made = tasks
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            work,
+            DEFAULT_TTL_MS,
+            keyed("k", "{}"),
+            A,
+        )
+        .unwrap();
+    tasks.step(T0, made.id, made.epoch, 1).unwrap();
+    tasks.step(T0, made.id, made.epoch, 2).unwrap();
+    let image = tasks.image(&[made.id]);
+    tasks.step(T0, made.id, made.epoch, 3).unwrap();
+    tasks.restore(&image);
+    assert_eq!(tasks.get(made.id).unwrap().done, 2);
+    // The runner's next write finds the store forgot step 3.
+    assert_eq!(
+        tasks.step(T0, made.id, made.epoch, 4),
+        Err(WriteRefused::RolledBack { holds: 2, wrote: 3 })
+    );
+    tasks.restore(&TaskImage::empty(&[made.id]));
+    assert_eq!(tasks.get(made.id).err(), Some(Missing::Unknown));
+    let again = tasks
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            work,
+            DEFAULT_TTL_MS,
+            keyed("k", "{}"),
+            A,
+        )
+        .unwrap();
+    assert!(again.fresh, "the key went with the store");
+}
