@@ -69,6 +69,16 @@ pub enum StoreError {
     Full(String),
 }
 
+impl StoreError {
+    /// The same error, naming the key it was read from when it is a corrupt record.
+    pub fn at(self, key: &str) -> StoreError {
+        match self {
+            StoreError::Corrupt(why) => StoreError::Corrupt(format!("{key}: {why}")),
+            other => other,
+        }
+    }
+}
+
 impl From<StoreFault> for StoreError {
     fn from(fault: StoreFault) -> StoreError {
         match fault {

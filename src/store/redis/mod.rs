@@ -456,7 +456,10 @@ impl RedisStore {
             oldest,
             &fields,
         )?;
-        Ok(Some((snapshot, entries_of(entries, after)?)))
+        Ok(Some((
+            snapshot,
+            entries_of(entries, after).map_err(|e| e.at(&log))?,
+        )))
     }
 
     pub async fn resume(

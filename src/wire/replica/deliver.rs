@@ -18,7 +18,7 @@ use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
 use axum::body::{Body, Bytes};
 use bytes::BytesMut;
-use forkscope_core::replica::{RecordState, admits, adoptable, forgot};
+use forkscope_core::replica::{LogHole, RecordState, admits, adoptable, forgot};
 use forkscope_core::{EventId, PayloadKey, Policy, SessionId, StreamId, StreamKind, WireCursor};
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -31,7 +31,7 @@ const BATCH: usize = 256;
 /// Log entries a fenced delivery reads and writes at once, with the record they were read with
 /// (see [`crate::store::Store::replay`]): a small first read, so the first event is out before
 /// a long replay is read, then larger ones.
-const FIRST_BATCH: usize = 4;
+pub(super) const FIRST_BATCH: usize = 4;
 const REPLAY_BATCH: usize = 1_024;
 /// How long a delivery with nothing to send waits before a keep-alive comment, as the
 /// single-process server does by default.
@@ -114,6 +114,13 @@ pub(super) fn body(
     Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     }))
+}
+
+/// The store's log of `stream` lost events `first`–`last`: a record no retry can mend.
+pub(super) fn lost(stream: StreamId, first: u64, last: u64) -> StoreError {
+    StoreError::Corrupt(format!(
+        "the log of stream {stream} lost events {first}–{last} (an entry deleted or unreadable)"
+    ))
 }
 
 /// Why a delivery ended before its stream did.
@@ -282,17 +289,26 @@ async fn fenced(replica: &Replica, delivery: &Delivery, tx: &Out) -> Result<(), 
                 sent: after,
             });
         }
-        if let Some((first, _)) = events.first()
-            && *first != after + 1
-        {
-            // Ids a rolled-back store forgot (skipped so none is issued twice), or evicted.
-            return Err(match record.forgotten_after(after) {
-                Some((first, last)) => Ended::Forgot {
+        // Ids a rolled-back store forgot (skipped so none is issued twice), evicted, or lost
+        // from the log: the delivery ends rather than hand on a stream with a hole in it.
+        if let Some(hole) = record.hole_in(after, events.iter().map(|(seq, _)| *seq)) {
+            // What comes before the hole is whole: the client gets it, then the end.
+            let whole = events
+                .iter()
+                .zip(after + 1..)
+                .take_while(|((seq, _), expected)| seq == expected)
+                .count();
+            if whole > 0 {
+                send(tx, render(replica, delivery, &events[..whole])).await?;
+            }
+            return Err(match hole {
+                LogHole::Forgot(first, last) => Ended::Forgot {
                     stream: delivery.stream,
                     first,
                     last,
                 },
-                _ => Ended::Evicted { after },
+                LogHole::Evicted => Ended::Evicted { after },
+                LogHole::Missing(first, last) => Ended::Store(lost(delivery.stream, first, last)),
             });
         }
         if let Some((last, _)) = events.last() {

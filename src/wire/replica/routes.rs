@@ -26,7 +26,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use forkscope_core::replica::{GetPlan, cursor_stream, decide_get, needs_standalone};
+use forkscope_core::replica::{GetPlan, LogHole, cursor_stream, decide_get, needs_standalone};
 use forkscope_core::{Policy, SessionError, StreamId, StreamKind};
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -467,6 +467,21 @@ async fn attempt_get(
             }
             if snapshot.record.kind == StreamKind::Standalone {
                 work::start_emitter(replica, *session, stream, epoch.unwrap_or(1));
+            }
+            if epoch.is_some() {
+                // The resume's first hand-off, read before it is answered: a log that lost an
+                // entry the client is owed is refused, typed (500 store_corrupt), never a 200
+                // that says resumed and then ends empty.
+                let (first, events) = replica
+                    .store
+                    .replay(session, stream, after, deliver::FIRST_BATCH)
+                    .await
+                    .map_err(fail)?
+                    .ok_or_else(gone)?;
+                let seqs = events.iter().map(|(seq, _)| *seq);
+                if let Some(LogHole::Missing(from, to)) = first.record.hole_in(after, seqs) {
+                    return Err(fail(deliver::lost(stream, from, to)));
+                }
             }
             let delivery = Delivery {
                 session: *session,

@@ -110,6 +110,38 @@ impl StreamRecord {
     pub fn forgotten_after(&self, after: u64) -> Option<(u64, u64)> {
         self.facts().forgotten_after(after)
     }
+
+    /// Whether events read from the log after `after` (their ids, in order) follow on from it
+    /// with none missing. A hole the record explains is a rollback's forgotten ids, or ids
+    /// older than the oldest the log keeps (evicted by its bound); any other hole is an entry
+    /// the log lost (deleted, or never readable): a delivery hands nothing on past it as if it
+    /// were whole.
+    pub fn hole_in(&self, after: u64, seqs: impl IntoIterator<Item = u64>) -> Option<LogHole> {
+        let mut expected = after + 1;
+        for seq in seqs {
+            if seq != expected {
+                let (first, last) = (expected, seq.saturating_sub(1));
+                return Some(match self.forgotten_after(expected - 1) {
+                    Some(forgot) => LogHole::Forgot(forgot.0, forgot.1),
+                    None if expected < self.oldest_kept => LogHole::Evicted,
+                    None => LogHole::Missing(first, last),
+                });
+            }
+            expected = seq + 1;
+        }
+        None
+    }
+}
+
+/// Why events read from a stream's log do not follow on ([`StreamRecord::hole_in`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogHole {
+    /// A rolled-back store forgot these ids.
+    Forgot(u64, u64),
+    /// The log's bound dropped the ids after the cursor before they were delivered.
+    Evicted,
+    /// The log lost these ids' entries: deleted, or unreadable.
+    Missing(u64, u64),
 }
 
 /// Whether the store takes a write carrying `writer`'s epoch on a record at `stored`: the fence.

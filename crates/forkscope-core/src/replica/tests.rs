@@ -230,3 +230,18 @@ fn a_delivery_is_done_only_once_a_finished_stream_is_handed_over() {
     assert!(!r.delivered_all(9));
     assert!(r.delivered_all(10));
 }
+
+/// A hole in what a delivery read: before the oldest kept, evicted; in ids a rollback forgot,
+/// forgotten; anywhere else, lost from the log.
+#[test]
+fn a_hole_in_the_log_is_named_by_what_the_record_explains() {
+    let mut record = record(1, StreamKind::Request);
+    record.high_water = 20;
+    record.oldest_kept = 5;
+    assert_eq!(record.hole_in(6, [7, 8, 9]), None);
+    assert_eq!(record.hole_in(2, [5, 6]), Some(LogHole::Evicted));
+    assert_eq!(record.hole_in(6, [7, 9]), Some(LogHole::Missing(8, 8)));
+    assert_eq!(record.hole_in(6, [10]), Some(LogHole::Missing(7, 9)));
+    record.forgotten = Some((12, 15));
+    assert_eq!(record.hole_in(10, [11, 16]), Some(LogHole::Forgot(12, 15)));
+}
