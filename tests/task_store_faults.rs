@@ -109,56 +109,119 @@ async fn poll_until(lab: &Lab, task: &str, done: impl Fn(&Value) -> bool) -> Val
     }
 }
 
-/// An RDB snapshot taken at step 4 and restored at step 9, five times over: the runner's next
-/// write finds the store holding fewer steps than it wrote, and the task ends `failed`,
-/// `store_rolled_back`, naming both counts. The tool's own effect counter (steps committed)
-/// says no step ran twice, and the task never reads back as working from its forgotten steps.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_rolled_back_under_a_task_ends_it_typed_and_runs_no_step_again() {
+/// How a store comes back holding fewer steps than its runner wrote.
+#[derive(Clone, Copy, Debug)]
+enum Rollback {
+    /// Restored from an RDB snapshot taken at step 4.
+    Rdb,
+    /// Its append-only file cut back to where it was at step 4 (every write fsynced).
+    Aof,
+    /// A replica that stopped replicating at step 4, promoted where the master was.
+    Promoted,
+}
+
+/// A store rolled back under a running task, as `rollback` does it, `FORKSCOPE_ROLLBACK_RUNS`
+/// times (default 20): the runner's next write is refused (the store holds fewer steps than it
+/// wrote), and the task ends `failed`, `store_rolled_back`, with both counts. The tool's own
+/// effect counter (each replica's steps committed) says no step ran twice, and the task never
+/// reads back as working from its forgotten steps.
+async fn rolled_back_under_a_task(rollback: Rollback) {
     let Some(mut lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 1_000).await else {
         return;
     };
-    for run in 0..5 {
-        let before = lab.replicas[0]
-            .tasks()
-            .counters
-            .steps_committed
-            .load(std::sync::atomic::Ordering::Relaxed);
-        // Long enough that the restore lands while its runner still runs, however slow the host.
-        let task = task(&lab, 60, 150).await;
+    if let Rollback::Aof = rollback {
+        lab.redis.as_mut().unwrap().enable_aof();
+    }
+    let runs: usize = std::env::var("FORKSCOPE_ROLLBACK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    for run in 0..runs {
+        let committed = |lab: &Lab| -> u64 {
+            lab.replicas
+                .iter()
+                .map(|r| {
+                    r.tasks()
+                        .counters
+                        .steps_committed
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                })
+                .sum()
+        };
+        let before = committed(&lab);
+        let replica = match rollback {
+            Rollback::Promoted => lab.redis.as_ref().unwrap().start_replica(),
+            _ => None,
+        };
+        // Long enough that the rollback lands while its runner still runs, however slow the host.
+        let task = task(&lab, 60, 100).await;
         poll_until(&lab, &task, |r| {
             common::steps_done(r).is_some_and(|d| d >= 4)
         })
         .await;
-        let snapshot = lab
-            .redis
-            .as_ref()
-            .unwrap()
-            .save_snapshot(&format!("at-4-{run}"));
+        let redis = lab.redis.as_ref().unwrap();
+        let snapshot = match rollback {
+            Rollback::Rdb => Some(redis.save_snapshot(&format!("at-4-{run}"))),
+            _ => None,
+        };
+        let mark = match rollback {
+            Rollback::Aof => redis.aof_tail(),
+            _ => None,
+        };
+        if let Some(replica) = &replica {
+            replica.stop_replicating();
+        }
         poll_until(&lab, &task, |r| {
             common::steps_done(r).is_some_and(|d| d >= 9)
         })
         .await;
-        lab.redis.as_mut().unwrap().restore(&snapshot);
+        let redis = lab.redis.as_mut().unwrap();
+        match rollback {
+            Rollback::Rdb => redis.restore(snapshot.as_ref().unwrap()),
+            Rollback::Aof => redis.truncate_aof(mark.as_ref().expect("an AOF part")),
+            Rollback::Promoted => redis.fail_over_to(replica.as_ref().unwrap()),
+        }
         let ended = poll_until(&lab, &task, |r| {
             r.get("error").is_none() && r["result"]["status"] != "working"
         })
         .await;
         let result = &ended["result"];
-        assert_eq!(result["status"], "failed", "run {run}: {ended}");
+        assert_eq!(
+            result["status"], "failed",
+            "{rollback:?} run {run}: {ended}"
+        );
         let data = &result["error"]["data"];
-        assert_eq!(data["reason"], "store_rolled_back", "run {run}: {ended}");
+        assert_eq!(
+            data["reason"], "store_rolled_back",
+            "{rollback:?} run {run}: {ended}"
+        );
         let (holds, applied) = (
             data["holds"].as_u64().unwrap(),
             data["applied"].as_u64().unwrap(),
         );
-        assert!(holds < applied && applied >= 9, "run {run}: {ended}");
-        let committed = lab.replicas[0]
-            .tasks()
-            .counters
-            .steps_committed
-            .load(std::sync::atomic::Ordering::Relaxed)
-            - before;
-        assert_eq!(committed, applied, "run {run}: each step once, none again");
+        assert!(
+            holds < applied && applied >= 9,
+            "{rollback:?} run {run}: {ended}"
+        );
+        assert_eq!(
+            committed(&lab) - before,
+            applied,
+            "{rollback:?} run {run}: each step once, none again"
+        );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_restored_from_an_rdb_snapshot_under_a_task_ends_it_typed() {
+    rolled_back_under_a_task(Rollback::Rdb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_whose_aof_lost_its_tail_under_a_task_ends_it_typed() {
+    rolled_back_under_a_task(Rollback::Aof).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_replica_promoted_under_a_task_ends_it_typed() {
+    rolled_back_under_a_task(Rollback::Promoted).await;
 }

@@ -48,6 +48,8 @@ pub struct RedisServer {
     port: u16,
     pid: u32,
     child: Option<Child>,
+    /// Started again with its append-only file (see [`RedisServer::enable_aof`]).
+    aof: bool,
 }
 
 impl RedisServer {
@@ -61,6 +63,7 @@ impl RedisServer {
             port: 0,
             pid: 0,
             child: None,
+            aof: false,
         };
         for _ in 0..PORT_ATTEMPTS {
             server.port = free_port();
@@ -137,6 +140,86 @@ impl RedisServer {
         let _ = fs::remove_file(&dump);
     }
 
+    /// Turns on the append-only file, every write fsynced, and waits for its first rewrite: from
+    /// here a restart loads it.
+    pub fn enable_aof(&mut self) {
+        assert_eq!(self.command(&["CONFIG", "SET", "appendonly", "yes"]), "OK");
+        self.aof = true;
+        for _ in 0..READY_POLLS {
+            let info = self.command(&["INFO", "persistence"]);
+            if info.contains("aof_rewrite_in_progress:0")
+                && info.contains("aof_rewrite_scheduled:0")
+                && self.aof_tail().is_some()
+            {
+                return;
+            }
+            std::thread::sleep(POLL);
+        }
+        panic!("the append-only file was not written\n{}", self.log());
+    }
+
+    /// The append-only file's newest part and its length now: the mark [`RedisServer::truncate_aof`]
+    /// cuts back to.
+    pub fn aof_tail(&self) -> Option<(PathBuf, u64)> {
+        let dir = self.dir.path().join("appendonlydir");
+        // `appendonly.aof.N.incr.aof`: the newest part has the largest N.
+        let number = |p: &PathBuf| -> Option<u64> {
+            let name = p.file_name()?.to_str()?.strip_suffix(".incr.aof")?;
+            name.rsplit('.').next()?.parse().ok()
+        };
+        let tail = fs::read_dir(&dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter_map(|p| Some((number(&p)?, p)))
+            .max()?
+            .1;
+        let len = fs::metadata(&tail).ok()?.len();
+        Some((tail, len))
+    }
+
+    /// Kills the server, cuts its append-only file back to `mark`, and starts it again from it:
+    /// what a Redis whose last writes never reached the disk comes back holding.
+    pub fn truncate_aof(&mut self, mark: &(PathBuf, u64)) {
+        self.kill9();
+        let file = fs::OpenOptions::new().write(true).open(&mark.0).unwrap();
+        file.set_len(mark.1).unwrap();
+        drop(file);
+        match self.launch() {
+            Startup::Ready => {}
+            other => panic!("redis-server did not come back from its cut AOF: {other:?}"),
+        }
+    }
+
+    /// A second server replicating this one, on a port of its own.
+    pub fn start_replica(&self) -> Option<RedisServer> {
+        let replica = RedisServer::start()?;
+        let port = self.port.to_string();
+        assert_eq!(replica.command(&["REPLICAOF", "127.0.0.1", &port]), "OK");
+        for _ in 0..READY_POLLS {
+            if replica
+                .command(&["INFO", "replication"])
+                .contains("master_link_status:up")
+            {
+                return Some(replica);
+            }
+            std::thread::sleep(POLL);
+        }
+        panic!("the replica never synced\n{}", replica.log());
+    }
+
+    /// Stops replicating: from here it lags its master by every write that follows.
+    pub fn stop_replicating(&self) {
+        assert_eq!(self.command(&["REPLICAOF", "NO", "ONE"]), "OK");
+    }
+
+    /// The failover: this server dies, and `replica`'s data comes up where it was (the address
+    /// a store's clients know, as behind Sentinel or a fixed name): every write the replica
+    /// lagged by is gone.
+    pub fn fail_over_to(&mut self, replica: &RedisServer) {
+        let promoted = replica.save_snapshot("promoted");
+        self.restore(&promoted);
+    }
+
     /// Sends one command and renders its reply as text: a status or a bulk string as itself,
     /// an integer in decimal, an error as `(error) MESSAGE`, a nil as `(nil)`, an array as its
     /// elements one per line (empty: ""). Panics when Redis cannot be reached.
@@ -150,7 +233,9 @@ impl RedisServer {
         let since = log_len(&log);
         let child = Command::new(&self.binary)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--save", "", "--daemonize", "no"])
+            .args(["--appendonly", if self.aof { "yes" } else { "no" }])
+            .args(["--appendfsync", "always"])
             .arg("--dir")
             .arg(self.dir.path())
             .stdin(Stdio::null())
