@@ -107,7 +107,8 @@ enum Command {
 /// policy is a new variant there and nothing here. The SDK policies reproduce what `forkscope
 /// probe` measured in each official SDK's server (`forkscope policies` lists their sources).
 fn policy_parser() -> impl clap::builder::TypedValueParser<Value = Policy> {
-    let names = Policy::ALL.map(|p| PossibleValue::new(p.name()).help(p.summary()));
+    let names = Policy::ALL
+        .map(|p| PossibleValue::new(p.name()).help(forkscope_core::resume::sdk::summary(p)));
     PossibleValuesParser::new(names).try_map(|name| name.parse::<Policy>())
 }
 
@@ -138,7 +139,8 @@ const BOTH: &str = "both";
 
 fn which_parser() -> impl clap::builder::TypedValueParser<Value = Which> {
     let both = PossibleValue::new(BOTH).help("naive, then fenced: the fork, then its prevention");
-    let names = Policy::ALL.map(|p| PossibleValue::new(p.name()).help(p.summary()));
+    let names = Policy::ALL
+        .map(|p| PossibleValue::new(p.name()).help(forkscope_core::resume::sdk::summary(p)));
     PossibleValuesParser::new(std::iter::once(both).chain(names)).try_map(|name| {
         if name == BOTH {
             Ok(Which::Both)

@@ -8,7 +8,11 @@ use std::process::ExitCode;
 
 pub fn run() -> ExitCode {
     for pole in [Policy::Fenced, Policy::Naive] {
-        outln!("{:<17} {}", pole.name(), pole.summary());
+        outln!(
+            "{:<17} {}",
+            pole.name(),
+            forkscope_core::resume::sdk::summary(pole)
+        );
     }
     for q in sdk::all() {
         outln!();

@@ -216,7 +216,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
         allowed_hosts: args.allow_host,
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         request_read_timeout: Duration::from_millis(args.request_timeout_ms),
-        protocols: forkscope::wire::server::modern::spoken(args.protocol, args.policy),
+        protocols: forkscope_core::server::protocols_spoken(args.protocol, args.policy),
         ..ServeOptions::default()
     };
     if args.protocol == Protocols::Modern && options.protocols != Protocols::Modern {

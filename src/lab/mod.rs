@@ -241,7 +241,7 @@ impl Lab {
             clock.clone(),
             exchanges.clone(),
         );
-        let legacy = crate::wire::server::modern::spoken(options.protocols, options.policy);
+        let legacy = forkscope_core::server::protocols_spoken(options.protocols, options.policy);
         let tasks = if legacy.serves_legacy() {
             vec![tokio::spawn(client.clone().run())]
         } else {
@@ -574,7 +574,8 @@ impl Lab {
         let now = self.clock.now();
         let core = self.shared.lock();
         let view = View::compose(now, &core.server, Some(&core.client), &core.history);
-        let protocols = crate::wire::server::modern::spoken(self.options.protocols, view.policy);
+        let protocols =
+            forkscope_core::server::protocols_spoken(self.options.protocols, view.policy);
         let recent = core.history.recent();
         let skip = recent.len().saturating_sub(RECENT_ENTRIES);
         let stats = &self.proxy.stats;

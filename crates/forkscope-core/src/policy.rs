@@ -76,18 +76,6 @@ impl Policy {
         }
     }
 
-    /// What the policy is, in a line: the fence, the seed, or the SDK and setup an SDK policy
-    /// reproduces (from its table).
-    pub fn summary(self) -> &'static str {
-        match crate::resume::sdk::quirks(self) {
-            Some(quirks) => quirks.sdk,
-            None if self.fences() => {
-                "every resume proven (stream identity, no gap) or refused with a typed reason"
-            }
-            None => "the seed incident: a fresh stream replayed from 0, the orphan keeps emitting",
-        }
-    }
-
     /// The policy a name (as [`Policy::name`] spells it) stands for.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name)

@@ -20,7 +20,7 @@ pub fn lines(selected: usize, theme: &Theme) -> Vec<Line<'static>> {
         lines.push(Line::from(vec![
             Span::styled(marker, theme.key()),
             Span::styled(format!("{:<17}", policy.name()), style),
-            Span::styled(policy.summary(), style),
+            Span::styled(forkscope_core::resume::sdk::summary(*policy), style),
         ]));
         if !chosen {
             continue;

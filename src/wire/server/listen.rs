@@ -23,9 +23,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Listens one endpoint holds open at once.
-pub const MAX_LISTENS: usize = 64;
-
 /// How soon a listen reads again when the store did not answer it.
 const REREAD_UNANSWERED: std::time::Duration = std::time::Duration::from_millis(200);
 /// The `_meta` key every frame of a subscription carries: the listen request's id.
@@ -105,7 +102,7 @@ pub(crate) async fn listen(
         notifications["taskIds"] = json!(ids);
     }
     let watch = Watch::new(rules.listen, &known);
-    let (tx, rx) = mpsc::channel::<String>(super::modern::STREAM_QUEUE);
+    let (tx, rx) = mpsc::channel::<String>(super::event_stream::STREAM_QUEUE);
     let ack = json!({
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
@@ -121,7 +118,7 @@ pub(crate) async fn listen(
         stream.await;
         drop(permit);
     });
-    super::modern::sse_response(rx)
+    super::event_stream::sse_response(rx)
 }
 
 /// Reads the watched tasks until nothing more can be sent, the client closes the stream, or

@@ -17,6 +17,7 @@ pub mod background;
 pub(crate) mod connections;
 pub mod driver;
 pub mod emission;
+mod event_stream;
 pub(crate) mod handles;
 pub(crate) mod incoming;
 pub mod listen;

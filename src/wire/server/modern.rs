@@ -7,13 +7,13 @@
 //! The replica server and the single server both pass every request through [`Modern::gate_post`]
 //! first, so one copy of the era rules answers for both.
 
+use super::event_stream::{self, pause, sse_response};
 use super::handles::Report;
 use super::incoming::{self, Incoming};
 use super::refusal::json_response;
 use super::tasks::{TASKS_EXTENSION, TaskHub};
 use crate::wire::headers;
 use crate::wire::jsonrpc;
-use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forkscope_core::history::Run;
@@ -27,9 +27,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
-
-/// Frames a modern call's stream may hold before its runner waits for the client.
-pub(super) const STREAM_QUEUE: usize = 16;
 
 /// What the modern side of an endpoint has done, for tests and the log.
 #[derive(Debug, Default)]
@@ -59,12 +56,6 @@ pub(crate) enum Gate {
     Answered(Response),
 }
 
-/// The revisions a server under `policy` speaks of those `asked` for (`--protocol`): 2026-07-28
-/// only where its SDK speaks it (the core's `ModernQuirks`).
-pub fn spoken(asked: Protocols, policy: forkscope_core::Policy) -> Protocols {
-    asked.spoken(forkscope_core::tasks::sdk::ModernQuirks::of(policy).speaks)
-}
-
 impl Modern {
     /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`);
     /// `store`: where tasks are kept when shared (fenced replicas), else this endpoint's own;
@@ -76,7 +67,7 @@ impl Modern {
         report: Report,
     ) -> Modern {
         Modern {
-            protocols: spoken(protocols, policy),
+            protocols: forkscope_core::server::protocols_spoken(protocols, policy),
             counters: Arc::default(),
             tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store, report.clone())),
             report,
@@ -223,7 +214,7 @@ impl Modern {
                 jsonrpc::error(id, jsonrpc::INVALID_REQUEST, why, None),
             );
         }
-        let (tx, rx) = mpsc::channel::<String>(STREAM_QUEUE);
+        let (tx, rx) = mpsc::channel::<String>(event_stream::STREAM_QUEUE);
         // Named by its id and this endpoint's count: clients reuse ids across calls.
         let n = self.counters.calls_started.fetch_add(1, Ordering::Relaxed) + 1;
         let run = Run::Request(format!("{id} #{n}").into());
@@ -249,24 +240,6 @@ impl Modern {
         ));
         sse_response(rx)
     }
-}
-
-/// A stream of the frames `rx` gives, as this endpoint's SSE response: a call's, a listen's.
-pub(super) fn sse_response(rx: mpsc::Receiver<String>) -> Response {
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        let frame = rx.recv().await?;
-        Some((Ok::<_, std::convert::Infallible>(frame), rx))
-    });
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response()
 }
 
 /// The request's capabilities declare the tasks extension.
@@ -374,13 +347,6 @@ async fn run_call(
                 counters.calls_completed.fetch_add(1, Ordering::Relaxed);
             }
         }
-    }
-}
-
-/// Waits `ms`, or not at all when nothing is left to wait.
-pub(super) async fn pause(ms: u64) {
-    if ms > 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
 }
 

@@ -31,6 +31,9 @@ use std::sync::{Arc, Mutex};
 
 pub use forkscope_core::tasks::EXTENSION as TASKS_EXTENSION;
 
+/// Listens one endpoint holds open at once.
+pub const MAX_LISTENS: usize = 64;
+
 /// What the tasks side did, for tests and benchmarks.
 #[derive(Debug, Default)]
 pub struct TaskCounters {
@@ -93,7 +96,7 @@ impl TaskHub {
             runners: Mutex::default(),
             stopped: std::sync::atomic::AtomicBool::new(false),
             report,
-            listens: Arc::new(tokio::sync::Semaphore::new(super::listen::MAX_LISTENS)),
+            listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
             changed: tokio::sync::Notify::new(),
             listens_end: std::sync::atomic::AtomicBool::new(false),
             ending: tokio::sync::Notify::new(),
@@ -389,7 +392,7 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     let lease = std::time::Duration::from_millis(lease_ms);
     let mut landed = tokio::time::Instant::now();
     while let Some(due) = runner.poll_timeout() {
-        super::modern::pause(due.since(now())).await;
+        super::event_stream::pause(due.since(now())).await;
         while let Some(write) = runner.poll_write(now()) {
             // A store that did not answer may answer again (a restart, a failover): the same
             // write is tried again, for a while — this endpoint's reads do not adopt a task its

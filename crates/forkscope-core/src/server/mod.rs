@@ -26,6 +26,16 @@ use crate::time::LabTime;
 use std::collections::{BTreeMap, HashMap};
 use thiserror::Error;
 
+/// The revisions a server under `policy` speaks of those `asked` for (`--protocol`): 2026-07-28
+/// only where its SDK speaks it ([`crate::tasks::sdk::ModernQuirks`]). Every server, lab and
+/// `serve` asks this one rule.
+pub fn protocols_spoken(
+    asked: crate::revision::Protocols,
+    policy: Policy,
+) -> crate::revision::Protocols {
+    asked.spoken(crate::tasks::sdk::ModernQuirks::of(policy).speaks)
+}
+
 /// A request about a session the server does not hold.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum SessionError {

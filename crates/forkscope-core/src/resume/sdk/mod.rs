@@ -397,3 +397,16 @@ fn find<'s>(q: &Quirks, session: &'s Session, raw: &str) -> Option<(&'s Stream, 
 pub fn all() -> impl Iterator<Item = &'static Quirks> {
     Policy::SDKS.into_iter().filter_map(quirks)
 }
+
+/// What `policy` is, in a line: the fence, the seed, or the SDK and setup an SDK policy
+/// reproduces (from its table). Here, beside the tables, so `policy` names the policies and
+/// imports nothing above it.
+pub fn summary(policy: Policy) -> &'static str {
+    match quirks(policy) {
+        Some(quirks) => quirks.sdk,
+        None if policy.fences() => {
+            "every resume proven (stream identity, no gap) or refused with a typed reason"
+        }
+        None => "the seed incident: a fresh stream replayed from 0, the orphan keeps emitting",
+    }
+}
