@@ -133,11 +133,11 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
     let lease = std::time::Duration::from_millis(hub.store().retention().lease_ms);
     loop {
         // Armed before the reads: a write, or the end of listens, during them wakes the wait.
-        let changed = hub.changed.notified();
+        // The store's word alone: every task write, this endpoint's and any other replica's,
+        // goes through it and is told once.
         let stored = feed.next();
         let ending = hub.ending.notified();
-        tokio::pin!(changed, stored, ending);
-        changed.as_mut().enable();
+        tokio::pin!(stored, ending);
         stored.as_mut().enable();
         ending.as_mut().enable();
         let (mut working, mut unanswered) = (false, false);
@@ -183,7 +183,6 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
         }
         tokio::select! {
             () = tx.closed() => return,
-            () = &mut changed => {}
             () = &mut stored => {}
             () = &mut ending => {}
             () = tokio::time::sleep(lease), if working => {}

@@ -67,9 +67,6 @@ pub struct TaskHub {
     pub(super) report: Report,
     /// Listens open at once, bounded: each reads its tasks while it stays open.
     pub(super) listens: Arc<tokio::sync::Semaphore>,
-    /// Woken by every task write this endpoint makes, so its listens read at once; another
-    /// replica's writes are found by their next poll.
-    pub(super) changed: tokio::sync::Notify,
     /// Set, and woken, when the endpoint drains: each listen sends its graceful completion.
     listens_end: std::sync::atomic::AtomicBool,
     pub(super) ending: tokio::sync::Notify,
@@ -97,7 +94,6 @@ impl TaskHub {
             stopped: std::sync::atomic::AtomicBool::new(false),
             report,
             listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
-            changed: tokio::sync::Notify::new(),
             listens_end: std::sync::atomic::AtomicBool::new(false),
             ending: tokio::sync::Notify::new(),
         }
@@ -204,7 +200,6 @@ impl TaskHub {
             }
             Err(e) => return store_failed(id, &e),
         };
-        self.changed.notify_waiters();
         self.report.tell(|| Record::TaskCreated {
             op: op.unwrap_or_else(|| Run::Task(created.id).op_name()),
             task: created.id,
@@ -240,7 +235,6 @@ impl TaskHub {
         if let Ok((adopted, true)) = &read {
             let adopted = adopted.clone();
             self.counters.adopted.fetch_add(1, Ordering::Relaxed);
-            self.changed.notify_waiters();
             tracing::info!(task = %task.short(), epoch = adopted.epoch, done = adopted.done,
                 "adopted a task whose runner's lease ran out");
             let spec = ToolSpec {
@@ -304,7 +298,6 @@ impl TaskHub {
         };
         match self.store.task_cancel(task).await {
             Ok(Ok(Settled::Won(status))) => {
-                self.changed.notify_waiters();
                 self.report.tell(|| Record::TaskSettled { task, status });
                 acknowledged(
                     id,
@@ -454,7 +447,6 @@ async fn seal_rolled_back(hub: &TaskHub, task: TaskId, epoch: u64, (holds, wrote
         .task_settle(task, Some(epoch), Status::Failed, Some(outcome))
         .await;
     if matches!(settled, Ok(Ok(Settled::Won(_)))) {
-        hub.changed.notify_waiters();
         hub.report.tell(|| Record::TaskSettled {
             task,
             status: Status::Failed,
@@ -494,7 +486,6 @@ async fn commit(
     if !matches!(written, Ok(Ok(true))) {
         return written;
     }
-    hub.changed.notify_waiters();
     match write {
         RunnerWrite::Step { done, total } => {
             hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
