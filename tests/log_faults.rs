@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::replica_lab::{Backend, Lab, Sse, progress_of, seqs_of};
+use common::replica_lab::{Backend, Lab, Sse, seqs_of};
 use forkscope_core::Policy;
 use serde_json::{Value, json};
 
@@ -55,11 +55,7 @@ async fn a_garbage_log_entry_refuses_the_resume_typed() {
     let Some(lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
         return;
     };
-    let session = lab.initialize(&lab.url(0)).await;
-    let mut call = lab.call(&lab.url(0), &session, 400, 20).await;
-    assert!(call.until(|e| progress_of(e).len() >= 2).await);
-    let cursor = call.last_id();
-    drop(call.response);
+    let (session, cursor) = lab.call_left(400, 20, 2).await;
     let log = format!("fs:{{{session}}}:log:1");
     let redis = lab.redis.as_ref().unwrap();
     assert!(!redis.command(&["XADD", &log, "*", "junk", "1"]).is_empty());
@@ -71,12 +67,8 @@ async fn a_deleted_log_entry_is_never_a_silent_gap() {
     let Some(lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
         return;
     };
-    let session = lab.initialize(&lab.url(0)).await;
     // Steps far apart: each is an entry of its own, and the call runs on while the test reads.
-    let mut call = lab.call(&lab.url(0), &session, 60, 100).await;
-    assert!(call.until(|e| progress_of(e).len() >= 2).await);
-    let cursor = call.last_id();
-    drop(call.response);
+    let (session, cursor) = lab.call_left(60, 100, 2).await;
     let log = format!("fs:{{{session}}}:log:1");
     let seq_of = |id: &str| -> u64 { seqs_of_ids(id) };
     let at_cursor = seq_of(&cursor);

@@ -260,11 +260,7 @@ async fn a_corrupt_record_is_a_terminal_typed_500_naming_its_key() {
     let Some(lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 2_000).await else {
         return;
     };
-    let session = lab.initialize(&lab.url(0)).await;
-    let mut call = lab.call(&lab.url(0), &session, 400, 20).await;
-    assert!(call.until(|e| progress_of(e).len() >= 2).await);
-    let cursor = call.last_id();
-    drop(call.response);
+    let (session, cursor) = lab.call_left(400, 20, 2).await;
     let redis = lab.redis.as_ref().unwrap();
     let mut raw = redis::Client::open(redis.url())
         .unwrap()

@@ -225,6 +225,16 @@ impl Lab {
         Sse::from_response(response)
     }
 
+    /// A session on the first replica whose call of `steps` × `delay_ms` the client leaves
+    /// once it holds `seen` progress events: the session, and the cursor it left at. The call
+    /// runs on.
+    pub async fn call_left(&self, steps: u64, delay_ms: u64, seen: usize) -> (String, String) {
+        let session = self.initialize(&self.url(0)).await;
+        let mut call = self.call(&self.url(0), &session, steps, delay_ms).await;
+        assert!(call.until(|e| progress_of(e).len() >= seen).await);
+        (session, call.last_id())
+    }
+
     pub fn get(&self, url: &str, session: &str, cursor: Option<&str>) -> reqwest::RequestBuilder {
         let mut get = self
             .http

@@ -611,16 +611,19 @@ fn an_image_puts_tasks_back_as_they_were() {
         steps: 5,
         delay_ms: 0,
     };
-    let made = tasks
-        .create(
-            T0,
-            TaskId::generate(&mut rng),
-            work,
-            DEFAULT_TTL_MS,
-            keyed("k", "{}"),
-            A,
-        )
-        .unwrap();
+    let mut make = |tasks: &mut TaskTable| {
+        tasks
+            .create(
+                T0,
+                TaskId::generate(&mut rng),
+                work,
+                DEFAULT_TTL_MS,
+                keyed("k", "{}"),
+                A,
+            )
+            .unwrap()
+    };
+    let made = make(&mut tasks);
     tasks.step(T0, made.id, made.epoch, 1).unwrap();
     tasks.step(T0, made.id, made.epoch, 2).unwrap();
     let image = tasks.image(&[made.id]);
@@ -634,15 +637,6 @@ fn an_image_puts_tasks_back_as_they_were() {
     );
     tasks.restore(&TaskImage::empty(&[made.id]));
     assert_eq!(tasks.get(made.id).err(), Some(Missing::Unknown));
-    let again = tasks
-        .create(
-            T0,
-            TaskId::generate(&mut rng),
-            work,
-            DEFAULT_TTL_MS,
-            keyed("k", "{}"),
-            A,
-        )
-        .unwrap();
+    let again = make(&mut tasks);
     assert!(again.fresh, "the key went with the store");
 }
