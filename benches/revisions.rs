@@ -13,6 +13,9 @@
 //! 4. the same round trip on a replica whose tasks are in the shared store: `serve --store
 //!    memory` beside `serve --store redis://…` (a `redis-server` the bench starts on a free port,
 //!    no persistence, and stops on every path). Target: Redis ≥ 0.25× memory (round trips/s).
+//! 6. a listen's wake-up on Redis: a long task on replica A, a listen for it on A, or on a
+//!    second replica B on the same store; the time from `tasks/cancel` sent to A to the listen's
+//!    `cancelled`, p50 and p99 (200 rounds each).
 //!
 //! `cargo bench --bench revisions`; `FORKSCOPE_BENCH_QUICK=1` (or running without `--bench`, as
 //! `cargo test --all-targets` does) uses small sizes. JSON: `target/bench-revisions.json`
@@ -304,37 +307,99 @@ async fn listen_round_trips(
     url: &str,
     rounds: u64,
 ) -> Result<Vec<Duration>, String> {
-    use futures_util::StreamExt;
     let mut took = Vec::new();
     for round in 0..rounds {
         let started = Instant::now();
         let task = create_task(http, url, round).await?;
-        let listen = json!({ "jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
-            "params": { "notifications": { "taskIds": [task] }, "_meta": meta(true, None) } });
-        let response = http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", MODERN)
-            .header("mcp-method", "subscriptions/listen")
-            .body(listen.to_string())
+        let mut body = Box::pin(open_listen(http, url, &task).await?);
+        until_told(&mut body, r#""status":"completed""#).await?;
+        took.push(started.elapsed());
+    }
+    Ok(took)
+}
+
+/// `subscriptions/listen` for `task` on `url`: the stream of its frames.
+async fn open_listen(
+    http: &reqwest::Client,
+    url: &str,
+    task: &str,
+) -> Result<impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>>, String> {
+    let listen = json!({ "jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
+        "params": { "notifications": { "taskIds": [task] }, "_meta": meta(true, None) } });
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "subscriptions/listen")
+        .body(listen.to_string())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(response.bytes_stream())
+}
+
+/// Reads `body` until its text holds `needle`.
+async fn until_told(
+    body: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    needle: &str,
+) -> Result<(), String> {
+    use futures_util::StreamExt;
+    let mut text = String::new();
+    while !text.contains(needle) {
+        let chunk = tokio::time::timeout(LIMIT, body.next())
+            .await
+            .map_err(|_| format!("no {needle} in time"))?
+            .ok_or_else(|| format!("the listen ended before {needle}: {text}"))?
+            .map_err(|e| e.to_string())?;
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    Ok(())
+}
+
+/// Measure 6: how soon a listen hears a write made on another replica. A long task runs on A;
+/// a listen for it is open on `listener` (A itself, or B on the same store) and has sent its
+/// first state; the clock starts as `tasks/cancel` goes to A and stops at the listen's
+/// `cancelled`. The wake-up is the store's word (Redis publishes every task write): no tick.
+async fn listen_wakeups(
+    http: &reqwest::Client,
+    a: &str,
+    listener: &str,
+    rounds: u64,
+) -> Result<Vec<Duration>, String> {
+    let mut took = Vec::new();
+    for round in 0..rounds {
+        let body = json!({ "jsonrpc": "2.0", "id": round, "method": "tools/call", "params": {
+            "name": "progress_task", "arguments": { "steps": 10_000, "delay_ms": 50 },
+            "_meta": meta(true, None) } });
+        let created: Value = modern(http, a, "tools/call", "progress_task", &body)
             .send()
             .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
             .map_err(|e| e.to_string())?;
-        let mut body = response.bytes_stream();
-        let mut text = String::new();
-        let told = loop {
-            let chunk = tokio::time::timeout(LIMIT, body.next())
-                .await
-                .map_err(|_| "no notification in time".to_owned())?
-                .ok_or("the listen ended before the task's end")?
-                .map_err(|e| e.to_string())?;
-            text.push_str(&String::from_utf8_lossy(&chunk));
-            if text.contains(r#""status":"completed""#) {
-                break started.elapsed();
-            }
-        };
-        took.push(told);
+        let task = created["result"]["taskId"]
+            .as_str()
+            .ok_or_else(|| format!("no task id: {created}"))?
+            .to_owned();
+        let mut listen = Box::pin(open_listen(http, listener, &task).await?);
+        until_told(&mut listen, r#""status":"working""#).await?;
+        let started = Instant::now();
+        let cancel = json!({ "jsonrpc": "2.0", "id": 3, "method": "tasks/cancel",
+            "params": { "taskId": task, "_meta": meta(true, None) } });
+        let answer: Value = modern(http, a, "tasks/cancel", &task, &cancel)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        if answer.get("error").is_some() {
+            return Err(format!("tasks/cancel refused: {answer}"));
+        }
+        until_told(&mut listen, r#""status":"cancelled""#).await?;
+        took.push(started.elapsed());
     }
     Ok(took)
 }
@@ -355,11 +420,24 @@ async fn store_round_trips(http: &reqwest::Client, rounds: u64) -> Result<Value,
         println!("  4. skipped: no redis-server installed");
         return Ok(json!(null));
     };
-    let on_redis = {
+    let (on_redis, same, across) = {
         let serve = Serve::start(&["--store", &redis.url()])?;
+        let other = Serve::start(&["--store", &redis.url()])?;
         round_trips(http, &serve.url, 10).await?;
-        round_trips(http, &serve.url, rounds).await?
+        let trips = round_trips(http, &serve.url, rounds).await?;
+        let wakeups = rounds.min(200);
+        listen_wakeups(http, &serve.url, &serve.url, 5).await?;
+        let same = listen_wakeups(http, &serve.url, &serve.url, wakeups).await?;
+        let across = listen_wakeups(http, &serve.url, &other.url, wakeups).await?;
+        (trips, same, across)
     };
+    println!(
+        "  6. a listen woken by a cancel on replica A (Redis): the listen on A p50 {:.3} ms p99 {:.3} ms; on B p50 {:.3} ms p99 {:.3} ms",
+        percentile_ms(&same, 0.5),
+        percentile_ms(&same, 0.99),
+        percentile_ms(&across, 0.5),
+        percentile_ms(&across, 0.99)
+    );
     let (m, r) = (
         percentile_ms(&on_memory, 0.5),
         percentile_ms(&on_redis, 0.5),
@@ -371,7 +449,11 @@ async fn store_round_trips(http: &reqwest::Client, rounds: u64) -> Result<Value,
     );
     Ok(
         json!({ "memory_p50": m, "memory_p99": percentile_ms(&on_memory, 0.99),
-        "redis_p50": r, "redis_p99": percentile_ms(&on_redis, 0.99), "redis_over_memory": m / r }),
+        "redis_p50": r, "redis_p99": percentile_ms(&on_redis, 0.99), "redis_over_memory": m / r,
+        "listen_wakeup_same_replica_p50": percentile_ms(&same, 0.5),
+        "listen_wakeup_same_replica_p99": percentile_ms(&same, 0.99),
+        "listen_wakeup_other_replica_p50": percentile_ms(&across, 0.5),
+        "listen_wakeup_other_replica_p99": percentile_ms(&across, 0.99) }),
     )
 }
 

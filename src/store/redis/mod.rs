@@ -140,7 +140,12 @@ pub fn parse_url(url: &str) -> Result<Client, ConnectError> {
     {
         return Err(bad("it must name a port (redis://HOST:PORT)"));
     }
-    Client::open(url).map_err(|e| bad(&e.to_string()))
+    let info =
+        redis::IntoConnectionInfo::into_connection_info(url).map_err(|e| bad(&e.to_string()))?;
+    // Replicas write to one multiplexed connection from many tasks at once: with Nagle on, a
+    // command waits for the ACK of the one before it (a delayed ACK: milliseconds per write).
+    let tcp = info.tcp_settings().clone().set_nodelay(true);
+    Client::open(info.set_tcp_settings(tcp)).map_err(|e| bad(&e.to_string()))
 }
 
 impl RedisStore {
