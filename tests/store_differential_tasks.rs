@@ -18,7 +18,7 @@ mod common;
 
 use common::services::RedisServer;
 use forkscope::store::{Retention, Store};
-use forkscope_core::tasks::{Keyed, Runner, Status, Task, Work};
+use forkscope_core::tasks::{Holder, Keyed, Runner, Status, Task, Work};
 use forkscope_core::{Entropy, LabTime, SplitMix64, TaskId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ enum Op {
     Get(TaskId),
     Step(TaskId, u64, u64),
     Renew(TaskId, u64, u64),
-    Settle(TaskId, Option<u64>, Status),
+    Settle(TaskId, Option<Holder>, Status),
     Cancel(TaskId),
     Adopt(TaskId, Runner),
     Read(TaskId, Runner),
@@ -101,9 +101,12 @@ impl Gen {
                 Op::Renew(id, epoch, self.near(done))
             }
             65..=74 => {
-                let epoch = (self.below(4) > 0).then(|| self.near(epoch));
+                let by = (self.below(4) > 0).then(|| Holder {
+                    epoch: self.near(epoch),
+                    wrote: self.near(done),
+                });
                 let to = [Status::Completed, Status::Failed][self.below(2) as usize];
-                Op::Settle(id, epoch, to)
+                Op::Settle(id, by, to)
             }
             75..=82 => Op::Cancel(id),
             83..=91 => Op::Adopt(id, RUNNERS[self.below(3) as usize]),
@@ -164,9 +167,9 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             format!("renew: {:?}", store.task_renew(id, epoch, wrote).await),
             None,
         ),
-        Op::Settle(id, epoch, to) => {
+        Op::Settle(id, by, to) => {
             let outcome: Option<Arc<str>> = Some("{\"content\":[]}".into());
-            let settled = store.task_settle(id, epoch, to, outcome).await;
+            let settled = store.task_settle(id, by, to, outcome).await;
             (format!("settle: {settled:?}"), None)
         }
         Op::Cancel(id) => (format!("cancel: {:?}", store.task_cancel(id).await), None),

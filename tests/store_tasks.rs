@@ -8,7 +8,7 @@ mod common;
 use common::services::RedisServer;
 use forkscope::store::{Retention, Store};
 use forkscope_core::tasks::{
-    CreateError, Keyed, MAX_TASKS, Missing, Runner, Settled, Status, Work, WriteRefused,
+    CreateError, Holder, Keyed, MAX_TASKS, Missing, Runner, Settled, Status, Work, WriteRefused,
 };
 use forkscope_core::{SplitMix64, TaskId};
 use std::time::Duration;
@@ -119,7 +119,12 @@ async fn the_rules_hold(store: Store, seed: u64) {
     );
     assert_eq!(
         store
-            .task_settle(first.id, Some(1), Status::Completed, Some("{}".into()))
+            .task_settle(
+                first.id,
+                Some(Holder { epoch: 1, wrote: 0 }),
+                Status::Completed,
+                Some("{}".into())
+            )
             .await
             .unwrap(),
         Err(WriteRefused::Stale { epoch: 1, held: 2 })
@@ -128,7 +133,12 @@ async fn the_rules_hold(store: Store, seed: u64) {
     let result = r#"{"content":[],"isError":false}"#;
     assert_eq!(
         store
-            .task_settle(first.id, Some(2), Status::Completed, Some(result.into()))
+            .task_settle(
+                first.id,
+                Some(Holder { epoch: 2, wrote: 0 }),
+                Status::Completed,
+                Some(result.into())
+            )
             .await
             .unwrap(),
         Ok(Settled::Won(Status::Completed))
@@ -225,7 +235,15 @@ async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
             .unwrap()
             .unwrap();
         let settled = store
-            .task_settle(made.id, Some(made.epoch), Status::Completed, done.clone())
+            .task_settle(
+                made.id,
+                Some(Holder {
+                    epoch: made.epoch,
+                    wrote: 0,
+                }),
+                Status::Completed,
+                done.clone(),
+            )
             .await
             .unwrap();
         assert_eq!(settled, Ok(Settled::Won(Status::Completed)));
@@ -265,7 +283,15 @@ async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
     assert_eq!((again.id, again.fresh), (first.id, false));
     // A task that ends gives its place back at once.
     let settled = store
-        .task_settle(first.id, Some(first.epoch), Status::Completed, done)
+        .task_settle(
+            first.id,
+            Some(Holder {
+                epoch: first.epoch,
+                wrote: 0,
+            }),
+            Status::Completed,
+            done,
+        )
         .await
         .unwrap();
     assert_eq!(settled, Ok(Settled::Won(Status::Completed)));

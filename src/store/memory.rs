@@ -11,8 +11,8 @@ use super::{
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::replica::store::{SessionImage, StoreMachine};
 use forkscope_core::tasks::{
-    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, TaskImage, TaskTable,
-    Work, WriteRefused,
+    CreateError, Created, Holder, Keyed, Missing, Runner, Settled, Status, Task, TaskImage,
+    TaskTable, Work, WriteRefused,
 };
 use forkscope_core::{LabTime, StreamId, TaskId};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -141,11 +141,11 @@ impl MemoryStore {
     pub(super) fn task_settle(
         &self,
         id: TaskId,
-        epoch: Option<u64>,
+        by: Option<Holder>,
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Settled, WriteRefused> {
-        self.task_write(|t, now| t.settle(now, id, epoch, to, outcome))
+        self.task_write(|t, now| t.settle(now, id, by, to, outcome))
     }
 
     pub(super) fn task_cancel(&self, id: TaskId) -> Result<Settled, Missing> {

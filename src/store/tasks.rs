@@ -11,7 +11,7 @@
 use super::{Backend, Link, Store, StoreError};
 use forkscope_core::TaskId;
 use forkscope_core::tasks::{
-    CreateError, Created, Keyed, Missing, Runner, Settled, Status, Task, Work, WriteRefused,
+    CreateError, Created, Holder, Keyed, Missing, Runner, Settled, Status, Task, Work, WriteRefused,
 };
 use std::sync::Arc;
 
@@ -72,14 +72,14 @@ impl Store {
     pub async fn task_settle(
         &self,
         id: TaskId,
-        epoch: Option<u64>,
+        by: Option<Holder>,
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Result<Settled, WriteRefused>, StoreError> {
         Link::check(self.link.as_ref()).await?;
         match &self.backend {
-            Backend::Memory(m) => Ok(m.task_settle(id, epoch, to, outcome)),
-            Backend::Redis(r) => r.task_settle(id, epoch, to, outcome).await,
+            Backend::Memory(m) => Ok(m.task_settle(id, by, to, outcome)),
+            Backend::Redis(r) => r.task_settle(id, by, to, outcome).await,
         }
     }
 

@@ -16,8 +16,8 @@ use super::RedisStore;
 use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
-    CreateError, Created, EndedBy, Keyed, MAX_HELD, MAX_TASKS, Missing, Runner, Settled, Status,
-    TOMBSTONE_MS, Task, Work, WriteRefused, minted,
+    CreateError, Created, EndedBy, Holder, Keyed, MAX_HELD, MAX_TASKS, Missing, Runner, Settled,
+    Status, TOMBSTONE_MS, Task, Work, WriteRefused, minted,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
@@ -371,17 +371,18 @@ impl RedisStore {
     pub(in crate::store) async fn task_settle(
         &self,
         id: TaskId,
-        epoch: Option<u64>,
+        by: Option<Holder>,
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Result<Settled, WriteRefused>, StoreError> {
         let args = [
-            epoch.map_or(String::new(), |e| e.to_string()),
+            by.map_or(String::new(), |w| w.epoch.to_string()),
             to.name().to_owned(),
             outcome.as_deref().unwrap_or_default().to_owned(),
+            by.map_or(0, |w| w.wrote).to_string(),
         ];
         let reply = self.task_script(&SETTLE, &[&task_key(id)], &args).await?;
-        let settled = settled(id, &reply, to, epoch.unwrap_or_default())?;
+        let settled = settled(id, &reply, to, by.unwrap_or(Holder { epoch: 0, wrote: 0 }))?;
         self.ended(id, &settled).await?;
         Ok(settled)
     }
@@ -391,7 +392,7 @@ impl RedisStore {
         id: TaskId,
     ) -> Result<Result<Settled, Missing>, StoreError> {
         let reply = self.task_script(&CANCEL, &[&task_key(id)], &[]).await?;
-        let settled = settled(id, &reply, Status::Cancelled, 0)?;
+        let settled = settled(id, &reply, Status::Cancelled, Holder { epoch: 0, wrote: 0 })?;
         self.ended(id, &settled).await?;
         match settled {
             Ok(settled) => Ok(Ok(settled)),
@@ -468,7 +469,7 @@ fn settled(
     id: TaskId,
     reply: &[String],
     to: Status,
-    epoch: u64,
+    by: Holder,
 ) -> Result<Result<Settled, WriteRefused>, StoreError> {
     match reply.split_first() {
         Some((code, _)) if code == "1" => Ok(Ok(Settled::Won(to))),
@@ -477,7 +478,7 @@ fn settled(
             .and_then(|s| Status::parse(s))
             .map(|s| Ok(Settled::Lost(s)))
             .ok_or_else(|| bad_reply(id, "settle", reply)),
-        Some((code, rest)) => refused(code, rest, epoch, 0)
+        Some((code, rest)) => refused(code, rest, by.epoch, by.wrote)
             .map(Err)
             .ok_or_else(|| bad_reply(id, "settle", reply)),
         None => Err(bad_reply(id, "settle", reply)),

@@ -20,8 +20,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::history::Run;
 use forkscope_core::tasks::{
-    CreateError, DEFAULT_TTL_MS, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status, Task,
-    TaskRules, Work, WriteRefused,
+    CreateError, DEFAULT_TTL_MS, Holder, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status,
+    Task, TaskRules, Work, WriteRefused,
 };
 use forkscope_core::work::{RunnerWrite, TaskRunner};
 use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
@@ -444,7 +444,16 @@ async fn seal_rolled_back(hub: &TaskHub, task: TaskId, epoch: u64, (holds, wrote
     tracing::warn!(task = %task.short(), holds, wrote, "task ended: the store was rolled back under it");
     let settled = hub
         .store
-        .task_settle(task, Some(epoch), Status::Failed, Some(outcome))
+        // What the store holds is what the end claims: `holds`, not the steps it forgot.
+        .task_settle(
+            task,
+            Some(Holder {
+                epoch,
+                wrote: holds,
+            }),
+            Status::Failed,
+            Some(outcome),
+        )
         .await;
     if matches!(settled, Ok(Ok(Settled::Won(_)))) {
         hub.report.tell(|| Record::TaskSettled {
@@ -477,8 +486,12 @@ async fn commit(
             .map(|w| w.map(|()| true)),
         RunnerWrite::Finish { steps } => {
             let result: Arc<str> = super::tool::result(steps).to_string().into();
+            let by = Holder {
+                epoch,
+                wrote: steps,
+            };
             hub.store
-                .task_settle(task, Some(epoch), Status::Completed, Some(result))
+                .task_settle(task, Some(by), Status::Completed, Some(result))
                 .await
                 .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
         }

@@ -277,6 +277,14 @@ pub struct TaskTable {
     retain_ms: u64,
 }
 
+/// A runner's write, as the store checks it: the epoch it holds the task at, and the steps its
+/// own writes left in the store (fewer held means the store was rolled back under it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub epoch: u64,
+    pub wrote: u64,
+}
+
 /// Refused when `task` holds fewer steps than a runner's writes left in it (`wrote`).
 fn forgot(task: &Task, wrote: u64) -> Result<(), WriteRefused> {
     if task.done < wrote {
@@ -473,13 +481,15 @@ impl TaskTable {
         Ok(())
     }
 
-    /// Moves the task to `to` (terminal) with `outcome`, if it is not terminal yet. `epoch`:
-    /// the runner's, checked like a step's; `None` for the table's own ends (cancel, TTL).
+    /// Moves the task to `to` (terminal) with `outcome`, if it is not terminal yet. `by`: the
+    /// runner that settles, checked like a step (its epoch, and a store holding fewer steps
+    /// than it wrote was rolled back: its end would claim steps the store forgot); `None` for
+    /// the table's own ends (cancel, TTL).
     pub fn settle(
         &mut self,
         now: LabTime,
         id: TaskId,
-        epoch: Option<u64>,
+        by: Option<Holder>,
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Settled, WriteRefused> {
@@ -489,13 +499,14 @@ impl TaskTable {
         if task.status.is_terminal() {
             return Ok(Settled::Lost(task.status));
         }
-        if let Some(epoch) = epoch
-            && epoch != task.epoch
-        {
-            return Err(WriteRefused::Stale {
-                epoch,
-                held: task.epoch,
-            });
+        if let Some(Holder { epoch, wrote }) = by {
+            if epoch != task.epoch {
+                return Err(WriteRefused::Stale {
+                    epoch,
+                    held: task.epoch,
+                });
+            }
+            forgot(task, wrote)?;
         }
         task.status = to;
         task.outcome = outcome;

@@ -183,7 +183,13 @@ fn one_runner_a_stale_epoch_is_refused_after_an_adoption() {
         Err(WriteRefused::Stale { epoch: 1, held: 2 })
     );
     assert_eq!(
-        tasks.settle(later.plus(1), task.id, Some(1), Status::Completed, None),
+        tasks.settle(
+            later.plus(1),
+            task.id,
+            Some(Holder { epoch: 1, wrote: 0 }),
+            Status::Completed,
+            None
+        ),
         Err(WriteRefused::Stale { epoch: 1, held: 2 })
     );
     tasks.step(later.plus(2), task.id, 2, 2).unwrap();
@@ -212,7 +218,7 @@ fn terminal_once_every_read_returns_the_stored_outcome() {
         tasks.settle(
             T0.plus(5),
             task.id,
-            Some(1),
+            Some(Holder { epoch: 1, wrote: 0 }),
             Status::Completed,
             Some(result.clone())
         ),
@@ -222,7 +228,7 @@ fn terminal_once_every_read_returns_the_stored_outcome() {
         tasks.settle(
             T0.plus(6),
             task.id,
-            Some(1),
+            Some(Holder { epoch: 1, wrote: 0 }),
             Status::Failed,
             Some("{}".into())
         ),
@@ -279,7 +285,13 @@ fn cancel_is_settled_against_complete_and_says_which_won() {
         )
         .unwrap();
     tasks
-        .settle(T0.plus(1), done.id, Some(1), Status::Completed, None)
+        .settle(
+            T0.plus(1),
+            done.id,
+            Some(Holder { epoch: 1, wrote: 0 }),
+            Status::Completed,
+            None,
+        )
         .unwrap();
     assert_eq!(
         tasks.cancel(T0.plus(2), done.id),
@@ -466,7 +478,13 @@ mod listening {
         tasks.step(T0.plus(10), id, 1, 1).unwrap();
         tasks.step(T0.plus(20), id, 1, 2).unwrap();
         tasks
-            .settle(T0.plus(30), id, Some(1), Status::Completed, None)
+            .settle(
+                T0.plus(30),
+                id,
+                Some(Holder { epoch: 1, wrote: 0 }),
+                Status::Completed,
+                None,
+            )
             .unwrap();
         let ended = tasks.get(id).unwrap().clone();
 
@@ -519,7 +537,16 @@ fn finished_tasks_do_not_count_against_the_cap() {
             .unwrap();
         let done = Some(Arc::from("{}"));
         tasks
-            .settle(T0, made.id, Some(made.epoch), Status::Completed, done)
+            .settle(
+                T0,
+                made.id,
+                Some(Holder {
+                    epoch: made.epoch,
+                    wrote: 0,
+                }),
+                Status::Completed,
+                done,
+            )
             .unwrap();
     }
     assert_eq!(tasks.len(), 10, "each finished task keeps its result");
@@ -635,6 +662,17 @@ fn an_image_puts_tasks_back_as_they_were() {
         tasks.step(T0, made.id, made.epoch, 4),
         Err(WriteRefused::RolledBack { holds: 2, wrote: 3 })
     );
+    // Nor does its end claim what the store forgot: the settle that completes all five is
+    // refused as the step was, and the task stays working for the runner to end it, typed.
+    let by = Holder {
+        epoch: made.epoch,
+        wrote: 5,
+    };
+    assert_eq!(
+        tasks.settle(T0, made.id, Some(by), Status::Completed, None),
+        Err(WriteRefused::RolledBack { holds: 2, wrote: 5 })
+    );
+    assert_eq!(tasks.get(made.id).unwrap().status, Status::Working);
     tasks.restore(&TaskImage::empty(&[made.id]));
     assert_eq!(tasks.get(made.id).err(), Some(Missing::Unknown));
     let again = make(&mut tasks);

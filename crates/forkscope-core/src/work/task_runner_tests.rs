@@ -3,7 +3,9 @@
 
 use super::{RunnerWrite, TaskRunner, ToolSpec};
 use crate::ids::{SplitMix64, TaskId};
-use crate::tasks::{DEFAULT_TTL_MS, POLL_INTERVAL_MS, Runner, Settled, Status, TaskTable, Work};
+use crate::tasks::{
+    DEFAULT_TTL_MS, Holder, POLL_INTERVAL_MS, Runner, Settled, Status, TaskTable, Work,
+};
 use crate::time::LabTime;
 use std::sync::Arc;
 
@@ -16,11 +18,14 @@ fn drive(runner: &mut TaskRunner, table: &mut TaskTable, now: LabTime) {
         let landed = match write {
             RunnerWrite::Renew { wrote } => table.renew(now, task, epoch, wrote).is_ok(),
             RunnerWrite::Step { done, .. } => table.step(now, task, epoch, done).is_ok(),
-            RunnerWrite::Finish { .. } => matches!(
+            RunnerWrite::Finish { steps } => matches!(
                 table.settle(
                     now,
                     task,
-                    Some(epoch),
+                    Some(Holder {
+                        epoch,
+                        wrote: steps
+                    }),
                     Status::Completed,
                     Some(Arc::from("{}"))
                 ),

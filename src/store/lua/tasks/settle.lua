@@ -1,5 +1,6 @@
 -- TaskTable::settle: terminal once, by compare-and-set from working. ARGV[4] the runner's
--- epoch ('' for none), ARGV[5] the status, ARGV[6] the outcome (JSON, or '').
+-- epoch ('' for none), ARGV[5] the status, ARGV[6] the outcome (JSON, or ''), ARGV[7] the steps
+-- the runner wrote (a store holding fewer was rolled back under it).
 local s, at = state(task)
 if s ~= 'live' then return missing(s, at) end
 local status = redis.call('HGET', task, 'status')
@@ -7,6 +8,8 @@ if status ~= 'working' then return {2, status} end
 if ARGV[4] ~= '' then
   local held = tonumber(redis.call('HGET', task, 'epoch'))
   if tonumber(ARGV[4]) ~= held then return {-6, held} end
+  local done = tonumber(redis.call('HGET', task, 'done'))
+  if done < tonumber(ARGV[7]) then return {-8, done} end
 end
 redis.call('HSET', task, 'status', ARGV[5], 'outcome', ARGV[6], 'updated', now)
 changed(task)

@@ -33,7 +33,7 @@ use crate::history::{Anomaly, History, Record, Run};
 use crate::ids::{SplitMix64, TaskId};
 use crate::policy::Policy;
 use crate::tasks::{
-    DEFAULT_TTL_MS, Keyed, LEASE_MS, POLL_INTERVAL_MS, Runner, Settled, Status, TaskRules,
+    DEFAULT_TTL_MS, Holder, Keyed, LEASE_MS, POLL_INTERVAL_MS, Runner, Settled, Status, TaskRules,
     TaskTable, Work,
 };
 use crate::time::LabTime;
@@ -420,10 +420,14 @@ impl RequestLab {
                 }
                 taken
             }
-            RunnerWrite::Finish { .. } => {
+            RunnerWrite::Finish { steps } => {
+                let by = Holder {
+                    epoch,
+                    wrote: steps,
+                };
                 match self
                     .table
-                    .settle(now, id, Some(epoch), Status::Completed, None)
+                    .settle(now, id, Some(by), Status::Completed, None)
                 {
                     Ok(Settled::Won(status)) => {
                         self.record(Record::TaskSettled { task: id, status });
