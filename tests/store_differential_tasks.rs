@@ -18,7 +18,7 @@ mod common;
 
 use common::services::RedisServer;
 use forkscope::store::{Retention, Store};
-use forkscope_core::tasks::{Holder, Keyed, Runner, Status, Task, Work};
+use forkscope_core::tasks::{Holder, Keyed, Runner, Seen, Status, Task, Work};
 use forkscope_core::{Entropy, LabTime, SplitMix64, TaskId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,7 +42,7 @@ enum Op {
     Settle(TaskId, Option<Holder>, Status),
     Cancel(TaskId),
     Adopt(TaskId, Runner),
-    Read(TaskId, Runner),
+    Read(TaskId, Runner, Option<Seen>),
 }
 
 struct Gen {
@@ -110,7 +110,14 @@ impl Gen {
             }
             75..=82 => Op::Cancel(id),
             83..=91 => Op::Adopt(id, RUNNERS[self.below(3) as usize]),
-            _ => Op::Read(id, RUNNERS[self.below(3) as usize]),
+            _ => {
+                // What the reader was told: nothing, or near what the store last answered.
+                let seen = (self.below(3) == 0).then(|| Seen {
+                    done: self.near(done),
+                    ended: self.below(4) == 0,
+                });
+                Op::Read(id, RUNNERS[self.below(3) as usize], seen)
+            }
         }
     }
 
@@ -173,7 +180,7 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             (format!("settle: {settled:?}"), None)
         }
         Op::Cancel(id) => (format!("cancel: {:?}", store.task_cancel(id).await), None),
-        Op::Read(id, runner) => match store.task_read(id, runner).await {
+        Op::Read(id, runner, seen) => match store.task_read(id, runner, seen).await {
             Ok(Ok((task, adopted))) => (
                 format!("read: adopted {adopted} {:?}", blank(&task)),
                 Some(task),

@@ -225,3 +225,76 @@ async fn a_store_whose_aof_lost_its_tail_under_a_task_ends_it_typed() {
 async fn a_lagging_replica_promoted_under_a_task_ends_it_typed() {
     rolled_back_under_a_task(Rollback::Promoted).await;
 }
+
+/// A store restored after a task's end meets the task's cursor. The client read the task
+/// completed (8 steps); the store comes back from a snapshot taken at step 2, holding it working.
+/// A read that says what it was told (`_meta["io.forkscope/seen"]`) is refused, 500
+/// `store_rolled_back` with the steps held and told, every time, and adopts nothing: no step
+/// runs again. A stock read, which says nothing, is answered as before: it reads "working"
+/// after "completed" and, once the snapshot's lease has run out, adopts the task and runs the
+/// forgotten steps again — the hazard the cursor closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_restored_after_a_tasks_end_refuses_a_read_that_was_told_more() {
+    let Some(mut lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 1_000).await else {
+        return;
+    };
+    let counter = |lab: &Lab, which: fn(&forkscope::wire::server::tasks::TaskCounters) -> u64| {
+        lab.replicas
+            .iter()
+            .map(|r| which(&r.tasks().counters))
+            .sum::<u64>()
+    };
+    use std::sync::atomic::Ordering::Relaxed;
+    let steps = |c: &forkscope::wire::server::tasks::TaskCounters| c.steps_committed.load(Relaxed);
+    let adopted = |c: &forkscope::wire::server::tasks::TaskCounters| c.adopted.load(Relaxed);
+    let task = task(&lab, 8, 50).await;
+    poll_until(&lab, &task, |r| {
+        common::steps_done(r).is_some_and(|d| d >= 2)
+    })
+    .await;
+    let snapshot = lab.redis.as_ref().unwrap().save_snapshot("after-2");
+    let ended = poll_until(&lab, &task, |r| r["result"]["status"] == "completed").await;
+    assert_eq!(ended["result"]["_meta"]["io.forkscope/done"], 8, "{ended}");
+    let ran = counter(&lab, steps);
+    assert_eq!(ran, 8);
+    lab.redis.as_mut().unwrap().restore(&snapshot);
+    let told = json!({ "taskId": task,
+        "_meta": { "io.forkscope/seen": { "done": 8, "ended": true } } });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut refusals = 0;
+    while refusals < 3 {
+        let (status, _, refused) = request(&lab, "tasks/get", told.clone()).await;
+        // The restart behind the restore: the replica's connection comes back (503 until then).
+        if status == 503 {
+            assert!(tokio::time::Instant::now() < deadline, "{refused}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            continue;
+        }
+        refusals += 1;
+        assert_eq!(status, 500, "{refused}");
+        let data = &refused["error"]["data"];
+        assert_eq!(data["reason"], "store_rolled_back", "{refused}");
+        let holds = data["holds"].as_u64().unwrap();
+        assert!((2..8).contains(&holds), "{refused}");
+        assert_eq!(
+            data["seen"],
+            json!({ "done": 8, "ended": true }),
+            "{refused}"
+        );
+    }
+    assert_eq!(counter(&lab, adopted), 0, "a refused read adopts nothing");
+    // Malformed, it is refused as invalid params, not read as nothing told.
+    let bad = json!({ "taskId": task, "_meta": { "io.forkscope/seen": { "done": "x" } } });
+    let (_, _, invalid) = request(&lab, "tasks/get", bad).await;
+    assert_eq!(invalid["error"]["code"], -32602, "{invalid}");
+    // A stock read says nothing: it reads the forgotten state, and adopts once the lease the
+    // snapshot holds has run out.
+    let stale = poll_until(&lab, &task, |r| r["result"]["status"] == "working").await;
+    assert!(common::steps_done(&stale).is_some_and(|d| d < 8), "{stale}");
+    poll_until(&lab, &task, |_| counter(&lab, adopted) > 0).await;
+    poll_until(&lab, &task, |r| r["result"]["status"] == "completed").await;
+    assert!(
+        counter(&lab, steps) > ran,
+        "without the cursor, the forgotten steps ran again"
+    );
+}

@@ -34,6 +34,8 @@ pub enum Action {
     CallTask,
     /// 2026-07-28: the next `CreateTaskResult` is lost on the way; the client re-issues.
     LoseAnswer,
+    /// 2026-07-28: the client reads the last task it polled once more, saying what it was told.
+    ReadTaskAgain,
     TogglePause,
     /// While paused: advance lab time by one step (100 ms).
     Step,
@@ -155,6 +157,9 @@ impl Action {
             }
             Action::LoseAnswer => {
                 "2026-07-28: lose the next CreateTaskResult on the way (the client re-issues)"
+            }
+            Action::ReadTaskAgain => {
+                "2026-07-28: read the last task once more (a client that looks again after its end)"
             }
             Action::TogglePause => "pause / resume lab time",
             Action::Step => "single step (100 ms of lab time) while paused",

@@ -428,6 +428,15 @@ impl Lab {
                 });
             }
             Action::LoseAnswer => self.task_client.lose_next_answer(),
+            Action::ReadTaskAgain => {
+                let client = self.task_client.clone();
+                tokio::spawn(async move {
+                    match client.read_again().await {
+                        Ok(status) => tracing::info!(status, "task read again"),
+                        Err(e) => tracing::warn!(error = %e, "task read again: refused"),
+                    }
+                });
+            }
             Action::TogglePause => self.clock.set_paused(!self.clock.paused()),
             Action::Step => self.clock.advance(action::STEP_MS),
             Action::SpeedUp => {

@@ -121,6 +121,9 @@ pub enum WaitFor {
     StepsApplied,
     /// 2026-07-28: the task client has read at least `count` tasks as ended.
     TasksEnded,
+    /// 2026-07-28: the task client's reads again (`read_task_again`) have been answered, at
+    /// least `count` of them, whatever the answer.
+    ReadsAgain,
 }
 
 impl WaitFor {
@@ -142,6 +145,7 @@ impl WaitFor {
             WaitFor::Answered => "the client's reconnect to be answered".to_owned(),
             WaitFor::StepsApplied => format!("the server to apply {count} steps of work"),
             WaitFor::TasksEnded => format!("{count} tasks to be read as ended"),
+            WaitFor::ReadsAgain => format!("{count} reads again to be answered"),
         }
     }
 }

@@ -370,6 +370,7 @@ async fn wait(
         WaitFor::Adopted => core.history.checker().counters().calls_adopted >= count,
         WaitFor::StepsApplied => core.history.checker().counters().steps_applied >= count,
         WaitFor::TasksEnded => task_client.counters.ended.load(Ordering::Relaxed) >= count,
+        WaitFor::ReadsAgain => task_client.counters.reads_again.load(Ordering::Relaxed) >= count,
         // Only once the client has read the answer: a ruling is recorded before the client
         // acts on it (a refusal that sends it to a new session leaves it idle first).
         WaitFor::Answered => match core.client.phase() {

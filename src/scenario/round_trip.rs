@@ -9,7 +9,7 @@ use forkscope_core::{AnomalyKind, Policy, RejectReason, Tuning};
 use proptest::prelude::*;
 use std::path::Path;
 
-const WAITS: [WaitFor; 13] = [
+const WAITS: [WaitFor; 14] = [
     WaitFor::Connected,
     WaitFor::Reconnecting,
     WaitFor::Applied,
@@ -23,6 +23,7 @@ const WAITS: [WaitFor; 13] = [
     WaitFor::Answered,
     WaitFor::StepsApplied,
     WaitFor::TasksEnded,
+    WaitFor::ReadsAgain,
 ];
 
 /// Fails to compile when a wait is added without being listed in [`WAITS`].
@@ -41,7 +42,8 @@ fn listed(what: WaitFor) {
         | WaitFor::Adopted
         | WaitFor::Answered
         | WaitFor::StepsApplied
-        | WaitFor::TasksEnded => {}
+        | WaitFor::TasksEnded
+        | WaitFor::ReadsAgain => {}
     }
 }
 

@@ -11,7 +11,7 @@ use super::{
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::replica::store::{SessionImage, StoreMachine};
 use forkscope_core::tasks::{
-    CreateError, Created, Holder, Keyed, Missing, Runner, Settled, Status, Task, TaskImage,
+    CreateError, Created, Holder, Keyed, Missing, Runner, Seen, Settled, Status, Task, TaskImage,
     TaskTable, Work, WriteRefused,
 };
 use forkscope_core::{LabTime, StreamId, TaskId};
@@ -152,8 +152,13 @@ impl MemoryStore {
         self.task_write(|t, now| t.cancel(now, id))
     }
 
-    pub(super) fn task_read(&self, id: TaskId, adopter: Runner) -> Result<(Task, bool), Missing> {
-        let read = self.tasks(|t, now| t.read(now, id, adopter));
+    pub(super) fn task_read(
+        &self,
+        id: TaskId,
+        adopter: Runner,
+        seen: Option<Seen>,
+    ) -> Result<(Task, bool), Missing> {
+        let read = self.tasks(|t, now| t.read(now, id, adopter, seen));
         if matches!(read, Ok((_, true))) {
             self.inner.task_changes.changed();
         }

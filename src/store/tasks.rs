@@ -11,7 +11,8 @@
 use super::{Backend, Link, Store, StoreError};
 use forkscope_core::TaskId;
 use forkscope_core::tasks::{
-    CreateError, Created, Holder, Keyed, Missing, Runner, Settled, Status, Task, Work, WriteRefused,
+    CreateError, Created, Holder, Keyed, Missing, Runner, Seen, Settled, Status, Task, Work,
+    WriteRefused,
 };
 use std::sync::Arc;
 
@@ -92,16 +93,18 @@ impl Store {
     }
 
     /// [`TaskTable::read`](forkscope_core::tasks::TaskTable::read): the task, adopted by
-    /// `adopter` first if it works past its lease (`true` then), in one store operation.
+    /// `adopter` first if it works past its lease (`true` then), in one store operation;
+    /// refused, adopting nothing, where the store holds less than the reader was told (`seen`).
     pub async fn task_read(
         &self,
         id: TaskId,
         adopter: Runner,
+        seen: Option<Seen>,
     ) -> Result<Result<(Task, bool), Missing>, StoreError> {
         Link::check(self.link.as_ref()).await?;
         match &self.backend {
-            Backend::Memory(m) => Ok(m.task_read(id, adopter)),
-            Backend::Redis(r) => r.task_read(id, adopter).await,
+            Backend::Memory(m) => Ok(m.task_read(id, adopter, seen)),
+            Backend::Redis(r) => r.task_read(id, adopter, seen).await,
         }
     }
 

@@ -16,8 +16,8 @@ use super::RedisStore;
 use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
-    CreateError, Created, EndedBy, Holder, Keyed, MAX_HELD, MAX_TASKS, Missing, Runner, Settled,
-    Status, TOMBSTONE_MS, Task, Work, WriteRefused, minted,
+    CreateError, Created, EndedBy, Holder, Keyed, MAX_HELD, MAX_TASKS, Missing, Runner, Seen,
+    Settled, Status, TOMBSTONE_MS, Task, Work, WriteRefused, minted,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
@@ -405,11 +405,26 @@ impl RedisStore {
         &self,
         id: TaskId,
         adopter: Runner,
+        seen: Option<Seen>,
     ) -> Result<Result<(Task, bool), Missing>, StoreError> {
-        let reply = self
-            .task_script(&READ, &[&task_key(id)], &[adopter.0.to_string()])
-            .await?;
+        let args = [
+            adopter.0.to_string(),
+            seen.map_or(String::new(), |s| s.done.to_string()),
+            if seen.is_some_and(|s| s.ended) {
+                "1"
+            } else {
+                "0"
+            }
+            .to_owned(),
+        ];
+        let reply = self.task_script(&READ, &[&task_key(id)], &args).await?;
         match reply.split_first() {
+            Some((code, rest)) if code == "-11" => rest
+                .first()
+                .and_then(|h| h.parse().ok())
+                .zip(seen)
+                .map(|(holds, seen)| Ok(Err(Missing::Forgotten { holds, seen })))
+                .unwrap_or_else(|| Err(bad_reply(id, "read", &reply))),
             Some((code, rest)) if code == "1" => {
                 let (adopted, fields) = rest
                     .split_first()

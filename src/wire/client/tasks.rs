@@ -8,7 +8,7 @@
 
 use super::super::mcp::modern::{self, ModernCall};
 use forkscope_core::Entropy;
-use forkscope_core::tasks::POLL_INTERVAL_MS;
+use forkscope_core::tasks::{META_DONE, META_SEEN, POLL_INTERVAL_MS, Seen};
 use forkscope_core::work::ToolSpec;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -33,6 +33,8 @@ pub struct TaskClientCounters {
     pub intents: AtomicU64,
     /// Tasks read back as ended (any terminal status).
     pub ended: AtomicU64,
+    /// Reads again answered, whatever the answer ([`TaskClient::read_again`]).
+    pub reads_again: AtomicU64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +87,10 @@ pub struct TaskClient {
     /// (Redis keeps a key past its task's TTL) never answers for one of this lab's intents.
     nonce: u32,
     pub counters: TaskClientCounters,
+    /// The last task polled and what its reads told: sent back with each read of it (the
+    /// task's cursor), so a store rolled back under what the client saw refuses the read
+    /// rather than answer with less, or adopt and run again what the client saw done.
+    last: std::sync::Mutex<Option<(String, Seen)>>,
     /// Where each exchange is reported (the lab's http pane), at the lab's time.
     log: Option<(Arc<dyn super::ExchangeLog>, Arc<crate::clock::LabClock>)>,
 }
@@ -102,6 +108,7 @@ impl TaskClient {
             lose_next: AtomicU32::new(0),
             nonce: crate::wire::OsEntropy::new().next_u64() as u32,
             counters: TaskClientCounters::default(),
+            last: std::sync::Mutex::new(None),
             log: None,
         }
     }
@@ -207,13 +214,61 @@ impl TaskClient {
         Err(TaskClientError::NoAnswer)
     }
 
+    /// What this client was told of `task`, as a read of it says so.
+    fn seen(&self, task: &str) -> Value {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        match last.as_ref() {
+            Some((t, seen)) if t == task => json!({ "taskId": task,
+                "_meta": { META_SEEN: { "done": seen.done, "ended": seen.ended } } }),
+            _ => json!({ "taskId": task }),
+        }
+    }
+
+    /// Remembers what a read of `task` told: its steps done, and whether it had ended.
+    fn told(&self, task: &str, read: &Value) {
+        let done = read.pointer("/result/_meta").and_then(|m| m.get(META_DONE));
+        let ended = read
+            .pointer("/result/status")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s != "working");
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = match last.as_ref() {
+            Some((t, seen)) if t == task => *seen,
+            _ => Seen::default(),
+        };
+        let seen = Seen {
+            done: seen.done.max(done.and_then(Value::as_u64).unwrap_or(0)),
+            ended: seen.ended || ended,
+        };
+        *last = Some((task.to_owned(), seen));
+    }
+
+    /// Reads the last task polled once more, saying what it was told: its status, or the
+    /// server's refusal.
+    pub async fn read_again(&self) -> Result<String, TaskClientError> {
+        let task = {
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            last.as_ref().map(|(t, _)| t.clone())
+        };
+        let task = task.ok_or_else(|| TaskClientError::Unreadable("no task read yet".into()))?;
+        let answer = self.send("tasks/get", self.seen(&task), None).await;
+        self.counters.reads_again.fetch_add(1, Ordering::Relaxed);
+        let Some(Answer::Json(read)) = answer else {
+            return Err(TaskClientError::Unreadable("no answer".into()));
+        };
+        if let Some(error) = read.get("error") {
+            return Err(TaskClientError::Unreadable(message(error)));
+        }
+        self.told(&task, &read);
+        let status = read.pointer("/result/status").and_then(Value::as_str);
+        Ok(status.unwrap_or("no status").to_owned())
+    }
+
     async fn poll(&self, task: &str) -> Result<String, Polled> {
         let mut failed = 0;
         for _ in 0..MAX_POLLS {
             tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await;
-            let read = self
-                .send("tasks/get", json!({ "taskId": task }), None)
-                .await;
+            let read = self.send("tasks/get", self.seen(task), None).await;
             let Some(Answer::Json(read)) = read else {
                 failed += 1;
                 if failed >= MAX_FAILED_POLLS {
@@ -224,7 +279,13 @@ impl TaskClient {
             if let Some(error) = read.get("error") {
                 match error.pointer("/data/reason").and_then(Value::as_str) {
                     Some("unknown") => return Err(Polled::Unknown),
-                    Some("expired") => return Err(Polled::Failed(message(error))),
+                    // No retry cures these.
+                    Some("expired" | "store_corrupt") => {
+                        return Err(Polled::Failed(message(error)));
+                    }
+                    // The store holds less than this client read: a runner still alive finds
+                    // it too on its next write and ends the task, typed — poll on for that end
+                    // (a while, as for a store not answering).
                     // Anything else (a store not answering) may pass: poll again.
                     _ => {
                         failed += 1;
@@ -236,6 +297,7 @@ impl TaskClient {
                 }
             }
             failed = 0;
+            self.told(task, &read);
             let status = read.pointer("/result/status").and_then(Value::as_str);
             if let Some(status) = status.filter(|s| *s != "working") {
                 self.counters.ended.fetch_add(1, Ordering::Relaxed);

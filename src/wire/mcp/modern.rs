@@ -32,6 +32,12 @@ impl ModernCall<'_> {
         if let Some(key) = self.key {
             meta[IDEMPOTENCY_KEY] = json!(key);
         }
+        // Entries the caller put in `_meta` itself stay beside these.
+        if let Some(Value::Object(given)) = params.get("_meta") {
+            for (name, value) in given {
+                meta[name] = value.clone();
+            }
+        }
         params["_meta"] = meta;
         let name = params
             .get("name")

@@ -79,7 +79,7 @@ pub(crate) async fn listen(
     // with no notification, as one on a task whose end was already sent does.
     let mut missing = Vec::new();
     for task in candidates {
-        match hub.read(task).await {
+        match hub.read(task, None).await {
             Ok(Ok(read)) => {
                 hub.report.tell(|| Record::TaskNamed { task: read.id });
                 known.push(read);
@@ -150,7 +150,7 @@ async fn follow(hub: Arc<TaskHub>, id: Value, mut watch: Watch, tx: mpsc::Sender
         }
         let pending: Vec<_> = watch.pending().collect();
         for task in pending {
-            let read = match hub.read(task).await {
+            let read = match hub.read(task, None).await {
                 Ok(read) => read,
                 // The store did not answer: read again shortly.
                 Err(_) => {

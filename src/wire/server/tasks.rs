@@ -20,8 +20,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::history::Run;
 use forkscope_core::tasks::{
-    CreateError, DEFAULT_TTL_MS, Holder, Keyed, Missing, POLL_INTERVAL_MS, Runner, Settled, Status,
-    Task, TaskRules, Work, WriteRefused,
+    CreateError, DEFAULT_TTL_MS, Holder, Keyed, META_DONE, META_SEEN, Missing, POLL_INTERVAL_MS,
+    Runner, Seen, Settled, Status, Task, TaskRules, Work, WriteRefused,
 };
 use forkscope_core::work::{RunnerWrite, TaskRunner};
 use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
@@ -224,13 +224,20 @@ impl TaskHub {
     pub(super) async fn read(
         self: &Arc<Self>,
         task: TaskId,
+        seen: Option<Seen>,
     ) -> Result<Result<Task, Missing>, StoreError> {
         // One store operation: the read, and the adoption when the lease ran out — unless a
         // runner of this endpoint still runs the task.
         let read = if self.runs_here(task) {
-            self.store.task_get(task).await?.map(|t| (t, false))
+            self.store.task_get(task).await?.and_then(|t| match seen {
+                Some(seen) if seen.forgotten_by(&t) => Err(Missing::Forgotten {
+                    holds: t.done,
+                    seen,
+                }),
+                _ => Ok((t, false)),
+            })
         } else {
-            self.store.task_read(task, self.runner).await?
+            self.store.task_read(task, self.runner, seen).await?
         };
         if let Ok((adopted, true)) = &read {
             let adopted = adopted.clone();
@@ -252,7 +259,11 @@ impl TaskHub {
         let Some(task) = self.named(params) else {
             return missing_task(id, Missing::Unknown);
         };
-        match self.read(task).await {
+        let seen = match seen_of(params) {
+            Ok(seen) => seen,
+            Err(why) => return invalid(id, why, json!({ "reason": "bad_seen" })),
+        };
+        match self.read(task, seen).await {
             Ok(Ok(task)) => {
                 self.report.tell(|| Record::TaskRead {
                     task: task.id,
@@ -260,6 +271,8 @@ impl TaskHub {
                 });
                 let mut body = self.task_json(&task);
                 body["resultType"] = json!("complete");
+                // What the reader sends back as seen on its next read.
+                body["_meta"] = json!({ META_DONE: task.done });
                 json_response(StatusCode::OK, jsonrpc::result(id, body))
             }
             Ok(Err(missing)) => {
@@ -554,8 +567,37 @@ fn invalid(id: &Value, message: &str, data: Value) -> Response {
     )
 }
 
-/// −32602 for both, as the extension says, with `data.reason` telling them apart.
+/// `_meta["io.forkscope/seen"]` of a `tasks/get`: `None` when absent (a stock client sends
+/// none, and is read as before).
+fn seen_of(params: &Value) -> Result<Option<Seen>, &'static str> {
+    let Some(seen) = params.pointer("/_meta").and_then(|m| m.get(META_SEEN)) else {
+        return Ok(None);
+    };
+    const WHY: &str = "Invalid params: _meta[\"io.forkscope/seen\"] must be {\"done\": a step count, \"ended\": true or false}";
+    let done = seen.get("done").and_then(Value::as_u64).ok_or(WHY)?;
+    let ended = seen
+        .get("ended")
+        .map_or(Some(false), Value::as_bool)
+        .ok_or(WHY)?;
+    Ok(Some(Seen { done, ended }))
+}
+
+/// −32602 for an unknown or expired task, as the extension says, with `data.reason` telling
+/// them apart; a store rolled back under what the reader was told is the store's failure: 500,
+/// `store_rolled_back`, with both counts, as a runner's write finding it ends its task.
 fn missing_task(id: &Value, missing: Missing) -> Response {
+    if let Missing::Forgotten { holds, seen } = missing {
+        return json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            jsonrpc::error(
+                id,
+                jsonrpc::INTERNAL_ERROR,
+                &missing.to_string(),
+                Some(json!({ "reason": missing.reason(), "holds": holds,
+                    "seen": { "done": seen.done, "ended": seen.ended } })),
+            ),
+        );
+    }
     invalid(
         id,
         &format!("Invalid params: {missing}"),

@@ -68,6 +68,11 @@ pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The `_meta` key a client names its call with (an extension of forkscope's).
 pub const IDEMPOTENCY_KEY: &str = "io.forkscope/idempotencyKey";
+/// `_meta` of a `tasks/get` result (an extension of forkscope's): the steps the task holds done.
+pub const META_DONE: &str = "io.forkscope/done";
+/// `_meta` of a `tasks/get` (forkscope's): what its reader was told before, `{"done": N,
+/// "ended": bool}` ([`Seen`]).
+pub const META_SEEN: &str = "io.forkscope/seen";
 
 pub use crate::vocabulary::TaskStatus as Status;
 
@@ -154,15 +159,45 @@ pub enum Missing {
     Expired { at: LabTime },
     #[error("no such task")]
     Unknown,
+    /// The store holds less of the task than its reader was already told (`seen`): it was
+    /// rolled back under the read. Answered as a store failure, not as an unknown task.
+    #[error(
+        "the store was rolled back under this task: it holds {holds} steps{}, though {} were read{}",
+        if .seen.ended { " and no end" } else { "" }, .seen.done,
+        if .seen.ended { " and its end" } else { "" }
+    )]
+    Forgotten { holds: u64, seen: Seen },
 }
 
 impl Missing {
-    /// `data.reason` on the −32602 that says so: the code stays the spec's ([EXT]:793-830).
+    /// `data.reason` on the error that says so: for an unknown or expired task the code stays
+    /// the spec's −32602 ([EXT]:793-830).
     pub fn reason(self) -> &'static str {
         match self {
             Missing::Expired { .. } => "expired",
             Missing::Unknown => "unknown",
+            Missing::Forgotten { .. } => "store_rolled_back",
         }
+    }
+}
+
+/// What a reader was told of a task before this read: the steps it read done, and whether it
+/// read the task's end (forkscope's client says so with each `tasks/get`). The task's cursor,
+/// as `Last-Event-ID` is a stream's: a store holding less forgot what it told — restored from
+/// an older snapshot after the read — and a read under it adopting the task would run steps
+/// the client saw applied, or end it a second time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub done: u64,
+    pub ended: bool,
+}
+
+impl Seen {
+    /// `task` as stored holds less than this reader was told: it works, at fewer steps than
+    /// were read, or though its end was read. An ended task is answered as it is (its end says
+    /// itself what happened, the rollback's own typed failure included).
+    pub fn forgotten_by(self, task: &Task) -> bool {
+        !task.status.is_terminal() && (task.done < self.done || self.ended)
     }
 }
 
@@ -552,12 +587,24 @@ impl TaskTable {
     /// A read that may adopt, as one operation: the task as stored, taken over by `adopter`
     /// first if it works past its lease ([`TaskTable::adopt`]); `true` when it was. What every
     /// `tasks/get` and listen reads by, so a poll of a working task is one store operation.
+    /// `seen`: what the reader was told before; a store holding less refuses the read
+    /// ([`Missing::Forgotten`]) and adopts nothing.
     pub fn read(
         &mut self,
         now: LabTime,
         id: TaskId,
         adopter: Runner,
+        seen: Option<Seen>,
     ) -> Result<(Task, bool), Missing> {
+        if let Some(seen) = seen {
+            let task = self.get(id)?;
+            if seen.forgotten_by(task) {
+                return Err(Missing::Forgotten {
+                    holds: task.done,
+                    seen,
+                });
+            }
+        }
         let adopted = self.adopt(now, id, adopter).is_some();
         Ok((self.get(id)?.clone(), adopted))
     }

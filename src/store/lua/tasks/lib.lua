@@ -5,7 +5,8 @@
 -- follow. A reply starts with a code: 1 done, 0 nothing to do, 2 lost to an earlier end (its
 -- status follows), -1 key reused (the task follows), -3 unknown, -4 expired (when), -5 already
 -- terminal (its status), -6 stale epoch (the held one), -8 rolled back (the steps held, fewer
--- than the runner wrote), -9 needs admission, -10 the key names another task (which).
+-- than the runner wrote), -9 needs admission, -10 the key names another task (which), -11 the
+-- reader was told more than the store holds (the steps held).
 local lease_ms = tonumber(ARGV[1])
 local retain_ms = tonumber(ARGV[2])
 local tomb_ms = tonumber(ARGV[3])
