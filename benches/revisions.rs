@@ -109,6 +109,23 @@ fn meta(tasks: bool, key: Option<&str>) -> Value {
     meta
 }
 
+/// `method` on `url` (`Mcp-Name: name`), its JSON answer.
+async fn answer(
+    http: &reqwest::Client,
+    url: &str,
+    method: &str,
+    name: &str,
+    body: &Value,
+) -> Result<Value, String> {
+    modern(http, url, method, name, body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())
+}
+
 fn modern(
     http: &reqwest::Client,
     url: &str,
@@ -233,13 +250,7 @@ async fn first_byte(
         let key = format!("bench-{round}");
         let body = call_body(round, 1, meta(true, Some(&key)));
         let started = Instant::now();
-        let created: Value = modern(http, url, "tools/call", "progress_task", &body)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let created: Value = answer(http, url, "tools/call", "progress_task", &body).await?;
         task.push(started.elapsed());
         if created["result"]["resultType"] != "task" {
             return Err(format!("not a task: {created}"));
@@ -262,13 +273,7 @@ async fn round_trips(
         loop {
             let get = json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get",
                 "params": { "taskId": task, "_meta": meta(true, None) } });
-            let read: Value = modern(http, url, "tasks/get", &task, &get)
-                .send()
-                .await
-                .map_err(|e| e.to_string())?
-                .json()
-                .await
-                .map_err(|e| e.to_string())?;
+            let read: Value = answer(http, url, "tasks/get", &task, &get).await?;
             if read["result"]["status"] == "completed" {
                 if read["result"]["result"]["content"][0]["text"] != "done: 1 steps" {
                     return Err(format!("a wrong result: {read}"));
@@ -287,13 +292,7 @@ async fn round_trips(
 /// A 1-step task, as request `id`: its id.
 async fn create_task(http: &reqwest::Client, url: &str, id: u64) -> Result<String, String> {
     let body = call_body(id, 1, meta(true, None));
-    let created: Value = modern(http, url, "tools/call", "progress_task", &body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
+    let created: Value = answer(http, url, "tools/call", "progress_task", &body).await?;
     created["result"]["taskId"]
         .as_str()
         .map(str::to_owned)
@@ -372,13 +371,7 @@ async fn listen_wakeups(
         let body = json!({ "jsonrpc": "2.0", "id": round, "method": "tools/call", "params": {
             "name": "progress_task", "arguments": { "steps": 10_000, "delay_ms": 50 },
             "_meta": meta(true, None) } });
-        let created: Value = modern(http, a, "tools/call", "progress_task", &body)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let created: Value = answer(http, a, "tools/call", "progress_task", &body).await?;
         let task = created["result"]["taskId"]
             .as_str()
             .ok_or_else(|| format!("no task id: {created}"))?
@@ -388,15 +381,9 @@ async fn listen_wakeups(
         let started = Instant::now();
         let cancel = json!({ "jsonrpc": "2.0", "id": 3, "method": "tasks/cancel",
             "params": { "taskId": task, "_meta": meta(true, None) } });
-        let answer: Value = modern(http, a, "tasks/cancel", &task, &cancel)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
-        if answer.get("error").is_some() {
-            return Err(format!("tasks/cancel refused: {answer}"));
+        let cancelled: Value = answer(http, a, "tasks/cancel", &task, &cancel).await?;
+        if cancelled.get("error").is_some() {
+            return Err(format!("tasks/cancel refused: {cancelled}"));
         }
         until_told(&mut listen, r#""status":"cancelled""#).await?;
         took.push(started.elapsed());
