@@ -534,3 +534,49 @@ fn the_2026_model_holds_fenced_and_finds_naives_double_effect() {
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("looks for fork, duplicate"), "{said}");
 }
+
+/// The mutation the fence must not survive: runners that renew their lease only with their
+/// steps (`--mutate no-renewal`). `check` finds it at once (TASK LOST: every poll past the
+/// lease adopts the task and no runner lives long enough to end it), and the scenario it
+/// writes replays it over real sockets on two replicas: the task is adopted again and again and
+/// never ends. The same file without its `mutate` line is the fence as it serves: the task
+/// completes, nothing is adopted, and the file's livelock wait fails. `--mutate` outside the
+/// 2026-07-28 model is refused.
+#[test]
+fn the_no_renewal_mutation_is_found_and_replays_over_sockets() {
+    let dir = scratch("mutation");
+    let file = dir.join("no-renewal.toml");
+    let path = file.to_str().unwrap();
+    let out = forkscope()
+        .args(["check", "--protocol", "2026-07-28", "--policy", "fenced"])
+        .args(["--mutate", "no-renewal", "--write", path])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("counterexample in 2 steps: task_lost"),
+        "{text}"
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("mutate = \"no-renewal\""), "{written}");
+    let replay = forkscope().args(["run", path]).output().unwrap();
+    let said = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(0), "{said}");
+    assert!(said.contains("PASS  fenced  task_lost"), "{said}");
+    let healthy = dir.join("renewing.toml");
+    std::fs::write(&healthy, written.replace("mutate = \"no-renewal\"\n", "")).unwrap();
+    let replay = forkscope().args(["run"]).arg(&healthy).output().unwrap();
+    let said = String::from_utf8_lossy(&replay.stdout);
+    assert_ne!(replay.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("waiting for the server to adopt 3 tasks"),
+        "{said}"
+    );
+    let refused = forkscope()
+        .args(["check", "--mutate", "no-renewal"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs --protocol 2026-07-28"));
+}

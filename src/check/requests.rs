@@ -150,6 +150,21 @@ pub fn scenario_file(
         steps: requests::WORK.steps,
         delay_ms: 300,
     });
+    // A mutation replays only with the model's timing: steps longer than the lease.
+    let mutated = !e.rules.renewal;
+    if mutated {
+        // A server never adopts a task its own runner runs: the livelock needs a read on a
+        // second replica (round robin sends every other poll there).
+        file.mutate = Some(forkscope_core::work::Mutation::NoRenewal);
+        // Under its policy alone: the other's replicas would show their own hazards there.
+        file.policy = Policies::from(e.policy);
+        file.replicas = Some(2);
+        file.lease_ms = Some(forkscope_core::tasks::LEASE_MS);
+        file.tool = Some(ToolArgs {
+            steps: requests::WORK.steps,
+            delay_ms: requests::WORK.delay_ms,
+        });
+    }
     let steps = &counterexample.steps;
     let mut calls = 0;
     let mut applied = 0;
@@ -189,14 +204,28 @@ pub fn scenario_file(
         file.push(written.next().unwrap_or_default().say(say));
         written.for_each(|step| file.push(step));
     }
-    file.push(
-        StepFile::wait(WaitFor::TasksEnded, 1)
-            .say("the client polls the task it learned until it ends"),
-    );
+    if mutated && kind == forkscope_core::AnomalyKind::TaskLost {
+        // The broken policy's task never ends: its run goes on, polled, until the server has
+        // adopted the task three times (a server whose runners renew never does, so the wait
+        // fails and says so), then it is judged; the other's ends as the work does.
+        let work = requests::WORK.steps * requests::WORK.delay_ms;
+        let mut livelock = StepFile::wait(WaitFor::TasksAdopted, 3)
+            .only(Some(e.policy))
+            .say("the client polls on: every poll past the lease adopts the task, and no runner lives long enough to end it");
+        livelock.timeout_ms = Some(3 * work);
+        file.push(livelock);
+    } else {
+        file.push(
+            StepFile::wait(WaitFor::TasksEnded, 1)
+                .say("the client polls the task it learned until it ends"),
+        );
+    }
     file.expect
         .of(e.policy)
         .anomalies
         .insert(kind, Count::AtLeast(1));
-    file.expect.of(e.policy.toggled()).clean = Some(true);
+    if !mutated {
+        file.expect.of(e.policy.toggled()).clean = Some(true);
+    }
     Ok(Some(file))
 }

@@ -74,6 +74,17 @@ pub struct CheckArgs {
     /// real sockets (refuses to overwrite a file).
     #[arg(long, visible_alias = "write", value_name = "FILE.toml")]
     emit_scenario: Option<PathBuf>,
+    /// With --protocol 2026-07-28: plant a fault in the model's task runners, to see the
+    /// fence without one of its rules: `no-renewal` (runners renew their lease only with their
+    /// steps). The counterexample, written with --emit-scenario, plants the same fault in the
+    /// lab's server (`mutate` in the file) and replays it over real sockets.
+    #[arg(long, value_enum, value_name = "MUTATION")]
+    mutate: Option<MutateArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MutateArg {
+    NoRenewal,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -142,6 +153,8 @@ pub enum CheckError {
         "--protocol 2026-07-28 does not take {0} (it explores one call of the tasks extension)"
     )]
     NotWithModern(&'static str),
+    #[error("--mutate plants a fault in the task runners: it needs --protocol 2026-07-28")]
+    MutateNeedsModern,
     #[error(
         "--protocol 2026-07-28 --policy {0}: the 2026-07-28 model runs naive or fenced (the SDKs' 2026 quirks are not modelled yet)"
     )]
@@ -170,6 +183,9 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CheckError> {
     }
     if modern {
         return run_modern(args);
+    }
+    if args.mutate.is_some() {
+        return Err(CheckError::MutateNeedsModern);
     }
     if let Some(replicas) = args.replicas {
         return run_replicas(replicas, args);
@@ -386,6 +402,7 @@ fn run_modern(args: CheckArgs) -> Result<ExitCode, CheckError> {
     };
     let params = Params {
         target: args.anomaly,
+        renewal: args.mutate != Some(MutateArg::NoRenewal),
         ..Params::default()
     };
     let limits = args.limits(MODERN_DEPTH);

@@ -135,6 +135,7 @@ pub fn run(args: DashboardArgs, asked: bool) -> Result<ExitCode, DashboardFailur
             .lease_ms
             .unwrap_or(forkscope_core::replica::DEFAULT_LEASE_MS),
         routing: args.routing.into(),
+        mutate: None,
     });
     let scenario = args.scenario.as_deref().map(scenario::load).transpose()?;
     let scenario_dir = args

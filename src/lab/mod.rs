@@ -52,6 +52,9 @@ pub struct LabOptions {
     /// The revisions the lab's server speaks (`--protocol`). Under 2026-07-28 alone the
     /// 2025-11-25 client does not start: the lab is its 2026 client's (`X`, `a`) and its tasks.
     pub protocols: forkscope_core::revision::Protocols,
+    /// A fault planted in the one server's task runners (a lab of replicas takes it in its
+    /// `ReplicaSetup`): what a scenario `check` wrote from a mutation replays.
+    pub mutate: Option<forkscope_core::work::Mutation>,
 }
 
 impl Default for LabOptions {
@@ -67,6 +70,7 @@ impl Default for LabOptions {
             latency_ms: 0,
             replicas: None,
             protocols: forkscope_core::revision::Protocols::Both,
+            mutate: None,
         }
     }
 }
@@ -207,6 +211,10 @@ impl Lab {
                     SocketAddr::from(([127, 0, 0, 1], 0)),
                 )
                 .await?;
+                if let Some(mutation) = options.mutate {
+                    tracing::warn!(mutation = mutation.describe(), "a mutation is in force");
+                    running.task_hub().mutate(mutation);
+                }
                 (Some(running), None)
             }
             Some(setup) => {
@@ -568,6 +576,14 @@ impl Lab {
 
     /// Moves lab time forward by `ms` and runs the server's timers at once, so a script's next
     /// step sees grace windows that ended (the client's reconnects follow on their own).
+    /// Tasks the lab's server (or its running replicas) adopted because their lease ran out.
+    pub fn tasks_adopted(&self) -> u64 {
+        let one = self.server.as_ref().map_or(0, |s| {
+            s.tasks().adopted.load(std::sync::atomic::Ordering::Relaxed)
+        });
+        one + self.replicas.as_ref().map_or(0, |r| r.tasks_adopted())
+    }
+
     pub fn advance(&self, ms: u64) {
         self.clock.advance(ms);
         let serve = ServeOptions {

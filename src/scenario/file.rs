@@ -121,6 +121,9 @@ pub enum WaitFor {
     StepsApplied,
     /// 2026-07-28: the task client has read at least `count` tasks as ended.
     TasksEnded,
+    /// 2026-07-28: the server (or its replicas) adopted at least `count` tasks whose lease ran
+    /// out, by their own count.
+    TasksAdopted,
     /// 2026-07-28: the task client's reads again (`read_task_again`) have been answered, at
     /// least `count` of them, whatever the answer.
     ReadsAgain,
@@ -145,6 +148,7 @@ impl WaitFor {
             WaitFor::Answered => "the client's reconnect to be answered".to_owned(),
             WaitFor::StepsApplied => format!("the server to apply {count} steps of work"),
             WaitFor::TasksEnded => format!("{count} tasks to be read as ended"),
+            WaitFor::TasksAdopted => format!("the server to adopt {count} tasks"),
             WaitFor::ReadsAgain => format!("{count} reads again to be answered"),
         }
     }
@@ -376,6 +380,10 @@ pub struct ScenarioFile {
     /// `sticky`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<crate::lab::Routing>,
+    /// A fault planted in the server's (or every replica's) task runners, as `check
+    /// --mutate` found it (`"no-renewal"`). Absent: the server as it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutate: Option<forkscope_core::work::Mutation>,
     /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolArgs>,
@@ -449,6 +457,7 @@ impl ScenarioFile {
             replicas: None,
             lease_ms: None,
             routing: None,
+            mutate: None,
             tool: None,
             config: LabConfig::default(),
             steps: Vec::new(),

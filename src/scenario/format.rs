@@ -102,6 +102,8 @@ pub struct Scenario {
     /// A lab of replicas (`replicas = 2` in the file), on `store` (chosen when it is run:
     /// `forkscope run --store`).
     pub replicas: Option<crate::lab::ReplicaSetup>,
+    /// A fault planted in the server's task runners (`mutate` in the file).
+    pub mutate: Option<forkscope_core::work::Mutation>,
     pub steps: Vec<Step>,
     pub expect: Expectations,
 }
@@ -281,6 +283,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
                 count,
                 lease_ms,
                 routing: routing.unwrap_or_default(),
+                mutate: file.mutate,
                 ..crate::lab::ReplicaSetup::default()
             })
         }
@@ -295,6 +298,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         tool: file.tool,
         quiesce_ms: file.quiesce_ms.unwrap_or(0),
         replicas,
+        mutate: file.mutate,
         steps,
         expect: file.expect,
     })

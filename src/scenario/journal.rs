@@ -123,11 +123,13 @@ impl Journal {
             delay_ms: self.options.tool_delay_ms,
         });
         file.config = self.options.config;
+        file.mutate = self.options.mutate;
         // A lab of replicas replays as one (its store is chosen when it is run).
         if let Some(setup) = &self.options.replicas {
             file.replicas = Some(setup.count);
             file.lease_ms = Some(setup.lease_ms);
             file.routing = Some(setup.routing);
+            file.mutate = file.mutate.or(setup.mutate);
         }
 
         // Per lab: what was last waited for, and whether a fault awaits its reconnect.

@@ -9,7 +9,7 @@ use forkscope_core::{AnomalyKind, Policy, RejectReason, Tuning};
 use proptest::prelude::*;
 use std::path::Path;
 
-const WAITS: [WaitFor; 14] = [
+const WAITS: [WaitFor; 15] = [
     WaitFor::Connected,
     WaitFor::Reconnecting,
     WaitFor::Applied,
@@ -24,6 +24,7 @@ const WAITS: [WaitFor; 14] = [
     WaitFor::StepsApplied,
     WaitFor::TasksEnded,
     WaitFor::ReadsAgain,
+    WaitFor::TasksAdopted,
 ];
 
 /// Fails to compile when a wait is added without being listed in [`WAITS`].
@@ -43,7 +44,8 @@ fn listed(what: WaitFor) {
         | WaitFor::Answered
         | WaitFor::StepsApplied
         | WaitFor::TasksEnded
-        | WaitFor::ReadsAgain => {}
+        | WaitFor::ReadsAgain
+        | WaitFor::TasksAdopted => {}
     }
 }
 

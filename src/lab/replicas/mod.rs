@@ -84,6 +84,9 @@ pub struct ReplicaSetup {
     /// How long a tool call's runner holds its lease without renewing it.
     pub lease_ms: u64,
     pub routing: Routing,
+    /// A fault planted in every replica's task runners, each time one starts (a scenario's
+    /// `mutate`).
+    pub mutate: Option<forkscope_core::work::Mutation>,
 }
 
 impl Default for ReplicaSetup {
@@ -93,6 +96,7 @@ impl Default for ReplicaSetup {
             store: StoreChoice::Memory,
             lease_ms: DEFAULT_LEASE_MS,
             routing: Routing::RoundRobin,
+            mutate: None,
         }
     }
 }
@@ -287,6 +291,9 @@ impl Replicas {
                 SocketAddr::from(([127, 0, 0, 1], 0)),
             )
             .await?;
+            if let Some(mutation) = setup.mutate {
+                running.tasks().mutate(mutation);
+            }
             slots.push(Slot {
                 id,
                 addr: running.addr,
@@ -319,6 +326,15 @@ impl Replicas {
             pending: Arc::default(),
             images: Arc::default(),
         })
+    }
+
+    /// Tasks the running replicas adopted because their lease ran out.
+    pub fn tasks_adopted(&self) -> u64 {
+        lock(&self.slots)
+            .iter()
+            .filter_map(|s| s.running.as_ref())
+            .map(|r| r.tasks().counters.adopted.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Whether every action handed to the replicas has been carried out.
@@ -411,6 +427,9 @@ impl Replicas {
         for _ in 0..50 {
             match replica::start(self.store.with_link(link.clone()), options.clone(), addr).await {
                 Ok(running) => {
+                    if let Some(mutation) = self.setup.mutate {
+                        running.tasks().mutate(mutation);
+                    }
                     lock(&self.slots)[index].running = Some(running);
                     let _ = self.balancer.put_in(index);
                     lock(&self.watch).note(id, "started again".into());

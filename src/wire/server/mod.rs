@@ -219,6 +219,11 @@ impl RunningServer {
         &self.modern.tasks.counters
     }
 
+    /// The tasks extension's side itself (a scenario plants its mutation there).
+    pub fn task_hub(&self) -> &tasks::TaskHub {
+        &self.modern.tasks
+    }
+
     /// The checker's verdict on everything this server did so far.
     pub fn verdict(&self) -> forkscope_core::Verdict {
         self.shared.lock().history.verdict()

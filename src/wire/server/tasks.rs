@@ -70,6 +70,9 @@ pub struct TaskHub {
     /// Set, and woken, when the endpoint drains: each listen sends its graceful completion.
     listens_end: std::sync::atomic::AtomicBool,
     pub(super) ending: tokio::sync::Notify,
+    /// Cleared only by a scenario's mutation (`mutate = "no-renewal"`): runners started from
+    /// then on renew their lease only with their steps.
+    renewing: std::sync::atomic::AtomicBool,
 }
 
 impl Default for TaskHub {
@@ -96,6 +99,7 @@ impl TaskHub {
             listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
             listens_end: std::sync::atomic::AtomicBool::new(false),
             ending: tokio::sync::Notify::new(),
+            renewing: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -216,6 +220,16 @@ impl TaskHub {
         let mut body = self.task_json(&task);
         body["resultType"] = json!("task");
         json_response(StatusCode::OK, jsonrpc::result(id, body))
+    }
+
+    /// Plants `mutation` in the runners this endpoint starts from now on (a scenario's
+    /// `mutate`, replaying what `check --mutate` found).
+    pub fn mutate(&self, mutation: forkscope_core::work::Mutation) {
+        match mutation {
+            forkscope_core::work::Mutation::NoRenewal => {
+                self.renewing.store(false, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The task as stored. One found working past its lease is adopted here first, and run on
@@ -395,6 +409,9 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
     let lease_ms = hub.store.retention().lease_ms;
     let mut runner = TaskRunner::new(task, epoch, spec, done, lease_ms, now());
+    if !hub.renewing.load(Ordering::Relaxed) {
+        runner = runner.without_renewal();
+    }
     let lease = std::time::Duration::from_millis(lease_ms);
     let mut landed = tokio::time::Instant::now();
     while let Some(due) = runner.poll_timeout() {

@@ -16,7 +16,7 @@ mod task_runner;
 mod tool_call;
 
 pub use background::{BackgroundEmitter, EmitRate, RateError};
-pub use task_runner::{RunnerWrite, TaskRunner};
+pub use task_runner::{Mutation, RunnerWrite, TaskRunner};
 pub use tool_call::{
     MAX_CALL_MS, MAX_DELAY_MS, MAX_STEPS, Steps, ToolCall, ToolOutcome, ToolSpec, ToolSpecError,
     ToolStep,

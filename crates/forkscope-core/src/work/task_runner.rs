@@ -10,6 +10,26 @@ use super::{Steps, ToolSpec, ToolStep};
 use crate::ids::TaskId;
 use crate::time::LabTime;
 
+/// A fault planted in the runner on purpose, for `check` to find and a scenario to replay: what
+/// the fence would be without one of its rules. Never in force unless asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mutation {
+    /// Runners renew their lease only with their steps ([`TaskRunner::without_renewal`]).
+    NoRenewal,
+}
+
+impl Mutation {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Mutation::NoRenewal => {
+                "no-renewal: task runners renew their lease only with their steps, so a step \
+                 longer than the lease lets a read adopt the task"
+            }
+        }
+    }
+}
+
 /// One write the runner owes its store, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunnerWrite {
