@@ -27,6 +27,7 @@ pub mod rebinding;
 pub(crate) mod refusal;
 mod routes;
 pub mod stream_body;
+pub mod task_answers;
 pub mod tasks;
 pub mod tool;
 pub mod writers;
