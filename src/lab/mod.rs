@@ -378,7 +378,7 @@ impl Lab {
                 let client = self.task_client.clone();
                 tokio::spawn(async move {
                     match client.intent().await {
-                        Ok(status) => tracing::info!(status, "task ended"),
+                        Ok(status) => tracing::info!(status = status.name(), "task ended"),
                         Err(e) => tracing::warn!(error = %e, "task call failed"),
                     }
                 });
@@ -388,7 +388,7 @@ impl Lab {
                 let client = self.task_client.clone();
                 tokio::spawn(async move {
                     match client.read_again().await {
-                        Ok(status) => tracing::info!(status, "task read again"),
+                        Ok(status) => tracing::info!(status = status.name(), "task read again"),
                         Err(e) => tracing::warn!(error = %e, "task read again: refused"),
                     }
                 });

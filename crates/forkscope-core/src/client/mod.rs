@@ -1,10 +1,12 @@
 //! The client side of the core: the cursor, the reconciliation rule of condition 4, side-effect
-//! application with dedupe, and the reconnect schedule.
+//! application with dedupe, and the reconnect schedule; `intent.rs` is the 2026-07-28 client's
+//! one intent (a task call under its key, its re-issues and polls, the task's cursor).
 //!
 //! The client decides only from what a real client sees on the wire (headers, event ids). The
 //! ground truth of each event ([`EventTruth`]) is passed along purely for the history, so the
 //! checker can judge what really happened.
 
+pub mod intent;
 pub mod request;
 pub mod retry;
 

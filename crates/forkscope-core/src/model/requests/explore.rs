@@ -104,13 +104,13 @@ impl RequestLab {
         let mut words = vec![
             self.tasks.len() as u64,
             self.in_flight.map_or(0, |t| u64::from(t) + 1),
-            self.known.map_or(0, |t| u64::from(t) + 1),
-            u64::from(self.calls),
+            self.intent.known().map_or(0, |&t| u64::from(t) + 1),
             u64::from(self.crashes),
             u64::from(self.cancelled),
             u64::from(self.ttl_passed),
         ];
-        for (i, &id) in self.tasks.iter().enumerate() {
+        words.extend(self.intent.canonical());
+        for &id in &self.tasks {
             match self.table.get(id) {
                 Ok(task) => words.extend([
                     task.status as u64 + 1,
@@ -120,7 +120,6 @@ impl RequestLab {
                 ]),
                 Err(_) => words.push(0),
             }
-            words.push(self.read_terminal[i].map_or(0, |s| s as u64 + 1));
         }
         for r in &self.runners {
             let next = r.runner.poll_timeout();

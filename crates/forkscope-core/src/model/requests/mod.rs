@@ -11,6 +11,9 @@
 //! judges: a step applied twice, two runners, an orphan task, an end reached twice, a read back
 //! from an end.
 //!
+//! The client is the core's own [`Intent`] — the machine the lab's client drives — knowing
+//! tasks by their index in the model: what it re-issues, and what it has read.
+//!
 //! Time is explored too: each step of the work takes longer than the lease, so a runner lives
 //! only by renewing, and a runner is the core's own [`TaskRunner`] — the machine the wire's
 //! runners drive — whose every write (a step, the result, a renewal) is one step of the search,
@@ -29,12 +32,12 @@ mod tests;
 
 pub use explore::{TracedStep, explore, trace};
 
+use crate::client::intent::{CallAnswer, Intent, IntentStep, ReadAnswer};
 use crate::history::{Anomaly, History, Record, Run};
 use crate::ids::{SplitMix64, TaskId};
 use crate::policy::Policy;
 use crate::tasks::{
-    DEFAULT_TTL_MS, Holder, Keyed, LEASE_MS, POLL_INTERVAL_MS, Runner, Settled, Status, TaskRules,
-    TaskTable, Work,
+    DEFAULT_TTL_MS, Holder, Keyed, LEASE_MS, Runner, Settled, Status, TaskRules, TaskTable, Work,
 };
 use crate::time::LabTime;
 use crate::work::{RunnerWrite, TaskRunner, ToolSpec};
@@ -172,14 +175,12 @@ pub struct RequestLab {
     pub(crate) runners: Vec<ModelRunner>,
     /// The answer on its way to the client: the task it names.
     pub(crate) in_flight: Option<u8>,
-    /// The task the client knows.
-    pub(crate) known: Option<u8>,
-    pub(crate) calls: u8,
+    /// The client: the core's own machine, the one the lab's client drives, knowing tasks by
+    /// their index here. Its calls are bounded by [`Params::calls`], not by its own limit.
+    pub(crate) intent: Intent<u8>,
     pub(crate) crashes: u8,
     pub(crate) cancelled: bool,
     pub(crate) ttl_passed: bool,
-    /// The last terminal status each task was read as (what the client holds).
-    pub(crate) read_terminal: Vec<Option<Status>>,
     pub(crate) history: History,
     rng: SplitMix64,
     /// Whether new runners renew ([`Params::renewal`]).
@@ -197,12 +198,10 @@ impl RequestLab {
             tasks: Vec::new(),
             runners: Vec::new(),
             in_flight: None,
-            known: None,
-            calls: 0,
+            intent: Intent::new(u32::from(u8::MAX)),
             crashes: 0,
             cancelled: false,
             ttl_passed: false,
-            read_terminal: Vec::new(),
             history: History::new(capacity),
             rng: SplitMix64::new(0x2026_0728),
             renewal: true,
@@ -212,7 +211,7 @@ impl RequestLab {
     /// Whether the run may end here and be judged: the client knows its task and nothing is on
     /// its way to it (a state where it knows none was cut by the bound on its re-issues).
     pub(crate) fn at_rest(&self) -> bool {
-        self.known.is_some() && self.in_flight.is_none()
+        self.intent.known().is_some() && self.in_flight.is_none()
     }
 
     /// Lets the lab run on as a quiet lab does before a run ends — every runner making its
@@ -222,8 +221,7 @@ impl RequestLab {
     /// never will be.
     pub(crate) fn end_run(&mut self) {
         for _ in 0..QUIESCE_ROUNDS {
-            let Some(known) = self.known else { break };
-            if self.read_terminal[usize::from(known)].is_some() {
+            if self.intent.known().is_none() || self.intent.outcome().is_some() {
                 break;
             }
             for r in 0..self.runners.len() {
@@ -232,11 +230,23 @@ impl RequestLab {
                     self.run(r);
                 }
             }
-            self.poll(usize::MAX);
-            let next_poll = self.now.plus(POLL_INTERVAL_MS);
+            // The client reads at its own pace, as the lab's client does: the machine says when.
+            match self.intent.next(self.now) {
+                IntentStep::Read { .. } => self.poll(usize::MAX),
+                // A re-issue in a quiet lab: its answer arrives.
+                IntentStep::Call => {
+                    self.call();
+                    if let Some(task) = self.in_flight.take() {
+                        self.intent.answered(self.now, CallAnswer::Created(task));
+                    }
+                }
+                _ => {}
+            }
+            let next_read = self.intent.poll_timeout().unwrap_or(self.now);
             self.now = self
                 .next_deadline()
-                .map_or(next_poll, |at| at.min(next_poll));
+                .map_or(next_read, |at| at.min(next_read))
+                .max(self.now);
         }
         self.record(Record::RunEnded {
             reconnecting: false,
@@ -268,7 +278,9 @@ impl RequestLab {
         match step {
             // The first call, or a re-issue: nothing known and nothing on its way.
             RequestStep::Call => {
-                self.calls < params.calls && !awaiting && self.known.is_none() && !self.ttl_passed
+                self.intent.wants_call()
+                    && self.intent.calls() < u32::from(params.calls)
+                    && !self.ttl_passed
             }
             RequestStep::Answer | RequestStep::LoseAnswer => awaiting,
             RequestStep::Run(r) => self
@@ -284,8 +296,8 @@ impl RequestLab {
                         .is_some_and(|r| !r.runner.is_over())
             }
             RequestStep::Tick => self.next_deadline().is_some(),
-            RequestStep::Poll => self.known.is_some(),
-            RequestStep::Cancel => self.known.is_some() && !self.cancelled,
+            RequestStep::Poll => self.intent.known().is_some(),
+            RequestStep::Cancel => self.intent.known().is_some() && !self.cancelled,
             RequestStep::TtlExpires => !self.tasks.is_empty() && !self.ttl_passed,
         }
     }
@@ -327,9 +339,20 @@ impl RequestLab {
     pub fn take(&mut self, step: RequestStep, params: &Params) {
         self.renewal = params.renewal;
         match step {
-            RequestStep::Call => self.call(),
-            RequestStep::Answer => self.known = self.in_flight.take(),
-            RequestStep::LoseAnswer => self.in_flight = None,
+            RequestStep::Call => {
+                if self.intent.next(self.now) == IntentStep::Call {
+                    self.call();
+                }
+            }
+            RequestStep::Answer => {
+                if let Some(task) = self.in_flight.take() {
+                    self.intent.answered(self.now, CallAnswer::Created(task));
+                }
+            }
+            RequestStep::LoseAnswer => {
+                self.in_flight = None;
+                self.intent.answered(self.now, CallAnswer::Lost);
+            }
             RequestStep::Run(r) => self.run(usize::from(r)),
             RequestStep::Crash(r) => {
                 self.crashes += 1;
@@ -358,8 +381,8 @@ impl RequestLab {
         }
     }
 
+    /// The call the client's machine asked for ([`IntentStep::Call`]).
     fn call(&mut self) {
-        self.calls += 1;
         let keyed = self.rules.read_key(Some(Keyed {
             key: KEY.to_owned(),
             arguments: "progress_task".to_owned(),
@@ -385,7 +408,6 @@ impl RequestLab {
             Some(i) => i as u8,
             None => {
                 self.tasks.push(created.id);
-                self.read_terminal.push(None);
                 (self.tasks.len() - 1) as u8
             }
         };
@@ -448,7 +470,9 @@ impl RequestLab {
     /// The client's `tasks/get`; a task found working past its lease is adopted by the replica
     /// that answered, while fewer than `max_runners` have run.
     fn poll(&mut self, max_runners: usize) {
-        let Some(known) = self.known else { return };
+        let Some(&known) = self.intent.known() else {
+            return;
+        };
         let id = self.tasks[usize::from(known)];
         self.record(Record::TaskNamed { task: id });
         if self.working(known)
@@ -460,16 +484,21 @@ impl RequestLab {
             let done = self.table.get(id).map_or(0, |t| t.done);
             self.start_runner(known, epoch, done, self.renewal);
         }
-        if let Some(status) = self.status(known) {
+        if let Ok(task) = self.table.get(id) {
+            let (status, done) = (task.status, task.done);
             self.record(Record::TaskRead { task: id, status });
-            if status.is_terminal() {
-                self.read_terminal[usize::from(known)] = Some(status);
-            }
+            let read = ReadAnswer::Read {
+                status,
+                done: Some(done),
+            };
+            self.intent.read(self.now, read);
         }
     }
 
     fn cancel(&mut self) {
-        let Some(known) = self.known else { return };
+        let Some(&known) = self.intent.known() else {
+            return;
+        };
         self.cancelled = true;
         let id = self.tasks[usize::from(known)];
         self.record(Record::TaskNamed { task: id });
