@@ -490,12 +490,19 @@ impl fmt::Display for Anomaly {
                 done,
                 of,
                 at,
-            } => write!(
-                f,
-                "task lost: the run ended at {at} and no end of {op} reached the client, nor \
-                 anything that told it none will (task {} had applied {done} of {of} steps)",
-                task.short()
-            ),
+            } => {
+                write!(
+                    f,
+                    "task lost: the run ended at {at} and no end of {op} reached the client, nor \
+                     anything that told it none will (task {} ",
+                    task.short()
+                )?;
+                // A step's record says how many the work has: none applied, none said.
+                match of {
+                    0 => f.write_str("had applied no step)"),
+                    _ => write!(f, "had applied {done} of {of} steps)"),
+                }
+            }
         }
     }
 }
