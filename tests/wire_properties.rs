@@ -71,7 +71,7 @@ fn options(policy: Policy) -> LabOptions {
         replicas: None,
         latency_ms: 0,
         protocols: forkscope_core::revision::Protocols::Both,
-        mutate: None,
+        ..LabOptions::default()
     }
 }
 

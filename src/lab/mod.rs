@@ -56,6 +56,9 @@ pub struct LabOptions {
     /// A fault planted in the one server's task runners (a lab of replicas takes it in its
     /// `ReplicaSetup`): what a scenario `check` wrote from a mutation replays.
     pub mutate: Option<forkscope_core::work::Mutation>,
+    /// The 2026-07-28 client sends its task cursor with each read; `false`: a stock client's
+    /// reads, which say nothing of what they were told.
+    pub task_cursor: bool,
 }
 
 impl Default for LabOptions {
@@ -72,6 +75,7 @@ impl Default for LabOptions {
             replicas: None,
             protocols: forkscope_core::revision::Protocols::Both,
             mutate: None,
+            task_cursor: true,
         }
     }
 }
@@ -214,7 +218,8 @@ impl Lab {
                     delay_ms: options.tool_delay_ms,
                 },
             )
-            .logging_to(exchanges.clone(), clock.clone()),
+            .logging_to(exchanges.clone(), clock.clone())
+            .with_cursor(options.task_cursor),
         );
         Ok(Lab {
             task_client,

@@ -124,6 +124,9 @@ pub enum WaitFor {
     /// 2026-07-28: the server (or its replicas) adopted at least `count` tasks whose lease ran
     /// out, by their own count.
     TasksAdopted,
+    /// 2026-07-28: the server (or its replicas) wrote at least `count` task ends, by the
+    /// checker's record (one task ended twice counts twice).
+    TasksSettled,
     /// 2026-07-28: the task client's reads again (`read_task_again`) have been answered, at
     /// least `count` of them, whatever the answer.
     ReadsAgain,
@@ -149,6 +152,7 @@ impl WaitFor {
             WaitFor::StepsApplied => format!("the server to apply {count} steps of work"),
             WaitFor::TasksEnded => format!("{count} tasks to be read as ended"),
             WaitFor::TasksAdopted => format!("the server to adopt {count} tasks"),
+            WaitFor::TasksSettled => format!("the server to write {count} task ends"),
             WaitFor::ReadsAgain => format!("{count} reads again to be answered"),
         }
     }
@@ -384,6 +388,10 @@ pub struct ScenarioFile {
     /// --mutate` found it (`"no-renewal"`). Absent: the server as it serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mutate: Option<forkscope_core::work::Mutation>,
+    /// 2026-07-28: `false`, the task client sends no task cursor with its reads (what it was
+    /// told: `_meta["io.forkscope/seen"]`), as the SDKs' clients do. Absent: forkscope's client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_cursor: Option<bool>,
     /// What `start_tool_call` asks of `progress_task` (default 8 steps, 400 ms apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolArgs>,
@@ -458,6 +466,7 @@ impl ScenarioFile {
             lease_ms: None,
             routing: None,
             mutate: None,
+            task_cursor: None,
             tool: None,
             config: LabConfig::default(),
             steps: Vec::new(),

@@ -104,6 +104,8 @@ pub struct Scenario {
     pub replicas: Option<crate::lab::ReplicaSetup>,
     /// A fault planted in the server's task runners (`mutate` in the file).
     pub mutate: Option<forkscope_core::work::Mutation>,
+    /// Whether the task client sends its task cursor (`task_cursor` in the file; default yes).
+    pub task_cursor: bool,
     pub steps: Vec<Step>,
     pub expect: Expectations,
 }
@@ -299,6 +301,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         quiesce_ms: file.quiesce_ms.unwrap_or(0),
         replicas,
         mutate: file.mutate,
+        task_cursor: file.task_cursor.unwrap_or(true),
         steps,
         expect: file.expect,
     })

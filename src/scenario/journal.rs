@@ -124,6 +124,7 @@ impl Journal {
         });
         file.config = self.options.config;
         file.mutate = self.options.mutate;
+        file.task_cursor = (!self.options.task_cursor).then_some(false);
         // A lab of replicas replays as one (its store is chosen when it is run).
         if let Some(setup) = &self.options.replicas {
             file.replicas = Some(setup.count);

@@ -307,6 +307,7 @@ pub fn lab_options(scenario: &Scenario, policy: Policy) -> LabOptions {
         tool_delay_ms: scenario.tool.map_or(defaults.tool_delay_ms, |t| t.delay_ms),
         replicas: scenario.replicas.clone(),
         mutate: scenario.mutate,
+        task_cursor: scenario.task_cursor,
         ..defaults
     }
 }
@@ -372,6 +373,7 @@ async fn wait(
         WaitFor::StepsApplied => core.history.checker().counters().steps_applied >= count,
         WaitFor::TasksEnded => task_client.counters.ended.load(Ordering::Relaxed) >= count,
         WaitFor::TasksAdopted => lab.tasks_adopted() >= count,
+        WaitFor::TasksSettled => core.history.checker().counters().tasks_settled >= count,
         WaitFor::ReadsAgain => task_client.counters.reads_again.load(Ordering::Relaxed) >= count,
         // Only once the client has read the answer: a ruling is recorded before the client
         // acts on it (a refusal that sends it to a new session leaves it idle first).

@@ -9,7 +9,7 @@ use forkscope_core::{AnomalyKind, Policy, RejectReason, Tuning};
 use proptest::prelude::*;
 use std::path::Path;
 
-const WAITS: [WaitFor; 15] = [
+const WAITS: [WaitFor; 16] = [
     WaitFor::Connected,
     WaitFor::Reconnecting,
     WaitFor::Applied,
@@ -25,6 +25,7 @@ const WAITS: [WaitFor; 15] = [
     WaitFor::TasksEnded,
     WaitFor::ReadsAgain,
     WaitFor::TasksAdopted,
+    WaitFor::TasksSettled,
 ];
 
 /// Fails to compile when a wait is added without being listed in [`WAITS`].
@@ -45,7 +46,8 @@ fn listed(what: WaitFor) {
         | WaitFor::StepsApplied
         | WaitFor::TasksEnded
         | WaitFor::ReadsAgain
-        | WaitFor::TasksAdopted => {}
+        | WaitFor::TasksAdopted
+        | WaitFor::TasksSettled => {}
     }
 }
 

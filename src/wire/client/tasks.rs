@@ -88,6 +88,8 @@ pub struct TaskClient {
     /// each read again, so a store rolled back under what the client saw refuses the read
     /// rather than answer with less, or adopt and run again what the client saw done.
     last: std::sync::Mutex<Option<Intent<String>>>,
+    /// Whether reads carry the cursor; `false`: a stock client's reads.
+    cursor: bool,
     /// Where each exchange is reported (the lab's http pane), at the lab's time.
     log: Option<(Arc<dyn super::ExchangeLog>, Arc<crate::clock::LabClock>)>,
 }
@@ -106,6 +108,7 @@ impl TaskClient {
             nonce: crate::wire::OsEntropy::new().next_u64() as u32,
             counters: TaskClientCounters::default(),
             last: std::sync::Mutex::new(None),
+            cursor: true,
             log: None,
         }
     }
@@ -117,6 +120,13 @@ impl TaskClient {
         clock: Arc<crate::clock::LabClock>,
     ) -> TaskClient {
         self.log = Some((log, clock));
+        self
+    }
+
+    /// Reads carry the task's cursor (`true`, forkscope's client) or say nothing of what they
+    /// were told (`false`, as the SDKs' clients read).
+    pub fn with_cursor(mut self, cursor: bool) -> TaskClient {
+        self.cursor = cursor;
         self
     }
 
@@ -178,7 +188,8 @@ impl TaskClient {
                     intent.answered(now(), answer);
                 }
                 IntentStep::Read { task, seen } => {
-                    let answer = read_answer(self.send("tasks/get", read(&task, seen), None).await);
+                    let answer =
+                        read_answer(self.send("tasks/get", self.read(&task, seen), None).await);
                     intent.read(now(), answer);
                     if let Some(Ok(_)) = intent.outcome() {
                         self.counters.ended.fetch_add(1, Ordering::Relaxed);
@@ -221,6 +232,16 @@ impl TaskClient {
         }
     }
 
+    /// `tasks/get`'s params for `task`, saying what the client was told of it (the task's
+    /// cursor) unless it reads as a stock client.
+    fn read(&self, task: &str, seen: Seen) -> Value {
+        match self.cursor {
+            true => json!({ "taskId": task,
+                "_meta": { META_SEEN: { "done": seen.done, "ended": seen.ended } } }),
+            false => json!({ "taskId": task }),
+        }
+    }
+
     /// Reads the last task polled once more, saying what it was told: its status, or the
     /// server's refusal.
     pub async fn read_again(&self) -> Result<Status, IntentError> {
@@ -230,7 +251,7 @@ impl TaskClient {
         };
         let (task, seen) =
             known.ok_or_else(|| IntentError::Unreadable("no task read yet".into()))?;
-        let answer = read_answer(self.send("tasks/get", read(&task, seen), None).await);
+        let answer = read_answer(self.send("tasks/get", self.read(&task, seen), None).await);
         self.counters.reads_again.fetch_add(1, Ordering::Relaxed);
         if let Some(intent) = self.last.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             intent.read(LabTime::ZERO, answer.clone());
@@ -241,10 +262,4 @@ impl TaskClient {
             ReadAnswer::Unknown => Err(IntentError::Unreadable("unknown task".into())),
         }
     }
-}
-
-/// `tasks/get`'s params for `task`, saying what the client was told of it (the task's cursor).
-fn read(task: &str, seen: Seen) -> Value {
-    json!({ "taskId": task,
-        "_meta": { META_SEEN: { "done": seen.done, "ended": seen.ended } } })
 }

@@ -457,6 +457,7 @@ impl super::Checker {
             Record::StepApplied { .. } => self.counters.steps_applied += 1,
             Record::TaskCreated { fresh: true, .. } => self.counters.tasks_created += 1,
             Record::TaskCreated { fresh: false, .. } => self.counters.tasks_found_again += 1,
+            Record::TaskSettled { .. } => self.counters.tasks_settled += 1,
             _ => {}
         }
         let mut found = Vec::new();

@@ -120,6 +120,9 @@ pub struct Counters {
     pub tasks_created: u64,
     /// Calls whose idempotency key found the task made before.
     pub tasks_found_again: u64,
+    /// Ends the server wrote (a runner's, a cancel's, the TTL's): one task ended twice counts
+    /// twice.
+    pub tasks_settled: u64,
 }
 
 impl Counters {
