@@ -275,17 +275,22 @@ async fn both_lanes_of_the_fork_show_at_60x20_and_in_compare_mode_at_80x24() {
     let mut terminal = Terminal::new(TestBackend::new(60, 20)).unwrap();
     fork_by_keys(&mut app, &mut terminal).await;
     frame(&mut app, &mut terminal);
-    // Too short for the evidence card beneath the panes: it takes the lanes' place, and
-    // `Enter` gives them back.
-    let card = screen(&terminal);
-    assert!(card.contains("evidence"), "the card at 60×20:\n{card}");
-    app.handle(code(KeyCode::Enter)).await;
-    frame(&mut app, &mut terminal);
+    // Too short for the evidence card beneath the panes: the card waits, and the fork's two
+    // lanes stay on screen beside the invariant pane's verdict.
     let small = screen(&terminal);
     assert!(
-        small.contains("│s1 ") && small.contains("│s2 "),
-        "both lanes at 60×20:\n{small}"
+        small.contains("│s1 ") && small.contains("│s2 ") && small.contains("verdict FORK"),
+        "both lanes and the verdict at 60×20:\n{small}"
     );
+    assert!(!small.contains("evidence"), "the card waits:\n{small}");
+    // With room again, the card is there, and Esc closes it without quitting.
+    let mut tall = Terminal::new(TestBackend::new(100, 40)).unwrap();
+    frame(&mut app, &mut tall);
+    assert!(screen(&tall).contains("evidence"), "{}", screen(&tall));
+    app.handle(code(KeyCode::Esc)).await;
+    assert!(!app.quitting(), "Esc closed the card, not the dashboard");
+    frame(&mut app, &mut tall);
+    assert!(!screen(&tall).contains("evidence"), "{}", screen(&tall));
     app.handle(key('m')).await;
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
     until(

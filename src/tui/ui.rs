@@ -172,9 +172,8 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         (false, true) => 20,
         (false, false) => 16,
     };
-    // One lab on a screen too short for the card beneath its panes (60×20): the card takes
-    // the lanes' place rather than disappear (`Enter` gives them back).
-    let mut card_in_lanes = None;
+    // A screen too short for the card beneath its panes (60×20) keeps its lanes: the card
+    // waits for room (a resize), and the invariant pane says the same first violation.
     let body = match evidence {
         Some(e) if body.height >= panes_need + evidence::height(e, body.width) => {
             let [body, pane] = Layout::vertical([
@@ -183,13 +182,6 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             ])
             .areas(body);
             evidence::render(frame, pane, e, theme);
-            body
-        }
-        // Only where nothing else would give it room (a 24-row screen keeps its lanes), and
-        // never while an event is selected: its card speaks for it, and the lanes must show
-        // the selection.
-        Some(e) if !compare && body.height < 22 && screen.event.is_none() => {
-            card_in_lanes = Some(e);
             body
         }
         _ => body,
@@ -226,17 +218,6 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         } else {
             draw_single(frame, body, first, lanes, screen, theme)
         });
-        if let Some(card) = card_in_lanes
-            && let Some(lanes) = drawn.pop()
-        {
-            // Drawn over the lanes' area: the mouse finds no lane there.
-            frame.render_widget(ratatui::widgets::Clear, lanes.area);
-            evidence::render(frame, lanes.area, card, theme);
-            drawn.push(LanesDrawn {
-                area: lanes.area,
-                ..LanesDrawn::default()
-            });
-        }
     }
     let of_replicas = first.replicas.is_some();
     footer::render(frame, bottom, screen.status, of_replicas, theme);

@@ -552,6 +552,11 @@ impl App {
             if self.selected.take().is_some() || self.explained.take().is_some() {
                 return;
             }
+            // The evidence card is a card too: Esc pressed to close it must not quit.
+            if self.evidence.shown().is_some() {
+                self.evidence.dismissed = true;
+                return;
+            }
             if self.travel.at.is_some() {
                 return self.go_live();
             }
