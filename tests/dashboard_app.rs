@@ -133,7 +133,9 @@ async fn decisions_are_steps_of_their_own() {
         app.handle(key('[')).await;
         assert_eq!(at(&app), stop);
     }
-    // Esc leaves time travel before it would quit.
+    // Esc closes the evidence card, then leaves time travel, before it would quit.
+    app.handle(code(KeyCode::Esc)).await;
+    assert!(app.travelling().is_some() && !app.quitting());
     app.handle(code(KeyCode::Esc)).await;
     assert_eq!(app.travelling(), None);
     assert!(!app.quitting());

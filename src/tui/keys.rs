@@ -216,7 +216,7 @@ pub const FOOTER: [(&str, &str); 13] = [
 pub const FOOTER_REPLICAS: [(&str, &str); 12] = [
     ("?", "help"),
     ("A B", "replica"),
-    ("K", "kill"),
+    ("K", "kill⇄start"),
     ("N", "next→"),
     ("I", "isolate"),
     ("G", "routing"),
