@@ -321,6 +321,7 @@ mod tests {
             policy: Policy::Fenced,
             verdict: Verdict {
                 clean: true,
+                open: 0,
                 counts: Default::default(),
                 headline: String::new(),
                 first: None,

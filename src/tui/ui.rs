@@ -29,6 +29,14 @@ pub const MIN_HEIGHT: u16 = 20;
 /// 80); narrower, the screen says so and shows each lab's verdict line.
 pub const MIN_WIDTH_THREE: u16 = 120;
 
+/// What a frame put on screen that keys act on: the lanes (for the mouse) and whether the
+/// evidence card is up (Esc closes it before anything else).
+#[derive(Debug, Default)]
+pub struct Drawn {
+    pub lanes: Vec<LanesDrawn>,
+    pub evidence: bool,
+}
+
 /// What is open over the dashboard, as drawn.
 #[derive(Clone, Copy, Debug)]
 pub enum OverlayView<'a> {
@@ -112,7 +120,7 @@ pub fn draw_still(frame: &mut Frame, still: &crate::record::Still) {
 }
 
 /// Draws the screen; returns where each panel's lanes went (for the mouse).
-pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
+pub fn draw(frame: &mut Frame, screen: &Screen) -> Drawn {
     let area = frame.area();
     let theme = &screen.theme;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
@@ -130,10 +138,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             ),
         ];
         frame.render_widget(Paragraph::new(text).centered(), middle);
-        return Vec::new();
+        return Drawn::default();
     }
     let Some(first) = screen.panels.first() else {
-        return Vec::new();
+        return Drawn::default();
     };
     let [top, body, bottom] = Layout::vertical([
         Constraint::Length(1),
@@ -174,6 +182,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
     };
     // A screen too short for the card beneath its panes (60×20) keeps its lanes: the card
     // waits for room (a resize), and the invariant pane says the same first violation.
+    let mut card_drawn = false;
     let body = match evidence {
         Some(e) if body.height >= panes_need + evidence::height(e, body.width) => {
             let [body, pane] = Layout::vertical([
@@ -182,6 +191,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
             ])
             .areas(body);
             evidence::render(frame, pane, e, theme);
+            card_drawn = true;
             body
         }
         _ => body,
@@ -234,7 +244,10 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Vec<LanesDrawn> {
         }
         None => {}
     }
-    drawn
+    Drawn {
+        lanes: drawn,
+        evidence: card_drawn,
+    }
 }
 
 /// Three labs on a terminal too narrow for three columns: what to do, and each lab's verdict

@@ -134,6 +134,8 @@ pub struct App {
     status: Option<(String, Instant)>,
     /// Where each panel's lanes were last drawn, for the mouse.
     lanes_drawn: Vec<LanesDrawn>,
+    /// The last frame showed the evidence card: Esc closes it first.
+    card_drawn: bool,
     /// The terminal was below the dashboard's minimum at the last frame: keys other than quit
     /// do nothing (the screen only asks to be enlarged).
     too_small: bool,
@@ -178,6 +180,7 @@ impl App {
             hide_verdict: start.predict,
             status: None,
             lanes_drawn: Vec::new(),
+            card_drawn: false,
             too_small: false,
             scenario_dir: start.scenario_dir,
             save_dir: start.save_dir,
@@ -483,12 +486,13 @@ impl App {
         let frame_lock = super::TERMINAL
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut drawn = Vec::new();
+        let mut drawn = ui::Drawn::default();
         terminal
             .draw(|frame| drawn = ui::draw(frame, &screen))
             .map_err(|e| DashboardError::Terminal(std::io::Error::other(e.to_string())))?;
         drop(frame_lock);
-        self.lanes_drawn = drawn;
+        self.lanes_drawn = drawn.lanes;
+        self.card_drawn = drawn.evidence;
         self.dirty = false;
         Ok(())
     }
@@ -552,8 +556,8 @@ impl App {
             if self.selected.take().is_some() || self.explained.take().is_some() {
                 return;
             }
-            // The evidence card is a card too: Esc pressed to close it must not quit.
-            if self.evidence.shown().is_some() {
+            // The evidence card on screen is a card too: Esc pressed to close it must not quit.
+            if self.card_drawn && self.evidence.shown().is_some() {
                 self.evidence.dismissed = true;
                 return;
             }

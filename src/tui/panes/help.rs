@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// What the screen's words, glyphs and abbreviations mean.
-pub const GLOSSARY: [(&str, &str); 29] = [
+pub const GLOSSARY: [(&str, &str); 34] = [
     (
         "FORK",
         "two live streams in one session, an emit on the one left",
@@ -78,6 +78,22 @@ pub const GLOSSARY: [(&str, &str); 29] = [
         "how a resume (↺) knew its stream: token header or id key",
     ),
     (
+        "CALL LOST",
+        "a tool call's result never reached the client, untold",
+    ),
+    (
+        "REUSED ID",
+        "one event id written twice, for two different events",
+    ),
+    (
+        "UNDELIVERED",
+        "owed and never arrived, but the client was told (typed)",
+    ),
+    (
+        "CLEAN",
+        "all owed arrived once; \"so far\" while some is still open",
+    ),
+    (
         "TWO RUNNERS",
         "2026: one call run twice at once (two tasks, one key) ⇉",
     ),
@@ -97,6 +113,10 @@ pub const GLOSSARY: [(&str, &str); 29] = [
     (
         "CUT HALFWAY",
         "2026: a closed stream cancelled a call midway ◐",
+    ),
+    (
+        "TASK LOST",
+        "2026: a task's end never reached the client, untold",
     ),
     (
         "t1a2b3c",
@@ -232,4 +252,22 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, replicas: bool, theme:
             .block(block(title, theme)),
         popup,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GLOSSARY;
+    use forkscope_core::AnomalyKind;
+    use strum::IntoEnumIterator;
+
+    #[test]
+    fn help_explains_every_verdict_word() {
+        for kind in AnomalyKind::iter() {
+            let word = super::super::invariant::short(kind);
+            assert!(
+                GLOSSARY.iter().any(|(w, _)| *w == word),
+                "? does not explain {word}"
+            );
+        }
+    }
 }

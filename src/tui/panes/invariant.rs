@@ -249,6 +249,13 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme:
     let mut fields = vec![vec![Span::styled("verdict ", theme.title())]];
     if verdict.clean {
         fields[0].push(Span::styled("CLEAN", theme.verdict(true)));
+        // Clean only so far while something owed is on its way: the checker's count.
+        if verdict.open > 0 {
+            fields.push(vec![Span::styled(
+                format!(" so far · {} open", verdict.open),
+                theme.warn(),
+            )]);
+        }
     } else {
         for (i, (kind, n)) in verdict.counts.iter().enumerate() {
             let sep = if i == 0 { "" } else { " · " };

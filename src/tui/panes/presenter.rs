@@ -19,11 +19,7 @@ pub const HEIGHT: u16 = 9;
 pub fn wanted_height(snap: &Snapshot, width: u16) -> u16 {
     let inner = usize::from(width.saturating_sub(2));
     let verdict = &snap.view.verdict;
-    let counts = if verdict.clean {
-        1
-    } else {
-        super::wrap_fields(count_fields(snap, Style::default()), inner).len()
-    };
+    let counts = super::wrap_fields(count_fields(snap, Style::default()), inner).len();
     let sentence = super::wrap_cut(&verdict.headline, inner, usize::MAX).len();
     u16::try_from(4 + counts + sentence + 2)
         .unwrap_or(u16::MAX)
@@ -34,10 +30,15 @@ pub fn wanted_height(snap: &Snapshot, width: u16) -> u16 {
 fn count_fields(snap: &Snapshot, style: Style) -> Vec<Vec<Span<'static>>> {
     let verdict = &snap.view.verdict;
     if verdict.clean {
-        return vec![vec![Span::styled(
+        let mut clean = vec![vec![Span::styled(
             "CLEAN",
             style.add_modifier(Modifier::REVERSED),
         )]];
+        // Clean only so far while something owed is on its way: the checker's count.
+        if verdict.open > 0 {
+            clean.push(vec![Span::raw(format!(" so far · {} open", verdict.open))]);
+        }
+        return clean;
     }
     verdict
         .counts

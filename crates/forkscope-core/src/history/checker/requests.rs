@@ -383,6 +383,12 @@ impl Requests {
         }
     }
 
+    /// Calls made as tasks whose end has not reached the client yet, nor been judged.
+    pub(super) fn open_ends(&self) -> u64 {
+        let open = |op: &&Op| !op.end_read && !op.settled && op.made > 0;
+        self.ops.values().filter(open).count() as u64
+    }
+
     /// The tasks kept, oldest first: the newest `n`.
     pub(super) fn tasks(&self, n: usize) -> Vec<TaskLine> {
         let skip = self.task_order.len().saturating_sub(n);

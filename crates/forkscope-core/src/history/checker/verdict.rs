@@ -35,6 +35,7 @@ impl Checker {
         // The most telling anomaly leads: a fork explains the duplicates and drift after it.
         let lead = <AnomalyKind as strum::IntoEnumIterator>::iter()
             .find_map(|kind| self.anomalies.iter().find(|a| a.kind() == kind));
+        let open = self.open_obligations() + self.requests.open_ends();
         let headline = match lead {
             // No client reported what it applied (stock clients of `forkscope serve` do not):
             // say what the server saw rather than "0 side effects applied".
@@ -43,6 +44,15 @@ impl Checker {
                  ({}, {} rejected, {}; no client reported what it applied, so duplicates and \
                  losses are not judged)",
                 counted(self.counters.emits, "event", "emitted"),
+                counted(self.counters.resumes_accepted, "resume", "accepted"),
+                self.counters.rejected_total(),
+                counted(self.counters.late_emits_refused, "late emit", "refused"),
+            ),
+            // Nothing wrong yet, but something owed is still on its way: not a verdict yet.
+            None if open > 0 => format!(
+                "nothing wrong so far, and {open} owed still open: {} applied, on one stream at \
+                 a time ({}, {} rejected, {})",
+                counted(self.counters.applied, "side effect", ""),
                 counted(self.counters.resumes_accepted, "resume", "accepted"),
                 self.counters.rejected_total(),
                 counted(self.counters.late_emits_refused, "late emit", "refused"),
@@ -60,7 +70,12 @@ impl Checker {
             // Only 2026-07-28 happened (a lab of that revision alone, a stateless client):
             // nothing of streams to say.
             (None, steps @ 1..) if self.counters.legacy_quiet() => format!(
-                "no anomaly: 2026-07-28: {}, each once, {}",
+                "no anomaly{}: 2026-07-28: {}, each once, {}",
+                if open > 0 {
+                    format!(" so far, and {open} owed still open")
+                } else {
+                    String::new()
+                },
                 counted(steps, "step", "applied"),
                 counted(self.counters.tasks_created, "task", "made")
             ),
@@ -77,6 +92,7 @@ impl Checker {
         });
         Verdict {
             clean: counts.is_empty(),
+            open,
             counts,
             headline,
             first: lead.cloned(),
@@ -145,6 +161,9 @@ impl Counters {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     pub clean: bool,
+    /// What is owed and not settled yet: events on their way, a call's result, a task's end
+    /// not yet read. A clean verdict with some open is clean *so far*.
+    pub open: u64,
     pub counts: BTreeMap<AnomalyKind, u64>,
     /// One sentence: the leading anomaly, or a summary of a clean run.
     pub headline: String,
@@ -237,7 +256,25 @@ mod tests {
                 caused: Caused::NOTHING,
             });
         }
+        // Its end is not read yet: clean so far, with the end still owed.
         let verdict = checker.verdict();
+        assert_eq!(verdict.open, 1);
+        assert_eq!(
+            verdict.headline,
+            "no anomaly so far, and 1 owed still open: 2026-07-28: 1 step applied, each once, \
+             1 task made"
+        );
+        checker.observe(&Entry {
+            at: LabTime::ZERO,
+            by: None,
+            record: Record::TaskRead {
+                task,
+                status: crate::tasks::Status::Completed,
+            },
+            caused: Caused::NOTHING,
+        });
+        let verdict = checker.verdict();
+        assert_eq!(verdict.open, 0);
         assert_eq!(
             verdict.headline,
             "no anomaly: 2026-07-28: 1 step applied, each once, 1 task made"
