@@ -137,6 +137,17 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         text if text.starts_with("unchecked") => Span::styled("unchecked", bound.style),
         _ => bound.clone(),
     };
+    // A short pane (compare mode) keeps what the lesson needs: side effects and duplicates,
+    // then the cursor, the phase, the token; in their usual order.
+    // The owed line comes next (the verdict sums it up on a short pane), but a running tool
+    // call outranks it.
+    let rows = usize::from(area.height.saturating_sub(2));
+    let order = if client.request.is_some() {
+        [3, 1, 0, 2, 4, 5]
+    } else {
+        [3, 1, 0, 2, 5, 4]
+    };
+    let owed_has_row = order.iter().take(rows).any(|&line| line == 5);
     let lines = vec![
         fit(phase_forms),
         // The cursor first: a narrow pane cuts the explanation of the binding, not the value.
@@ -190,11 +201,46 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
                 Span::styled("  skipped ", theme.dim()),
                 Span::raw(client.replays_skipped.to_string()),
             ];
-            let forms = [
+            // Where the owed line has no row (a short pane, the evidence card beneath), its
+            // sum rides on this one: what arrived of what was owed.
+            let counters = &snap.view.counters;
+            let owed_sum = vec![
+                Span::styled("  owed ", theme.dim()),
+                Span::styled(
+                    if hidden {
+                        "?".to_owned()
+                    } else {
+                        format!("{}/{}", counters.owed_delivered, counters.owed)
+                    },
+                    if hidden || counters.owed_delivered == counters.owed {
+                        theme.dim()
+                    } else {
+                        theme.warn()
+                    },
+                ),
+            ];
+            let mut forms = Vec::new();
+            if !owed_has_row {
+                forms.extend([
+                    vec![
+                        applied.clone(),
+                        skipped.clone(),
+                        duplicates("  duplicates "),
+                        owed_sum.clone(),
+                    ],
+                    vec![
+                        applied.clone(),
+                        duplicates("  duplicates "),
+                        owed_sum.clone(),
+                    ],
+                    vec![applied.clone(), duplicates("  dup "), owed_sum],
+                ]);
+            }
+            forms.extend([
                 vec![applied.clone(), skipped, duplicates("  duplicates ")],
                 vec![applied.clone(), duplicates("  duplicates ")],
                 vec![applied, duplicates("  dup ")],
-            ];
+            ]);
             let at = forms
                 .iter()
                 .position(|f| f.iter().flatten().map(Span::width).sum::<usize>() <= inner)
@@ -204,16 +250,6 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, them
         tool_call(client.request.as_ref(), theme, inner),
         owed(snap, hidden, theme, inner),
     ];
-    // A short pane (compare mode) keeps what the lesson needs: side effects and duplicates,
-    // then the cursor, the phase, the token; in their usual order.
-    // The owed line comes next (the verdict sums it up on a short pane), but a running tool
-    // call outranks it.
-    let rows = usize::from(area.height.saturating_sub(2));
-    let order = if client.request.is_some() {
-        [3, 1, 0, 2, 4, 5]
-    } else {
-        [3, 1, 0, 2, 5, 4]
-    };
     let mut keep: Vec<usize> = order.into_iter().take(rows).collect();
     keep.sort_unstable();
     let lines: Vec<Line> = lines
