@@ -228,6 +228,46 @@ pub const FOOTER_REPLICAS: [(&str, &str); 12] = [
     ("q", "quit"),
 ];
 
+/// The footer of a lab of 2026-07-28 alone: its own keys (a task call, a lost answer), none of
+/// the streams' (nothing to drop or resume on that wire).
+pub const FOOTER_MODERN: [(&str, &str); 10] = [
+    ("?", "help"),
+    ("X", "task call"),
+    ("a", "lose its answer"),
+    ("n", "policy"),
+    ("o", "SDKs"),
+    ("←", "travel"),
+    ("space", "pause"),
+    ("m", "compare"),
+    ("p", "scenarios"),
+    ("q", "quit"),
+];
+
+/// The footer of a lab of 2026-07-28 replicas: the replica keys, then the task's.
+pub const FOOTER_MODERN_REPLICAS: [(&str, &str); 11] = [
+    ("?", "help"),
+    ("A B", "replica"),
+    ("K", "kill⇄start"),
+    ("N", "next→"),
+    ("I", "isolate"),
+    ("G", "routing"),
+    ("X", "task call"),
+    ("a", "lose its answer"),
+    ("n", "naive"),
+    ("L", "one server"),
+    ("q", "quit"),
+];
+
+/// The key line for a lab: of replicas or one server, speaking 2026-07-28 alone or not.
+pub fn footer(replicas: bool, modern_only: bool) -> &'static [(&'static str, &'static str)] {
+    match (replicas, modern_only) {
+        (true, true) => &FOOTER_MODERN_REPLICAS,
+        (true, false) => &FOOTER_REPLICAS,
+        (false, true) => &FOOTER_MODERN,
+        (false, false) => &FOOTER,
+    }
+}
+
 /// Ctrl-C: the one key that means the same wherever the dashboard is.
 pub fn is_interrupt(key: KeyEvent) -> bool {
     key.modifiers.contains(KeyModifiers::CONTROL)

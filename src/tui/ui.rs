@@ -230,7 +230,9 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Drawn {
         });
     }
     let of_replicas = first.replicas.is_some();
-    footer::render(frame, bottom, screen.status, of_replicas, theme);
+    let modern_only = first.protocols == forkscope_core::revision::Protocols::Modern;
+    let keys = crate::tui::keys::footer(of_replicas, modern_only);
+    footer::render(frame, bottom, screen.status, keys, theme);
     match screen.overlay {
         Some(OverlayView::Picker(p)) => picker::render(frame, body, p, theme),
         Some(OverlayView::Policies { selected }) => policies::render(frame, body, selected, theme),

@@ -7,7 +7,7 @@ use crate::history::{Counters, History, TaskLine, Verdict};
 use crate::ids::{SessionId, StreamId};
 use crate::policy::{Condition, Policy};
 use crate::server::{Server, StreamState};
-use crate::tasks::guarantee::{GuaranteeStatus, guarantees};
+use crate::tasks::guarantee::{self, GuaranteeStatus};
 use crate::time::LabTime;
 use crate::vocabulary::{OrphanCause, StreamKind};
 use serde::Serialize;
@@ -161,6 +161,7 @@ impl View {
             renewed: c.renewed(),
         });
         let reconciles = client.map_or(server.policy() == Policy::Fenced, Client::reconciles);
+        let verdict = history.verdict();
         View {
             at: now,
             policy: server.policy(),
@@ -168,9 +169,9 @@ impl View {
             sessions,
             client: client_view,
             conditions: conditions(server.policy(), server.config(), reconciles),
-            guarantees: guarantees(server.policy()),
+            guarantees: guarantee::judged(server.policy(), &verdict),
             tasks: history.checker().tasks(TASKS_SHOWN),
-            verdict: history.verdict(),
+            verdict,
             counters: history.checker().counters().clone(),
             owed_open: history.checker().open_obligations(),
         }

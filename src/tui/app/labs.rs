@@ -9,6 +9,7 @@ use crate::scenario::journal::{self, Journal, Observed};
 use crate::tui::keys::ReplicaKey;
 use crate::tui::panes;
 use crate::tui::panes::evidence::{self, EvidenceView};
+use forkscope_core::revision::Protocols;
 use forkscope_core::{Policy, ReplicaId};
 use std::sync::Arc;
 
@@ -176,7 +177,10 @@ impl App {
             [_] => {
                 self.replace_labs(&[policy], self.options.clone()).await;
                 self.single_policy = policy;
-                self.say(format!("{} · a fresh lab", policy_words(policy)));
+                self.say(format!(
+                    "{} · a fresh lab",
+                    policy_words(policy, self.options.protocols)
+                ));
             }
             [left, _, right] if policy == *left || policy == *right => {
                 self.say(format!(
@@ -187,7 +191,10 @@ impl App {
                 let compare = vec![*left, policy, *right];
                 self.replace_labs(&compare, self.options.clone()).await;
                 self.compare = compare;
-                self.say(format!("middle lab: {}", policy_words(policy)));
+                self.say(format!(
+                    "middle lab: {}",
+                    policy_words(policy, self.options.protocols)
+                ));
             }
             many => self.say(format!(
                 "compare mode runs {} (m leaves it); forkscope --compare naive,rmcp,fenced puts \
@@ -285,7 +292,7 @@ impl App {
                 (Action::SetPolicy(_) | Action::ToggleNaive, Some(now)) => {
                     self.say(format!(
                         "{} · the replicas started again",
-                        policy_words(*now)
+                        policy_words(*now, self.options.protocols)
                     ));
                 }
                 _ => self.say("lab restarted"),
@@ -293,7 +300,7 @@ impl App {
         } else if let Some(words) = self.replica_done(action) {
             self.say(words);
         } else if let Action::SetPolicy(policy) = action {
-            self.say(policy_words(policy));
+            self.say(policy_words(policy, self.options.protocols));
         } else {
             self.say(
                 before.map_or_else(|| action.describe().to_owned(), |p| action.describe_from(p)),
@@ -450,8 +457,21 @@ fn names(policies: &[Policy]) -> String {
 }
 
 /// The status line once `policy` is in force: its name first (a narrow line keeps it), and for
-/// an SDK what goes wrong on a resume.
-pub(super) fn policy_words(policy: Policy) -> String {
+/// an SDK what goes wrong on a resume — or, in a lab of 2026-07-28 alone, what it does with
+/// tasks.
+pub(super) fn policy_words(policy: Policy, protocols: Protocols) -> String {
+    if protocols == Protocols::Modern {
+        let quirks = forkscope_core::tasks::sdk::ModernQuirks::of(policy);
+        return match quirks.cites.first() {
+            Some((what, _)) => format!("policy {policy}: {what}"),
+            None if quirks.honours_keys => format!(
+                "policy {policy}: the five guarantees hold (a re-issue finds its task by key)"
+            ),
+            None => {
+                format!("policy {policy}: no key is read: a re-issued call makes a second task")
+            }
+        };
+    }
     match forkscope_core::resume::sdk::quirks(policy) {
         Some(q) => format!("policy {policy}: {} ({})", q.summary, q.sdk),
         None if policy.fences() => format!("policy {policy}: the five conditions hold"),

@@ -1,13 +1,18 @@
 //! The key line at the bottom, or a status message.
 
-use crate::tui::keys::{FOOTER, FOOTER_REPLICAS};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-/// `replicas`: a lab of replicas, whose footer leads with the replica keys.
-pub fn render(frame: &mut Frame, area: Rect, status: Option<&str>, replicas: bool, theme: &Theme) {
+/// `keys`: the lab's key line ([`crate::tui::keys::footer`]).
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    status: Option<&str>,
+    keys: &[(&str, &str)],
+    theme: &Theme,
+) {
     let mut spans = Vec::new();
     if let Some(status) = status {
         // A message replaces the key list for a few seconds; `?` stays in reach.
@@ -25,7 +30,6 @@ pub fn render(frame: &mut Frame, area: Rect, status: Option<&str>, replicas: boo
     // As many keys as fit, in order, and always the way out: `q quit` at the end, after a `…`
     // when some were left for the help to list.
     let width = |key: &str, what: &str| key.chars().count() + what.chars().count() + 3;
-    let keys: &[(&str, &str)] = if replicas { &FOOTER_REPLICAS } else { &FOOTER };
     let (last, rest) = keys.split_last().expect("the footer lists keys");
     let reserve = width(last.0, last.1) + 2;
     let mut used = 0;

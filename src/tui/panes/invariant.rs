@@ -21,7 +21,7 @@ struct Item<'s> {
     holds: bool,
     title: &'static str,
     meaning: &'static str,
-    note: &'s str,
+    note: std::borrow::Cow<'s, str>,
 }
 
 /// The list the lab's revision is judged by, and what it is called.
@@ -32,7 +32,16 @@ fn items(snap: &Snapshot) -> (&'static str, Vec<Item<'_>>) {
             holds: g.holds,
             title: g.guarantee.title(),
             meaning: g.guarantee.meaning(),
-            note: g.note,
+            // The checker's finding outranks the policy's promise: name what broke it.
+            note: match g.broken {
+                Some(kind) => format!(
+                    "broken here: {} ×{}",
+                    short(kind),
+                    snap.view.verdict.count(kind)
+                )
+                .into(),
+                None => g.note.into(),
+            },
         });
         return ("guarantee", items.collect());
     }
@@ -41,7 +50,7 @@ fn items(snap: &Snapshot) -> (&'static str, Vec<Item<'_>>) {
         holds: c.holds,
         title: c.condition.title(),
         meaning: c.condition.meaning(),
-        note: &c.note,
+        note: c.note.as_str().into(),
     });
     ("condition", items.collect())
 }
@@ -173,7 +182,7 @@ fn explain(c: &Item, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     };
     said("means: ", c.meaning);
     if !c.note.is_empty() {
-        said("here: ", c.note);
+        said("here: ", &c.note);
     }
     lines
 }
@@ -210,7 +219,7 @@ fn full_conditions<'a>(
                     ]));
                 } else {
                     lines.push(Line::styled(head, style));
-                    for part in wrap_words(c.note, width.saturating_sub(4)) {
+                    for part in wrap_words(&c.note, width.saturating_sub(4)) {
                         lines.push(Line::styled(format!("    {part}"), theme.dim()));
                     }
                 }

@@ -1,9 +1,11 @@
 //! What a policy's server guarantees a 2026-07-28 client of the tasks extension, as five lines
 //! a pane lists where 2025-11-25 lists the seed's five conditions: each holds or not by the
-//! policy's rules ([`ModernQuirks`]), with why. The checker judges what actually happened.
+//! policy's rules ([`ModernQuirks`]), with why — and breaks where the checker found what it rules
+//! out ([`judged`]), so the pane never says "holds" beside a verdict that says otherwise.
 
 use super::listen::TaskListen;
 use super::sdk::ModernQuirks;
+use crate::history::{AnomalyKind, Verdict};
 use crate::policy::Policy;
 use serde::Serialize;
 
@@ -46,6 +48,16 @@ impl Guarantee {
         }
     }
 
+    /// The anomalies the checker names that break it, where one is found.
+    pub fn broken_by(self) -> &'static [AnomalyKind] {
+        match self {
+            Guarantee::OneTaskPerKey => &[AnomalyKind::OrphanTask],
+            Guarantee::DurableBeforeAnswer | Guarantee::ToldAfterGap => &[],
+            Guarantee::OneRunner => &[AnomalyKind::TwoRunners, AnomalyKind::EffectTwice],
+            Guarantee::TerminalOnce => &[AnomalyKind::TerminalTwice, AnomalyKind::StaleRead],
+        }
+    }
+
     /// What it means, in one line: which double effect or silent loss it rules out.
     pub fn meaning(self) -> &'static str {
         match self {
@@ -74,6 +86,9 @@ pub struct GuaranteeStatus {
     pub guarantee: Guarantee,
     pub holds: bool,
     pub note: &'static str,
+    /// The first anomaly the checker found that breaks it in this run, if any: it then does
+    /// not hold, whatever the policy promises.
+    pub broken: Option<AnomalyKind>,
 }
 
 /// Each guarantee under `policy`'s rules.
@@ -87,9 +102,26 @@ pub fn guarantees(policy: Policy) -> Vec<GuaranteeStatus> {
                 guarantee,
                 holds,
                 note,
+                broken: None,
             }
         })
         .collect()
+}
+
+/// Each guarantee under `policy`'s rules, as this run's `verdict` bears it out: one the checker
+/// found broken does not hold, and says by what.
+pub fn judged(policy: Policy, verdict: &Verdict) -> Vec<GuaranteeStatus> {
+    let mut list = guarantees(policy);
+    for status in &mut list {
+        status.broken = status
+            .guarantee
+            .broken_by()
+            .iter()
+            .copied()
+            .find(|&kind| verdict.count(kind) > 0);
+        status.holds &= status.broken.is_none();
+    }
+    list
 }
 
 fn status(guarantee: Guarantee, quirks: &ModernQuirks) -> (bool, &'static str) {
@@ -146,5 +178,21 @@ mod tests {
         for policy in [Policy::Naive, Policy::TsSdk] {
             assert!(guarantees(policy).iter().all(|g| !g.note.is_empty()));
         }
+    }
+
+    #[test]
+    fn a_guarantee_the_checker_found_broken_does_not_hold() {
+        let mut verdict = Verdict::default();
+        verdict.counts.insert(AnomalyKind::TwoRunners, 1);
+        let judged = judged(Policy::Naive, &verdict);
+        let one_runner = &judged[usize::from(Guarantee::OneRunner.number() - 1)];
+        assert!(!one_runner.holds);
+        assert_eq!(one_runner.broken, Some(AnomalyKind::TwoRunners));
+        let held: Vec<u8> = judged
+            .iter()
+            .filter(|g| g.holds)
+            .map(|g| g.guarantee.number())
+            .collect();
+        assert_eq!(held, [2, 4]);
     }
 }

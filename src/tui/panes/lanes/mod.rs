@@ -404,7 +404,11 @@ pub fn render(
         lines.push(Line::from(spans));
     }
     if lanes.streams.is_empty() && tasks_shown.is_empty() {
-        lines.push(Line::styled("no events yet", theme.dim()));
+        let none = match snap.protocols {
+            forkscope_core::revision::Protocols::Modern => "no task yet",
+            _ => "no events yet",
+        };
+        lines.push(Line::styled(none, theme.dim()));
     }
     for (task, marks) in &tasks_shown {
         let pointed = holds_selected(marks);
@@ -445,7 +449,9 @@ pub fn render(
         // Whole entries only, as many as fit: a glyph without its word explains nothing.
         let room = usize::from(area.width.saturating_sub(2));
         const MORE: &str = " … ? help";
-        let glyphs: &[(char, &str)] = if tasks_shown.is_empty() {
+        // A lab of 2026-07-28 alone has only tasks to draw, from its first frame.
+        let modern_only = snap.protocols == forkscope_core::revision::Protocols::Modern;
+        let glyphs: &[(char, &str)] = if tasks_shown.is_empty() && !modern_only {
             &LEGEND
         } else {
             &TASK_LEGEND
