@@ -479,11 +479,19 @@ impl fmt::Display for Anomaly {
                 done,
                 of,
                 at,
-            } => write!(
-                f,
-                "{run} of {op} was cancelled at {at} by its closed stream after {done} of {of} \
-                 steps: its effect is half made, and the client cannot know how far it got"
-            ),
+            } => {
+                // A call with no key of its own is named by its run: say it once.
+                if **op == *run.op_name() {
+                    write!(f, "{run}")?;
+                } else {
+                    write!(f, "{run} of {op}")?;
+                }
+                write!(
+                    f,
+                    " was cancelled at {at} by its closed stream after {done} of {of} steps: its \
+                     effect is half made, and the client cannot know how far it got"
+                )
+            }
             Anomaly::TaskLost {
                 op,
                 task,
