@@ -1,6 +1,7 @@
 //! The task table's rules against real Redis, answer by answer: the same random task operations
-//! — create (keyed, unkeyed, a key with other arguments), get, read (which may adopt), step,
-//! renew, settle, cancel, adopt, under stale and current epochs, on tasks whose TTL runs out at once and tasks whose
+//! — create (keyed, unkeyed, a key with other arguments), get, read (which may adopt, and ends
+//! a task it finds holding less than its reader was told), step, renew, settle, a runner's seal
+//! of a task found rolled back, cancel, adopt, under stale and current epochs, on tasks whose TTL runs out at once and tasks whose
 //! TTL never does — go to the in-memory store (the core's `TaskTable` behind a lock) and to a
 //! real `redis-server` (`lua/tasks/`), and every answer must be the same. A rule changed on
 //! one side only fails here.
@@ -40,9 +41,11 @@ enum Op {
     Step(TaskId, u64, u64),
     Renew(TaskId, u64, u64),
     Settle(TaskId, Option<Holder>, Status),
+    /// A runner's end of a task it found rolled back: its holder, and the steps it applied.
+    Seal(TaskId, Holder, u64),
     Cancel(TaskId),
     Adopt(TaskId, Runner),
-    Read(TaskId, Runner, Option<Seen>),
+    Read(TaskId, Option<Runner>, Option<Seen>),
 }
 
 struct Gen {
@@ -105,6 +108,13 @@ impl Gen {
                     epoch: self.near(epoch),
                     wrote: self.near(done),
                 });
+                if self.below(4) == 0 {
+                    let by = Holder {
+                        epoch: self.near(epoch),
+                        wrote: self.near(done),
+                    };
+                    return Op::Seal(id, by, done + 1 + self.below(3));
+                }
                 let to = [Status::Completed, Status::Failed][self.below(2) as usize];
                 Op::Settle(id, by, to)
             }
@@ -116,7 +126,9 @@ impl Gen {
                     done: self.near(done),
                     ended: self.below(4) == 0,
                 });
-                Op::Read(id, RUNNERS[self.below(3) as usize], seen)
+                // No adopter: the reader's own runner still runs the task.
+                let adopter = (self.below(6) > 0).then(|| RUNNERS[self.below(3) as usize]);
+                Op::Read(id, adopter, seen)
             }
         }
     }
@@ -179,6 +191,10 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             let settled = store.task_settle(id, by, to, outcome).await;
             (format!("settle: {settled:?}"), None)
         }
+        Op::Seal(id, by, applied) => {
+            let sealed = store.task_seal_rolled_back(id, by, applied).await;
+            (format!("seal: {sealed:?}"), None)
+        }
         Op::Cancel(id) => (format!("cancel: {:?}", store.task_cancel(id).await), None),
         Op::Read(id, runner, seen) => match store.task_read(id, runner, seen).await {
             Ok(Ok((task, adopted))) => (
@@ -200,6 +216,9 @@ fn kind(answer: &str) -> String {
     let mut kind: String = words.chars().take(120).collect();
     if answer.contains("Some(Ttl)") {
         kind.push_str(" … ended by its TTL");
+    }
+    if answer.contains("Some(RolledBack") {
+        kind.push_str(" … ended rolled back");
     }
     kind
 }
@@ -292,6 +311,9 @@ async fn the_core_task_table_and_the_redis_script_answer_alike() {
         "read: adopted false",
         "renew: Ok(Ok",
         "RolledBack",
+        "Forgotten",
+        "seal: Ok(Ok(Won",
+        "ended rolled back",
         "ended by its TTL",
         "Expired",
     ] {

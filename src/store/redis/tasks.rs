@@ -107,9 +107,19 @@ fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
             "" => None,
             "cancel" => Some(EndedBy::Cancel),
             "ttl" => Some(EndedBy::Ttl),
-            _ => return Err(bad()),
+            other => Some(rolled_back(other).ok_or_else(bad)?),
         },
     })
+}
+
+/// `rolled_back:HOLDS:APPLIED` (`lib.lua`), the `ended` of a task a rollback ended.
+fn rolled_back(ended: &str) -> Option<EndedBy> {
+    let mut counts = ended.strip_prefix("rolled_back:")?.split(':');
+    let (holds, applied) = (counts.next()?.parse().ok()?, counts.next()?.parse().ok()?);
+    counts
+        .next()
+        .is_none()
+        .then_some(EndedBy::RolledBack { holds, applied })
 }
 
 fn missing(code: &str, rest: &[String]) -> Option<Missing> {
@@ -375,11 +385,34 @@ impl RedisStore {
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Result<Settled, WriteRefused>, StoreError> {
+        self.settle(id, by, to, outcome, None).await
+    }
+
+    pub(in crate::store) async fn task_seal_rolled_back(
+        &self,
+        id: TaskId,
+        by: Holder,
+        applied: u64,
+    ) -> Result<Result<Settled, WriteRefused>, StoreError> {
+        self.settle(id, Some(by), Status::Failed, None, Some(applied))
+            .await
+    }
+
+    /// `settle.lua`: a settle, or with `applied` the end of a task found rolled back.
+    async fn settle(
+        &self,
+        id: TaskId,
+        by: Option<Holder>,
+        to: Status,
+        outcome: Option<Arc<str>>,
+        applied: Option<u64>,
+    ) -> Result<Result<Settled, WriteRefused>, StoreError> {
         let args = [
             by.map_or(String::new(), |w| w.epoch.to_string()),
             to.name().to_owned(),
             outcome.as_deref().unwrap_or_default().to_owned(),
             by.map_or(0, |w| w.wrote).to_string(),
+            applied.map_or(String::new(), |a| a.to_string()),
         ];
         let reply = self.task_script(&SETTLE, &[&task_key(id)], &args).await?;
         let settled = settled(id, &reply, to, by.unwrap_or(Holder { epoch: 0, wrote: 0 }))?;
@@ -404,11 +437,11 @@ impl RedisStore {
     pub(in crate::store) async fn task_read(
         &self,
         id: TaskId,
-        adopter: Runner,
+        adopter: Option<Runner>,
         seen: Option<Seen>,
     ) -> Result<Result<(Task, bool), Missing>, StoreError> {
         let args = [
-            adopter.0.to_string(),
+            adopter.map_or(String::new(), |a| a.0.to_string()),
             seen.map_or(String::new(), |s| s.done.to_string()),
             if seen.is_some_and(|s| s.ended) {
                 "1"
@@ -419,12 +452,13 @@ impl RedisStore {
         ];
         let reply = self.task_script(&READ, &[&task_key(id)], &args).await?;
         match reply.split_first() {
-            Some((code, rest)) if code == "-11" => rest
-                .first()
-                .and_then(|h| h.parse().ok())
-                .zip(seen)
-                .map(|(holds, seen)| Ok(Err(Missing::Forgotten { holds, seen })))
-                .unwrap_or_else(|| Err(bad_reply(id, "read", &reply))),
+            Some((code, rest)) if code == "-11" => {
+                let forgotten = rest.first().and_then(|h| h.parse().ok()).zip(seen);
+                let (holds, seen) = forgotten.ok_or_else(|| bad_reply(id, "read", &reply))?;
+                // The read ended the task: it leaves the working set the cap counts.
+                self.release(&task_key(id), "ended").await?;
+                Ok(Err(Missing::Forgotten { holds, seen }))
+            }
             Some((code, rest)) if code == "1" => {
                 let (adopted, fields) = rest
                     .split_first()

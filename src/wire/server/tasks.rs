@@ -15,15 +15,15 @@
 use super::handles::Report;
 use super::refusal::{Unavailable, json_response, store_corrupt, unavailable};
 pub use super::task_answers::iso8601;
-use super::task_answers::{acknowledged, invalid, missing_task, seen_of, task_of};
+use super::task_answers::{acknowledged, invalid, missing_task, seen_of, task_json, task_of};
 use crate::store::{Retention, Store, StoreError};
 use crate::wire::{OsEntropy, jsonrpc};
 use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::history::Run;
 use forkscope_core::tasks::{
-    CreateError, DEFAULT_TTL_MS, Holder, Keyed, META_DONE, Missing, POLL_INTERVAL_MS, Runner, Seen,
-    Settled, Status, Task, TaskRules, Work, WriteRefused,
+    CreateError, DEFAULT_TTL_MS, Holder, Keyed, META_DONE, Missing, Runner, Seen, Settled, Status,
+    Task, TaskRules, Work, WriteRefused,
 };
 use forkscope_core::work::{RunnerWrite, TaskRunner};
 use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
@@ -242,19 +242,23 @@ impl TaskHub {
         task: TaskId,
         seen: Option<Seen>,
     ) -> Result<Result<Task, Missing>, StoreError> {
-        // One store operation: the read, and the adoption when the lease ran out — unless a
-        // runner of this endpoint still runs the task.
-        let read = if self.runs_here(task) {
-            self.store.task_get(task).await?.and_then(|t| match seen {
-                Some(seen) if seen.forgotten_by(&t) => Err(Missing::Forgotten {
-                    holds: t.done,
-                    seen,
-                }),
-                _ => Ok((t, false)),
-            })
-        } else {
-            self.store.task_read(task, self.runner, seen).await?
-        };
+        // One store operation: the read, the adoption when the lease ran out (unless a runner
+        // of this endpoint still runs the task), and the end of a task the store forgot under
+        // what this reader was told.
+        let adopter = (!self.runs_here(task)).then_some(self.runner);
+        let read = self.store.task_read(task, adopter, seen).await?;
+        if let Err(Missing::Forgotten { holds, seen }) = read {
+            tracing::warn!(task = %task.short(), holds, told = seen.done,
+                "task ended: the store was rolled back under what its reader was told");
+            // The checker hears this end as a runner's seal. A reader told the task's end
+            // already had it recorded: the store forgot that end, and this one stands in for it.
+            if !seen.ended {
+                self.report.tell(|| Record::TaskSettled {
+                    task,
+                    status: Status::Failed,
+                });
+            }
+        }
         if let Ok((adopted, true)) = &read {
             let adopted = adopted.clone();
             self.counters.adopted.fetch_add(1, Ordering::Relaxed);
@@ -354,50 +358,7 @@ impl TaskHub {
     }
 
     pub(super) fn task_json(&self, task: &Task) -> Value {
-        let origin = self.store.task_wall_origin_ms();
-        let at = |t: LabTime| iso8601(origin + t.as_millis());
-        let mut json = json!({
-            "taskId": task.id.to_string(),
-            "status": task.status.name(),
-            "statusMessage": status_message(task),
-            "createdAt": at(task.created_at),
-            "lastUpdatedAt": at(task.updated_at),
-            "ttlMs": task.ttl_ms,
-            "pollIntervalMs": POLL_INTERVAL_MS,
-        });
-        if let Some(outcome) = &task.outcome
-            && let Ok(outcome) = serde_json::from_str::<Value>(outcome)
-        {
-            let field = if task.status == Status::Failed {
-                "error"
-            } else {
-                "result"
-            };
-            json[field] = outcome;
-        } else if task.status == Status::Failed {
-            // The extension's `failed` carries the JSON-RPC error that ended it: for the TTL,
-            // one that says so.
-            json["error"] = json!({
-                "code": jsonrpc::INTERNAL_ERROR,
-                "message": status_message(task),
-                "data": { "reason": "ttl_expired", "done": task.done, "steps": task.steps },
-            });
-        }
-        json
-    }
-}
-
-fn status_message(task: &Task) -> String {
-    use forkscope_core::tasks::EndedBy;
-    match (task.status, task.ended_by) {
-        (Status::Working, _) => format!("step {} of {}", task.done, task.steps),
-        (Status::Completed, _) => format!("done: {} steps", task.steps),
-        (Status::Cancelled, _) => format!("cancelled after {} of {} steps", task.done, task.steps),
-        (Status::Failed, Some(EndedBy::Ttl)) => format!(
-            "its TTL ran out after {} of {} steps; no step ran after",
-            task.done, task.steps
-        ),
-        (Status::Failed, _) => format!("failed after {} of {} steps", task.done, task.steps),
+        task_json(task, self.store.task_wall_origin_ms())
     }
 }
 
@@ -462,31 +423,16 @@ const RETRY_UNANSWERED: std::time::Duration = std::time::Duration::from_millis(1
 const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The store forgot steps this runner wrote (`holds` of `wrote`): running on would run them
-/// again, so the task ends failed, typed — `store_rolled_back`, with both counts — under the
-/// runner's epoch, and the client reads why on its next poll.
+/// again, so the task ends failed, typed (`EndedBy::RolledBack`, as a read that finds it ends
+/// it) under the runner's epoch, and the client reads why on its next poll.
 async fn seal_rolled_back(hub: &TaskHub, task: TaskId, epoch: u64, (holds, wrote): (u64, u64)) {
-    let error = json!({
-        "code": jsonrpc::INTERNAL_ERROR,
-        "message": format!(
-            "the store was rolled back under this task: it holds {holds} steps, though {wrote} were applied; none runs again"
-        ),
-        "data": { "reason": "store_rolled_back", "holds": holds, "applied": wrote },
-    });
-    let outcome: Arc<str> = error.to_string().into();
     tracing::warn!(task = %task.short(), holds, wrote, "task ended: the store was rolled back under it");
-    let settled = hub
-        .store
-        // What the store holds is what the end claims: `holds`, not the steps it forgot.
-        .task_settle(
-            task,
-            Some(Holder {
-                epoch,
-                wrote: holds,
-            }),
-            Status::Failed,
-            Some(outcome),
-        )
-        .await;
+    // What the store holds is what the end claims: `holds`, not the steps it forgot.
+    let by = Holder {
+        epoch,
+        wrote: holds,
+    };
+    let settled = hub.store.task_seal_rolled_back(task, by, wrote).await;
     if matches!(settled, Ok(Ok(Settled::Won(_)))) {
         hub.report.tell(|| Record::TaskSettled {
             task,
@@ -568,45 +514,4 @@ pub(super) fn store_failed(id: &Value, e: &StoreError) -> Response {
 /// retry may cure.
 fn terminal_reason(e: &StoreError) -> Option<&'static str> {
     matches!(e, StoreError::Corrupt(_)).then_some("store_corrupt")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A task the TTL failed is answered with the `error` the extension requires of `failed`.
-    #[test]
-    fn a_task_failed_by_its_ttl_carries_an_error() {
-        let hub = TaskHub::default();
-        let task = Task {
-            id: TaskId::parse("0123456789abcdef0123456789abcdef").unwrap(),
-            status: Status::Failed,
-            created_at: LabTime::ZERO,
-            updated_at: LabTime::from_millis(5),
-            ttl_ms: 5,
-            steps: 4,
-            delay_ms: 10,
-            done: 2,
-            runner: Runner(0),
-            epoch: 1,
-            lease_until: LabTime::ZERO,
-            outcome: None,
-            ended_by: Some(forkscope_core::tasks::EndedBy::Ttl),
-        };
-        let json = hub.task_json(&task);
-        assert_eq!(json["status"], "failed");
-        assert_eq!(json["error"]["data"]["reason"], "ttl_expired");
-        assert_eq!(json["error"]["data"]["done"], 2);
-        assert!(json.get("result").is_none());
-    }
-
-    #[test]
-    fn timestamps_are_iso_8601_in_utc() {
-        assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(
-            super::iso8601(1_796_538_520_123),
-            "2026-12-06T06:28:40.123Z"
-        );
-    }
 }

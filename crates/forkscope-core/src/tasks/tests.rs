@@ -391,6 +391,7 @@ fn naive_reads_no_key_so_the_re_issue_makes_a_second_task() {
 }
 
 mod listening;
+mod rolled_back;
 
 /// The cap counts working tasks: a finished one keeps its result without blocking creation.
 #[test]

@@ -88,6 +88,13 @@ local function writable(task, epoch)
   return nil
 end
 
+-- The store was found rolled back under the task: it holds `holds` steps of the `applied` its
+-- runner wrote or its reader was told (both as stored, strings). Failed, typed, so none runs
+-- again: EndedBy::RolledBack, spelled 'rolled_back:HOLDS:APPLIED' in the `ended` field.
+local function rolled_back(holds, applied)
+  return 'rolled_back:' .. holds .. ':' .. applied
+end
+
 -- A runner took the task under the next epoch: TaskTable::adopt.
 local function adopt(task, runner)
   redis.call('HINCRBY', task, 'epoch', 1)

@@ -1,6 +1,7 @@
 -- TaskTable::settle: terminal once, by compare-and-set from working. ARGV[4] the runner's
 -- epoch ('' for none), ARGV[5] the status, ARGV[6] the outcome (JSON, or ''), ARGV[7] the steps
--- the runner wrote (a store holding fewer was rolled back under it).
+-- the runner wrote (a store holding fewer was rolled back under it). ARGV[8]: '' for a settle;
+-- for TaskTable::seal_rolled_back, the steps the runner applied (the end says both counts).
 local s, at = state(task)
 if s ~= 'live' then return missing(s, at) end
 local status = redis.call('HGET', task, 'status')
@@ -11,6 +12,8 @@ if ARGV[4] ~= '' then
   local done = tonumber(redis.call('HGET', task, 'done'))
   if done < tonumber(ARGV[7]) then return {-8, done} end
 end
-redis.call('HSET', task, 'status', ARGV[5], 'outcome', ARGV[6], 'updated', now)
+local ended = ''
+if ARGV[8] ~= '' then ended = rolled_back(redis.call('HGET', task, 'done'), ARGV[8]) end
+redis.call('HSET', task, 'status', ARGV[5], 'outcome', ARGV[6], 'updated', now, 'ended', ended)
 changed(task)
 return {1}
