@@ -1,10 +1,11 @@
 //! The task table's rules against real Redis, answer by answer: the same random task operations
 //! — create (keyed, unkeyed, a key with other arguments), get, read (which may adopt, and ends
 //! a task it finds holding less than its reader was told), step, renew, settle, a runner's seal
-//! of a task found rolled back, cancel, adopt, under stale and current epochs, on tasks whose TTL runs out at once and tasks whose
-//! TTL never does — go to the in-memory store (the core's `TaskTable` behind a lock) and to a
-//! real `redis-server` (`lua/tasks/`), and every answer must be the same. A rule changed on
-//! one side only fails here.
+//! of a task found rolled back, a last step and its result in one write, cancel, adopt, under
+//! stale and current epochs, on tasks whose TTL runs out at once and tasks whose TTL never does
+//! — go to the in-memory store (the core's `TaskTable` behind a lock) and to a real
+//! `redis-server` (`lua/tasks/`), and every answer must be the same. A rule changed on one side
+//! only fails here.
 //!
 //! `FORKSCOPE_DIFFERENTIAL_OPS` sets how many operations (default 4,000, split over stores whose
 //! leases run out at once and stores whose leases never do); `FORKSCOPE_DIFFERENTIAL_SEED`
@@ -39,6 +40,8 @@ enum Op {
     },
     Get(TaskId),
     Step(TaskId, u64, u64),
+    /// A last step and the result, in one write.
+    Finish(TaskId, u64, u64),
     Renew(TaskId, u64, u64),
     Settle(TaskId, Option<Holder>, Status),
     /// A runner's end of a task it found rolled back: its holder, and the steps it applied.
@@ -97,6 +100,9 @@ impl Gen {
             30..=54 => {
                 let epoch = self.near(epoch);
                 let done = self.near(done + 1);
+                if self.below(5) == 0 {
+                    return Op::Finish(id, epoch, done);
+                }
                 Op::Step(id, epoch, done)
             }
             55..=64 => {
@@ -182,6 +188,11 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             format!("step: {:?}", store.task_step(id, epoch, done).await),
             None,
         ),
+        Op::Finish(id, epoch, done) => {
+            let outcome: Arc<str> = "{\"content\":[]}".into();
+            let finished = store.task_finish(id, epoch, done, outcome).await;
+            (format!("finish: {finished:?}"), None)
+        }
         Op::Renew(id, epoch, wrote) => (
             format!("renew: {:?}", store.task_renew(id, epoch, wrote).await),
             None,
@@ -313,6 +324,7 @@ async fn the_core_task_table_and_the_redis_script_answer_alike() {
         "RolledBack",
         "Forgotten",
         "seal: Ok(Ok(Won",
+        "finish: Ok(Ok(()))",
         "ended rolled back",
         "ended by its TTL",
         "Expired",

@@ -129,6 +129,16 @@ impl MemoryStore {
         self.task_write(|t, now| t.step(now, id, epoch, done))
     }
 
+    pub(super) fn task_finish(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Arc<str>,
+    ) -> Result<(), WriteRefused> {
+        self.task_write(|t, now| t.finish(now, id, epoch, done, Some(outcome)))
+    }
+
     pub(super) fn task_renew(
         &self,
         id: TaskId,

@@ -55,6 +55,22 @@ impl Store {
         }
     }
 
+    /// [`TaskTable::finish`](forkscope_core::tasks::TaskTable::finish): the runner under
+    /// `epoch` commits its last step `done` and its result in one store operation.
+    pub async fn task_finish(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Arc<str>,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_finish(id, epoch, done, outcome)),
+            Backend::Redis(r) => r.task_finish(id, epoch, done, outcome).await,
+        }
+    }
+
     /// [`TaskTable::renew`](forkscope_core::tasks::TaskTable::renew): the runner under `epoch`
     /// is alive, between steps, its writes having left `wrote` steps.
     pub async fn task_renew(

@@ -39,6 +39,7 @@ task_script!(GET, "get.lua");
 task_script!(READ, "read.lua");
 task_script!(ADOPT, "adopt.lua");
 task_script!(STEP, "step.lua");
+task_script!(FINISH, "finish.lua");
 task_script!(RENEW, "renew.lua");
 task_script!(SETTLE, "settle.lua");
 task_script!(CANCEL, "cancel.lua");
@@ -347,6 +348,26 @@ impl RedisStore {
             .await
     }
 
+    /// The last step and the result in one script; a win leaves the working set the cap
+    /// counts.
+    pub(in crate::store) async fn task_finish(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Arc<str>,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        let wrote = done.saturating_sub(1);
+        let args = [done.to_string(), outcome.to_string()];
+        let finished = self
+            .runner_write(id, &FINISH, (epoch, wrote), &args)
+            .await?;
+        if finished.is_ok() {
+            self.release(&task_key(id), "ended").await?;
+        }
+        Ok(finished)
+    }
+
     pub(in crate::store) async fn task_renew(
         &self,
         id: TaskId,
@@ -577,6 +598,14 @@ mod tests {
         let scripts = [
             include_str!("../lua/tasks/lib.lua"),
             include_str!("../lua/tasks/create.lua"),
+            include_str!("../lua/tasks/get.lua"),
+            include_str!("../lua/tasks/read.lua"),
+            include_str!("../lua/tasks/adopt.lua"),
+            include_str!("../lua/tasks/step.lua"),
+            include_str!("../lua/tasks/finish.lua"),
+            include_str!("../lua/tasks/renew.lua"),
+            include_str!("../lua/tasks/settle.lua"),
+            include_str!("../lua/tasks/cancel.lua"),
             include_str!("../lua/tasks/admit.lua"),
             include_str!("../lua/tasks/release.lua"),
         ];

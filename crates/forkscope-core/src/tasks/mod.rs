@@ -491,6 +491,30 @@ impl TaskTable {
         Ok(Settled::Won(to))
     }
 
+    /// The runner under `epoch` commits its last step, `done`, and its result `outcome` as one
+    /// operation: the step as [`TaskTable::step`] takes it, then the end as
+    /// [`TaskTable::settle`] checks it, claiming the `done` steps the store now holds. What a
+    /// runner whose result is due with its last step writes: nothing can come between the two
+    /// that could not have come after them. Refused as the step would be, writing nothing.
+    pub fn finish(
+        &mut self,
+        now: LabTime,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Option<Arc<str>>,
+    ) -> Result<(), WriteRefused> {
+        self.step(now, id, epoch, done)?;
+        let by = Holder { epoch, wrote: done };
+        let settled = self.settle(now, id, Some(by), Status::Completed, outcome)?;
+        debug_assert_eq!(
+            settled,
+            Settled::Won(Status::Completed),
+            "a step just landed"
+        );
+        Ok(())
+    }
+
     /// The client's cancel: settled against completion by the same compare-and-set. `Won`:
     /// the task is cancelled and its runner's next write is refused; `Lost(s)`: it had already
     /// ended as `s`.

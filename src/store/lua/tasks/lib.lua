@@ -95,6 +95,18 @@ local function rolled_back(holds, applied)
   return 'rolled_back:' .. holds .. ':' .. applied
 end
 
+-- TaskTable::step: the runner under `epoch` committed step `done`, its lease renewed; the
+-- refusal, or nil once written (no PUBLISH: the caller tells). Steps are written in order: a
+-- store holding fewer than the one before forgot them.
+local function take_step(task, epoch, done)
+  local refused = writable(task, epoch)
+  if refused then return refused end
+  local held = tonumber(redis.call('HGET', task, 'done'))
+  if held + 1 < done then return {-8, held} end
+  redis.call('HSET', task, 'done', math.max(held, done), 'updated', now, 'lease', now + lease_ms)
+  return nil
+end
+
 -- A runner took the task under the next epoch: TaskTable::adopt.
 local function adopt(task, runner)
   redis.call('HINCRBY', task, 'epoch', 1)
