@@ -4,20 +4,19 @@
 -- nothing told) and '1' if it was told the end; a working task holding less was rolled back
 -- under the read (Seen::forgotten_by): it is ended failed, rolled back, in this same script,
 -- nothing is adopted, and the reply is -11 and the steps held.
-local s, at = state(task)
+local s, at, rec = state(task)
 if s ~= 'live' then return missing(s, at) end
-local working = redis.call('HGET', task, 'status') == 'working'
+local working = rec.status == 'working'
 if ARGV[5] ~= '' and working then
-  local done = redis.call('HGET', task, 'done')
-  if tonumber(done) < tonumber(ARGV[5]) or ARGV[6] == '1' then
-    redis.call('HSET', task, 'status', 'failed', 'ended', rolled_back(done, ARGV[5]),
+  if tonumber(rec.done) < tonumber(ARGV[5]) or ARGV[6] == '1' then
+    redis.call('HSET', task, 'status', 'failed', 'ended', rolled_back(rec.done, ARGV[5]),
       'updated', now)
     changed(task)
-    return {-11, done}
+    return {-11, rec.done}
   end
 end
 local adopted = 0
-if ARGV[4] ~= '' and working and now >= tonumber(redis.call('HGET', task, 'lease')) then
+if ARGV[4] ~= '' and working and now >= tonumber(rec.lease) then
   adopt(task, ARGV[4])
   adopted = 1
 end
