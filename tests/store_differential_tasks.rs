@@ -127,9 +127,14 @@ impl Gen {
             75..=82 => Op::Cancel(id),
             83..=91 => Op::Adopt(id, RUNNERS[self.below(3) as usize]),
             _ => {
-                // What the reader was told: nothing, or near what the store last answered.
+                // What the reader was told: nothing, or near what the store last answered
+                // (a step more, often enough that a read finds its cursor forgotten).
                 let seen = (self.below(3) == 0).then(|| Seen {
-                    done: self.near(done),
+                    done: if self.below(4) == 0 {
+                        done + 1
+                    } else {
+                        self.near(done)
+                    },
                     ended: self.below(4) == 0,
                 });
                 // No adopter: the reader's own runner still runs the task.
