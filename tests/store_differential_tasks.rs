@@ -1,9 +1,11 @@
 //! The task table's rules against real Redis, answer by answer: the same random task operations
-//! — create (keyed, unkeyed, a key with other arguments), get, read (which may adopt), step,
-//! renew, settle, cancel, adopt, under stale and current epochs, on tasks whose TTL runs out at once and tasks whose
-//! TTL never does — go to the in-memory store (the core's `TaskTable` behind a lock) and to a
-//! real `redis-server` (`lua/tasks/`), and every answer must be the same. A rule changed on
-//! one side only fails here.
+//! — create (keyed, unkeyed, a key with other arguments), get, read (which may adopt, and ends
+//! a task it finds holding less than its reader was told), step, renew, settle, a runner's seal
+//! of a task found rolled back, a last step and its result in one write, cancel, adopt, under
+//! stale and current epochs, on tasks whose TTL runs out at once and tasks whose TTL never does
+//! — go to the in-memory store (the core's `TaskTable` behind a lock) and to a real
+//! `redis-server` (`lua/tasks/`), and every answer must be the same. A rule changed on one side
+//! only fails here.
 //!
 //! `FORKSCOPE_DIFFERENTIAL_OPS` sets how many operations (default 4,000, split over stores whose
 //! leases run out at once and stores whose leases never do); `FORKSCOPE_DIFFERENTIAL_SEED`
@@ -38,11 +40,15 @@ enum Op {
     },
     Get(TaskId),
     Step(TaskId, u64, u64),
+    /// A last step and the result, in one write.
+    Finish(TaskId, u64, u64),
     Renew(TaskId, u64, u64),
     Settle(TaskId, Option<Holder>, Status),
+    /// A runner's end of a task it found rolled back: its holder, and the steps it applied.
+    Seal(TaskId, Holder, u64),
     Cancel(TaskId),
     Adopt(TaskId, Runner),
-    Read(TaskId, Runner, Option<Seen>),
+    Read(TaskId, Option<Runner>, Option<Seen>),
 }
 
 struct Gen {
@@ -94,6 +100,9 @@ impl Gen {
             30..=54 => {
                 let epoch = self.near(epoch);
                 let done = self.near(done + 1);
+                if self.below(5) == 0 {
+                    return Op::Finish(id, epoch, done);
+                }
                 Op::Step(id, epoch, done)
             }
             55..=64 => {
@@ -105,18 +114,32 @@ impl Gen {
                     epoch: self.near(epoch),
                     wrote: self.near(done),
                 });
+                if self.below(4) == 0 {
+                    let by = Holder {
+                        epoch: self.near(epoch),
+                        wrote: self.near(done),
+                    };
+                    return Op::Seal(id, by, done + 1 + self.below(3));
+                }
                 let to = [Status::Completed, Status::Failed][self.below(2) as usize];
                 Op::Settle(id, by, to)
             }
             75..=82 => Op::Cancel(id),
             83..=91 => Op::Adopt(id, RUNNERS[self.below(3) as usize]),
             _ => {
-                // What the reader was told: nothing, or near what the store last answered.
+                // What the reader was told: nothing, or near what the store last answered
+                // (a step more, often enough that a read finds its cursor forgotten).
                 let seen = (self.below(3) == 0).then(|| Seen {
-                    done: self.near(done),
+                    done: if self.below(4) == 0 {
+                        done + 1
+                    } else {
+                        self.near(done)
+                    },
                     ended: self.below(4) == 0,
                 });
-                Op::Read(id, RUNNERS[self.below(3) as usize], seen)
+                // No adopter: the reader's own runner still runs the task.
+                let adopter = (self.below(6) > 0).then(|| RUNNERS[self.below(3) as usize]);
+                Op::Read(id, adopter, seen)
             }
         }
     }
@@ -170,6 +193,11 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             format!("step: {:?}", store.task_step(id, epoch, done).await),
             None,
         ),
+        Op::Finish(id, epoch, done) => {
+            let outcome: Arc<str> = "{\"content\":[]}".into();
+            let finished = store.task_finish(id, epoch, done, outcome).await;
+            (format!("finish: {finished:?}"), None)
+        }
         Op::Renew(id, epoch, wrote) => (
             format!("renew: {:?}", store.task_renew(id, epoch, wrote).await),
             None,
@@ -178,6 +206,10 @@ async fn ask(store: &Store, op: &Op) -> (String, Option<Task>) {
             let outcome: Option<Arc<str>> = Some("{\"content\":[]}".into());
             let settled = store.task_settle(id, by, to, outcome).await;
             (format!("settle: {settled:?}"), None)
+        }
+        Op::Seal(id, by, applied) => {
+            let sealed = store.task_seal_rolled_back(id, by, applied).await;
+            (format!("seal: {sealed:?}"), None)
         }
         Op::Cancel(id) => (format!("cancel: {:?}", store.task_cancel(id).await), None),
         Op::Read(id, runner, seen) => match store.task_read(id, runner, seen).await {
@@ -200,6 +232,9 @@ fn kind(answer: &str) -> String {
     let mut kind: String = words.chars().take(120).collect();
     if answer.contains("Some(Ttl)") {
         kind.push_str(" … ended by its TTL");
+    }
+    if answer.contains("Some(RolledBack") {
+        kind.push_str(" … ended rolled back");
     }
     kind
 }
@@ -292,6 +327,10 @@ async fn the_core_task_table_and_the_redis_script_answer_alike() {
         "read: adopted false",
         "renew: Ok(Ok",
         "RolledBack",
+        "Forgotten",
+        "seal: Ok(Ok(Won",
+        "finish: Ok(Ok(()))",
+        "ended rolled back",
         "ended by its TTL",
         "Expired",
     ] {

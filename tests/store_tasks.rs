@@ -266,8 +266,26 @@ async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
             .unwrap()
             .unwrap();
     }
+    let drawn = TaskId::generate(&mut rng);
     let refused = store
-        .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+        .task_create(drawn, work, 60_000, None, A)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.map(|_| ()),
+        Err(CreateError::Full { max: MAX_TASKS })
+    );
+    // Refused, it left nothing behind (on Redis it was made beside its admission, then
+    // withdrawn), and a new key is refused the same, its entry never made.
+    assert_eq!(store.task_get(drawn).await.unwrap(), Err(Missing::Unknown));
+    let other = || {
+        Some(Keyed {
+            key: "order-2".into(),
+            arguments: "{}".into(),
+        })
+    };
+    let refused = store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, other(), A)
         .await
         .unwrap();
     assert_eq!(
@@ -295,11 +313,20 @@ async fn finished_tasks_do_not_block_creation(store: Store, seed: u64) {
         .await
         .unwrap();
     assert_eq!(settled, Ok(Settled::Won(Status::Completed)));
-    store
-        .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+    let (made, _) = store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, other(), A)
         .await
         .unwrap()
         .unwrap();
+    assert!(made.fresh, "the key refused while full makes its task now");
+    let refused = store
+        .task_create(TaskId::generate(&mut rng), work, 60_000, None, A)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.map(|_| ()),
+        Err(CreateError::Full { max: MAX_TASKS })
+    );
 }
 
 #[tokio::test]

@@ -228,13 +228,14 @@ async fn a_lagging_replica_promoted_under_a_task_ends_it_typed() {
 
 /// A store restored after a task's end meets the task's cursor. The client read the task
 /// completed (8 steps); the store comes back from a snapshot taken at step 2, holding it working.
-/// A read that says what it was told (`_meta["io.forkscope/seen"]`) is refused, 500
-/// `store_rolled_back` with the steps held and told, every time, and adopts nothing: no step
-/// runs again. A stock read, which says nothing, is answered as before: it reads "working"
-/// after "completed" and, once the snapshot's lease has run out, adopts the task and runs the
-/// forgotten steps again — the hazard the cursor closes.
+/// The read that says what it was told (`_meta["io.forkscope/seen"]`) is refused, 500
+/// `store_rolled_back` with the steps held and told, and ends the task in the same script:
+/// `failed`, `store_rolled_back`, with both counts, as a runner's refused write ends it. Every
+/// later read, the cursor's or a stock one that says nothing, reads that end; none adopts the
+/// task, even once the lease the snapshot holds has run out by the store's clock, and no step
+/// runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_restored_after_a_tasks_end_refuses_a_read_that_was_told_more() {
+async fn a_store_restored_after_a_tasks_end_refuses_a_read_that_was_told_more_and_ends_the_task() {
     let Some(mut lab) = Lab::start(Backend::Redis, Policy::Fenced, None, 1_000).await else {
         return;
     };
@@ -261,40 +262,72 @@ async fn a_store_restored_after_a_tasks_end_refuses_a_read_that_was_told_more() 
     let told = json!({ "taskId": task,
         "_meta": { "io.forkscope/seen": { "done": 8, "ended": true } } });
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut refusals = 0;
-    while refusals < 3 {
+    let (status, refused) = loop {
         let (status, _, refused) = request(&lab, "tasks/get", told.clone()).await;
         // The restart behind the restore: the replica's connection comes back (503 until then).
-        if status == 503 {
-            assert!(tokio::time::Instant::now() < deadline, "{refused}");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            continue;
+        if status != 503 {
+            break (status, refused);
         }
-        refusals += 1;
-        assert_eq!(status, 500, "{refused}");
-        let data = &refused["error"]["data"];
-        assert_eq!(data["reason"], "store_rolled_back", "{refused}");
-        let holds = data["holds"].as_u64().unwrap();
-        assert!((2..8).contains(&holds), "{refused}");
-        assert_eq!(
-            data["seen"],
-            json!({ "done": 8, "ended": true }),
-            "{refused}"
-        );
-    }
-    assert_eq!(counter(&lab, adopted), 0, "a refused read adopts nothing");
+        assert!(tokio::time::Instant::now() < deadline, "{refused}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status, 500, "{refused}");
+    let data = &refused["error"]["data"];
+    assert_eq!(data["reason"], "store_rolled_back", "{refused}");
+    let holds = data["holds"].as_u64().unwrap();
+    assert!((2..8).contains(&holds), "{refused}");
+    assert_eq!(
+        data["seen"],
+        json!({ "done": 8, "ended": true }),
+        "{refused}"
+    );
     // Malformed, it is refused as invalid params, not read as nothing told.
     let bad = json!({ "taskId": task, "_meta": { "io.forkscope/seen": { "done": "x" } } });
     let (_, _, invalid) = request(&lab, "tasks/get", bad).await;
     assert_eq!(invalid["error"]["code"], -32602, "{invalid}");
-    // A stock read says nothing: it reads the forgotten state, and adopts once the lease the
-    // snapshot holds has run out.
-    let stale = poll_until(&lab, &task, |r| r["result"]["status"] == "working").await;
-    assert!(common::steps_done(&stale).is_some_and(|d| d < 8), "{stale}");
-    poll_until(&lab, &task, |_| counter(&lab, adopted) > 0).await;
-    poll_until(&lab, &task, |r| r["result"]["status"] == "completed").await;
-    assert!(
-        counter(&lab, steps) > ran,
-        "without the cursor, the forgotten steps ran again"
-    );
+    // The end every later read gets, whatever it says it was told.
+    let sealed = |read: &Value| {
+        let result = &read["result"];
+        assert_eq!(result["status"], "failed", "{read}");
+        let error = &result["error"];
+        assert_eq!(
+            error["data"],
+            json!({ "reason": "store_rolled_back", "holds": holds, "applied": 8 }),
+            "{read}"
+        );
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("the store was rolled back under this task")),
+            "{read}"
+        );
+    };
+    let (_, _, again) = request(&lab, "tasks/get", told.clone()).await;
+    sealed(&again);
+    // Stock reads say nothing: before the seal, one past the snapshot's lease adopted the task
+    // and ran the forgotten steps again. Read until the store's own clock is past that lease.
+    let redis = lab.redis.as_ref().unwrap();
+    let key =
+        forkscope::store::redis::tasks::task_key(forkscope_core::TaskId::parse(&task).unwrap());
+    let lease: u64 = redis.command(&["HGET", &key, "lease"]).parse().unwrap();
+    let store_now = || {
+        let time = redis.command(&["TIME"]);
+        let (secs, micros) = time.split_once('\n').unwrap();
+        secs.parse::<u64>().unwrap() * 1_000 + micros.parse::<u64>().unwrap() / 1_000
+    };
+    let mut stock_reads = 0;
+    loop {
+        let past_lease = store_now() > lease;
+        let (status, _, read) = request(&lab, "tasks/get", json!({ "taskId": task })).await;
+        assert_eq!(status, 200, "{read}");
+        sealed(&read);
+        stock_reads += 1;
+        if past_lease && stock_reads >= 3 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{read}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(counter(&lab, adopted), 0, "no read adopts an ended task");
+    assert_eq!(counter(&lab, steps), ran, "no step ran again");
 }

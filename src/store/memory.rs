@@ -129,6 +129,16 @@ impl MemoryStore {
         self.task_write(|t, now| t.step(now, id, epoch, done))
     }
 
+    pub(super) fn task_finish(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Arc<str>,
+    ) -> Result<(), WriteRefused> {
+        self.task_write(|t, now| t.finish(now, id, epoch, done, Some(outcome)))
+    }
+
     pub(super) fn task_renew(
         &self,
         id: TaskId,
@@ -152,14 +162,25 @@ impl MemoryStore {
         self.task_write(|t, now| t.cancel(now, id))
     }
 
+    pub(super) fn task_seal_rolled_back(
+        &self,
+        id: TaskId,
+        by: Holder,
+        applied: u64,
+    ) -> Result<Settled, WriteRefused> {
+        self.task_write(|t, now| t.seal_rolled_back(now, id, by, applied))
+    }
+
     pub(super) fn task_read(
         &self,
         id: TaskId,
-        adopter: Runner,
+        adopter: Option<Runner>,
         seen: Option<Seen>,
     ) -> Result<(Task, bool), Missing> {
         let read = self.tasks(|t, now| t.read(now, id, adopter, seen));
-        if matches!(read, Ok((_, true))) {
+        // Only a read that changed the task wakes the waiters: an adoption, or a forgotten
+        // cursor's end (a listen's own read would otherwise wake it again, for ever).
+        if matches!(read, Ok((_, true)) | Err(Missing::Forgotten { .. })) {
             self.inner.task_changes.changed();
         }
         read

@@ -55,6 +55,22 @@ impl Store {
         }
     }
 
+    /// [`TaskTable::finish`](forkscope_core::tasks::TaskTable::finish): the runner under
+    /// `epoch` commits its last step `done` and its result in one store operation.
+    pub async fn task_finish(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Arc<str>,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_finish(id, epoch, done, outcome)),
+            Backend::Redis(r) => r.task_finish(id, epoch, done, outcome).await,
+        }
+    }
+
     /// [`TaskTable::renew`](forkscope_core::tasks::TaskTable::renew): the runner under `epoch`
     /// is alive, between steps, its writes having left `wrote` steps.
     pub async fn task_renew(
@@ -92,13 +108,30 @@ impl Store {
         }
     }
 
+    /// [`TaskTable::seal_rolled_back`](forkscope_core::tasks::TaskTable::seal_rolled_back): the
+    /// runner under `by.epoch` found the store holding `by.wrote` of the `applied` steps it
+    /// wrote, and ends the task failed, typed.
+    pub async fn task_seal_rolled_back(
+        &self,
+        id: TaskId,
+        by: Holder,
+        applied: u64,
+    ) -> Result<Result<Settled, WriteRefused>, StoreError> {
+        Link::check(self.link.as_ref()).await?;
+        match &self.backend {
+            Backend::Memory(m) => Ok(m.task_seal_rolled_back(id, by, applied)),
+            Backend::Redis(r) => r.task_seal_rolled_back(id, by, applied).await,
+        }
+    }
+
     /// [`TaskTable::read`](forkscope_core::tasks::TaskTable::read): the task, adopted by
-    /// `adopter` first if it works past its lease (`true` then), in one store operation;
-    /// refused, adopting nothing, where the store holds less than the reader was told (`seen`).
+    /// `adopter` first if it works past its lease (`true` then; `None`: never adopted), in one
+    /// store operation; where the store holds less than the reader was told (`seen`), refused,
+    /// adopting nothing, and the task ended failed as rolled back in the same operation.
     pub async fn task_read(
         &self,
         id: TaskId,
-        adopter: Runner,
+        adopter: Option<Runner>,
         seen: Option<Seen>,
     ) -> Result<Result<(Task, bool), Missing>, StoreError> {
         Link::check(self.link.as_ref()).await?;

@@ -8,16 +8,17 @@
 //! the table would run on a Redis Cluster as it is. The caps count two sets on a slot of their
 //! own, `fs:{tasks}:held` (by when each task is deleted: the bound on memory) and
 //! `fs:{tasks}:working` (by when each TTL fails it: the cap): `admit.lua` admits a new task
-//! before `create.lua` makes it, and `release.lua` takes back what a task that ended early, or
-//! was never made, held. Between two scripts nothing is lost: an entry that is never released
-//! leaves by its score.
+//! beside `create.lua` making it (the two sent together, `tasks/create.rs`), and `release.lua`
+//! takes back what a task that ended early, or was never made, held. Between two scripts
+//! nothing is lost: an entry that is never released leaves by its score.
+
+mod create;
 
 use super::RedisStore;
 use super::replies::{classify, corrupt, text};
 use crate::store::StoreError;
 use forkscope_core::tasks::{
-    CreateError, Created, EndedBy, Holder, Keyed, MAX_HELD, MAX_TASKS, Missing, Runner, Seen,
-    Settled, Status, TOMBSTONE_MS, Task, Work, WriteRefused, minted,
+    EndedBy, Holder, Missing, Runner, Seen, Settled, Status, TOMBSTONE_MS, Task, WriteRefused,
 };
 use forkscope_core::{LabTime, TaskId};
 use redis::{Script, Value};
@@ -39,11 +40,10 @@ task_script!(GET, "get.lua");
 task_script!(READ, "read.lua");
 task_script!(ADOPT, "adopt.lua");
 task_script!(STEP, "step.lua");
+task_script!(FINISH, "finish.lua");
 task_script!(RENEW, "renew.lua");
 task_script!(SETTLE, "settle.lua");
 task_script!(CANCEL, "cancel.lua");
-static ADMIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/tasks/admit.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/tasks/release.lua")));
 
@@ -56,7 +56,7 @@ pub fn task_key(id: TaskId) -> String {
 }
 
 /// An idempotency key's entry: under the home of the tasks it makes.
-fn key_entry(home: u16, key: &str) -> String {
+pub(super) fn key_entry(home: u16, key: &str) -> String {
     format!("fs:{{t:{home:04x}}}:key:{key}")
 }
 
@@ -78,7 +78,7 @@ fn items(reply: &Value) -> Result<Vec<String>, StoreError> {
 /// A task from the script's field list (`FIELDS` in `lua/tasks/lib.lua`, in order). A record no
 /// runner writes (a status outside the vocabulary, a number that is not one, an outcome that
 /// is not JSON) is corrupt, named by its key: never a task read as something it is not.
-fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
+pub(super) fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
     let bad = || corrupt(&format!("task record {}", task_key(id)), f);
     let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
     let [status, .., outcome, ended, _delay] = f else {
@@ -107,9 +107,19 @@ fn task_of(id: TaskId, f: &[String]) -> Result<Task, StoreError> {
             "" => None,
             "cancel" => Some(EndedBy::Cancel),
             "ttl" => Some(EndedBy::Ttl),
-            _ => return Err(bad()),
+            other => Some(rolled_back(other).ok_or_else(bad)?),
         },
     })
+}
+
+/// `rolled_back:HOLDS:APPLIED` (`lib.lua`), the `ended` of a task a rollback ended.
+fn rolled_back(ended: &str) -> Option<EndedBy> {
+    let mut counts = ended.strip_prefix("rolled_back:")?.split(':');
+    let (holds, applied) = (counts.next()?.parse().ok()?, counts.next()?.parse().ok()?);
+    counts
+        .next()
+        .is_none()
+        .then_some(EndedBy::RolledBack { holds, applied })
 }
 
 fn missing(code: &str, rest: &[String]) -> Option<Missing> {
@@ -153,7 +163,7 @@ impl RedisStore {
     }
 
     /// Runs a task script on `keys` (the task first) with the table's settings, then `args`.
-    async fn task_script(
+    pub(super) async fn task_script(
         &self,
         script: &Script,
         keys: &[&str],
@@ -174,7 +184,7 @@ impl RedisStore {
     }
 
     /// A failing script names every key it touches: any of them may be the bad one.
-    async fn invoke(
+    pub(super) async fn invoke(
         &self,
         invocation: &redis::ScriptInvocation<'_>,
         keys: &[&str],
@@ -187,129 +197,11 @@ impl RedisStore {
         items(&reply)
     }
 
-    /// The caps' admission of a new task, `Ok(())` or the refusal.
-    async fn admit(&self, task: &str, ttl_ms: u64) -> Result<Result<(), CreateError>, StoreError> {
-        let mut invocation = ADMIT.prepare_invoke();
-        invocation
-            .key(HELD)
-            .key(WORKING)
-            .arg(task)
-            .arg(ttl_ms)
-            .arg(self.retention.task_retain_ms)
-            .arg(MAX_TASKS)
-            .arg(MAX_HELD);
-        let reply = self.invoke(&invocation, &[HELD, WORKING]).await?;
-        match reply.first().map(String::as_str) {
-            Some("1") => Ok(Ok(())),
-            Some("-2") => Ok(Err(CreateError::Full { max: MAX_TASKS })),
-            Some("-7") => Ok(Err(CreateError::Held { max: MAX_HELD })),
-            _ => Err(corrupt("admit reply", &reply)),
-        }
-    }
-
     /// `task` leaves the working set (`ended`), or both sets (admitted, never made).
-    async fn release(&self, task: &str, why: &str) -> Result<(), StoreError> {
+    pub(super) async fn release(&self, task: &str, why: &str) -> Result<(), StoreError> {
         let mut invocation = RELEASE.prepare_invoke();
         invocation.key(HELD).key(WORKING).arg(task).arg(why);
         self.invoke(&invocation, &[HELD, WORKING]).await.map(drop)
-    }
-
-    /// Admitted first (a fresh task is the common case), then made; a key whose entry names a
-    /// task is read again under that task's name, so the script declares it. What the caps
-    /// admitted for a task never made is released.
-    pub(in crate::store) async fn task_create(
-        &self,
-        drawn: TaskId,
-        work: Work,
-        ttl_ms: u64,
-        keyed: Option<Keyed>,
-        runner: Runner,
-    ) -> Result<Result<(Created, Task), CreateError>, StoreError> {
-        if keyed
-            .as_ref()
-            .is_some_and(|k| k.key.len() > forkscope_core::tasks::MAX_KEY_BYTES)
-        {
-            return Ok(Err(CreateError::KeyTooLong));
-        }
-        let new_id = minted(drawn, keyed.as_ref());
-        let new_key = task_key(new_id);
-        let (key, arguments) =
-            keyed.map_or((String::new(), String::new()), |k| (k.key, k.arguments));
-        let entry = key_entry(new_id.home(), &key);
-        let admission = self.admit(&new_key, ttl_ms).await?;
-        let admitted = admission.is_ok();
-        let id_of = |s: &str| TaskId::parse(s).ok_or_else(|| corrupt("a task id", s));
-        let mut found = String::new();
-        // The entry changes under us only when another create makes or deletes its task: a
-        // few rounds settle it.
-        for _ in 0..4 {
-            let found_key = if found.is_empty() {
-                new_key.clone()
-            } else {
-                task_key(id_of(&found)?)
-            };
-            let keys: &[&str] = if key.is_empty() {
-                &[&new_key]
-            } else {
-                &[&new_key, &entry, &found_key]
-            };
-            let reply = self
-                .task_script(
-                    &CREATE,
-                    keys,
-                    &[
-                        work.steps.to_string(),
-                        ttl_ms.to_string(),
-                        runner.0.to_string(),
-                        key.clone(),
-                        arguments.clone(),
-                        new_id.to_string(),
-                        work.delay_ms.to_string(),
-                        found.clone(),
-                        if admitted { "1" } else { "0" }.to_owned(),
-                    ],
-                )
-                .await?;
-            match reply.split_first() {
-                Some((code, rest)) if code == "1" || code == "0" => {
-                    let (id, fields) = rest
-                        .split_first()
-                        .ok_or_else(|| bad_reply(new_id, "create", &reply))?;
-                    let id = id_of(id)?;
-                    let task = task_of(id, fields)?;
-                    if code == "0" && admitted {
-                        self.release(&new_key, "unused").await?;
-                    }
-                    let created = Created {
-                        id,
-                        epoch: task.epoch,
-                        fresh: code == "1",
-                    };
-                    return Ok(Ok((created, task)));
-                }
-                Some((code, rest)) if code == "-1" => {
-                    if admitted {
-                        self.release(&new_key, "unused").await?;
-                    }
-                    let task = id_of(rest.first().map_or("", String::as_str))?;
-                    return Ok(Err(CreateError::KeyReused { task }));
-                }
-                Some((code, rest)) if code == "-10" => {
-                    found = rest.first().cloned().unwrap_or_default();
-                }
-                Some((code, _)) if code == "-9" => match admission {
-                    Err(refused) => return Ok(Err(refused)),
-                    Ok(()) => return Err(bad_reply(new_id, "create", &reply)),
-                },
-                _ => return Err(bad_reply(new_id, "create", &reply)),
-            }
-        }
-        if admitted {
-            self.release(&new_key, "unused").await?;
-        }
-        Err(StoreError::Unavailable(format!(
-            "the idempotency key's entry {entry} kept changing under a create"
-        )))
     }
 
     pub(in crate::store) async fn task_get(
@@ -335,6 +227,26 @@ impl RedisStore {
         let wrote = done.saturating_sub(1);
         self.runner_write(id, &STEP, (epoch, wrote), &[done.to_string()])
             .await
+    }
+
+    /// The last step and the result in one script; a win leaves the working set the cap
+    /// counts.
+    pub(in crate::store) async fn task_finish(
+        &self,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Arc<str>,
+    ) -> Result<Result<(), WriteRefused>, StoreError> {
+        let wrote = done.saturating_sub(1);
+        let args = [done.to_string(), outcome.to_string()];
+        let finished = self
+            .runner_write(id, &FINISH, (epoch, wrote), &args)
+            .await?;
+        if finished.is_ok() {
+            self.release(&task_key(id), "ended").await?;
+        }
+        Ok(finished)
     }
 
     pub(in crate::store) async fn task_renew(
@@ -375,11 +287,34 @@ impl RedisStore {
         to: Status,
         outcome: Option<Arc<str>>,
     ) -> Result<Result<Settled, WriteRefused>, StoreError> {
+        self.settle(id, by, to, outcome, None).await
+    }
+
+    pub(in crate::store) async fn task_seal_rolled_back(
+        &self,
+        id: TaskId,
+        by: Holder,
+        applied: u64,
+    ) -> Result<Result<Settled, WriteRefused>, StoreError> {
+        self.settle(id, Some(by), Status::Failed, None, Some(applied))
+            .await
+    }
+
+    /// `settle.lua`: a settle, or with `applied` the end of a task found rolled back.
+    async fn settle(
+        &self,
+        id: TaskId,
+        by: Option<Holder>,
+        to: Status,
+        outcome: Option<Arc<str>>,
+        applied: Option<u64>,
+    ) -> Result<Result<Settled, WriteRefused>, StoreError> {
         let args = [
             by.map_or(String::new(), |w| w.epoch.to_string()),
             to.name().to_owned(),
             outcome.as_deref().unwrap_or_default().to_owned(),
             by.map_or(0, |w| w.wrote).to_string(),
+            applied.map_or(String::new(), |a| a.to_string()),
         ];
         let reply = self.task_script(&SETTLE, &[&task_key(id)], &args).await?;
         let settled = settled(id, &reply, to, by.unwrap_or(Holder { epoch: 0, wrote: 0 }))?;
@@ -404,11 +339,11 @@ impl RedisStore {
     pub(in crate::store) async fn task_read(
         &self,
         id: TaskId,
-        adopter: Runner,
+        adopter: Option<Runner>,
         seen: Option<Seen>,
     ) -> Result<Result<(Task, bool), Missing>, StoreError> {
         let args = [
-            adopter.0.to_string(),
+            adopter.map_or(String::new(), |a| a.0.to_string()),
             seen.map_or(String::new(), |s| s.done.to_string()),
             if seen.is_some_and(|s| s.ended) {
                 "1"
@@ -419,12 +354,13 @@ impl RedisStore {
         ];
         let reply = self.task_script(&READ, &[&task_key(id)], &args).await?;
         match reply.split_first() {
-            Some((code, rest)) if code == "-11" => rest
-                .first()
-                .and_then(|h| h.parse().ok())
-                .zip(seen)
-                .map(|(holds, seen)| Ok(Err(Missing::Forgotten { holds, seen })))
-                .unwrap_or_else(|| Err(bad_reply(id, "read", &reply))),
+            Some((code, rest)) if code == "-11" => {
+                let forgotten = rest.first().and_then(|h| h.parse().ok()).zip(seen);
+                let (holds, seen) = forgotten.ok_or_else(|| bad_reply(id, "read", &reply))?;
+                // The read ended the task: it leaves the working set the cap counts.
+                self.release(&task_key(id), "ended").await?;
+                Ok(Err(Missing::Forgotten { holds, seen }))
+            }
             Some((code, rest)) if code == "1" => {
                 let (adopted, fields) = rest
                     .split_first()
@@ -476,7 +412,7 @@ impl RedisStore {
 }
 
 /// A script's reply no script sends, named by the task's key.
-fn bad_reply(id: TaskId, op: &str, reply: &[String]) -> StoreError {
+pub(super) fn bad_reply(id: TaskId, op: &str, reply: &[String]) -> StoreError {
     corrupt(&format!("{op} reply for {}", task_key(id)), reply)
 }
 
@@ -504,7 +440,7 @@ fn settled(
 mod tests {
     use super::*;
     use forkscope_core::SplitMix64;
-    use forkscope_core::tasks::key_home;
+    use forkscope_core::tasks::{Keyed, key_home, minted};
 
     /// The part of a key Redis Cluster hashes: the first `{…}` with something inside.
     fn hash_tag(key: &str) -> &str {
@@ -543,8 +479,17 @@ mod tests {
         let scripts = [
             include_str!("../lua/tasks/lib.lua"),
             include_str!("../lua/tasks/create.lua"),
+            include_str!("../lua/tasks/get.lua"),
+            include_str!("../lua/tasks/read.lua"),
+            include_str!("../lua/tasks/adopt.lua"),
+            include_str!("../lua/tasks/step.lua"),
+            include_str!("../lua/tasks/finish.lua"),
+            include_str!("../lua/tasks/renew.lua"),
+            include_str!("../lua/tasks/settle.lua"),
+            include_str!("../lua/tasks/cancel.lua"),
             include_str!("../lua/tasks/admit.lua"),
             include_str!("../lua/tasks/release.lua"),
+            include_str!("../lua/tasks/withdraw.lua"),
         ];
         for script in scripts {
             for call in script.split("redis.call(").skip(1) {

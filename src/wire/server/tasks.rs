@@ -15,15 +15,15 @@
 use super::handles::Report;
 use super::refusal::{Unavailable, json_response, store_corrupt, unavailable};
 pub use super::task_answers::iso8601;
-use super::task_answers::{acknowledged, invalid, missing_task, seen_of, task_of};
+use super::task_answers::{acknowledged, invalid, missing_task, seen_of, task_json, task_of};
 use crate::store::{Retention, Store, StoreError};
 use crate::wire::{OsEntropy, jsonrpc};
 use axum::http::StatusCode;
 use axum::response::Response;
 use forkscope_core::history::Run;
 use forkscope_core::tasks::{
-    CreateError, DEFAULT_TTL_MS, Holder, Keyed, META_DONE, Missing, POLL_INTERVAL_MS, Runner, Seen,
-    Settled, Status, Task, TaskRules, Work, WriteRefused,
+    CreateError, DEFAULT_TTL_MS, Holder, Keyed, META_DONE, Missing, Runner, Seen, Settled, Status,
+    Task, TaskRules, Work, WriteRefused,
 };
 use forkscope_core::work::{RunnerWrite, TaskRunner};
 use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
@@ -242,19 +242,23 @@ impl TaskHub {
         task: TaskId,
         seen: Option<Seen>,
     ) -> Result<Result<Task, Missing>, StoreError> {
-        // One store operation: the read, and the adoption when the lease ran out — unless a
-        // runner of this endpoint still runs the task.
-        let read = if self.runs_here(task) {
-            self.store.task_get(task).await?.and_then(|t| match seen {
-                Some(seen) if seen.forgotten_by(&t) => Err(Missing::Forgotten {
-                    holds: t.done,
-                    seen,
-                }),
-                _ => Ok((t, false)),
-            })
-        } else {
-            self.store.task_read(task, self.runner, seen).await?
-        };
+        // One store operation: the read, the adoption when the lease ran out (unless a runner
+        // of this endpoint still runs the task), and the end of a task the store forgot under
+        // what this reader was told.
+        let adopter = (!self.runs_here(task)).then_some(self.runner);
+        let read = self.store.task_read(task, adopter, seen).await?;
+        if let Err(Missing::Forgotten { holds, seen }) = read {
+            tracing::warn!(task = %task.short(), holds, told = seen.done,
+                "task ended: the store was rolled back under what its reader was told");
+            // The checker hears this end as a runner's seal. A reader told the task's end
+            // already had it recorded: the store forgot that end, and this one stands in for it.
+            if !seen.ended {
+                self.report.tell(|| Record::TaskSettled {
+                    task,
+                    status: Status::Failed,
+                });
+            }
+        }
         if let Ok((adopted, true)) = &read {
             let adopted = adopted.clone();
             self.counters.adopted.fetch_add(1, Ordering::Relaxed);
@@ -354,55 +358,13 @@ impl TaskHub {
     }
 
     pub(super) fn task_json(&self, task: &Task) -> Value {
-        let origin = self.store.task_wall_origin_ms();
-        let at = |t: LabTime| iso8601(origin + t.as_millis());
-        let mut json = json!({
-            "taskId": task.id.to_string(),
-            "status": task.status.name(),
-            "statusMessage": status_message(task),
-            "createdAt": at(task.created_at),
-            "lastUpdatedAt": at(task.updated_at),
-            "ttlMs": task.ttl_ms,
-            "pollIntervalMs": POLL_INTERVAL_MS,
-        });
-        if let Some(outcome) = &task.outcome
-            && let Ok(outcome) = serde_json::from_str::<Value>(outcome)
-        {
-            let field = if task.status == Status::Failed {
-                "error"
-            } else {
-                "result"
-            };
-            json[field] = outcome;
-        } else if task.status == Status::Failed {
-            // The extension's `failed` carries the JSON-RPC error that ended it: for the TTL,
-            // one that says so.
-            json["error"] = json!({
-                "code": jsonrpc::INTERNAL_ERROR,
-                "message": status_message(task),
-                "data": { "reason": "ttl_expired", "done": task.done, "steps": task.steps },
-            });
-        }
-        json
-    }
-}
-
-fn status_message(task: &Task) -> String {
-    use forkscope_core::tasks::EndedBy;
-    match (task.status, task.ended_by) {
-        (Status::Working, _) => format!("step {} of {}", task.done, task.steps),
-        (Status::Completed, _) => format!("done: {} steps", task.steps),
-        (Status::Cancelled, _) => format!("cancelled after {} of {} steps", task.done, task.steps),
-        (Status::Failed, Some(EndedBy::Ttl)) => format!(
-            "its TTL ran out after {} of {} steps; no step ran after",
-            task.done, task.steps
-        ),
-        (Status::Failed, _) => format!("failed after {} of {} steps", task.done, task.steps),
+        task_json(task, self.store.task_wall_origin_ms())
     }
 }
 
 /// Runs a task from `done` under `epoch` as the core's [`TaskRunner`] says: each step committed
-/// to the store before it counts, and the lease renewed between steps however long they are. A
+/// to the store before it counts, and the lease renewed between steps however long they are; a
+/// last step whose result is due with it goes with the result, in one store operation. A
 /// refused write (a cancel won, the TTL ran out, another runner adopted it), or a store that did
 /// not answer for a whole lease, stops the work (its lease then runs out, and a read elsewhere
 /// adopts it); a store found rolled back ends the task, typed.
@@ -416,9 +378,12 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     }
     let lease = std::time::Duration::from_millis(lease_ms);
     let mut landed = tokio::time::Instant::now();
+    // A write the runner handed out beside the last step, written after it.
+    let mut after = None;
     while let Some(due) = runner.poll_timeout() {
         super::event_stream::pause(due.since(now())).await;
-        while let Some(write) = runner.poll_write(now()) {
+        while let Some(write) = after.take().or_else(|| runner.poll_write(now())) {
+            let write = Write::of(write, &mut runner, now(), &mut after);
             // A store that did not answer may answer again (a restart, a failover): the same
             // write is tried again, for a while — this endpoint's reads do not adopt a task its
             // runner still runs, and when the store answers, a write finding it rolled back ends
@@ -431,6 +396,9 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
                     other => break other,
                 }
             };
+            if !matches!(written, Ok(Ok(true))) {
+                after = None;
+            }
             match written {
                 Ok(Ok(true)) => {
                     landed = tokio::time::Instant::now();
@@ -462,36 +430,53 @@ const RETRY_UNANSWERED: std::time::Duration = std::time::Duration::from_millis(1
 const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The store forgot steps this runner wrote (`holds` of `wrote`): running on would run them
-/// again, so the task ends failed, typed — `store_rolled_back`, with both counts — under the
-/// runner's epoch, and the client reads why on its next poll.
+/// again, so the task ends failed, typed (`EndedBy::RolledBack`, as a read that finds it ends
+/// it) under the runner's epoch, and the client reads why on its next poll.
 async fn seal_rolled_back(hub: &TaskHub, task: TaskId, epoch: u64, (holds, wrote): (u64, u64)) {
-    let error = json!({
-        "code": jsonrpc::INTERNAL_ERROR,
-        "message": format!(
-            "the store was rolled back under this task: it holds {holds} steps, though {wrote} were applied; none runs again"
-        ),
-        "data": { "reason": "store_rolled_back", "holds": holds, "applied": wrote },
-    });
-    let outcome: Arc<str> = error.to_string().into();
     tracing::warn!(task = %task.short(), holds, wrote, "task ended: the store was rolled back under it");
-    let settled = hub
-        .store
-        // What the store holds is what the end claims: `holds`, not the steps it forgot.
-        .task_settle(
-            task,
-            Some(Holder {
-                epoch,
-                wrote: holds,
-            }),
-            Status::Failed,
-            Some(outcome),
-        )
-        .await;
+    // What the store holds is what the end claims: `holds`, not the steps it forgot.
+    let by = Holder {
+        epoch,
+        wrote: holds,
+    };
+    let settled = hub.store.task_seal_rolled_back(task, by, wrote).await;
     if matches!(settled, Ok(Ok(Settled::Won(_)))) {
         hub.report.tell(|| Record::TaskSettled {
             task,
             status: Status::Failed,
         });
+    }
+}
+
+/// A runner's write as it goes to the store.
+#[derive(Clone, Copy, Debug)]
+enum Write {
+    One(RunnerWrite),
+    /// The last step of `steps` and the result due with it (no pace after the last step): one
+    /// store operation ([`forkscope_core::tasks::TaskTable::finish`]), not two in a row.
+    Last {
+        steps: u64,
+    },
+}
+
+impl Write {
+    /// `write`; or, for the last step when the runner has its result due at once, the two
+    /// together. Any other write the runner hands out meanwhile goes in `after`, to follow.
+    fn of(
+        write: RunnerWrite,
+        runner: &mut TaskRunner,
+        now: LabTime,
+        after: &mut Option<RunnerWrite>,
+    ) -> Write {
+        if let RunnerWrite::Step { done, total } = write
+            && done == total
+        {
+            match runner.poll_write(now) {
+                Some(RunnerWrite::Finish { steps }) => return Write::Last { steps },
+                later => *after = later,
+            }
+        }
+        Write::One(write)
     }
 }
 
@@ -501,55 +486,63 @@ async fn commit(
     hub: &TaskHub,
     task: TaskId,
     epoch: u64,
-    write: RunnerWrite,
+    write: Write,
 ) -> Result<Result<bool, WriteRefused>, StoreError> {
+    let result = |steps: u64| -> Arc<str> { super::tool::result(steps).to_string().into() };
     let written = match write {
-        RunnerWrite::Renew { wrote } => {
+        Write::One(RunnerWrite::Renew { wrote }) => {
             return hub
                 .store
                 .task_renew(task, epoch, wrote)
                 .await
                 .map(|w| w.map(|()| true));
         }
-        RunnerWrite::Step { done, .. } => hub
+        Write::One(RunnerWrite::Step { done, .. }) => hub
             .store
             .task_step(task, epoch, done)
             .await
             .map(|w| w.map(|()| true)),
-        RunnerWrite::Finish { steps } => {
-            let result: Arc<str> = super::tool::result(steps).to_string().into();
+        Write::One(RunnerWrite::Finish { steps }) => {
             let by = Holder {
                 epoch,
                 wrote: steps,
             };
             hub.store
-                .task_settle(task, Some(by), Status::Completed, Some(result))
+                .task_settle(task, Some(by), Status::Completed, Some(result(steps)))
                 .await
                 .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
         }
+        Write::Last { steps } => hub
+            .store
+            .task_finish(task, epoch, steps, result(steps))
+            .await
+            .map(|w| w.map(|()| true)),
     };
     if !matches!(written, Ok(Ok(true))) {
         return written;
     }
-    match write {
-        RunnerWrite::Step { done, total } => {
-            hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
-            hub.report.tell(|| Record::StepApplied {
-                run: Run::Task(task),
-                step: done,
-                of: total,
-                epoch,
-            });
-        }
-        RunnerWrite::Finish { .. } => {
-            hub.report.tell(|| Record::TaskSettled {
-                task,
-                status: Status::Completed,
-            });
-            hub.counters.completed.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(task = %task.short(), "task completed");
-        }
-        RunnerWrite::Renew { .. } => {}
+    let (step, finished) = match write {
+        Write::One(RunnerWrite::Step { done, total }) => (Some((done, total)), false),
+        Write::One(RunnerWrite::Finish { .. }) => (None, true),
+        Write::Last { steps } => (Some((steps, steps)), true),
+        Write::One(RunnerWrite::Renew { .. }) => (None, false),
+    };
+    if let Some((done, total)) = step {
+        hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
+        hub.report.tell(|| Record::StepApplied {
+            run: Run::Task(task),
+            step: done,
+            of: total,
+            epoch,
+        });
+    }
+    if finished {
+        hub.report.tell(|| Record::TaskSettled {
+            task,
+            status: Status::Completed,
+        });
+        hub.counters.completed.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(task = %task.short(), "task completed");
     }
     written
 }
@@ -568,45 +561,4 @@ pub(super) fn store_failed(id: &Value, e: &StoreError) -> Response {
 /// retry may cure.
 fn terminal_reason(e: &StoreError) -> Option<&'static str> {
     matches!(e, StoreError::Corrupt(_)).then_some("store_corrupt")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A task the TTL failed is answered with the `error` the extension requires of `failed`.
-    #[test]
-    fn a_task_failed_by_its_ttl_carries_an_error() {
-        let hub = TaskHub::default();
-        let task = Task {
-            id: TaskId::parse("0123456789abcdef0123456789abcdef").unwrap(),
-            status: Status::Failed,
-            created_at: LabTime::ZERO,
-            updated_at: LabTime::from_millis(5),
-            ttl_ms: 5,
-            steps: 4,
-            delay_ms: 10,
-            done: 2,
-            runner: Runner(0),
-            epoch: 1,
-            lease_until: LabTime::ZERO,
-            outcome: None,
-            ended_by: Some(forkscope_core::tasks::EndedBy::Ttl),
-        };
-        let json = hub.task_json(&task);
-        assert_eq!(json["status"], "failed");
-        assert_eq!(json["error"]["data"]["reason"], "ttl_expired");
-        assert_eq!(json["error"]["data"]["done"], 2);
-        assert!(json.get("result").is_none());
-    }
-
-    #[test]
-    fn timestamps_are_iso_8601_in_utc() {
-        assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(
-            super::iso8601(1_796_538_520_123),
-            "2026-12-06T06:28:40.123Z"
-        );
-    }
 }

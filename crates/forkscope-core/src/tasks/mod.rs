@@ -31,6 +31,7 @@ pub use refusals::{Missing, Seen, WriteRefused};
 pub mod guarantee;
 mod image;
 pub mod listen;
+mod rolled_back;
 pub mod sdk;
 #[cfg(test)]
 mod tests;
@@ -117,11 +118,18 @@ pub struct Task {
     pub ended_by: Option<EndedBy>,
 }
 
-/// What ended a task other than its runner.
+/// What ended a task other than its runner's result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndedBy {
     Cancel,
     Ttl,
+    /// The store was found rolled back under it, holding `holds` steps of the `applied` its
+    /// runner wrote or its reader was told: failed, typed, so none runs again
+    /// ([`TaskTable::seal_rolled_back`], [`TaskTable::read`]).
+    RolledBack {
+        holds: u64,
+        applied: u64,
+    },
 }
 
 impl Task {
@@ -483,6 +491,30 @@ impl TaskTable {
         Ok(Settled::Won(to))
     }
 
+    /// The runner under `epoch` commits its last step, `done`, and its result `outcome` as one
+    /// operation: the step as [`TaskTable::step`] takes it, then the end as
+    /// [`TaskTable::settle`] checks it, claiming the `done` steps the store now holds. What a
+    /// runner whose result is due with its last step writes: nothing can come between the two
+    /// that could not have come after them. Refused as the step would be, writing nothing.
+    pub fn finish(
+        &mut self,
+        now: LabTime,
+        id: TaskId,
+        epoch: u64,
+        done: u64,
+        outcome: Option<Arc<str>>,
+    ) -> Result<(), WriteRefused> {
+        self.step(now, id, epoch, done)?;
+        let by = Holder { epoch, wrote: done };
+        let settled = self.settle(now, id, Some(by), Status::Completed, outcome)?;
+        debug_assert_eq!(
+            settled,
+            Settled::Won(Status::Completed),
+            "a step just landed"
+        );
+        Ok(())
+    }
+
     /// The client's cancel: settled against completion by the same compare-and-set. `Won`:
     /// the task is cancelled and its runner's next write is refused; `Lost(s)`: it had already
     /// ended as `s`.
@@ -516,31 +548,6 @@ impl TaskTable {
         task.lease_until = now.plus(lease_ms);
         task.updated_at = now;
         Some(task.epoch)
-    }
-
-    /// A read that may adopt, as one operation: the task as stored, taken over by `adopter`
-    /// first if it works past its lease ([`TaskTable::adopt`]); `true` when it was. What every
-    /// `tasks/get` and listen reads by, so a poll of a working task is one store operation.
-    /// `seen`: what the reader was told before; a store holding less refuses the read
-    /// ([`Missing::Forgotten`]) and adopts nothing.
-    pub fn read(
-        &mut self,
-        now: LabTime,
-        id: TaskId,
-        adopter: Runner,
-        seen: Option<Seen>,
-    ) -> Result<(Task, bool), Missing> {
-        if let Some(seen) = seen {
-            let task = self.get(id)?;
-            if seen.forgotten_by(task) {
-                return Err(Missing::Forgotten {
-                    holds: task.done,
-                    seen,
-                });
-            }
-        }
-        let adopted = self.adopt(now, id, adopter).is_some();
-        Ok((self.get(id)?.clone(), adopted))
     }
 
     /// The TTL, through the same compare-and-set: an unfinished task past its TTL is failed

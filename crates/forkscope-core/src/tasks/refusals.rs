@@ -14,9 +14,11 @@ pub enum Missing {
     #[error("no such task")]
     Unknown,
     /// The store holds less of the task than its reader was already told (`seen`): it was
-    /// rolled back under the read. Answered as a store failure, not as an unknown task.
+    /// rolled back under the read, which ended the task failed
+    /// ([`EndedBy::RolledBack`](super::EndedBy::RolledBack)). Answered as a store failure, not
+    /// as an unknown task.
     #[error(
-        "the store was rolled back under this task: it holds {holds} steps{}, though {} were read{}",
+        "the store was rolled back under this task: it holds {holds} steps{}, though {} were read{}; it ends failed, and none runs again",
         if .seen.ended { " and no end" } else { "" }, .seen.done,
         if .seen.ended { " and its end" } else { "" }
     )]

@@ -391,6 +391,7 @@ fn naive_reads_no_key_so_the_re_issue_makes_a_second_task() {
 }
 
 mod listening;
+mod rolled_back;
 
 /// The cap counts working tasks: a finished one keeps its result without blocking creation.
 #[test]
@@ -547,4 +548,48 @@ fn an_image_puts_tasks_back_as_they_were() {
     assert_eq!(tasks.get(made.id).err(), Some(Missing::Unknown));
     let again = make(&mut tasks);
     assert!(again.fresh, "the key went with the store");
+}
+
+/// The last step and the result in one write: both land, or neither, refused as the step is.
+#[test]
+fn a_last_step_and_its_result_land_together_or_not_at_all() {
+    let (mut tasks, mut rng) = table();
+    let work = Work {
+        steps: 2,
+        delay_ms: 0,
+    };
+    let made = tasks
+        .create(
+            T0,
+            TaskId::generate(&mut rng),
+            work,
+            DEFAULT_TTL_MS,
+            None,
+            A,
+        )
+        .unwrap();
+    let result: Option<Arc<str>> = Some("{}".into());
+    // Step 1 is not held: the store forgot it, and nothing is written.
+    assert_eq!(
+        tasks.finish(T0, made.id, made.epoch, 2, result.clone()),
+        Err(WriteRefused::RolledBack { holds: 0, wrote: 1 })
+    );
+    tasks.step(T0, made.id, made.epoch, 1).unwrap();
+    assert_eq!(
+        tasks.finish(T0, made.id, made.epoch + 1, 2, result.clone()),
+        Err(WriteRefused::Stale { epoch: 2, held: 1 })
+    );
+    assert_eq!(tasks.get(made.id).unwrap().done, 1);
+    tasks
+        .finish(T0, made.id, made.epoch, 2, result.clone())
+        .unwrap();
+    let done = tasks.get(made.id).unwrap();
+    assert_eq!(
+        (done.status, done.done, done.outcome.clone()),
+        (Status::Completed, 2, result.clone())
+    );
+    assert_eq!(
+        tasks.finish(T0, made.id, made.epoch, 2, result),
+        Err(WriteRefused::Terminal(Status::Completed))
+    );
 }

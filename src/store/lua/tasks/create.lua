@@ -2,10 +2,15 @@
 -- arguments it was made with, and its task), KEYS[3] the task the caller read that entry to
 -- name (KEYS[1] again when none): all under one tag, so a task found by its key is a declared
 -- key too. ARGV[4..]: steps, ttl, runner, key ('' for none), arguments, id, delay, the id found
--- ('' for none), and '1' once the caps admitted it (`admit.lua`). The entry is given the
--- task's own deadline for deletion, so the two go together without a script touching both.
+-- ('' for none), and what the caps said (`admit.lua`): '1' admitted, '0' refused, 'p' while
+-- their answer comes beside this script's (`store/redis/tasks/create.rs`): an unkeyed task is
+-- made then, known to no one until the caller answers, which withdraws it should the caps
+-- refuse it (`withdraw.lua`); a keyed one, which its key names at once, waits for the answer.
+-- The entry is given the task's own deadline for deletion, so the two go together without a
+-- script touching both.
 local steps, ttl, runner, key, args = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7], ARGV[8]
-local id, delay, found, admitted = ARGV[9], ARGV[10], ARGV[11], ARGV[12] == '1'
+local id, delay, found = ARGV[9], ARGV[10], ARGV[11]
+local admitted = ARGV[12] == '1' or (ARGV[12] == 'p' and key == '')
 if key ~= '' then
   local entry = redis.call('HMGET', KEYS[2], 'args', 'task')
   if entry[2] then

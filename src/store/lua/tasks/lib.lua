@@ -24,15 +24,19 @@ end
 
 local STATUSES = {working = true, completed = true, failed = true, cancelled = true}
 local NUMBERS = {'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch', 'lease'}
+-- What an operation reads of its task before it acts: in one HMGET (a call from Lua costs more
+-- than the field it reads). The outcome is read only by a reply that carries it (with_fields).
+local READ = {'gone', 'status', 'created', 'updated', 'ttl', 'steps', 'done', 'runner', 'epoch',
+  'lease'}
 
 -- A record no script writes stops every operation on it, named by its key: a write would
 -- build on it, and a read would report it as a task it is not.
-local function check(task)
-  if not STATUSES[redis.call('HGET', task, 'status')] then
+local function check(task, rec)
+  if not STATUSES[rec.status] then
     error({err = 'corrupt task record ' .. task .. ': status'})
   end
   for _, field in ipairs(NUMBERS) do
-    if not tonumber(redis.call('HGET', task, field)) then
+    if not tonumber(rec[field]) then
       error({err = 'corrupt task record ' .. task .. ': ' .. field})
     end
   end
@@ -43,13 +47,17 @@ end
 -- a tombstone for tomb_ms. Its key's entry expires by itself at the same time (`create.lua`
 -- gives it the same deadline; a create that finds an entry whose task is gone replaces it), and
 -- the sets the caps count drop it by their scores: no script touches a key it was not given.
--- Returns 'live', 'none', or 'gone' and when.
+-- Returns 'live' and the record as it now stands (READ's fields by name), 'none', or 'gone'
+-- and when.
 local function state(task)
-  if redis.call('EXISTS', task) == 0 then return 'none' end
-  local gone = redis.call('HGET', task, 'gone')
-  if gone then return 'gone', tonumber(gone) end
-  check(task)
-  local expires = tonumber(redis.call('HGET', task, 'created')) + tonumber(redis.call('HGET', task, 'ttl'))
+  local values = redis.call('HMGET', task, unpack(READ))
+  local rec = {}
+  for i, field in ipairs(READ) do rec[field] = values[i] end
+  if rec.gone then return 'gone', tonumber(rec.gone) end
+  -- No field a task has: no task, or a record no script wrote (check names it).
+  if not rec.status and redis.call('EXISTS', task) == 0 then return 'none' end
+  check(task, rec)
+  local expires = tonumber(rec.created) + tonumber(rec.ttl)
   if now >= expires + retain_ms then
     redis.call('DEL', task)
     redis.call('HSET', task, 'gone', now)
@@ -57,11 +65,12 @@ local function state(task)
     changed(task)
     return 'gone', now
   end
-  if now >= expires and redis.call('HGET', task, 'status') == 'working' then
+  if now >= expires and rec.status == 'working' then
     redis.call('HSET', task, 'status', 'failed', 'ended', 'ttl', 'updated', now)
+    rec.status = 'failed'
     changed(task)
   end
-  return 'live'
+  return 'live', nil, rec
 end
 
 -- The reply `code`, then `extra`, then the task's fields (FIELDS, in order).
@@ -77,14 +86,35 @@ local function missing(s, at)
   return {-3}
 end
 
--- What a runner's write checks: the task lives, is not terminal, and is held at `epoch`.
+-- What a runner's write checks: the task lives, is not terminal, and is held at `epoch`. The
+-- refusal, or nil and the record.
 local function writable(task, epoch)
-  local s, at = state(task)
+  local s, at, rec = state(task)
   if s ~= 'live' then return missing(s, at) end
-  local status = redis.call('HGET', task, 'status')
-  if status ~= 'working' then return {-5, status} end
-  local held = tonumber(redis.call('HGET', task, 'epoch'))
+  if rec.status ~= 'working' then return {-5, rec.status} end
+  local held = tonumber(rec.epoch)
   if epoch and epoch ~= held then return {-6, held} end
+  return nil, rec
+end
+
+-- The store was found rolled back under the task: it holds `holds` steps of the `applied` its
+-- runner wrote or its reader was told (both as stored, strings). Failed, typed, so none runs
+-- again: EndedBy::RolledBack, spelled 'rolled_back:HOLDS:APPLIED' in the `ended` field.
+local function rolled_back(holds, applied)
+  return 'rolled_back:' .. holds .. ':' .. applied
+end
+
+-- TaskTable::step: the runner under `epoch` committed step `done`, its lease renewed, and
+-- `...` (field, value pairs) written with it; the refusal, or nil once written (no PUBLISH: the
+-- caller tells). Steps are written in order: a store holding fewer than the one before forgot
+-- them.
+local function take_step(task, epoch, done, ...)
+  local refused, rec = writable(task, epoch)
+  if refused then return refused end
+  local held = tonumber(rec.done)
+  if held + 1 < done then return {-8, held} end
+  redis.call('HSET', task, 'done', math.max(held, done), 'updated', now, 'lease', now + lease_ms,
+    ...)
   return nil
 end
 
