@@ -378,12 +378,9 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     }
     let lease = std::time::Duration::from_millis(lease_ms);
     let mut landed = tokio::time::Instant::now();
-    // A write the runner handed out beside the last step, written after it.
-    let mut after = None;
     while let Some(due) = runner.poll_timeout() {
         super::event_stream::pause(due.since(now())).await;
-        while let Some(write) = after.take().or_else(|| runner.poll_write(now())) {
-            let write = Write::of(write, &mut runner, now(), &mut after);
+        while let Some(write) = runner.poll_write(now()) {
             // A store that did not answer may answer again (a restart, a failover): the same
             // write is tried again, for a while — this endpoint's reads do not adopt a task its
             // runner still runs, and when the store answers, a write finding it rolled back ends
@@ -396,9 +393,6 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
                     other => break other,
                 }
             };
-            if !matches!(written, Ok(Ok(true))) {
-                after = None;
-            }
             match written {
                 Ok(Ok(true)) => {
                     landed = tokio::time::Instant::now();
@@ -448,61 +442,29 @@ async fn seal_rolled_back(hub: &TaskHub, task: TaskId, epoch: u64, (holds, wrote
     }
 }
 
-/// A runner's write as it goes to the store.
-#[derive(Clone, Copy, Debug)]
-enum Write {
-    One(RunnerWrite),
-    /// The last step of `steps` and the result due with it (no pace after the last step): one
-    /// store operation ([`forkscope_core::tasks::TaskTable::finish`]), not two in a row.
-    Last {
-        steps: u64,
-    },
-}
-
-impl Write {
-    /// `write`; or, for the last step when the runner has its result due at once, the two
-    /// together. Any other write the runner hands out meanwhile goes in `after`, to follow.
-    fn of(
-        write: RunnerWrite,
-        runner: &mut TaskRunner,
-        now: LabTime,
-        after: &mut Option<RunnerWrite>,
-    ) -> Write {
-        if let RunnerWrite::Step { done, total } = write
-            && done == total
-        {
-            match runner.poll_write(now) {
-                Some(RunnerWrite::Finish { steps }) => return Write::Last { steps },
-                later => *after = later,
-            }
-        }
-        Write::One(write)
-    }
-}
-
 /// One write of a runner under `epoch`, and what it tells: `Ok(Ok(true))` it landed,
 /// `Ok(Ok(false))` the task had already ended (the runner stops without a word).
 async fn commit(
     hub: &TaskHub,
     task: TaskId,
     epoch: u64,
-    write: Write,
+    write: RunnerWrite,
 ) -> Result<Result<bool, WriteRefused>, StoreError> {
     let result = |steps: u64| -> Arc<str> { super::tool::result(steps).to_string().into() };
     let written = match write {
-        Write::One(RunnerWrite::Renew { wrote }) => {
+        RunnerWrite::Renew { wrote } => {
             return hub
                 .store
                 .task_renew(task, epoch, wrote)
                 .await
                 .map(|w| w.map(|()| true));
         }
-        Write::One(RunnerWrite::Step { done, .. }) => hub
+        RunnerWrite::Step { done, .. } => hub
             .store
             .task_step(task, epoch, done)
             .await
             .map(|w| w.map(|()| true)),
-        Write::One(RunnerWrite::Finish { steps }) => {
+        RunnerWrite::Finish { steps } => {
             let by = Holder {
                 epoch,
                 wrote: steps,
@@ -512,7 +474,7 @@ async fn commit(
                 .await
                 .map(|w| w.map(|s| matches!(s, Settled::Won(_))))
         }
-        Write::Last { steps } => hub
+        RunnerWrite::Last { steps } => hub
             .store
             .task_finish(task, epoch, steps, result(steps))
             .await
@@ -522,10 +484,10 @@ async fn commit(
         return written;
     }
     let (step, finished) = match write {
-        Write::One(RunnerWrite::Step { done, total }) => (Some((done, total)), false),
-        Write::One(RunnerWrite::Finish { .. }) => (None, true),
-        Write::Last { steps } => (Some((steps, steps)), true),
-        Write::One(RunnerWrite::Renew { .. }) => (None, false),
+        RunnerWrite::Step { done, total } => (Some((done, total)), false),
+        RunnerWrite::Finish { .. } => (None, true),
+        RunnerWrite::Last { steps } => (Some((steps, steps)), true),
+        RunnerWrite::Renew { .. } => (None, false),
     };
     if let Some((done, total)) = step {
         hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);

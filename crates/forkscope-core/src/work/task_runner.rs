@@ -41,6 +41,10 @@ pub enum RunnerWrite {
     Step { done: u64, total: u64 },
     /// The work is done: settle the task completed with the result of `steps`.
     Finish { steps: u64 },
+    /// The last step of `steps` and the result due with it (no pace after the last step): one
+    /// store operation ([`crate::tasks::TaskTable::finish`]), not a step and a settle in a row
+    /// that a crash or a rollback could split.
+    Last { steps: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,6 +129,12 @@ impl TaskRunner {
         }
         if let Some(step) = self.steps.take_due(now, 1).pop() {
             return Some(match step {
+                ToolStep::Progress { done, total } if done == total => {
+                    match self.steps.take_due(now, 1).pop() {
+                        Some(ToolStep::Result { steps }) => RunnerWrite::Last { steps },
+                        _ => RunnerWrite::Step { done, total },
+                    }
+                }
                 ToolStep::Progress { done, total } => RunnerWrite::Step { done, total },
                 ToolStep::Result { steps } => RunnerWrite::Finish { steps },
             });

@@ -18,6 +18,9 @@ fn drive(runner: &mut TaskRunner, table: &mut TaskTable, now: LabTime) {
         let landed = match write {
             RunnerWrite::Renew { wrote } => table.renew(now, task, epoch, wrote).is_ok(),
             RunnerWrite::Step { done, .. } => table.step(now, task, epoch, done).is_ok(),
+            RunnerWrite::Last { steps } => table
+                .finish(now, task, epoch, steps, Some(Arc::from("{}")))
+                .is_ok(),
             RunnerWrite::Finish { steps } => matches!(
                 table.settle(
                     now,
@@ -104,4 +107,45 @@ fn a_runner_that_stops_renewing_is_adopted_and_refused() {
         "the stale runner stops at its first refused write"
     );
     assert_eq!(table.get(id).unwrap().done, 0);
+}
+
+/// A last step whose result is due with it goes as one write; one paced before its result
+/// goes alone, and the result follows a delay later.
+#[test]
+fn the_last_step_and_a_result_due_with_it_are_one_write() {
+    let mut table = TaskTable::new().with_lease(LEASE);
+    let (_, mut runner) = task(&mut table, 1, 0);
+    assert_eq!(
+        runner.poll_write(LabTime::ZERO),
+        Some(RunnerWrite::Last { steps: 1 })
+    );
+    let (_, mut paced) = task(&mut TaskTable::new().with_lease(LEASE), 1, 100);
+    let at = LabTime::from_millis(100);
+    assert_eq!(
+        paced.poll_write(at),
+        Some(RunnerWrite::Step { done: 1, total: 1 })
+    );
+    assert_eq!(paced.poll_write(at), None);
+    assert_eq!(
+        paced.poll_write(LabTime::from_millis(200)),
+        Some(RunnerWrite::Finish { steps: 1 })
+    );
+}
+
+/// A runner behind its schedule (a slow store) finds its last step and result due together.
+#[test]
+fn a_late_runner_finishes_in_one_write() {
+    let mut table = TaskTable::new().with_lease(LEASE);
+    let (id, mut runner) = task(&mut table, 2, 100);
+    drive(&mut runner, &mut table, LabTime::from_millis(100));
+    assert_eq!(
+        runner.poll_write(LabTime::from_millis(900)),
+        Some(RunnerWrite::Last { steps: 2 })
+    );
+    runner.written(LabTime::from_millis(900));
+    table
+        .finish(LabTime::from_millis(900), id, 1, 2, None)
+        .unwrap();
+    assert_eq!(table.get(id).unwrap().status, Status::Completed);
+    assert!(runner.is_over());
 }

@@ -442,6 +442,22 @@ impl RequestLab {
                 }
                 taken
             }
+            RunnerWrite::Last { steps } => {
+                let taken = self.table.finish(now, id, epoch, steps, None).is_ok();
+                if taken {
+                    self.record(Record::StepApplied {
+                        run: Run::Task(id),
+                        step: steps,
+                        of: steps,
+                        epoch,
+                    });
+                    self.record(Record::TaskSettled {
+                        task: id,
+                        status: Status::Completed,
+                    });
+                }
+                taken
+            }
             RunnerWrite::Finish { steps } => {
                 let by = Holder {
                     epoch,
