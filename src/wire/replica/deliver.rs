@@ -12,7 +12,7 @@
 use super::local::Local;
 use super::witness::{Fact, effect_of};
 use super::{Replica, work};
-use crate::store::{Adoption, Reader, Snapshot, StoreError};
+use crate::store::{Adoption, Events, Reader, Snapshot, StoreError};
 use crate::wire::server::handles::Handle;
 use crate::wire::server::{KEEPALIVE_FRAME, RETRY_HINT_MS, liveness};
 use crate::wire::sse;
@@ -55,6 +55,10 @@ pub(super) struct Delivery {
     pub epoch: Option<u64>,
     /// A new stream opens with its priming event (an id, and empty data).
     pub priming: bool,
+    /// The first hand-off, already read with its record: a resume reads it before it is
+    /// answered (a log with a hole is refused, typed), and the delivery starts from it rather
+    /// than read it again — one store round trip, not two, before the first replayed event.
+    pub first: Option<(Snapshot, Events)>,
 }
 
 impl Delivery {
@@ -93,8 +97,10 @@ pub(super) fn body(
     });
     replica.spawn(async move {
         let _permit = permit;
+        let mut delivery = delivery;
+        let first = delivery.first.take();
         let ended = if delivery.epoch.is_some() {
-            fenced(&task_replica, &delivery, &tx).await
+            fenced(&task_replica, &delivery, &tx, first).await
         } else {
             naive(&task_replica, &delivery, &tx).await
         };
@@ -248,7 +254,12 @@ async fn read_record(replica: &Replica, delivery: &Delivery) -> Result<Snapshot,
         .ok_or(Ended::Gone)
 }
 
-async fn fenced(replica: &Replica, delivery: &Delivery, tx: &Out) -> Result<(), Ended> {
+async fn fenced(
+    replica: &Replica,
+    delivery: &Delivery,
+    tx: &Out,
+    mut first: Option<(Snapshot, Events)>,
+) -> Result<(), Ended> {
     let epoch = delivery.epoch.unwrap_or_default();
     prime(replica, delivery, tx).await?;
     // Opened only once the delivery has caught up: a replay of a finished call never needs one.
@@ -262,11 +273,14 @@ async fn fenced(replica: &Replica, delivery: &Delivery, tx: &Out) -> Result<(), 
         }
         // Every hand-off, replay and live alike, comes with the record it was read with, and
         // is checked against the epoch first.
-        let (snapshot, events) = replica
-            .store
-            .replay(&delivery.session, delivery.stream, after, batch)
-            .await?
-            .ok_or(Ended::Gone)?;
+        let (snapshot, events) = match first.take() {
+            Some(read) => read,
+            None => replica
+                .store
+                .replay(&delivery.session, delivery.stream, after, batch)
+                .await?
+                .ok_or(Ended::Gone)?,
+        };
         let record = &snapshot.record;
         if !admits(Policy::Fenced, record.epoch, epoch) {
             replica

@@ -264,6 +264,7 @@ async fn call_tool(
         live_after: 0,
         epoch: (replica.policy == Policy::Fenced).then_some(1),
         priming: true,
+        first: None,
     };
     sse(replica, delivery, (permit, connection), false)
 }
@@ -394,6 +395,7 @@ async fn attempt_get(
                 live_after: 0,
                 epoch: (replica.policy == Policy::Fenced).then_some(1),
                 priming: true,
+                first: None,
             };
             Ok(Some((delivery, false)))
         }
@@ -468,20 +470,22 @@ async fn attempt_get(
             if snapshot.record.kind == StreamKind::Standalone {
                 work::start_emitter(replica, *session, stream, epoch.unwrap_or(1));
             }
+            let mut first = None;
             if epoch.is_some() {
                 // The resume's first hand-off, read before it is answered: a log that lost an
                 // entry the client is owed is refused, typed (500 store_corrupt), never a 200
-                // that says resumed and then ends empty.
-                let (first, events) = replica
+                // that says resumed and then ends empty. The delivery starts from it.
+                let (read, events) = replica
                     .store
                     .replay(session, stream, after, deliver::FIRST_BATCH)
                     .await
                     .map_err(fail)?
                     .ok_or_else(gone)?;
                 let seqs = events.iter().map(|(seq, _)| *seq);
-                if let Some(LogHole::Missing(from, to)) = first.record.hole_in(after, seqs) {
+                if let Some(LogHole::Missing(from, to)) = read.record.hole_in(after, seqs) {
                     return Err(fail(deliver::lost(stream, from, to)));
                 }
+                first = Some((read, events));
             }
             let delivery = Delivery {
                 session: *session,
@@ -492,6 +496,7 @@ async fn attempt_get(
                 live_after: high_water.max(after),
                 epoch,
                 priming: false,
+                first,
             };
             Ok(Some((delivery, true)))
         }
