@@ -35,7 +35,7 @@ fn items(snap: &Snapshot) -> (&'static str, Vec<Item<'_>>) {
             // The checker's finding outranks the policy's promise: name what broke it.
             note: match g.broken {
                 Some(kind) => format!(
-                    "broken here: {} ×{}",
+                    "the checker found {} ×{}",
                     short(kind),
                     snap.view.verdict.count(kind)
                 )
