@@ -1,4 +1,4 @@
-//! The docs cannot drift: every command in `README.md` and `docs/workshop.md` runs here, and
+//! The docs cannot drift: every command in `README.md` and every page of `docs/` runs here, and
 //! every output they show is compared with what the program prints (snapbox), so a changed
 //! output fails until the doc changes with it.
 //!
@@ -626,14 +626,72 @@ fn run_doc(doc: &'static str) {
     }
 }
 
+/// Every doc a reader is sent to: the README and the manual's pages, each run on its own (a
+/// page starts with fresh terminals, as a reader opening it does).
+const DOCS: &[&str] = &[
+    "README.md",
+    "docs/dashboard.md",
+    "docs/scenarios.md",
+    "docs/check.md",
+    "docs/probe.md",
+    "docs/serve.md",
+    "docs/replicas.md",
+    "docs/workshop.md",
+];
+
 #[test]
 fn readme_commands_print_what_the_readme_shows() {
     run_doc("README.md");
 }
 
 #[test]
+fn dashboard_page_commands_print_what_it_shows() {
+    run_doc("docs/dashboard.md");
+}
+
+#[test]
+fn scenarios_page_commands_print_what_it_shows() {
+    run_doc("docs/scenarios.md");
+}
+
+#[test]
+fn check_page_commands_print_what_it_shows() {
+    run_doc("docs/check.md");
+}
+
+#[test]
+fn probe_page_commands_print_what_it_shows() {
+    run_doc("docs/probe.md");
+}
+
+#[test]
+fn serve_page_commands_print_what_it_shows() {
+    run_doc("docs/serve.md");
+}
+
+#[test]
+fn replicas_page_commands_print_what_it_shows() {
+    run_doc("docs/replicas.md");
+}
+
+#[test]
 fn workshop_commands_print_what_the_workshop_shows() {
     run_doc("docs/workshop.md");
+}
+
+/// No page of the manual escapes the test: every `docs/*.md` is in [`DOCS`].
+#[test]
+fn every_page_of_the_manual_is_run() {
+    for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+            assert!(
+                DOCS.contains(&name.as_str()),
+                "{name} is not in DOCS: its commands would go unrun"
+            );
+        }
+    }
 }
 
 /// Every command a doc shows, as `classify` reads it.
@@ -665,10 +723,7 @@ fn doc_commands(doc: &str) -> Vec<(String, String)> {
 /// would neither run nor skip.
 #[test]
 fn every_skip_and_change_of_pace_names_a_command_the_docs_show() {
-    let commands: Vec<(String, String)> = ["README.md", "docs/workshop.md"]
-        .into_iter()
-        .flat_map(doc_commands)
-        .collect();
+    let commands: Vec<(String, String)> = DOCS.iter().copied().flat_map(doc_commands).collect();
     for (skipped, _) in SKIPPED {
         assert!(
             commands.iter().any(|(code, _)| code == skipped),
@@ -696,7 +751,7 @@ fn inline_dashboard_launches_are_accepted() {
     let launch = Regex::new(r"`forkscope (--[^`]*)`").unwrap();
     let placeholder = Regex::new(r"\b[A-Z]{3,}\b").unwrap();
     let mut checked = Vec::new();
-    for doc in ["README.md", "docs/workshop.md"] {
+    for doc in DOCS {
         let text = std::fs::read_to_string(repo().join(doc)).unwrap();
         for found in launch.captures_iter(&text) {
             let args = &found[1];

@@ -36,7 +36,7 @@ pub fn lines(selected: usize, theme: &Theme) -> Vec<Line<'static>> {
             }
             None => lines.push(Line::styled(
                 if policy.fences() {
-                    "    forkscope's own: the five conditions (README, \"The invariant\")"
+                    "    forkscope's own: the five conditions (docs/dashboard.md, \"The invariant\")"
                 } else {
                     "    the seed incident's server (docs: the incident write-up)"
                 },
