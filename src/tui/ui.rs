@@ -19,7 +19,7 @@ use forkscope_core::revision::Protocols;
 use forkscope_core::{Condition, ReplicaId};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
-use ratatui::text::Line;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// Below this the dashboard asks for a larger terminal instead of drawing a mess.
@@ -268,16 +268,18 @@ fn draw_too_narrow(frame: &mut Frame, area: Rect, screen: &Screen, theme: &Theme
         Line::raw(""),
     ];
     for snap in screen.panels {
-        text.push(Line::from(vec![header::policy_badge(
-            snap.view.policy,
-            theme,
-        )]));
+        let mut badge = vec![header::policy_badge(snap.view.policy, theme)];
         let verdict = &snap.view.verdict;
-        text.push(if screen.hide_verdict {
-            Line::styled("verdict hidden (V reveals)", theme.dim())
+        if screen.hide_verdict {
+            text.push(Line::from(badge));
+            text.push(Line::styled("verdict hidden (V reveals)", theme.dim()));
         } else {
-            Line::styled(verdict.headline.clone(), theme.verdict(verdict.clean))
-        });
+            // The verdict's words (FORK, LOST, CLEAN) first, as each lab's own panel says them.
+            badge.push(Span::raw("  "));
+            badge.extend(invariant::verdict_fields(snap, theme).into_iter().flatten());
+            text.push(Line::from(badge));
+            text.push(Line::styled(verdict.headline.clone(), theme.text()));
+        }
         text.push(Line::raw(""));
     }
     frame.render_widget(

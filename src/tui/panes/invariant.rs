@@ -253,8 +253,16 @@ fn full_conditions<'a>(
 
 /// The verdict, the typed rejections, and the leading anomaly's sentence.
 fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme: &Theme) {
-    let verdict = &snap.view.verdict;
     // A count never wraps away from its kind: the line breaks between `KIND ×n` fields.
+    lines.extend(super::wrap_fields(verdict_fields(snap, theme), width));
+    push_rejections_and_headline(lines, snap, width, theme);
+}
+
+/// The verdict's words, `verdict FORK ×1 · DUPLICATE ×3` (or `CLEAN`, `so far · N open`), one
+/// field per kind so a line breaks between them: the invariant panel's, and the one line each
+/// lab keeps when three are too many for the terminal.
+pub(crate) fn verdict_fields(snap: &Snapshot, theme: &Theme) -> Vec<Vec<Span<'static>>> {
+    let verdict = &snap.view.verdict;
     let mut fields = vec![vec![Span::styled("verdict ", theme.title())]];
     if verdict.clean {
         fields[0].push(Span::styled("CLEAN", theme.verdict(true)));
@@ -284,7 +292,16 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme:
             }
         }
     }
-    lines.extend(super::wrap_fields(fields, width));
+    fields
+}
+
+fn push_rejections_and_headline(
+    lines: &mut Vec<Line<'_>>,
+    snap: &Snapshot,
+    width: usize,
+    theme: &Theme,
+) {
+    let verdict = &snap.view.verdict;
     // The typed rejections are the fenced story's evidence: name them before the sentence.
     let rejected = &snap.view.counters.resumes_rejected;
     if !rejected.is_empty() {
