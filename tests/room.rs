@@ -206,6 +206,14 @@ async fn every_verdict_shows_whole_side_by_side_in_presenter_and_after_predict()
         let labs = app.labs().len();
         for (w, h) in SIZES {
             let screen = draw(&mut app, w, h);
+            // Side by side, each verdict is lettered the same: big letters on every side or none.
+            let lettered: Vec<bool> = (0..labs)
+                .map(|n| column_words(&screen, labs, n).contains(['█', '▛', '▜', '▙', '▟']))
+                .collect();
+            assert!(
+                lettered.iter().all(|l| *l == lettered[0]),
+                "{w}×{h} present={present}: letters on some sides only: {lettered:?}\n{screen}"
+            );
             for (n, lab) in app.labs().iter().enumerate() {
                 let snap = lab.snapshot();
                 let verdict = &snap.view.verdict;

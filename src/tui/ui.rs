@@ -359,7 +359,16 @@ fn draw_present(
     if hidden {
         presenter::render_hidden(frame, verdict_area, theme);
     } else {
-        presenter::render_verdict(frame, verdict_area, snap, theme);
+        // Side by side, every lab's verdict is lettered the same: big when each can be.
+        let letters = (screen.panels.len() > 1).then(|| {
+            let sizes: Option<Vec<usize>> = screen
+                .panels
+                .iter()
+                .map(|p| presenter::letter_size(p, verdict_area))
+                .collect();
+            sizes.and_then(|sizes| sizes.into_iter().max())
+        });
+        presenter::render_verdict(frame, verdict_area, snap, theme, letters);
     }
     let lanes_area = Rect {
         height: lanes_area.height.min(9),

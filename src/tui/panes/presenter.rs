@@ -63,17 +63,24 @@ fn count_fields(snap: &Snapshot, style: Style) -> Vec<Vec<Span<'static>>> {
 /// whole: the letters go first (the counts line leads with the same word), then the sentence
 /// drops its closing parenthesis (the run's tallies), and only then is it cut with `…`. What
 /// is shown is centred, so a short verdict leaves no blank rows beneath it.
-pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+///
+/// `lettered`: `None` decides alone, as above; `Some(Some(i))` draws the letters at size
+/// `LETTERS[i]` (which [`letter_size`] found fit); `Some(None)` draws none. Labs side by
+/// side are told one answer ([`letter_size`] for all of them), so a reveal letters each side
+/// the same.
+pub fn render_verdict(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    theme: &Theme,
+    lettered: Option<Option<usize>>,
+) {
     let verdict = &snap.view.verdict;
     let style = theme.verdict(verdict.clean).add_modifier(Modifier::BOLD);
     let outer = block("verdict", theme);
     let inner = outer.inner(area);
     frame.render_widget(outer, area);
-    let word = match verdict.counts.iter().next() {
-        _ if verdict.clean => "CLEAN",
-        Some((kind, _)) => super::invariant::short(*kind),
-        None => "CLEAN",
-    };
+    let word = word(snap);
     let fields = count_fields(snap, style);
     let width = usize::from(inner.width);
     let rows = usize::from(inner.height);
@@ -84,6 +91,9 @@ pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Th
     // Letter sizes, tallest first, that fit the width: (rows, size).
     let sizes: Vec<(usize, PixelSize)> = LETTERS
         .iter()
+        .enumerate()
+        .filter(|(i, _)| lettered.is_none_or(|told| told == Some(*i)))
+        .map(|(_, letter)| letter)
         .filter(|(_, _, cells)| letters.saturating_mul(*cells) <= inner.width)
         .map(|(rows, size, _)| (*rows, *size))
         .collect();
@@ -139,6 +149,35 @@ pub fn render_verdict(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Th
         ),
         sentence_area,
     );
+}
+
+/// The widest big letters (an index into [`LETTERS`]) the verdict of `snap` can take in `area`
+/// (borders included): their width, its counts and its sentence (at least without its closing
+/// tallies) fit whole. Labs side by side letter only when each can, all at the size the
+/// narrowest allows: a reveal never shows one side in letters and the other in a line.
+pub fn letter_size(snap: &Snapshot, area: Rect) -> Option<usize> {
+    // Inside the verdict block's border.
+    let inner = area.inner(ratatui::layout::Margin::new(1, 1));
+    let width = usize::from(inner.width);
+    let letters = u16::try_from(word(snap).chars().count()).unwrap_or(u16::MAX);
+    let counts = super::wrap_fields(count_fields(snap, Style::default()), width).len();
+    let headline = &snap.view.verdict.headline;
+    let sentence = without_tallies(headline).unwrap_or(headline);
+    let sentence = super::wrap_cut(sentence, width, usize::MAX).len();
+    LETTERS.iter().position(|(rows, _, cells)| {
+        letters.saturating_mul(*cells) <= inner.width
+            && rows + counts + sentence <= usize::from(inner.height)
+    })
+}
+
+/// The verdict's leading word, the one the letters spell.
+fn word(snap: &Snapshot) -> &'static str {
+    let verdict = &snap.view.verdict;
+    match verdict.counts.iter().next() {
+        _ if verdict.clean => "CLEAN",
+        Some((kind, _)) => super::invariant::short(*kind),
+        None => "CLEAN",
+    }
 }
 
 /// The big letters' sizes, widest first: rows, pixel size, cells per 8×8 letter. Only block
