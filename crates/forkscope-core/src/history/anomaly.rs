@@ -313,6 +313,29 @@ impl Anomaly {
             Anomaly::Duplicate { second, .. } => second.at,
         }
     }
+
+    /// The tasks the anomaly names (2026-07-28), in the order its sentence does: the lanes a
+    /// screen keeps in view for it.
+    pub fn tasks(&self) -> Vec<TaskId> {
+        let of = |run: &Run| match run {
+            Run::Task(task) => Some(*task),
+            Run::Request(_) => None,
+        };
+        let mut tasks: Vec<TaskId> = match self {
+            Anomaly::TwoRunners { first, second, .. }
+            | Anomaly::EffectTwice { first, second, .. } => {
+                [of(first), of(second)].into_iter().flatten().collect()
+            }
+            Anomaly::CutHalfway { run, .. } => of(run).into_iter().collect(),
+            Anomaly::TerminalTwice { task, .. }
+            | Anomaly::StaleRead { task, .. }
+            | Anomaly::OrphanTask { task, .. }
+            | Anomaly::TaskLost { task, .. } => vec![*task],
+            _ => Vec::new(),
+        };
+        tasks.dedup();
+        tasks
+    }
 }
 
 impl fmt::Display for Anomaly {

@@ -204,12 +204,14 @@ fn fence_row(column: usize, said: &str, room: usize) -> Option<String> {
 
 type Cells = Vec<Option<(Mark, usize)>>;
 
-/// The task lanes shown in `room` rows: those with a violation first, then the newest (the
+/// The task lanes shown in `room` rows: those the verdict's leading anomaly names first (the
+/// story its sentence tells stays in view), then those with a violation, then the newest (the
 /// last to appear in the window), in the order they appeared.
-fn shown_tasks(
-    tasks: &std::collections::BTreeMap<forkscope_core::TaskId, Cells>,
+fn shown_tasks<'t>(
+    tasks: &'t std::collections::BTreeMap<forkscope_core::TaskId, Cells>,
     room: usize,
-) -> Vec<(&forkscope_core::TaskId, &Cells)> {
+    named: &[forkscope_core::TaskId],
+) -> Vec<(&'t forkscope_core::TaskId, &'t Cells)> {
     let first_mark = |marks: &Cells| marks.iter().position(Option::is_some).unwrap_or(usize::MAX);
     let violates = |marks: &Cells| {
         marks
@@ -218,8 +220,9 @@ fn shown_tasks(
             .any(|(m, _)| m.severity == Severity::Violation)
     };
     let mut shown: Vec<_> = tasks.iter().collect();
-    shown.sort_by_key(|(_, marks)| {
+    shown.sort_by_key(|(task, marks)| {
         (
+            !named.contains(task),
             std::cmp::Reverse(violates(marks)),
             std::cmp::Reverse(first_mark(marks)),
         )
@@ -329,9 +332,29 @@ pub fn render(
     // then the legend: a task's lane says more than a quiet stream's or the legend. A task
     // left without a lane draws on the client's, so no mark is lost to a small pane.
     // (A lab of 2026-07-28 alone has no stream: no row is kept for one.)
-    let one_stream = usize::from(!lanes.streams.is_empty() || lanes.tasks.is_empty());
+    let named = snap
+        .view
+        .verdict
+        .first
+        .as_ref()
+        .map(forkscope_core::history::Anomaly::tasks)
+        .unwrap_or_default();
+    // The tasks the verdict names outrank a quiet stream's lane: where they would not all fit
+    // beside it, it yields its row (and the title says so).
+    let named_here = named.iter().filter(|t| lanes.tasks.contains_key(t)).count();
+    let quiet_streams = fork.is_none()
+        && lanes
+            .streams
+            .values()
+            .flatten()
+            .flatten()
+            .all(|(m, _)| m.severity != Severity::Violation);
+    let streams_yield =
+        !lanes.streams.is_empty() && quiet_streams && named_here + 2 > inner && named_here < inner;
+    let one_stream =
+        usize::from((!lanes.streams.is_empty() && !streams_yield) || lanes.tasks.is_empty());
     let task_room = inner.saturating_sub(1 + one_stream).min(MAX_TASK_LANES);
-    let tasks_shown = shown_tasks(&lanes.tasks, task_room);
+    let tasks_shown = shown_tasks(&lanes.tasks, task_room, &named);
     // The rows above the tasks: the stream lanes, or `no events yet`.
     let streams_wanted = if lanes.streams.is_empty() {
         usize::from(tasks_shown.is_empty())
@@ -340,14 +363,15 @@ pub fn render(
     };
     let room = inner
         .saturating_sub(1 + tasks_shown.len())
-        .clamp(1, MAX_STREAM_LANES);
+        .clamp(usize::from(!streams_yield), MAX_STREAM_LANES);
     let hidden: Vec<_> = lanes
         .tasks
         .iter()
         .filter(|(task, _)| !tasks_shown.iter().any(|(shown, _)| shown == task))
         .map(|(task, cells)| (*task, cells.clone()))
         .collect();
-    let on_client = hidden.iter().map(|(task, _)| *task).collect();
+    let on_client: Vec<_> = hidden.iter().map(|(task, _)| *task).collect();
+    let on_client_count = on_client.len();
     for (_, cells) in hidden {
         grid::merge(&mut lanes.client, &cells, source.selected);
     }
@@ -480,7 +504,16 @@ pub fn render(
             None => lines.push(Line::styled(legend, theme.dim())),
         }
     }
-    frame.render_widget(Paragraph::new(lines).block(block("lanes", theme)), area);
+    // Tasks without a lane of their own are said, not silently folded.
+    let mut title = match on_client_count {
+        0 => "lanes".to_owned(),
+        1 => "lanes · 1 more task's marks on the client lane".to_owned(),
+        n => format!("lanes · {n} more tasks' marks on the client lane"),
+    };
+    if streams_yield && room == 0 {
+        title.push_str(" · quiet streams hidden");
+    }
+    frame.render_widget(Paragraph::new(lines).block(block(&title, theme)), area);
     if let Some(column) = selected_column {
         let x = area.x + 1 + LABEL as u16 + column as u16;
         let y = area.bottom().saturating_sub(1);
@@ -587,11 +620,16 @@ mod tests {
             assert!(tall.contains(&format!("t{}", task.short())), "{tall}");
         }
         assert!(tall.contains("◇ task made"), "{tall}");
-        // Three rows inside: one stream, one task, the client; the other task on the client's.
+        // Three rows inside: one stream, one task, the client; the other task on the client's,
+        // and the title says so.
         let small = draw(5);
-        let client = small.lines().find(|l| l.contains("client")).unwrap();
+        let client = small.lines().find(|l| l.contains("│client")).unwrap();
         assert!(
             client.contains(STEP) || client.contains(TASK_MADE),
+            "{small}"
+        );
+        assert!(
+            small.contains("1 more task's marks on the client lane"),
             "{small}"
         );
     }
