@@ -221,8 +221,8 @@ fn lines(
     lines
 }
 
-/// `▸A up ←next  sent 12  refused 1  fenced 0  adopted 0  routed 5`: whole fields, the ones
-/// that do not fit left out.
+/// `▸A up ←next  sent 12  refused 1  routed 5  fenced 0  adopted 0`: whole fields, counts
+/// above zero first, the ones that do not fit left out.
 fn header(replica: &ReplicaView, chosen: bool, theme: &Theme) -> Vec<Vec<Span<'static>>> {
     let name = if chosen {
         theme.key().add_modifier(Modifier::REVERSED)
@@ -249,23 +249,34 @@ fn header(replica: &ReplicaView, chosen: bool, theme: &Theme) -> Vec<Vec<Span<'s
         ]
     };
     let counted = |n: u64| if n > 0 { theme.warn() } else { theme.text() };
-    vec![
-        head,
-        count("sent", replica.sent, theme.text()),
-        count(
+    let counts = [
+        ("sent", replica.sent, theme.text()),
+        (
             "refused",
             replica.late_writes_refused,
             counted(replica.late_writes_refused),
         ),
-        count(
+        (
             "fenced",
             replica.deliveries_fenced,
             counted(replica.deliveries_fenced),
         ),
-        count("adopted", replica.calls_adopted, theme.text()),
-        count("resumes", replica.resumes, theme.text()),
-        count("routed", replica.forwarded, theme.text()),
-    ]
+        ("adopted", replica.calls_adopted, theme.text()),
+        ("resumes", replica.resumes, theme.text()),
+        ("routed", replica.forwarded, theme.text()),
+    ];
+    // What happened before what did not: counts above zero first (in their order), so a narrow
+    // pane leaves out zeros, not the count that tells the story.
+    let mut fields = vec![head];
+    for nonzero in [true, false] {
+        fields.extend(
+            counts
+                .iter()
+                .filter(|(_, n, _)| (*n > 0) == nonzero)
+                .map(|(word, n, style)| count(word, *n, *style)),
+        );
+    }
+    fields
 }
 
 /// `   sends s2 ep 2 conn 3 · s1 ep 1 conn 1 orphan`: each delivery it runs, the client's first.
