@@ -433,24 +433,14 @@ impl RequestLab {
             RunnerWrite::Step { done, total } => {
                 let taken = self.table.step(now, id, epoch, done).is_ok();
                 if taken {
-                    self.record(Record::StepApplied {
-                        run: Run::Task(id),
-                        step: done,
-                        of: total,
-                        epoch,
-                    });
+                    self.record(applied(id, (done, total), epoch));
                 }
                 taken
             }
             RunnerWrite::Last { steps } => {
                 let taken = self.table.finish(now, id, epoch, steps, None).is_ok();
                 if taken {
-                    self.record(Record::StepApplied {
-                        run: Run::Task(id),
-                        step: steps,
-                        of: steps,
-                        epoch,
-                    });
+                    self.record(applied(id, (steps, steps), epoch));
                     self.record(Record::TaskSettled {
                         task: id,
                         status: Status::Completed,
@@ -521,5 +511,15 @@ impl RequestLab {
         if let Ok(Settled::Won(status)) = self.table.cancel(self.now, id) {
             self.record(Record::TaskSettled { task: id, status });
         }
+    }
+}
+
+/// A runner's step `done` of `total` of task `id`, landed under `epoch`: what the checker hears.
+fn applied(id: TaskId, (done, total): (u64, u64), epoch: u64) -> Record {
+    Record::StepApplied {
+        run: Run::Task(id),
+        step: done,
+        of: total,
+        epoch,
     }
 }
