@@ -250,9 +250,9 @@ impl TaskHub {
         if let Err(Missing::Forgotten { holds, seen }) = read {
             tracing::warn!(task = %task.short(), holds, told = seen.done,
                 "task ended: the store was rolled back under what its reader was told");
-            // The checker hears this end as a runner's seal. A reader told the task's end
-            // already had it recorded: the store forgot that end, and this one stands in for it.
-            if !seen.ended {
+            // The checker hears this end as a runner's seal, unless it stands in for an end
+            // the store forgot (the core's rule).
+            if seen.seal_is_news() {
                 self.report.tell(|| Record::TaskSettled {
                     task,
                     status: Status::Failed,

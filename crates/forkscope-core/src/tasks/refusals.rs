@@ -55,6 +55,13 @@ impl Seen {
     pub fn forgotten_by(self, task: &Task) -> bool {
         !task.status.is_terminal() && (task.done < self.done || self.ended)
     }
+
+    /// Whether the end a read that found the task forgotten writes (failed, rolled back) is an
+    /// end the checker has not heard: a reader told an end already had one recorded, which the
+    /// store forgot; the seal stands in for it, and is not a second end.
+    pub fn seal_is_news(self) -> bool {
+        !self.ended
+    }
 }
 
 /// Why a runner's write was refused: it must stop.
