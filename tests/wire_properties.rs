@@ -29,7 +29,8 @@ enum Step {
     Probe(u8),
     /// Several resumes with the client's own token and cursor at once.
     ConcurrentResumes(u8),
-    /// Naive and back at once: the switch back fences whatever naive left emitting.
+    /// Naive and back at once, no request served between: the switch back fences whatever
+    /// naive left emitting.
     PolicyRoundTrip,
     /// Not drawn at random: waits until the server has opened `n` standalone streams.
     AwaitStreams(u8),
@@ -188,8 +189,11 @@ async fn play(lab: &Lab, steps: &[Step]) {
                 forkscope::lab::Outcome::Done
             }
             Step::PolicyRoundTrip => {
-                lab.apply(Action::ToggleNaive);
-                lab.apply(Action::ToggleNaive)
+                // Both switches under one hold of the core's lock: a request served between
+                // two separate switches would meet the other policy (a reconnect in flight
+                // under a moment of naive is a real fork, and the checker says so).
+                let policy = lab.policy();
+                lab.switch_policies(&[policy.toggled(), policy])
             }
             Step::AwaitStreams(n) => {
                 let _ = lab
