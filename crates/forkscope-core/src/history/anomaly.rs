@@ -193,15 +193,17 @@ pub enum Anomaly {
         drift: Drift,
         at: LabTime,
     },
-    /// `second` ran `op` while `first` still did; or (`first == second`, a task) a runner
-    /// wrote on an epoch older than the one its task is held at.
+    /// `second` ran `op` while `first` still did (of two tasks, `second` the one made after);
+    /// or (`first == second`, a task) a runner wrote on an epoch older than the one its task is
+    /// held at.
     TwoRunners {
         op: Arc<str>,
         first: Run,
         second: Run,
         at: LabTime,
     },
-    /// Step `step` of `op` was applied by `first`, then again by `second`.
+    /// Step `step` of `op` was applied by `first` and again by `second`: in that order, or,
+    /// for two tasks of the call, `second` the one made after (which wrote first is a race).
     EffectTwice {
         op: Arc<str>,
         step: u64,
@@ -463,8 +465,8 @@ impl fmt::Display for Anomaly {
                 at,
             } => write!(
                 f,
-                "step {step} of {op} was applied twice: by {first}, then by {second} at {at} — \
-                 a re-issue the server did not know for the same call"
+                "step {step} of {op} was applied twice, by {first} and by {second} (made after \
+                 it) at {at} — a re-issue the server did not know for the same call"
             ),
             Anomaly::TerminalTwice {
                 task,

@@ -74,6 +74,21 @@ struct Task {
     run: u32,
 }
 
+/// Two runs of one call, the one made first first. Two tasks of one call run at once take
+/// their steps in a race, so which applied a step first is chance; which was made again (the
+/// re-issue's task, "run 2 of its call") is not, and is what the story names as the second.
+/// Runs whose making the checker did not see (plain requests) keep the order they acted in.
+fn made_order(tasks: &HashMap<TaskId, Task>, before: Run, now: Run) -> (Run, Run) {
+    let made = |run: &Run| match run {
+        Run::Task(task) => tasks.get(task).map(|t| t.run),
+        Run::Request(_) => None,
+    };
+    match (made(&before), made(&now)) {
+        (Some(a), Some(b)) if a > b => (now, before),
+        _ => (before, now),
+    }
+}
+
 /// One task as the checker knows it, for a view to list: it judges nothing.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TaskLine {
@@ -286,7 +301,11 @@ impl Requests {
             t.done = t.done.max(step);
             t.of = of;
         }
-        let entry = self.op(op);
+        self.op(op);
+        // The call's entry beside the tasks, to say which of two runs was made first.
+        let (Some(entry), tasks) = (self.ops.get_mut(op), &self.tasks) else {
+            return;
+        };
         if stale && !entry.two_runners {
             entry.two_runners = true;
             report(Anomaly::TwoRunners {
@@ -300,10 +319,11 @@ impl Requests {
             && !entry.two_runners
         {
             entry.two_runners = true;
+            let (first, second) = made_order(tasks, other, run.clone());
             report(Anomaly::TwoRunners {
                 op: op.clone(),
-                first: other,
-                second: run.clone(),
+                first,
+                second,
                 at,
             });
         }
@@ -318,12 +338,13 @@ impl Requests {
                     .iter()
                     .find(|(r, high)| r == run && *high >= step)
             });
-        if let Some((first, _)) = before {
+        if let Some((before, _)) = before {
+            let (first, second) = made_order(tasks, before.clone(), run.clone());
             report(Anomaly::EffectTwice {
                 op: op.clone(),
                 step,
-                first: first.clone(),
-                second: run.clone(),
+                first,
+                second,
                 at,
             });
         }

@@ -93,6 +93,33 @@ fn a_lost_create_result_reissued_to_a_naive_server_orphans_runs_twice_and_applie
     );
 }
 
+/// Two tasks of one call race for their steps: whichever writes a step first, the second
+/// runner and the run that applied it again are the task made after (the re-issue's, "run 2
+/// of its call" in the server's pane), so the story does not change with the race.
+#[test]
+fn of_two_tasks_racing_the_one_made_after_is_the_second_runner_whoever_writes_first() {
+    let mut f = Feed::new();
+    let (a, b) = (f.task(), f.task());
+    f.create("charge-1", a, true);
+    f.create("charge-1", b, true);
+    // The re-issue's task takes step 1 first, then the orphan; the orphan takes step 2 first.
+    assert!(f.step(b, 1, 1).is_empty());
+    f.step(a, 1, 1);
+    f.step(a, 2, 1);
+    f.step(b, 2, 1);
+    let runs = |anomaly: &Anomaly| match anomaly {
+        Anomaly::TwoRunners { first, second, .. } | Anomaly::EffectTwice { first, second, .. } => {
+            Some((first.clone(), second.clone()))
+        }
+        _ => None,
+    };
+    let pairs: Vec<_> = f.checker.anomalies().iter().filter_map(runs).collect();
+    assert_eq!(pairs.len(), 3, "two runners, and steps 1 and 2 applied again");
+    for pair in pairs {
+        assert_eq!(pair, (Run::Task(a), Run::Task(b)));
+    }
+}
+
 /// Fenced: the re-issue's key finds the task made before; one run, each step once.
 #[test]
 fn the_same_faults_against_a_fenced_server_are_clean() {
