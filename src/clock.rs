@@ -3,9 +3,9 @@
 //! [`LabTime`].
 
 use forkscope_core::LabTime;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 #[derive(Debug)]
 pub struct LabClock {
@@ -13,6 +13,8 @@ pub struct LabClock {
     /// Signalled on every change of speed, pause or time: a task sleeping until a lab deadline
     /// must recompute how long that is in real time.
     changes: Notify,
+    /// The same, for any number of sleepers ([`Time::sleep_until`]): counts the changes.
+    generation: watch::Sender<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +44,13 @@ impl LabClock {
                 paused: false,
             }),
             changes: Notify::new(),
+            generation: watch::Sender::new(0),
         }
+    }
+
+    fn signal(&self) {
+        self.changes.notify_one();
+        self.generation.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Resolves when the clock next changes speed, pause or time (one waiter: the driver).
@@ -78,7 +86,8 @@ impl LabClock {
         let mut state = self.lock();
         Self::reanchor(&mut state);
         state.speed = speed.clamp(SPEEDS[0], SPEEDS[SPEEDS.len() - 1]);
-        self.changes.notify_one();
+        drop(state);
+        self.signal();
     }
 
     pub fn speed(&self) -> f64 {
@@ -102,7 +111,8 @@ impl LabClock {
         let mut state = self.lock();
         Self::reanchor(&mut state);
         state.paused = paused;
-        self.changes.notify_one();
+        drop(state);
+        self.signal();
     }
 
     pub fn paused(&self) -> bool {
@@ -114,7 +124,8 @@ impl LabClock {
         let mut state = self.lock();
         Self::reanchor(&mut state);
         state.anchor_lab_ms += ms as f64;
-        self.changes.notify_one();
+        drop(state);
+        self.signal();
     }
 
     /// Real milliseconds until lab time reaches `at`; `None` while paused (it never will).
@@ -129,9 +140,96 @@ impl LabClock {
     }
 }
 
+/// Where a part of the wire that runs work over time (a task's runner, the 2026-07-28 client,
+/// the store's leases) reads the time and sleeps: real time from when it started (`serve`'s
+/// replicas, whose store may be a `redis-server` with a clock of its own), or the lab's clock,
+/// so the dashboard's pause, step and speed hold for tasks as they do for streams.
+#[derive(Clone, Debug)]
+pub enum Time {
+    Real(tokio::time::Instant),
+    Lab(Arc<LabClock>),
+}
+
+impl Time {
+    /// Real time, counted from now.
+    pub fn real() -> Time {
+        Time::Real(tokio::time::Instant::now())
+    }
+
+    pub fn now(&self) -> LabTime {
+        match self {
+            Time::Real(origin) => LabTime::from_millis(origin.elapsed().as_millis() as u64),
+            Time::Lab(clock) => clock.now(),
+        }
+    }
+
+    /// Resolves once it is `at` or later: on the lab's clock, never while it is paused, and at
+    /// once when a step moves it past `at`.
+    pub async fn sleep_until(&self, at: LabTime) {
+        match self {
+            Time::Real(origin) => {
+                let when = *origin + std::time::Duration::from_millis(at.as_millis());
+                tokio::time::sleep_until(when).await;
+            }
+            Time::Lab(clock) => loop {
+                // Watching before reading: a change between the two is not missed.
+                let mut changed = clock.generation.subscribe();
+                if clock.now() >= at {
+                    return;
+                }
+                match clock.real_ms_until(at) {
+                    Some(0) => return,
+                    Some(ms) => {
+                        let nap = std::time::Duration::from_millis(ms);
+                        tokio::select! {
+                            () = tokio::time::sleep(nap) => {}
+                            _ = changed.changed() => {}
+                        }
+                    }
+                    None => {
+                        let _ = changed.changed().await;
+                    }
+                }
+            },
+        }
+    }
+
+    /// [`Time::sleep_until`] `ms` from now.
+    pub async fn sleep(&self, ms: u64) {
+        if ms > 0 {
+            let at = self.now().plus(ms);
+            self.sleep_until(at).await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sleeper on the lab's clock wakes when a step moves a paused clock past its time,
+    /// and not before.
+    #[tokio::test]
+    async fn a_sleep_on_a_paused_lab_clock_ends_when_a_step_passes_it() {
+        let clock = Arc::new(LabClock::new());
+        clock.set_paused(true);
+        let time = Time::Lab(clock.clone());
+        let at = clock.now().plus(500);
+        let sleeper = tokio::spawn({
+            let time = time.clone();
+            async move { time.sleep_until(at).await }
+        });
+        clock.advance(300);
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished(), "woke 200 ms of lab time early");
+        clock.advance(300);
+        // A guard against a sleeper that never wakes, not a measurement.
+        tokio::time::timeout(std::time::Duration::from_secs(10), sleeper)
+            .await
+            .expect("the step past its time woke the sleeper")
+            .expect("the sleeper ran");
+        assert!(time.now() >= at);
+    }
 
     #[test]
     fn pausing_freezes_and_advancing_steps() {

@@ -219,6 +219,11 @@ impl Lab {
                 },
             )
             .logging_to(exchanges.clone(), clock.clone())
+            .on(match replicas {
+                // Polled on the clock the tasks step on (see `tasks_run_on_lab_time`).
+                None => crate::clock::Time::Lab(clock.clone()),
+                Some(_) => crate::clock::Time::real(),
+            })
             .with_cursor(options.task_cursor),
         );
         Ok(Lab {
@@ -593,6 +598,13 @@ impl Lab {
 
     /// Waits until `ready` holds for the lab's core, polling; errs after `limit` (a guard
     /// against hanging, never a measurement).
+    /// Whether this lab's tasks, and its 2026 client's polls, step on its clock: one server,
+    /// whose store is its own. Replicas run theirs on real time (their store may be a
+    /// `redis-server`, with a clock of its own).
+    pub fn tasks_run_on_lab_time(&self) -> bool {
+        self.replicas.is_none()
+    }
+
     pub async fn wait_for(
         &self,
         limit: Duration,

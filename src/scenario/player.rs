@@ -404,14 +404,35 @@ async fn wait(
             .last()
             .is_some_and(|r| matches!(r.phase, RequestPhase::Done | RequestPhase::Failed)),
     };
+    let failed = |reason| WaitFailed {
+        what,
+        count,
+        reason,
+    };
+    let follows_tasks = matches!(
+        what,
+        WaitFor::StepsApplied | WaitFor::TasksEnded | WaitFor::TasksAdopted | WaitFor::TasksSettled
+    );
+    if follows_tasks && lab.tasks_run_on_lab_time() {
+        // The lab's own tasks (and its 2026 client's polls) step on the lab's clock, which
+        // only the script moves: waiting for their work is letting lab time pass, a little at
+        // a time, up to the wait's limit read as lab time.
+        let mut moved = 0;
+        while !ready(&lab.core()) && moved < timeout_ms {
+            lab.advance(TASK_STEP_MS);
+            moved += TASK_STEP_MS;
+            settle(lab).await;
+        }
+        return lab.wait_for(Duration::ZERO, ready).await.map_err(failed);
+    }
     lab.wait_for(Duration::from_millis(timeout_ms), ready)
         .await
-        .map_err(|reason| WaitFailed {
-            what,
-            count,
-            reason,
-        })
+        .map_err(failed)
 }
+
+/// Lab time a wait on the lab's own tasks lets pass at once: under a task's step and the
+/// client's poll interval, so the record keeps each at its own time.
+const TASK_STEP_MS: u64 = 50;
 
 /// Ends a run: lets the lab quiesce — moving lab time on by up to `quiesce_ms`, 250 ms at a
 /// time, while anything is still owed or the client is reconnecting — then has the checker

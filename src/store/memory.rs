@@ -1,13 +1,14 @@
 //! The store in this process: the default, and the one the replica tests also run against
 //! Redis. It is the core's [`StoreMachine`] behind one lock, with a clock of its own
-//! (milliseconds since it was made, as Redis's `TIME` is the Redis store's) and a wake-up for
-//! blocked readers; every rule is the machine's.
+//! (milliseconds since it was made, as Redis's `TIME` is the Redis store's; the lab's clock in
+//! the dashboard's own lab) and a wake-up for blocked readers; every rule is the machine's.
 
 use super::changes::ChangeFeed;
 use super::{
     Adoption, Events, NewStream, READ_BLOCK, Refused, Resumed, Retention, SessionId, Snapshot,
     StoreError, Writer,
 };
+use crate::clock::Time;
 use forkscope_core::replica::StaleEpoch;
 use forkscope_core::replica::store::{SessionImage, StoreMachine};
 use forkscope_core::tasks::{
@@ -16,7 +17,6 @@ use forkscope_core::tasks::{
 };
 use forkscope_core::{LabTime, StreamId, TaskId};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 use tokio::sync::Notify;
 
 #[derive(Clone, Debug)]
@@ -32,17 +32,18 @@ struct Inner {
     changed: Notify,
     /// Woken on every task write: a listen reads again.
     task_changes: Arc<ChangeFeed>,
-    born: Instant,
+    /// Its clock: leases and TTLs run out on it.
+    time: Time,
 }
 
 impl MemoryStore {
-    pub fn new(retention: Retention) -> MemoryStore {
+    pub fn new(retention: Retention, time: Time) -> MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 machine: Mutex::new(StoreMachine::new(retention)),
                 changed: Notify::new(),
                 task_changes: Arc::default(),
-                born: Instant::now(),
+                time,
             }),
         }
     }
@@ -57,7 +58,7 @@ impl MemoryStore {
 
     fn now_ms(&self) -> u64 {
         // Offset so no lease deadline is ever 0.
-        1_000 + self.inner.born.elapsed().as_millis() as u64
+        1_000 + self.inner.time.now().as_millis()
     }
 
     fn lock(&self) -> MutexGuard<'_, StoreMachine> {

@@ -155,9 +155,16 @@ macro_rules! dispatch_sync {
 }
 
 impl Store {
+    /// A store in this process, on real time.
     pub fn memory(retention: Retention) -> Store {
+        Store::memory_on(retention, crate::clock::Time::real())
+    }
+
+    /// A store in this process whose leases and TTLs run on `time` (the lab's clock, in the
+    /// dashboard's own lab).
+    pub fn memory_on(retention: Retention, time: crate::clock::Time) -> Store {
         Store {
-            backend: Backend::Memory(memory::MemoryStore::new(retention)),
+            backend: Backend::Memory(memory::MemoryStore::new(retention, time)),
             link: None,
         }
     }

@@ -92,6 +92,8 @@ pub struct TaskClient {
     cursor: bool,
     /// Where each exchange is reported (the lab's http pane), at the lab's time.
     log: Option<(Arc<dyn super::ExchangeLog>, Arc<crate::clock::LabClock>)>,
+    /// What it waits on between reads: real time, or the lab's clock.
+    time: crate::clock::Time,
 }
 
 impl TaskClient {
@@ -110,7 +112,14 @@ impl TaskClient {
             last: std::sync::Mutex::new(None),
             cursor: true,
             log: None,
+            time: crate::clock::Time::real(),
         }
+    }
+
+    /// Waits between reads on `time` (the lab's clock: a paused lab polls no more).
+    pub fn on(mut self, time: crate::clock::Time) -> TaskClient {
+        self.time = time;
+        self
     }
 
     /// Reports each exchange to `log`, stamped by `clock`.
@@ -178,8 +187,7 @@ impl TaskClient {
     pub async fn intent(&self) -> Result<Status, IntentError> {
         let n = self.counters.intents.fetch_add(1, Ordering::Relaxed) + 1;
         let key = format!("intent-{:08x}-{n}", self.nonce);
-        let started = tokio::time::Instant::now();
-        let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
+        let now = || self.time.now();
         let mut intent = Intent::new(MAX_CALLS);
         loop {
             match intent.next(now()) {
@@ -196,9 +204,7 @@ impl TaskClient {
                     }
                     *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(intent.clone());
                 }
-                IntentStep::Wait(until) => {
-                    tokio::time::sleep(Duration::from_millis(until.since(now()))).await;
-                }
+                IntentStep::Wait(until) => self.time.sleep_until(until).await,
                 // Every answer is given before the next step is asked for.
                 IntentStep::Awaiting | IntentStep::Over => break,
             }

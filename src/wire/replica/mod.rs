@@ -319,6 +319,8 @@ pub async fn start(
             // as the SDKs' task managers do: a poll that lands elsewhere finds nothing.
             shared_tasks,
             report,
+            // A replica's store may be a `redis-server`, on a clock of its own: real time.
+            crate::clock::Time::real(),
         ),
     };
     let allowed = Arc::new(AllowedHosts::new(addr.ip(), options.allowed_hosts));

@@ -334,13 +334,20 @@ pub async fn start(
         clock: clock.clone(),
         wake: wake.clone(),
         next_connection: Arc::new(AtomicU64::new(1)),
-        modern: modern::Modern::new(options.protocols, policy, None, {
-            let (shared, clock) = (shared.clone(), clock.clone());
-            handles::Report::to(move |record| {
-                let now = clock.now();
-                shared.lock().history.record(now, record);
-            })
-        }),
+        modern: modern::Modern::new(
+            options.protocols,
+            policy,
+            None,
+            {
+                let (shared, clock) = (shared.clone(), clock.clone());
+                handles::Report::to(move |record| {
+                    let now = clock.now();
+                    shared.lock().history.record(now, record);
+                })
+            },
+            // Tasks step on the lab's clock, as the core's streams do: paused, stepped or fast.
+            crate::clock::Time::Lab(clock.clone()),
+        ),
     };
     let modern = app.modern.clone();
     let (shutdown, stopped) = oneshot::channel();

@@ -59,17 +59,24 @@ pub(crate) enum Gate {
 impl Modern {
     /// `policy`: what the tasks side does with an idempotency key (the core's `TaskRules`);
     /// `store`: where tasks are kept when shared (fenced replicas), else this endpoint's own;
-    /// `report`: who hears what each call and task did (the checker).
+    /// `report`: who hears what each call and task did (the checker); `time`: what its tasks
+    /// run on.
     pub fn new(
         protocols: Protocols,
         policy: forkscope_core::Policy,
         store: Option<crate::store::Store>,
         report: Report,
+        time: crate::clock::Time,
     ) -> Modern {
         Modern {
             protocols: forkscope_core::server::protocols_spoken(protocols, policy),
             counters: Arc::default(),
-            tasks: Arc::new(TaskHub::new(TaskRules::of(policy), store, report.clone())),
+            tasks: Arc::new(TaskHub::new(
+                TaskRules::of(policy),
+                store,
+                report.clone(),
+                time,
+            )),
             report,
         }
     }

@@ -16,6 +16,7 @@ use super::handles::Report;
 use super::refusal::{Unavailable, json_response, store_corrupt, unavailable};
 pub use super::task_answers::iso8601;
 use super::task_answers::{acknowledged, invalid, missing_task, seen_of, task_json, task_of};
+use crate::clock::Time;
 use crate::store::{Retention, Store, StoreError};
 use crate::wire::{OsEntropy, jsonrpc};
 use axum::http::StatusCode;
@@ -26,7 +27,7 @@ use forkscope_core::tasks::{
     Task, TaskRules, Work, WriteRefused,
 };
 use forkscope_core::work::{RunnerWrite, TaskRunner};
-use forkscope_core::{Entropy, LabTime, Record, TaskId, ToolSpec};
+use forkscope_core::{Entropy, Record, TaskId, ToolSpec};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,8 @@ pub struct TaskHub {
     /// Set, and woken, when the endpoint drains: each listen sends its graceful completion.
     listens_end: std::sync::atomic::AtomicBool,
     pub(super) ending: tokio::sync::Notify,
+    /// What its runners step on: the lab's clock in the dashboard's own lab, else real time.
+    time: Time,
     /// Cleared only by a scenario's mutation (`mutate = "no-renewal"`): runners started from
     /// then on renew their lease only with their steps.
     renewing: std::sync::atomic::AtomicBool,
@@ -79,18 +82,24 @@ pub struct TaskHub {
 
 impl Default for TaskHub {
     fn default() -> Self {
-        TaskHub::new(TaskRules::default(), None, Report::default())
+        TaskHub::new(
+            TaskRules::default(),
+            None,
+            Report::default(),
+            crate::clock::Time::real(),
+        )
     }
 }
 
 impl TaskHub {
-    /// `store`: a shared one (replicas), or `None` for a store of this endpoint's own;
-    /// `report`: who hears what each task did.
-    pub fn new(rules: TaskRules, store: Option<Store>, report: Report) -> Self {
+    /// `store`: a shared one (replicas), or `None` for a store of this endpoint's own, on
+    /// `time`; `report`: who hears what each task did; `time`: what its runners step on.
+    pub fn new(rules: TaskRules, store: Option<Store>, report: Report, time: Time) -> Self {
         let mut rng = OsEntropy::new();
         let runner = Runner(rng.next_u64() as u32);
         TaskHub {
-            store: store.unwrap_or_else(|| Store::memory(Retention::default())),
+            store: store.unwrap_or_else(|| Store::memory_on(Retention::default(), time.clone())),
+            time,
             rules,
             runner,
             rng: Mutex::new(rng),
@@ -369,8 +378,7 @@ impl TaskHub {
 /// not answer for a whole lease, stops the work (its lease then runs out, and a read elsewhere
 /// adopts it); a store found rolled back ends the task, typed.
 async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
-    let started = tokio::time::Instant::now();
-    let now = || LabTime::from_millis(started.elapsed().as_millis() as u64);
+    let now = || hub.time.now();
     let lease_ms = hub.store.retention().lease_ms;
     let mut runner = TaskRunner::new(task, epoch, spec, done, lease_ms, now());
     if !hub.renewing.load(Ordering::Relaxed) {
@@ -379,7 +387,7 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     let lease = std::time::Duration::from_millis(lease_ms);
     let mut landed = tokio::time::Instant::now();
     while let Some(due) = runner.poll_timeout() {
-        super::event_stream::pause(due.since(now())).await;
+        hub.time.sleep_until(due).await;
         while let Some(write) = runner.poll_write(now()) {
             // A store that did not answer may answer again (a restart, a failover): the same
             // write is tried again, for a while — this endpoint's reads do not adopt a task its

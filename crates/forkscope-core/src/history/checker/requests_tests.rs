@@ -114,7 +114,11 @@ fn of_two_tasks_racing_the_one_made_after_is_the_second_runner_whoever_writes_fi
         _ => None,
     };
     let pairs: Vec<_> = f.checker.anomalies().iter().filter_map(runs).collect();
-    assert_eq!(pairs.len(), 3, "two runners, and steps 1 and 2 applied again");
+    assert_eq!(
+        pairs.len(),
+        3,
+        "two runners, and steps 1 and 2 applied again"
+    );
     for pair in pairs {
         assert_eq!(pair, (Run::Task(a), Run::Task(b)));
     }
