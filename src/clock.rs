@@ -15,6 +15,9 @@ pub struct LabClock {
     changes: Notify,
     /// The same, for any number of sleepers ([`Time::sleep_until`]): counts the changes.
     generation: watch::Sender<u64>,
+    /// When each sleeper on this clock wakes: those still ahead of now are at rest, so a
+    /// test stepping a paused clock can wait until a step has been fully taken.
+    sleepers: Mutex<std::collections::BTreeMap<LabTime, usize>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +48,26 @@ impl LabClock {
             }),
             changes: Notify::new(),
             generation: watch::Sender::new(0),
+            sleepers: Mutex::default(),
         }
+    }
+
+    /// Sleepers ([`Time::sleep_until`]) whose time is still ahead: each has done all it had
+    /// to do by now.
+    pub fn resting(&self) -> usize {
+        let now = self.now();
+        self.sleepers_lock()
+            .range(LabTime::from_millis(now.as_millis().saturating_add(1))..)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn sleepers_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<LabTime, usize>> {
+        self.sleepers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn signal(&self) {
@@ -167,30 +189,40 @@ impl Time {
     /// once when a step moves it past `at`.
     pub async fn sleep_until(&self, at: LabTime) {
         match self {
+            // A time already come is not slept on: tokio's timer rounds even a zero sleep up
+            // to its next millisecond tick.
+            Time::Real(_) if self.now() >= at => {}
             Time::Real(origin) => {
                 let when = *origin + std::time::Duration::from_millis(at.as_millis());
                 tokio::time::sleep_until(when).await;
             }
-            Time::Lab(clock) => loop {
-                // Watching before reading: a change between the two is not missed.
-                let mut changed = clock.generation.subscribe();
-                if clock.now() >= at {
-                    return;
-                }
-                match clock.real_ms_until(at) {
-                    Some(0) => return,
-                    Some(ms) => {
-                        let nap = std::time::Duration::from_millis(ms);
-                        tokio::select! {
-                            () = tokio::time::sleep(nap) => {}
-                            _ = changed.changed() => {}
-                        }
+            Time::Lab(clock) => {
+                let _asleep = Asleep::until(clock, at);
+                Self::sleep_on_lab(clock, at).await;
+            }
+        }
+    }
+
+    async fn sleep_on_lab(clock: &LabClock, at: LabTime) {
+        loop {
+            // Watching before reading: a change between the two is not missed.
+            let mut changed = clock.generation.subscribe();
+            if clock.now() >= at {
+                return;
+            }
+            match clock.real_ms_until(at) {
+                Some(0) => return,
+                Some(ms) => {
+                    let nap = std::time::Duration::from_millis(ms);
+                    tokio::select! {
+                        () = tokio::time::sleep(nap) => {}
+                        _ = changed.changed() => {}
                     }
-                    None => {
-                        let _ = changed.changed().await;
-                    }
                 }
-            },
+                None => {
+                    let _ = changed.changed().await;
+                }
+            }
         }
     }
 
@@ -199,6 +231,32 @@ impl Time {
         if ms > 0 {
             let at = self.now().plus(ms);
             self.sleep_until(at).await;
+        }
+    }
+}
+
+/// A sleeper's entry in its clock's [`LabClock::resting`] count, for as long as it sleeps
+/// (an aborted sleeper leaves it too).
+struct Asleep<'a> {
+    clock: &'a LabClock,
+    at: LabTime,
+}
+
+impl<'a> Asleep<'a> {
+    fn until(clock: &'a LabClock, at: LabTime) -> Asleep<'a> {
+        *clock.sleepers_lock().entry(at).or_default() += 1;
+        Asleep { clock, at }
+    }
+}
+
+impl Drop for Asleep<'_> {
+    fn drop(&mut self) {
+        let mut sleepers = self.clock.sleepers_lock();
+        if let Some(n) = sleepers.get_mut(&self.at) {
+            *n -= 1;
+            if *n == 0 {
+                sleepers.remove(&self.at);
+            }
         }
     }
 }

@@ -396,9 +396,9 @@ impl Lab {
                 });
             }
             Action::CallTask => {
-                let client = self.task_client.clone();
+                let work = self.task_client.begin();
                 tokio::spawn(async move {
-                    match client.intent().await {
+                    match work.client().intent().await {
                         Ok(status) => tracing::info!(status = status.name(), "task ended"),
                         Err(e) => tracing::warn!(error = %e, "task call failed"),
                     }
@@ -406,9 +406,9 @@ impl Lab {
             }
             Action::LoseAnswer => self.task_client.lose_next_answer(),
             Action::ReadTaskAgain => {
-                let client = self.task_client.clone();
+                let work = self.task_client.begin();
                 tokio::spawn(async move {
-                    match client.read_again().await {
+                    match work.client().read_again().await {
                         Ok(status) => tracing::info!(status = status.name(), "task read again"),
                         Err(e) => tracing::warn!(error = %e, "task read again: refused"),
                     }
@@ -603,6 +603,34 @@ impl Lab {
     /// `redis-server`, with a clock of its own).
     pub fn tasks_run_on_lab_time(&self) -> bool {
         self.replicas.is_none()
+    }
+
+    /// Whether the lab's own task work has taken every step of its clock so far: each task
+    /// runner and client intent asleep until a time still ahead. (A call made plainly, as
+    /// python-sdk makes one, runs on real time: its fate is its response stream's, which a
+    /// slow link delays in real time.) `false` for
+    /// replicas, whose tasks run on real time.
+    pub fn tasks_at_rest(&self) -> bool {
+        let Some(server) = &self.server else {
+            return false;
+        };
+        let working = server.task_hub().runners_running()
+            + self.task_client.counters.at_work.load(Ordering::SeqCst);
+        self.clock.resting() == working
+    }
+
+    /// Waits until [`Lab::tasks_at_rest`]; whether it came (within 10 s of real time, a
+    /// guard against a hung runner, never a measure).
+    pub async fn until_tasks_at_rest(&self) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !self.tasks_at_rest() {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!("the lab's task work did not come to rest within 10 s");
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        true
     }
 
     pub async fn wait_for(

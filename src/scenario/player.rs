@@ -418,10 +418,11 @@ async fn wait(
         // only the script moves: waiting for their work is letting lab time pass, a little at
         // a time, up to the wait's limit read as lab time.
         let mut moved = 0;
+        lab.until_tasks_at_rest().await;
         while !ready(&lab.core()) && moved < timeout_ms {
             lab.advance(TASK_STEP_MS);
             moved += TASK_STEP_MS;
-            settle(lab).await;
+            lab.until_tasks_at_rest().await;
         }
         return lab.wait_for(Duration::ZERO, ready).await.map_err(failed);
     }

@@ -32,6 +32,25 @@ pub struct TaskClientCounters {
     pub ended: AtomicU64,
     /// Reads again answered, whatever the answer ([`TaskClient::read_again`]).
     pub reads_again: AtomicU64,
+    /// Intents and reads again under way ([`TaskClient::at_work`]).
+    pub at_work: std::sync::atomic::AtomicUsize,
+}
+
+/// One piece of the client's work under way, counted from before it is spawned until it ends
+/// (or is dropped): the lab waits on it to know a step of its clock was fully taken.
+#[derive(Debug)]
+pub struct AtWork(Arc<TaskClient>);
+
+impl AtWork {
+    pub fn client(&self) -> &TaskClient {
+        &self.0
+    }
+}
+
+impl Drop for AtWork {
+    fn drop(&mut self) {
+        self.0.counters.at_work.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What a request was answered with.
@@ -114,6 +133,12 @@ impl TaskClient {
             log: None,
             time: crate::clock::Time::real(),
         }
+    }
+
+    /// Counts a piece of work (an intent, a read again) as under way until the guard drops.
+    pub fn begin(self: &Arc<Self>) -> AtWork {
+        self.counters.at_work.fetch_add(1, Ordering::SeqCst);
+        AtWork(self.clone())
     }
 
     /// Waits between reads on `time` (the lab's clock: a paused lab polls no more).

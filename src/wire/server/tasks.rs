@@ -143,6 +143,12 @@ impl TaskHub {
         runners.iter().any(|(t, r)| *t == task && !r.is_finished())
     }
 
+    /// Runners of this endpoint still running.
+    pub fn runners_running(&self) -> usize {
+        let runners = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        runners.iter().filter(|(_, r)| !r.is_finished()).count()
+    }
+
     /// Stops every runner at once, as a crash would: their tasks' leases run out, and a poll
     /// on another replica adopts them.
     pub fn kill_runners(&self) {
