@@ -221,7 +221,7 @@ impl Lab {
             .logging_to(exchanges.clone(), clock.clone())
             .on(match replicas {
                 // Polled on the clock the tasks step on (see `tasks_run_on_lab_time`).
-                None => crate::clock::Time::Lab(clock.clone()),
+                None => crate::clock::Time::Lab(clock.clone(), crate::clock::Role::Watch),
                 Some(_) => crate::clock::Time::real(),
             })
             .with_cursor(options.task_cursor),

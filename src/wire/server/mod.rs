@@ -346,7 +346,7 @@ pub async fn start(
                 })
             },
             // Tasks step on the lab's clock, as the core's streams do: paused, stepped or fast.
-            crate::clock::Time::Lab(clock.clone()),
+            crate::clock::Time::Lab(clock.clone(), crate::clock::Role::Work),
         ),
     };
     let modern = app.modern.clone();

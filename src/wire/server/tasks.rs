@@ -131,7 +131,12 @@ impl TaskHub {
             return;
         }
         runners.retain(|(_, r)| !r.is_finished());
-        let handle = tokio::spawn(run(self.clone(), task, epoch, spec, done));
+        let worker = self.time.worker();
+        let hub = self.clone();
+        let handle = tokio::spawn(async move {
+            let _worker = worker;
+            run(hub, task, epoch, spec, done).await;
+        });
         runners.push((task, handle.abort_handle()));
     }
 

@@ -228,7 +228,9 @@ fn shown_tasks<'t>(
         )
     });
     shown.truncate(room);
-    shown.sort_by_key(|(_, marks)| first_mark(marks));
+    // Two lanes whose first marks share a column go in the order their tasks were recorded.
+    let first_entry = |marks: &Cells| marks.iter().flatten().map(|(_, entry)| *entry).min();
+    shown.sort_by_key(|(_, marks)| (first_mark(marks), first_entry(marks)));
     shown
 }
 

@@ -2,10 +2,15 @@
 //! driver, the client, the views — reads time from here and hands it to the core as a
 //! [`LabTime`].
 
+mod turns;
+
+pub use turns::{Role, Time, Worker};
+
 use forkscope_core::LabTime;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 use tokio::sync::{Notify, watch};
+use turns::Turns;
 
 #[derive(Debug)]
 pub struct LabClock {
@@ -15,9 +20,8 @@ pub struct LabClock {
     changes: Notify,
     /// The same, for any number of sleepers ([`Time::sleep_until`]): counts the changes.
     generation: watch::Sender<u64>,
-    /// When each sleeper on this clock wakes: those still ahead of now are at rest, so a
-    /// test stepping a paused clock can wait until a step has been fully taken.
-    sleepers: Mutex<std::collections::BTreeMap<LabTime, usize>>,
+    /// Who sleeps on this clock, and whose turn it is when several are due at once.
+    turns: Mutex<Turns>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -48,26 +52,25 @@ impl LabClock {
             }),
             changes: Notify::new(),
             generation: watch::Sender::new(0),
-            sleepers: Mutex::default(),
+            turns: Mutex::default(),
         }
     }
 
     /// Sleepers ([`Time::sleep_until`]) whose time is still ahead: each has done all it had
     /// to do by now.
     pub fn resting(&self) -> usize {
-        let now = self.now();
-        self.sleepers_lock()
-            .range(LabTime::from_millis(now.as_millis().saturating_add(1))..)
-            .map(|(_, n)| n)
-            .sum()
+        self.turns().resting(self.now())
     }
 
-    fn sleepers_lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<LabTime, usize>> {
-        self.sleepers
+    fn turns(&self) -> std::sync::MutexGuard<'_, Turns> {
+        self.turns
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A sleeper came or went, or a worker ended: those waiting for their turn look again.
+    fn signal_turns(&self) {
+        self.generation.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn signal(&self) {
@@ -162,132 +165,9 @@ impl LabClock {
     }
 }
 
-/// Where a part of the wire that runs work over time (a task's runner, the 2026-07-28 client,
-/// the store's leases) reads the time and sleeps: real time from when it started (`serve`'s
-/// replicas, whose store may be a `redis-server` with a clock of its own), or the lab's clock,
-/// so the dashboard's pause, step and speed hold for tasks as they do for streams.
-#[derive(Clone, Debug)]
-pub enum Time {
-    Real(tokio::time::Instant),
-    Lab(Arc<LabClock>),
-}
-
-impl Time {
-    /// Real time, counted from now.
-    pub fn real() -> Time {
-        Time::Real(tokio::time::Instant::now())
-    }
-
-    pub fn now(&self) -> LabTime {
-        match self {
-            Time::Real(origin) => LabTime::from_millis(origin.elapsed().as_millis() as u64),
-            Time::Lab(clock) => clock.now(),
-        }
-    }
-
-    /// Resolves once it is `at` or later: on the lab's clock, never while it is paused, and at
-    /// once when a step moves it past `at`.
-    pub async fn sleep_until(&self, at: LabTime) {
-        match self {
-            // A time already come is not slept on: tokio's timer rounds even a zero sleep up
-            // to its next millisecond tick.
-            Time::Real(_) if self.now() >= at => {}
-            Time::Real(origin) => {
-                let when = *origin + std::time::Duration::from_millis(at.as_millis());
-                tokio::time::sleep_until(when).await;
-            }
-            Time::Lab(clock) => {
-                let _asleep = Asleep::until(clock, at);
-                Self::sleep_on_lab(clock, at).await;
-            }
-        }
-    }
-
-    async fn sleep_on_lab(clock: &LabClock, at: LabTime) {
-        loop {
-            // Watching before reading: a change between the two is not missed.
-            let mut changed = clock.generation.subscribe();
-            if clock.now() >= at {
-                return;
-            }
-            match clock.real_ms_until(at) {
-                Some(0) => return,
-                Some(ms) => {
-                    let nap = std::time::Duration::from_millis(ms);
-                    tokio::select! {
-                        () = tokio::time::sleep(nap) => {}
-                        _ = changed.changed() => {}
-                    }
-                }
-                None => {
-                    let _ = changed.changed().await;
-                }
-            }
-        }
-    }
-
-    /// [`Time::sleep_until`] `ms` from now.
-    pub async fn sleep(&self, ms: u64) {
-        if ms > 0 {
-            let at = self.now().plus(ms);
-            self.sleep_until(at).await;
-        }
-    }
-}
-
-/// A sleeper's entry in its clock's [`LabClock::resting`] count, for as long as it sleeps
-/// (an aborted sleeper leaves it too).
-struct Asleep<'a> {
-    clock: &'a LabClock,
-    at: LabTime,
-}
-
-impl<'a> Asleep<'a> {
-    fn until(clock: &'a LabClock, at: LabTime) -> Asleep<'a> {
-        *clock.sleepers_lock().entry(at).or_default() += 1;
-        Asleep { clock, at }
-    }
-}
-
-impl Drop for Asleep<'_> {
-    fn drop(&mut self) {
-        let mut sleepers = self.clock.sleepers_lock();
-        if let Some(n) = sleepers.get_mut(&self.at) {
-            *n -= 1;
-            if *n == 0 {
-                sleepers.remove(&self.at);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A sleeper on the lab's clock wakes when a step moves a paused clock past its time,
-    /// and not before.
-    #[tokio::test]
-    async fn a_sleep_on_a_paused_lab_clock_ends_when_a_step_passes_it() {
-        let clock = Arc::new(LabClock::new());
-        clock.set_paused(true);
-        let time = Time::Lab(clock.clone());
-        let at = clock.now().plus(500);
-        let sleeper = tokio::spawn({
-            let time = time.clone();
-            async move { time.sleep_until(at).await }
-        });
-        clock.advance(300);
-        tokio::task::yield_now().await;
-        assert!(!sleeper.is_finished(), "woke 200 ms of lab time early");
-        clock.advance(300);
-        // A guard against a sleeper that never wakes, not a measurement.
-        tokio::time::timeout(std::time::Duration::from_secs(10), sleeper)
-            .await
-            .expect("the step past its time woke the sleeper")
-            .expect("the sleeper ran");
-        assert!(time.now() >= at);
-    }
 
     #[test]
     fn pausing_freezes_and_advancing_steps() {
