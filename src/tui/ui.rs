@@ -312,7 +312,7 @@ fn verdict_pane(
     theme: &Theme,
 ) {
     if hidden {
-        presenter::render_hidden(frame, area, theme);
+        presenter::render_hidden(frame, area, snap, theme);
     } else {
         invariant::render(frame, area, snap, explained, theme);
     }
@@ -357,7 +357,7 @@ fn draw_present(
         frame.render_widget(line, badge_area);
     }
     if hidden {
-        presenter::render_hidden(frame, verdict_area, theme);
+        presenter::render_hidden(frame, verdict_area, snap, theme);
     } else {
         // Side by side, every lab's verdict is lettered the same: big when each can be.
         let letters = (screen.panels.len() > 1).then(|| {

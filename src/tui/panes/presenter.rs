@@ -194,10 +194,16 @@ fn without_tallies(headline: &str) -> Option<&str> {
 }
 
 /// What stands where the verdict will be: the question, and the key that answers it.
-pub fn render_hidden(frame: &mut Frame, area: Rect, theme: &Theme) {
+pub fn render_hidden(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let outer = block("verdict · predict, then reveal", theme);
     let inner = outer.inner(area);
-    let question = "predict: did the session fork? was anything applied twice? or clean?";
+    // 2026-07-28 alone has no session to fork: its question is how often the work ran.
+    let question = match snap.protocols {
+        forkscope_core::revision::Protocols::Modern => {
+            "predict: how many tasks for one call? was anything applied twice? or clean?"
+        }
+        _ => "predict: did the session fork? was anything applied twice? or clean?",
+    };
     let mut lines = vec![
         Line::styled(
             "VERDICT HIDDEN",
