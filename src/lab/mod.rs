@@ -154,6 +154,8 @@ impl Lab {
                 let serve = ServeOptions {
                     background: options.background,
                     protocols: options.protocols,
+                    // Paused, stepped or fast with the dashboard, as its streams are.
+                    tasks_on_lab_clock: true,
                     ..ServeOptions::default()
                 };
                 let running = server::start(

@@ -81,6 +81,9 @@ pub struct ServeOptions {
     pub allowed_hosts: Vec<String>,
     /// Which protocol revisions the endpoint serves (`--protocol`).
     pub protocols: forkscope_core::revision::Protocols,
+    /// Tasks step on the lab's clock, in turns (`clock::turns`): the dashboard's own lab,
+    /// which pauses and steps. `false` (`serve`): real time, every runner on its own.
+    pub tasks_on_lab_clock: bool,
 }
 
 impl Default for ServeOptions {
@@ -94,6 +97,7 @@ impl Default for ServeOptions {
             liveness: liveness::Liveness::default(),
             allowed_hosts: Vec::new(),
             protocols: forkscope_core::revision::Protocols::default(),
+            tasks_on_lab_clock: false,
         }
     }
 }
@@ -345,8 +349,10 @@ pub async fn start(
                     shared.lock().history.record(now, record);
                 })
             },
-            // Tasks step on the lab's clock, as the core's streams do: paused, stepped or fast.
-            crate::clock::Time::Lab(clock.clone(), crate::clock::Role::Work),
+            match options.tasks_on_lab_clock {
+                true => crate::clock::Time::Lab(clock.clone(), crate::clock::Role::Work),
+                false => crate::clock::Time::real(),
+            },
         ),
     };
     let modern = app.modern.clone();
