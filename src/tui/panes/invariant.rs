@@ -9,6 +9,7 @@ use forkscope_core::revision::Protocols;
 use forkscope_core::{AnomalyKind, Condition};
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
@@ -262,37 +263,64 @@ fn push_verdict(lines: &mut Vec<Line<'_>>, snap: &Snapshot, width: usize, theme:
 /// field per kind so a line breaks between them: the invariant panel's, and the one line each
 /// lab keeps when three are too many for the terminal.
 pub(crate) fn verdict_fields(snap: &Snapshot, theme: &Theme) -> Vec<Vec<Span<'static>>> {
+    let mut fields = verdict_words(snap, |tone| match tone {
+        Tone::Clean => theme.verdict(true),
+        Tone::Violation => theme.verdict(false),
+        Tone::Told | Tone::SoFar => theme.warn(),
+    });
+    if let Some(first) = fields.first_mut() {
+        first.insert(0, Span::styled("verdict ", theme.title()));
+    }
+    fields
+}
+
+/// How one of the verdict's words reads: each view styles it its own way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tone {
+    Clean,
+    Violation,
+    /// Undelivered, and the client was told so.
+    Told,
+    /// `so far · N open`: something owed is still on its way.
+    SoFar,
+}
+
+/// The verdict's words, one field per kind so a line breaks between them (`×1` never wraps
+/// away from its word): `CLEAN` and, while something owed is on its way, ` so far · N open`;
+/// or `FORK ×1`, ` · DUPLICATE ×3`, an undelivered kind the client was told of saying how.
+/// Every view that says the verdict in words says these, styled by `style`.
+pub(crate) fn verdict_words(
+    snap: &Snapshot,
+    style: impl Fn(Tone) -> Style,
+) -> Vec<Vec<Span<'static>>> {
     let verdict = &snap.view.verdict;
-    let mut fields = vec![vec![Span::styled("verdict ", theme.title())]];
     if verdict.clean {
-        fields[0].push(Span::styled("CLEAN", theme.verdict(true)));
+        let mut fields = vec![vec![Span::styled("CLEAN", style(Tone::Clean))]];
         // Clean only so far while something owed is on its way: the checker's count.
         if verdict.open > 0 {
             fields.push(vec![Span::styled(
                 format!(" so far · {} open", verdict.open),
-                theme.warn(),
+                style(Tone::SoFar),
             )]);
         }
-    } else {
-        for (i, (kind, n)) in verdict.counts.iter().enumerate() {
-            let sep = if i == 0 { "" } else { " · " };
-            // Told is not silent: said in amber, with how the client learned.
-            let (text, style) = match (kind, verdict.told) {
-                (AnomalyKind::Undelivered, Some(told)) => (
-                    format!("{sep}{} ×{n} (told: {told})", short(*kind)),
-                    theme.warn(),
-                ),
-                _ => (format!("{sep}{} ×{n}", short(*kind)), theme.verdict(false)),
-            };
-            let field = vec![Span::styled(text, style)];
-            if i == 0 {
-                fields[0].extend(field);
-            } else {
-                fields.push(field);
-            }
-        }
+        return fields;
     }
-    fields
+    verdict
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, (kind, n))| {
+            let sep = if i == 0 { "" } else { " · " };
+            // Told is not silent: said with how the client learned.
+            let (text, tone) = match (kind, verdict.told) {
+                (AnomalyKind::Undelivered, Some(told)) => {
+                    (format!("{} ×{n} (told: {told})", short(*kind)), Tone::Told)
+                }
+                _ => (format!("{} ×{n}", short(*kind)), Tone::Violation),
+            };
+            vec![Span::raw(sep), Span::styled(text, style(tone))]
+        })
+        .collect()
 }
 
 fn push_rejections_and_headline(

@@ -26,35 +26,13 @@ pub fn wanted_height(snap: &Snapshot, width: u16) -> u16 {
         .max(HEIGHT)
 }
 
-/// Every count as a whole field (`×1` never wraps away from its word): `FORK ×1 · GAP ×2`.
+/// The verdict's words ([`super::invariant::verdict_words`]) in one style, reversed: what
+/// the big letters stand over.
 fn count_fields(snap: &Snapshot, style: Style) -> Vec<Vec<Span<'static>>> {
-    let verdict = &snap.view.verdict;
-    if verdict.clean {
-        let mut clean = vec![vec![Span::styled(
-            "CLEAN",
-            style.add_modifier(Modifier::REVERSED),
-        )]];
-        // Clean only so far while something owed is on its way: the checker's count.
-        if verdict.open > 0 {
-            clean.push(vec![Span::raw(format!(" so far · {} open", verdict.open))]);
-        }
-        return clean;
-    }
-    verdict
-        .counts
-        .iter()
-        .enumerate()
-        .map(|(i, (kind, n))| {
-            let sep = if i == 0 { "" } else { " · " };
-            vec![
-                Span::raw(sep),
-                Span::styled(
-                    format!("{} ×{n}", super::invariant::short(*kind)),
-                    style.add_modifier(Modifier::REVERSED),
-                ),
-            ]
-        })
-        .collect()
+    super::invariant::verdict_words(snap, |tone| match tone {
+        super::invariant::Tone::SoFar => Style::default(),
+        _ => style.add_modifier(Modifier::REVERSED),
+    })
 }
 
 /// The verdict, large: the leading word in big letters (what the back row reads), every count
