@@ -4,7 +4,7 @@
 //! real time (`serve`'s replicas, whose store may be a `redis-server` with a clock of its own),
 //! or the lab's clock, so the dashboard's pause, step and speed hold for tasks as they do for
 //! streams. On the lab's clock, what is due at one instant happens in one order, every run:
-//! workers (runners, [`Role::Work`]) one at a time, in the order they went to sleep, and only
+//! workers (runners, [`Role::Work`]) one at a time, in the order they were made, and only
 //! then watchers (the client's polls, [`Role::Watch`]) — work done at an instant is seen at it.
 //! So a paused lab stepped by hand, or by a scenario, tells the same story each time.
 
@@ -16,8 +16,11 @@ use std::sync::Arc;
 /// What a sleeper on the lab's clock does when it wakes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// Changes what is kept (a runner's steps): one at a time.
+    /// Changes what is kept (a runner's steps): one at a time. Where its workers are made
+    /// ([`Time::worker`]); each sleeps as its own [`Role::Turn`].
     Work,
+    /// One worker, by the order workers were made: at one instant, the older goes first.
+    Turn(u64),
     /// Reads it (a client's poll): after every worker due by then.
     Watch,
 }
@@ -37,6 +40,7 @@ pub(super) struct Turns {
     /// Workers asleep, by when they wake, then by when they went to sleep.
     work: BTreeSet<(LabTime, u64)>,
     watch: BTreeMap<LabTime, usize>,
+    /// The next worker's number, and the next number for a worker sleeping without one.
     next: u64,
 }
 
@@ -68,7 +72,15 @@ impl Turns {
 /// A worker counted alive on its clock until dropped: while it is awake, no other worker's
 /// turn comes, and no watcher's.
 #[derive(Debug)]
-pub struct Worker(Arc<LabClock>);
+pub struct Worker(Arc<LabClock>, u64);
+
+impl Worker {
+    /// The time this worker sleeps on: its turn among those due with it is its number, given
+    /// in the order workers were made (the order the requests that made them came in).
+    pub fn time(&self) -> Time {
+        Time::Lab(self.0.clone(), Role::Turn(self.1))
+    }
+}
 
 impl Drop for Worker {
     fn drop(&mut self) {
@@ -94,9 +106,15 @@ impl<'a> Asleep<'a> {
         let place = {
             let mut turns = clock.turns();
             match role {
-                Role::Work => {
-                    let ticket = (at, turns.next);
-                    turns.next += 1;
+                Role::Work | Role::Turn(_) => {
+                    let number = match role {
+                        Role::Turn(number) => number,
+                        _ => {
+                            turns.next += 1;
+                            turns.next
+                        }
+                    };
+                    let ticket = (at, number);
                     turns.work.insert(ticket);
                     Place::Work(ticket)
                 }
@@ -168,8 +186,13 @@ impl Time {
         match self {
             Time::Real(_) => None,
             Time::Lab(clock, _) => {
-                clock.turns().workers += 1;
-                Some(Worker(clock.clone()))
+                let number = {
+                    let mut turns = clock.turns();
+                    turns.workers += 1;
+                    turns.next += 1;
+                    turns.next
+                };
+                Some(Worker(clock.clone(), number))
             }
         }
     }
@@ -255,7 +278,7 @@ mod tests {
     }
 
     /// Three workers and a watcher due at one instant: the workers one at a time, in the
-    /// order they went to sleep, the watcher after them all, however the runtime schedules.
+    /// order they were made, the watcher after them all, however the runtime schedules.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn at_one_instant_workers_go_one_at_a_time_in_order_then_watchers() {
         for _ in 0..20 {
@@ -272,18 +295,18 @@ mod tests {
                     order.lock().unwrap().push("watch");
                 }
             }));
-            for name in ["first", "second", "third"] {
-                let work = Time::Lab(clock.clone(), Role::Work);
-                let worker = work.worker();
+            let work = Time::Lab(clock.clone(), Role::Work);
+            let workers: Vec<Worker> = (0..3).filter_map(|_| work.worker()).collect();
+            // They go to sleep last made first: their turns still follow the order made.
+            for (worker, name) in workers.into_iter().zip(["first", "second", "third"]).rev() {
                 let order = order.clone();
                 sleepers.push(tokio::spawn(async move {
-                    let _worker = worker;
-                    work.sleep_until(at).await;
+                    worker.time().sleep_until(at).await;
                     // At work a while: no one else's turn comes meanwhile.
                     tokio::task::yield_now().await;
                     order.lock().unwrap().push(name);
+                    drop(worker);
                 }));
-                // Each asleep before the next is spawned: the order they went to sleep.
                 while clock.resting() < sleepers.len() {
                     tokio::task::yield_now().await;
                 }

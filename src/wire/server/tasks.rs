@@ -131,11 +131,16 @@ impl TaskHub {
             return;
         }
         runners.retain(|(_, r)| !r.is_finished());
+        // Made here, in the order the requests came: at one instant of the lab's clock, the
+        // runner made first takes its step first.
         let worker = self.time.worker();
+        let time = worker
+            .as_ref()
+            .map_or_else(|| self.time.clone(), |w| w.time());
         let hub = self.clone();
         let handle = tokio::spawn(async move {
-            let _worker = worker;
-            run(hub, task, epoch, spec, done).await;
+            run(hub, time, task, epoch, spec, done).await;
+            drop(worker);
         });
         runners.push((task, handle.abort_handle()));
     }
@@ -388,8 +393,8 @@ impl TaskHub {
 /// refused write (a cancel won, the TTL ran out, another runner adopted it), or a store that did
 /// not answer for a whole lease, stops the work (its lease then runs out, and a read elsewhere
 /// adopts it); a store found rolled back ends the task, typed.
-async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
-    let now = || hub.time.now();
+async fn run(hub: Arc<TaskHub>, time: Time, task: TaskId, epoch: u64, spec: ToolSpec, done: u64) {
+    let now = || time.now();
     let lease_ms = hub.store.retention().lease_ms;
     let mut runner = TaskRunner::new(task, epoch, spec, done, lease_ms, now());
     if !hub.renewing.load(Ordering::Relaxed) {
@@ -398,7 +403,7 @@ async fn run(hub: Arc<TaskHub>, task: TaskId, epoch: u64, spec: ToolSpec, done: 
     let lease = std::time::Duration::from_millis(lease_ms);
     let mut landed = tokio::time::Instant::now();
     while let Some(due) = runner.poll_timeout() {
-        hub.time.sleep_until(due).await;
+        time.sleep_until(due).await;
         while let Some(write) = runner.poll_write(now()) {
             // A store that did not answer may answer again (a restart, a failover): the same
             // write is tried again, for a while — this endpoint's reads do not adopt a task its
