@@ -145,6 +145,14 @@ async fn the_2026_lab_after_naive_a_x_tells_the_checkers_story() {
             "{w}×{h}\n{screen}"
         );
     }
+    // A stream's key is refused, saying why; help lists the lab's own keys and guarantees.
+    app.handle(key('d')).await;
+    let screen = shot(&mut app, 100, 30);
+    assert!(screen.contains("no stream to drop"), "{screen}");
+    app.handle(key('?')).await;
+    let help = shot(&mut app, 100, 30);
+    assert!(!help.contains("drop the connection"), "{help}");
+    assert!(help.contains("task · a loses it"), "{help}");
     app.stop().await;
 }
 

@@ -79,6 +79,21 @@ pub enum Action {
 }
 
 impl Action {
+    /// What the action does to a 2025-11-25 stream or session, in a few words; `None` for an
+    /// action that is not about one (a lab of 2026-07-28 alone refuses the others, naming it).
+    pub fn on_a_stream(self) -> Option<&'static str> {
+        match self {
+            Action::DropConnection => Some("drop"),
+            Action::Reset => Some("reset"),
+            Action::ExpireHalfOpen => Some("time out half-open"),
+            Action::StripToken => Some("strip a resumption token from"),
+            Action::ReconnectNow => Some("reconnect"),
+            Action::EmitBackground => Some("emit a background event on"),
+            Action::StartToolCall => Some("call x's tool on"),
+            _ => None,
+        }
+    }
+
     /// Every action a key presses directly ([`Action::Tune`] and [`Action::AddLatency`] come
     /// from the knobs overlay, [`Action::SetPolicy`] from `n`, which reads the policy in force).
     pub const ALL: [Action; 14] = [

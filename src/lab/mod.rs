@@ -121,6 +121,10 @@ pub enum Refusal {
     ReplicaState(forkscope_core::ReplicaId, &'static str),
     #[error("the store cannot do that: {0}")]
     Store(String),
+    #[error(
+        "2026-07-28 has no stream to {0}: X calls a task, a loses its answer (Y speaks both revisions)"
+    )]
+    NoStream(&'static str),
 }
 
 #[derive(Debug)]
@@ -361,6 +365,11 @@ impl Lab {
         match action {
             Action::Tune(tuning) => tracing::info!(set = %tuning, "knobs"),
             action => tracing::info!("{}", action.describe()),
+        }
+        if let Some(what) = action.on_a_stream()
+            && self.options.protocols == forkscope_core::revision::Protocols::Modern
+        {
+            return Outcome::Refused(Refusal::NoStream(what));
         }
         match action {
             Action::DropConnection => self.proxy.inject(Fault::Drop),

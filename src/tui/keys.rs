@@ -228,6 +228,12 @@ pub const FOOTER_REPLICAS: [(&str, &str); 12] = [
     ("q", "quit"),
 ];
 
+/// Whether `command` acts on a 2025-11-25 stream or session: a lab of 2026-07-28 alone has
+/// none, and its help leaves the key out (the lab refuses it, saying so).
+pub fn on_a_stream(command: &Command) -> bool {
+    matches!(command, Command::Lab(action) if action.on_a_stream().is_some())
+}
+
 /// The footer of a lab of 2026-07-28 alone: its own keys (a task call, a lost answer), none of
 /// the streams' (nothing to drop or resume on that wire).
 pub const FOOTER_MODERN: [(&str, &str); 10] = [

@@ -242,7 +242,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) -> Drawn {
             knobs::render(frame, body, k, &policies, theme);
         }
         Some(OverlayView::Help { scroll }) => {
-            help::render(frame, body, scroll, of_replicas, theme);
+            help::render(frame, body, scroll, (of_replicas, modern_only), theme);
         }
         None => {}
     }
@@ -290,14 +290,23 @@ fn draw_too_narrow(frame: &mut Frame, area: Rect, screen: &Screen, theme: &Theme
 
 /// The server's side: its streams (its tasks, under 2026-07-28 alone), or in a lab of replicas
 /// each replica and the store.
-fn server_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, chosen: ReplicaId, theme: &Theme) {
+/// `hidden`: predict, then reveal (the checker's word on each task waits for `V`).
+fn server_pane(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    (chosen, hidden): (ReplicaId, bool),
+    theme: &Theme,
+) {
     match &snap.replicas {
         Some(view) => {
             let session = snap.view.client.as_ref().and_then(|c| c.session);
             replicas::render(frame, area, view, &snap.recent, session, chosen, theme);
         }
         // 2026-07-28 alone has no session and no stream: its tasks are the server's state.
-        None if snap.protocols == Protocols::Modern => tasks::render(frame, area, snap, theme),
+        None if snap.protocols == Protocols::Modern => {
+            tasks::render(frame, area, snap, hidden, theme)
+        }
         None => streams::render(frame, area, snap, theme),
     }
 }
@@ -447,7 +456,13 @@ fn draw_single(
     let share = if of_replicas { 60 } else { 52 };
     let [streams_area, client_area] =
         Layout::horizontal([Constraint::Percentage(share), Constraint::Fill(1)]).areas(top);
-    server_pane(frame, streams_area, snap, screen.replica, theme);
+    server_pane(
+        frame,
+        streams_area,
+        snap,
+        (screen.replica, screen.hide_verdict),
+        theme,
+    );
     client::render(frame, client_area, snap, screen.hide_verdict, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     // Narrow: the invariant panel gets the whole width; the exchanges give way.
@@ -543,7 +558,13 @@ fn draw_column(
     .areas(area);
     let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
     frame.render_widget(line, badge);
-    server_pane(frame, streams_area, snap, screen.replica, theme);
+    server_pane(
+        frame,
+        streams_area,
+        snap,
+        (screen.replica, screen.hide_verdict),
+        theme,
+    );
     client::render(frame, client_area, snap, hidden, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     verdict_pane(frame, invariant_area, snap, hidden, screen.explained, theme);

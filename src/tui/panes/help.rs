@@ -124,20 +124,64 @@ pub const GLOSSARY: [(&str, &str); 34] = [
     ),
 ];
 
-fn intro(theme: &Theme) -> Vec<Line<'static>> {
-    vec![
-        Line::styled(
+fn intro(modern_only: bool, theme: &Theme) -> Vec<Line<'static>> {
+    let (title, story) = if modern_only {
+        (
+            "forkscope — MCP 2026-07-28: no stream to resume, a task to run once",
+            "The re-issue: n, a, X: the answer naming the task is lost, the client asks again, and \
+             naive makes a second task that runs the same work (⊗ orphan, ⇉ two runners, ◈ a step \
+             applied again). Under fenced the key finds the first task: one task, each step once. \
+             m shows both. Y speaks both revisions.",
+        )
+    } else {
+        (
             "forkscope — MCP Streamable HTTP 2025-11-25 stream resumption",
-            theme.title(),
-        ),
-        Line::styled(
             "The seed incident: n, a few events, t, d: the orphan keeps receiving (╳), the client \
              applies duplicates (◆). R, t, d under fenced: the id carries the stream's key, so it \
              resumes cleanly (--identity token-header: a typed 428). m shows both. k turns knobs.",
-            theme.dim(),
-        ),
+        )
+    };
+    vec![
+        Line::styled(title, theme.title()),
+        Line::styled(story, theme.dim()),
         Line::raw(""),
     ]
+}
+
+/// The glossary's words about 2025-11-25's streams and sessions (with the lines that go on
+/// each): a lab of 2026-07-28 alone has none of them to show.
+const STREAM_WORDS: [&str; 19] = [
+    "FORK",
+    "DUPLICATE",
+    "GAP",
+    "CURSOR BACK",
+    "LOST",
+    "DRIFT",
+    "lanes",
+    "decision",
+    "grace",
+    "hw · bg",
+    "unchecked",
+    "counter",
+    "skipped",
+    "late emit",
+    "◂╳ fork at",
+    "identity",
+    "CALL LOST",
+    "REUSED ID",
+    "UNDELIVERED",
+];
+
+/// The glossary a lab shows: all of it, or (2026-07-28 alone) without the streams' words.
+fn glossary(modern_only: bool) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    let mut skipping = false;
+    GLOSSARY.iter().filter(move |(word, _)| {
+        // A line with no word goes on the one before it.
+        if !word.is_empty() {
+            skipping = modern_only && STREAM_WORDS.contains(word);
+        }
+        !skipping
+    })
 }
 
 /// What a lab of replicas adds to the screen's words.
@@ -170,7 +214,14 @@ pub const REPLICA_GLOSSARY: [(&str, &str); 6] = [
 
 /// `scroll`: rows scrolled down (↑↓ while it is open), clamped to what there is. `replicas`:
 /// a lab of replicas, whose keys and words are listed too.
-pub fn render(frame: &mut Frame, area: Rect, scroll: u16, replicas: bool, theme: &Theme) {
+/// `modern_only`: a lab of 2026-07-28 alone, whose keys, words and guarantees are its own.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    scroll: u16,
+    (replicas, modern_only): (bool, bool),
+    theme: &Theme,
+) {
     let [popup] = Layout::horizontal([Constraint::Max(84)])
         .flex(Flex::Center)
         .areas(area);
@@ -179,7 +230,11 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, replicas: bool, theme:
         .areas(popup);
     let mut lines = Vec::new();
     let extra: &[_] = if replicas { &REPLICA_BINDINGS } else { &[] };
-    let bindings: Vec<_> = BINDINGS.iter().chain(extra).collect();
+    let bindings: Vec<_> = BINDINGS
+        .iter()
+        .chain(extra)
+        .filter(|(_, command, _)| !(modern_only && crate::tui::keys::on_a_stream(command)))
+        .collect();
     let half = bindings.len().div_ceil(2);
     // Two columns; only the left one is padded, so a row never runs past the popup.
     let cell = |i: usize, pad: bool| -> Vec<Span<'static>> {
@@ -205,31 +260,41 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, replicas: bool, theme:
     // The glossary: every word of the verdict, every glyph of the lanes, every abbreviation.
     lines.push(Line::raw(""));
     let extra: &[_] = if replicas { &REPLICA_GLOSSARY } else { &[] };
-    for &(word, meaning) in GLOSSARY.iter().chain(extra) {
+    for &(word, meaning) in glossary(modern_only).chain(extra) {
         lines.push(Line::from(vec![
             Span::styled(format!(" {word:<12}"), theme.title()),
             Span::styled(meaning, theme.dim()),
         ]));
     }
-    // The five conditions, each with what it means: the why behind the invariant panel.
+    // The five conditions (or a task's five guarantees), each with what it means: the why
+    // behind the invariant panel.
     lines.push(Line::raw(""));
-    lines.push(Line::styled(
-        " the five conditions (fenced enforces all)",
-        theme.title(),
-    ));
-    for condition in forkscope_core::Condition::ALL {
+    let rules: Vec<(u8, &str, &str)> = if modern_only {
         lines.push(Line::styled(
-            format!(" {}. {}", condition.number(), condition.title()),
-            theme.text(),
+            " the tasks extension's five guarantees (fenced keeps all)",
+            theme.title(),
         ));
+        forkscope_core::tasks::guarantee::Guarantee::ALL
+            .iter()
+            .map(|g| (g.number(), g.title(), g.meaning()))
+            .collect()
+    } else {
         lines.push(Line::styled(
-            format!("    {}", condition.meaning()),
-            theme.dim(),
+            " the five conditions (fenced enforces all)",
+            theme.title(),
         ));
+        forkscope_core::Condition::ALL
+            .iter()
+            .map(|c| (c.number(), c.title(), c.meaning()))
+            .collect()
+    };
+    for (number, title, meaning) in rules {
+        lines.push(Line::styled(format!(" {number}. {title}"), theme.text()));
+        lines.push(Line::styled(format!("    {meaning}"), theme.dim()));
     }
     // The introduction goes first when a short terminal has no room for it: keys and the
     // glossary are what the overlay is for.
-    let intro = intro(theme);
+    let intro = intro(modern_only, theme);
     let width = usize::from(popup.width.saturating_sub(2)).max(1);
     let rows =
         |lines: &[Line]| -> usize { lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum() };
@@ -257,8 +322,58 @@ pub fn render(frame: &mut Frame, area: Rect, scroll: u16, replicas: bool, theme:
 #[cfg(test)]
 mod tests {
     use super::GLOSSARY;
+    use crate::tui::theme::Theme;
     use forkscope_core::AnomalyKind;
     use strum::IntoEnumIterator;
+
+    /// The help, top and bottom (scrolled as far as it goes).
+    fn shown(modern_only: bool) -> String {
+        [0, u16::MAX]
+            .map(|scroll| {
+                let backend = ratatui::backend::TestBackend::new(100, 40);
+                let mut terminal = ratatui::Terminal::new(backend).unwrap();
+                terminal
+                    .draw(|frame| {
+                        let (area, theme) = (frame.area(), Theme::from_env());
+                        super::render(frame, area, scroll, (false, modern_only), &theme);
+                    })
+                    .unwrap();
+                terminal.backend().to_string()
+            })
+            .join("\n")
+    }
+
+    /// A lab of 2026-07-28 alone is helped in its own words: its keys, its verdicts and its
+    /// five guarantees, none of the streams' (nothing there to drop, strip or resume).
+    #[test]
+    fn a_2026_lab_is_helped_with_its_own_keys_words_and_guarantees() {
+        let modern = shown(true);
+        for stream_word in [
+            "drop the connection",
+            "strip the token",
+            "FORK",
+            "five conditions",
+        ] {
+            assert!(!modern.contains(stream_word), "{stream_word}\n{modern}");
+        }
+        for own in [
+            "TWO RUNNERS",
+            "ORPHAN TASK",
+            "five guarantees",
+            "one runner: lease",
+        ] {
+            assert!(modern.contains(own), "{own}\n{modern}");
+        }
+        let both = shown(false);
+        for word in [
+            "drop the connection",
+            "FORK",
+            "five conditions",
+            "TWO RUNNERS",
+        ] {
+            assert!(both.contains(word), "{word}\n{both}");
+        }
+    }
 
     #[test]
     fn help_explains_every_verdict_word() {

@@ -178,7 +178,7 @@ pub fn render_hidden(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &The
     // 2026-07-28 alone has no session to fork: its question is how often the work ran.
     let question = match snap.protocols {
         forkscope_core::revision::Protocols::Modern => {
-            "predict: how many tasks for one call? was anything applied twice? or clean?"
+            "predict: did one call run twice? was a task orphaned? or clean?"
         }
         _ => "predict: did the session fork? was anything applied twice? or clean?",
     };

@@ -13,10 +13,12 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+/// `hidden`: predict, then reveal — whether a task is an orphan or a run again of its call is
+/// the checker's verdict, so it waits for `V`.
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, hidden: bool, theme: &Theme) {
     let rows = usize::from(area.height.saturating_sub(2));
     let inner = usize::from(area.width.saturating_sub(2));
-    let lines: Vec<Line> = lines(&snap.view.tasks, rows, inner, theme)
+    let lines: Vec<Line> = lines(&snap.view.tasks, rows, inner, hidden, theme)
         .into_iter()
         .map(|l| super::clip(l, inner))
         .collect();
@@ -28,7 +30,13 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
 
 /// The newest tasks that fit `rows`, oldest first, and how many more there are; each line in
 /// full where it fits `width`, else in its short form.
-pub fn lines(tasks: &[TaskLine], rows: usize, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+pub fn lines(
+    tasks: &[TaskLine],
+    rows: usize,
+    width: usize,
+    hidden: bool,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
     if tasks.is_empty() {
         return vec![
             Line::styled("no task yet", theme.dim()),
@@ -51,7 +59,7 @@ pub fn lines(tasks: &[TaskLine], rows: usize, width: usize, theme: &Theme) -> Ve
     lines.extend(tasks[tasks.len() - shown..].iter().map(|t| {
         super::fit(
             forms
-                .map(|(epoch, brief)| line(t, epoch, brief, theme))
+                .map(|(epoch, brief)| line(t, (epoch, brief, hidden), theme))
                 .into(),
             width,
         )
@@ -59,8 +67,13 @@ pub fn lines(tasks: &[TaskLine], rows: usize, width: usize, theme: &Theme) -> Ve
     lines
 }
 
-/// `epoch`: say the epoch; `brief`: each mark without its words.
-fn line(task: &TaskLine, epoch: bool, brief: bool, theme: &Theme) -> Line<'static> {
+/// `epoch`: say the epoch; `brief`: each mark without its words; `hidden`: without the
+/// checker's verdict on it (orphan, a run again).
+fn line(
+    task: &TaskLine,
+    (epoch, brief, hidden): (bool, bool, bool),
+    theme: &Theme,
+) -> Line<'static> {
     let (status, style) = match task.ended {
         None | Some(TaskStatus::Working) => ("working", theme.good()),
         Some(TaskStatus::Completed) => ("completed", theme.good()),
@@ -99,14 +112,14 @@ fn line(task: &TaskLine, epoch: bool, brief: bool, theme: &Theme) -> Line<'stati
     }
     // Which of its call's tasks it is, as the checker counted them: past 1, the call ran again.
     let run = task.run;
-    if run > 1 {
+    if run > 1 && !hidden {
         flag(
             format!(" ⇉ run {run} of its call"),
             format!(" ⇉{run}"),
             theme.bad(),
         );
     }
-    if task.orphaned {
+    if task.orphaned && !hidden {
         flag(" ⊗ orphan".into(), " ⊗".into(), theme.bad());
     }
     Line::from(spans)
@@ -153,10 +166,16 @@ mod tests {
             ..task(2)
         };
         let again = TaskLine { run: 3, ..task(3) };
-        let shown: Vec<String> = lines(&[orphan.clone(), found.clone(), again], 5, 80, &THEME)
-            .iter()
-            .map(text)
-            .collect();
+        let shown: Vec<String> = lines(
+            &[orphan.clone(), found.clone(), again.clone()],
+            5,
+            80,
+            false,
+            &THEME,
+        )
+        .iter()
+        .map(text)
+        .collect();
         assert!(shown[0].starts_with(&format!("t{} working", orphan.id.short())));
         assert!(
             shown[0].contains("2/8") && shown[0].contains("⊗ orphan"),
@@ -167,12 +186,23 @@ mod tests {
         // The same call's third task: a call run again.
         assert!(shown[2].contains("⇉ run 3 of its call"), "{shown:?}");
         assert!(!shown[0].contains('⇉') && !shown[1].contains('⇉'));
+        // While a room predicts, the checker's word on each waits for V; the state does not.
+        let hidden: Vec<String> =
+            lines(&[orphan.clone(), found.clone(), again], 5, 80, true, &THEME)
+                .iter()
+                .map(text)
+                .collect();
+        assert!(
+            hidden.iter().all(|l| !l.contains('⊗') && !l.contains('⇉')),
+            "{hidden:?}"
+        );
+        assert!(hidden[1].contains("↻×1 found by key"), "{hidden:?}");
         let many: Vec<TaskLine> = (0..6).map(task).collect();
-        let shown = lines(&many, 3, 80, &THEME);
+        let shown = lines(&many, 3, 80, false, &THEME);
         assert_eq!(shown.len(), 3);
         assert_eq!(text(&shown[0]), "+4 older task(s)");
         assert!(
-            lines(&[], 3, 80, &THEME)
+            lines(&[], 3, 80, false, &THEME)
                 .iter()
                 .map(text)
                 .any(|l| l == "no task yet")

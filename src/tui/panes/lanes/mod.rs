@@ -272,12 +272,30 @@ pub fn render(
     let session = snap.view.client.as_ref().and_then(|c| c.session);
     let in_order = source.in_order;
     let first = source.placed.first().map(|p| p.coordinate(in_order));
+    // No stream keeps a lane open while it is quiet (a lab of tasks): following, the window
+    // ends at the last thing that happened once it would show nothing, so the tasks of a run
+    // that went quiet stay on screen.
+    let open_streams = snap
+        .view
+        .sessions
+        .iter()
+        .flat_map(|s| &s.streams)
+        .any(|s| matches!(s.state, StreamState::Live | StreamState::Orphaned { .. }));
+    let mut quiet_since = None;
     let (start_ms, per) = if in_order {
         // Every entry so far in the width (a scripted run is short), one per column at most.
         let end = source.placed.last().map_or(0, |p| p.entry as u64);
         window_in_order(first, end, columns)
     } else {
-        window(first, source.end_ms, columns, source.zoom)
+        let (start, per) = window(first, source.end_ms, columns, source.zoom);
+        let last = source.placed.iter().map(|p| p.at_ms).max();
+        match last {
+            Some(last) if last < start && !open_streams && source.zoom == Zoom::Follow => {
+                quiet_since = Some(last);
+                window(first, last, columns, source.zoom)
+            }
+            _ => (start, per),
+        }
     };
     let grid = Grid {
         start: start_ms,
@@ -457,9 +475,10 @@ pub fn render(
     rows.push((top + lines.len() as u16, Row::Client));
     lines.push(Line::from(client));
     if legend {
+        let quiet = quiet_since.map(|at| format!(" up to {} (quiet since)", span_words(at)));
         let scale = match (in_order, source.zoom) {
             (true, _) => " in order (scripted clock)",
-            (false, Zoom::Follow) => "",
+            (false, Zoom::Follow) => quiet.as_deref().unwrap_or(""),
             (false, Zoom::WholeRun) => " (whole run, z)",
         };
         let mut legend = format!(

@@ -114,3 +114,35 @@ fn a_click_maps_to_its_lane_and_time() {
     assert_eq!(drawn.hit(3, 2), None, "the label column");
     assert_eq!(drawn.hit(12, 4), None, "below the lanes");
 }
+
+/// With no stream to keep a lane open (a lab of tasks), a run gone quiet for longer than the
+/// lanes' span keeps its last marks in view, and says since when it is quiet.
+#[test]
+fn tasks_of_a_run_gone_quiet_stay_in_view() {
+    use forkscope_core::history::{Caused, Entry, Record};
+    use forkscope_core::{LabTime, SplitMix64, TaskId};
+    let mut sim = Sim::new(LabConfig::default(), Policy::Naive, 1).unwrap();
+    sim.advance(60_000);
+    let mut snap = crate::lab::Snapshot::from_sim(&sim, Vec::new());
+    let task = TaskId::generate(&mut SplitMix64::new(3));
+    snap.recent.push(Entry {
+        at: LabTime::from_millis(2_500),
+        by: None,
+        record: Record::TaskCreated {
+            op: "k".into(),
+            task,
+            fresh: true,
+        },
+        caused: Caused::NOTHING,
+    });
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 6)).unwrap();
+    terminal
+        .draw(|frame| {
+            render(frame, frame.area(), &snap, None, &Theme::from_env());
+        })
+        .unwrap();
+    let screen = terminal.backend().to_string();
+    let lane = format!("t{}", task.short());
+    assert!(screen.contains(&lane), "{screen}");
+    assert!(screen.contains("up to 2.5 s (quiet since)"), "{screen}");
+}
