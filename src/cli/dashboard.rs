@@ -57,7 +57,8 @@ pub struct DashboardArgs {
     routing: RoutingArg,
     /// The revisions the lab's server speaks: `both` (default: the 2025-11-25 client and the
     /// 2026-07-28 one side by side), `2025-11-25` (X is refused), or `2026-07-28` (no session
-    /// and no stream: the lab is X's tasks, each on its own lane).
+    /// and no stream: the lab is X's tasks, each on its own lane). One server only: replicas
+    /// speak both (X calls a task there too).
     #[arg(long, default_value = "both", conflicts_with = "replicas")]
     protocol: forkscope_core::revision::Protocols,
 }
