@@ -72,8 +72,8 @@ impl Checker {
                 "no anomaly: nothing has run yet".to_owned()
             }
             // Only 2026-07-28 happened (a lab of that revision alone, a stateless client):
-            // nothing of streams to say.
-            (None, steps @ 1..) if self.counters.legacy_quiet() => format!(
+            // nothing of streams to say, from its first task on.
+            (None, steps) if self.counters.legacy_quiet() => format!(
                 "no anomaly{}: 2026-07-28: {}, each once, {}",
                 if open > 0 {
                     format!(" so far, and {open} owed still open")
@@ -247,13 +247,19 @@ mod tests {
                 epoch: 1,
             },
         ];
-        for record in records {
+        for (i, record) in records.into_iter().enumerate() {
             checker.observe(&Entry {
                 at: LabTime::ZERO,
                 by: None,
                 record,
                 caused: Caused::NOTHING,
             });
+            if i == 0 {
+                // Made, no step yet: already the revision's words, none of streams.
+                let made = checker.verdict().headline;
+                assert!(made.contains("2026-07-28: 0 steps applied"), "{made}");
+                assert!(!made.contains("stream"), "{made}");
+            }
         }
         // Its end is not read yet: clean so far, with the end still owed.
         let verdict = checker.verdict();
