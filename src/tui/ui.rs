@@ -290,14 +290,10 @@ fn draw_too_narrow(frame: &mut Frame, area: Rect, screen: &Screen, theme: &Theme
 
 /// The server's side: its streams (its tasks, under 2026-07-28 alone), or in a lab of replicas
 /// each replica and the store.
-/// `hidden`: predict, then reveal (the checker's word on each task waits for `V`).
-fn server_pane(
-    frame: &mut Frame,
-    area: Rect,
-    snap: &Snapshot,
-    (chosen, hidden): (ReplicaId, bool),
-    theme: &Theme,
-) {
+/// The replica chosen, and predict-then-reveal (the checker's word on each task waits for
+/// `V`), are the screen's.
+fn server_pane(frame: &mut Frame, area: Rect, snap: &Snapshot, screen: &Screen, theme: &Theme) {
+    let (chosen, hidden) = (screen.replica, screen.hide_verdict);
     match &snap.replicas {
         Some(view) => {
             let session = snap.view.client.as_ref().and_then(|c| c.session);
@@ -456,13 +452,7 @@ fn draw_single(
     let share = if of_replicas { 60 } else { 52 };
     let [streams_area, client_area] =
         Layout::horizontal([Constraint::Percentage(share), Constraint::Fill(1)]).areas(top);
-    server_pane(
-        frame,
-        streams_area,
-        snap,
-        (screen.replica, screen.hide_verdict),
-        theme,
-    );
+    server_pane(frame, streams_area, snap, screen, theme);
     client::render(frame, client_area, snap, screen.hide_verdict, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     // Narrow: the invariant panel gets the whole width; the exchanges give way.
@@ -558,13 +548,7 @@ fn draw_column(
     .areas(area);
     let line = Line::from(vec![header::policy_badge(snap.view.policy, theme)]).centered();
     frame.render_widget(line, badge);
-    server_pane(
-        frame,
-        streams_area,
-        snap,
-        (screen.replica, screen.hide_verdict),
-        theme,
-    );
+    server_pane(frame, streams_area, snap, screen, theme);
     client::render(frame, client_area, snap, hidden, theme);
     let drawn = lanes::render(frame, lanes_area, snap, lanes, theme);
     verdict_pane(frame, invariant_area, snap, hidden, screen.explained, theme);
