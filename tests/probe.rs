@@ -389,3 +389,59 @@ async fn a_server_of_2026_alone_is_probed_by_its_task_cases() {
     assert!(report.cases[0].why.contains("2026-07-28 alone"), "{text}");
     running.stop().await;
 }
+
+/// Two servers that each keep their own sessions and tasks, behind `forkscope balance` round
+/// robin: a client's every next request lands on the other. The probe says so, case by case —
+/// never "not run", never "2026-07-28 alone" — and a CI's JUnit report fails on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_without_affinity_are_found_losing_sessions_and_tasks() {
+    use forkscope::wire::balance::{Balancer, Mode, Upstream};
+    let a = serve(Policy::Fenced).await;
+    let b = serve(Policy::Fenced).await;
+    let upstreams = [&a, &b]
+        .iter()
+        .map(|s| Upstream::parse(&format!("http://{}", s.addr)).unwrap())
+        .collect();
+    let balancer = Balancer::start(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        upstreams,
+        Mode::RoundRobin,
+    )
+    .await
+    .unwrap();
+    let mut opts = options(format!("http://{}/mcp", balancer.addr));
+    opts.only = Some(vec!["call-resume".into(), "task-get-repeated".into()]);
+    let report = probe::probe(&opts).await.unwrap();
+    let text = probe::text(&report);
+    let found: Vec<(&str, &str)> = report
+        .cases
+        .iter()
+        .map(|c| (c.case, c.verdict.unwrap_or("not_run")))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("call-resume", "session_per_process"),
+            ("task-get-repeated", "unknown_on_some_reads"),
+        ],
+        "{text}"
+    );
+    assert!(report.violated(), "{text}");
+    assert_eq!(report.revisions, ["2025-11-25", "2026-07-28"], "{text}");
+    assert!(
+        text.contains("(probed 2025-11-25 and 2026-07-28)"),
+        "{text}"
+    );
+    // The JUnit report: one testcase per case, both failures.
+    let xml = probe::junit::junit(&report);
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed JUnit XML");
+    let failed: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .filter(|n| n.children().any(|c| c.has_tag_name("failure")))
+        .filter_map(|n| n.attribute("name"))
+        .collect();
+    assert_eq!(failed, ["call-resume", "task-get-repeated"], "{xml}");
+    a.stop().await;
+    b.stop().await;
+}

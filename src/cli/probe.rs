@@ -1,6 +1,6 @@
 //! `forkscope probe`: another MCP server's stream resumption, tested case by case.
 
-use super::{Format, out, outln, runtime};
+use super::{out, outln, runtime};
 use forkscope::probe::{self, ProbeError, expect::ExpectError};
 use forkscope::tui::probe_watch::{self, WatchError};
 use std::path::PathBuf;
@@ -10,8 +10,9 @@ use std::process::ExitCode;
 pub struct ProbeArgs {
     /// The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.
     url: String,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    /// text for a person, json for a script, junit (JUnit XML) for a CI job's test report.
+    #[arg(long, value_enum, default_value_t = ProbeFormat::Text)]
+    format: ProbeFormat,
     /// Rounds of the racing case (1-100).
     #[arg(long, default_value_t = 3)]
     repeat: u32,
@@ -61,6 +62,13 @@ pub struct ProbeArgs {
     watch: bool,
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ProbeFormat {
+    Text,
+    Json,
+    Junit,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeFailure {
     #[error(transparent)]
@@ -102,8 +110,9 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode, ProbeFailure> {
         .as_ref()
         .map(|e| probe::expect::compare(e, &report));
     match args.format {
-        Format::Text => out!("{}", probe::text(&report)),
-        Format::Json => outln!("{}", probe::json(&report)),
+        ProbeFormat::Text => out!("{}", probe::text(&report)),
+        ProbeFormat::Json => outln!("{}", probe::json(&report)),
+        ProbeFormat::Junit => out!("{}", probe::junit::junit(&report)),
     }
     let failed = match &report.expected {
         Some(compared) => !compared.mismatches.is_empty(),

@@ -397,50 +397,121 @@ pub(super) struct Discovered {
     pub server: String,
     pub protocol: String,
     pub tools: Result<Value, HttpError>,
-    /// It speaks 2025-11-25: sessions, streams to resume.
+    /// It speaks 2025-11-25: it answered `initialize`, sessions, streams to resume.
     pub legacy: bool,
+    /// Sessions `initialize` made that the next request did not know, and sessions tried.
+    pub lost_sessions: (u64, u64),
 }
+
+/// Fresh sessions discovery opens, at most, while each is lost: enough that a balancer's
+/// rotation (or chance) lands one session's two requests on one process if it ever does.
+const SESSION_TRIES: u64 = 4;
 
 /// A 2025-11-25 session's `initialize` and `tools/list`; or, for a server that answers no
 /// `initialize` but offers 2026-07-28 in `server/discover` (a server of that revision alone),
-/// a stateless `tools/list`. Neither: the server is not one the probe can talk to, and the
-/// `initialize` refusal says why.
+/// a stateless `tools/list`. A server that answers `initialize` and then does not know the
+/// session it made speaks 2025-11-25 all the same (its sessions are lost, a finding the cases
+/// report), never "2026-07-28 alone". Neither: the server is not one the probe can talk to,
+/// and the `initialize` refusal says why.
 pub(super) async fn server(target: &Target, run: &str) -> Result<Discovered, ProbeError> {
-    let refused = match target.open_session(format!("{run}d")).await {
-        Ok(session) => {
-            let tools = target
-                .request(method::TOOLS_LIST, &session, Call::ToolsList {})
-                .await;
-            target.end_session(&session).await;
-            return Ok(Discovered {
-                server: session.server.clone(),
-                protocol: session.version.clone(),
-                tools,
-                legacy: true,
-            });
+    let mut lost = 0;
+    let mut tries = 0;
+    let mut who = None;
+    let refused = loop {
+        tries += 1;
+        match target.open_session(format!("{run}d{tries}")).await {
+            Ok(session) => {
+                let tools = target
+                    .request(method::TOOLS_LIST, &session, Call::ToolsList {})
+                    .await;
+                target.end_session(&session).await;
+                return Ok(Discovered {
+                    server: session.server.clone(),
+                    protocol: session.version.clone(),
+                    tools,
+                    legacy: true,
+                    lost_sessions: (lost, tries),
+                });
+            }
+            Err(HttpError::SessionLost {
+                server, version, ..
+            }) => {
+                lost += 1;
+                who = Some((server, version));
+                if tries >= SESSION_TRIES {
+                    break None;
+                }
+            }
+            Err(refused) => break Some(refused),
         }
-        Err(refused) => refused,
     };
-    let modern = |id, method| ModernCall {
+    let offer = modern_offer(target).await;
+    if let Some((server, version)) = who.filter(|_| refused.is_none()) {
+        // Every session was lost: the tools come from a stateless 2026-07-28 `tools/list`
+        // when the server offers that revision too, else none can be listed.
+        let modern = offer.as_ref().is_some_and(|f| f.modern);
+        let tools = if modern {
+            modern_tools(target).await
+        } else {
+            Err(HttpError::Protocol {
+                what: method::TOOLS_LIST,
+                why: "no session lived long enough to list the tools".into(),
+            })
+        };
+        return Ok(Discovered {
+            server,
+            protocol: version,
+            tools,
+            legacy: true,
+            lost_sessions: (lost, tries),
+        });
+    }
+    let refused = refused.unwrap_or(HttpError::Protocol {
+        what: method::INITIALIZE,
+        why: "no session".into(),
+    });
+    // 2026-07-28 alone: a server that lists 2025-11-25 too and refused `initialize` anyway is
+    // broken, not modern, and its refusal is what to say.
+    let Some(offer) = offer.filter(|f| f.modern && !f.legacy) else {
+        return Err(ProbeError::Unreachable(refused));
+    };
+    Ok(Discovered {
+        server: offer.server,
+        protocol: MODERN.to_owned(),
+        tools: modern_tools(target).await,
+        legacy: false,
+        lost_sessions: (0, 0),
+    })
+}
+
+/// What `server/discover` offers.
+struct Offer {
+    modern: bool,
+    legacy: bool,
+    /// Its `serverInfo`, as `name version`.
+    server: String,
+}
+
+fn modern_call(id: u64, method: &str) -> ModernCall<'_> {
+    ModernCall {
         id,
         method,
         params: json!({}),
         tasks: false,
         key: None,
-    };
+    }
+}
+
+/// `server/discover`, if the server answers it.
+async fn modern_offer(target: &Target) -> Option<Offer> {
     let discover = target
-        .modern("server/discover", &modern(0, "server/discover"))
+        .modern("server/discover", &modern_call(0, "server/discover"))
         .await;
     let Ok(Ok(found)) = discover else {
-        return Err(ProbeError::Unreachable(refused));
+        return None;
     };
-    // 2026-07-28 alone: a server that lists 2025-11-25 too and refused `initialize` anyway is
-    // broken, not modern, and its refusal is what to say.
     let versions = found.get("supportedVersions").and_then(Value::as_array);
     let offers = |version: &str| versions.is_some_and(|v| v.iter().any(|v| v == version));
-    if !offers(MODERN) || offers(LEGACY) {
-        return Err(ProbeError::Unreachable(refused));
-    }
     let info = found.pointer("/_meta/io.modelcontextprotocol~1serverInfo");
     let field = |name: &str| {
         info.and_then(|i| i.get(name))
@@ -450,20 +521,26 @@ pub(super) async fn server(target: &Target, run: &str) -> Result<Discovered, Pro
             .take(60)
             .collect::<String>()
     };
-    let tools = match target.modern("tools/list", &modern(1, "tools/list")).await {
+    Some(Offer {
+        modern: offers(MODERN),
+        legacy: offers(LEGACY),
+        server: format!("{} {}", field("name"), field("version")),
+    })
+}
+
+/// A stateless 2026-07-28 `tools/list`.
+async fn modern_tools(target: &Target) -> Result<Value, HttpError> {
+    match target
+        .modern("tools/list", &modern_call(1, "tools/list"))
+        .await
+    {
         Ok(Ok(tools)) => Ok(tools),
         Ok(Err(error)) => Err(HttpError::Protocol {
             what: "tools/list",
             why: format!("JSON-RPC error {error}"),
         }),
         Err(e) => Err(e),
-    };
-    Ok(Discovered {
-        server: format!("{} {}", field("name"), field("version")),
-        protocol: MODERN.to_owned(),
-        tools,
-        legacy: false,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -8,16 +8,19 @@ pub mod discover;
 pub mod expect;
 pub mod http;
 pub mod items;
+pub mod junit;
+mod text;
 
 use crate::wire::mcp::Call;
 use cases::{CASES, Ctx, Emitter, NotRun};
 use discover::ToolPlan;
 use forkscope_core::probe::{Connection, Item, Judged, Verdict};
+use forkscope_core::revision::{LEGACY, MODERN};
 use http::{Bounds, HttpError, Target};
 use serde::Serialize;
 use serde_json::Value;
-use std::fmt::Write as _;
 use std::time::Duration;
+pub use text::{evidence, evidence_lines, text};
 
 /// What the command line asked for.
 #[derive(Debug, Clone)]
@@ -101,6 +104,8 @@ pub struct CaseReport {
     /// Arrival orders of the events that break the rule, to mark in a view.
     pub marked: Vec<u64>,
     pub connections: Vec<Connection>,
+    /// How long the case ran, in milliseconds.
+    pub elapsed_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -108,6 +113,8 @@ pub struct Report {
     pub url: String,
     pub server: String,
     pub protocol: String,
+    /// The revisions the cases that ran spoke (a case not run speaks none).
+    pub revisions: Vec<String>,
     pub call_tool: Option<String>,
     pub standalone: String,
     pub cases: Vec<CaseReport>,
@@ -117,6 +124,45 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report of `cases`, naming the revisions they probed.
+    pub fn new(
+        url: String,
+        server: String,
+        protocol: String,
+        call_tool: Option<String>,
+        standalone: String,
+        cases: Vec<CaseReport>,
+    ) -> Report {
+        let ran = |modern: bool| {
+            cases.iter().any(|c| {
+                cases::is_modern(c.case) == modern && !matches!(c.outcome, Outcome::NotRun)
+            })
+        };
+        let mut revisions = Vec::new();
+        if ran(false) {
+            // `protocol` is the revision `initialize` settled on when the server speaks both.
+            let legacy = if protocol == MODERN {
+                LEGACY
+            } else {
+                &protocol
+            };
+            revisions.push(legacy.to_owned());
+        }
+        if ran(true) {
+            revisions.push(MODERN.to_owned());
+        }
+        Report {
+            url,
+            server,
+            protocol,
+            revisions,
+            call_tool,
+            standalone,
+            cases,
+            expected: None,
+        }
+    }
+
     pub fn count(&self, outcome: fn(&Outcome) -> bool) -> usize {
         self.cases.iter().filter(|c| outcome(&c.outcome)).count()
     }
@@ -265,7 +311,11 @@ pub async fn probe_with(
         opts.count_arg.as_deref(),
     )
     .map_err(unknown)?;
-    let (emitter, standalone) = if discovery.legacy {
+    let (lost, tried) = discovery.lost_sessions;
+    let (emitter, standalone) = if lost > 0 && lost == tried {
+        let none = "none: no session outlived its initialize, so no standalone stream was opened";
+        (Emitter::OnItsOwn, none.to_owned())
+    } else if discovery.legacy {
         pick_emitter(&target, &run, &tools, call_tool.as_ref(), opts, window)
             .await
             .map_err(unknown)?
@@ -298,6 +348,7 @@ pub async fn probe_with(
             1
         };
         let limit = window * (4 * rounds) + Duration::from_secs(5);
+        let started = std::time::Instant::now();
         let outcome = match tokio::time::timeout(limit, cases::run(&ctx, name)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(NotRun(format!(
@@ -327,6 +378,7 @@ pub async fn probe_with(
                 why: finding.why,
                 marked: finding.marked,
                 connections,
+                elapsed_ms: started.elapsed().as_millis() as u64,
             },
             Err(NotRun(why)) => CaseReport {
                 case: name,
@@ -338,20 +390,20 @@ pub async fn probe_with(
                 why,
                 marked: Vec::new(),
                 connections: Vec::new(),
+                elapsed_ms: started.elapsed().as_millis() as u64,
             },
         };
         progress(Progress::Finished(Box::new(report.clone())));
         cases.push(report);
     }
-    Ok(Report {
-        url: url.to_string(),
-        server: discovery.server.clone(),
-        protocol: discovery.protocol.clone(),
-        call_tool: report_tool,
+    Ok(Report::new(
+        url.to_string(),
+        discovery.server.clone(),
+        discovery.protocol.clone(),
+        report_tool,
         standalone,
         cases,
-        expected: None,
-    })
+    ))
 }
 
 /// Where the standalone stream's events come from, and the report's line saying why:
@@ -443,139 +495,4 @@ async fn tries_standalone(target: &Target, label: &str, plan: &ToolPlan, window:
 
 pub fn json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-}
-
-pub fn text(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "forkscope probe {}", report.url);
-    let _ = writeln!(
-        out,
-        "  server      {} (protocol {})",
-        report.server, report.protocol
-    );
-    let _ = writeln!(
-        out,
-        "  tool: {}",
-        report
-            .call_tool
-            .as_deref()
-            .unwrap_or("none: no tool has an integer argument that sets how many notifications it sends (name one with --tool and --count-arg), so the call cases are not run")
-    );
-    let _ = writeln!(out, "  standalone: {}", report.standalone);
-    let _ = writeln!(out);
-    let width = report.cases.iter().map(|c| c.case.len()).max().unwrap_or(0);
-    for c in &report.cases {
-        let mark = match c.outcome {
-            Outcome::Holds => "holds",
-            Outcome::Violated => "VIOLATED",
-            Outcome::NotRun => "not run",
-            Outcome::NotExercised => "not exercised",
-        };
-        let says = match c.outcome {
-            Outcome::NotRun => c.why.clone(),
-            _ => format!("{} — {}", c.says, c.why),
-        };
-        let _ = writeln!(out, "  {mark:13}  {:width$}  {says}", c.case);
-        if matches!(c.outcome, Outcome::Violated) {
-            let _ = writeln!(out, "  {:15}{:width$}  ({})", "", "", c.does);
-            for conn in &c.connections {
-                let _ = writeln!(out, "  {:15}{:width$}  {}", "", "", evidence(conn));
-            }
-        }
-    }
-    let holds = report.count(|o| matches!(o, Outcome::Holds));
-    let violated = report.count(|o| matches!(o, Outcome::Violated));
-    let not_run = report.count(|o| matches!(o, Outcome::NotRun));
-    let not_exercised = report.count(|o| matches!(o, Outcome::NotExercised));
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{} cases: {holds} hold, {violated} violated, {not_run} not run, {not_exercised} not exercised",
-        report.cases.len()
-    );
-    let _ = writeln!(
-        out,
-        "(p7: progress 7 of a call · #7: the 7th numbered event of a stream · priming: an event with only an id)"
-    );
-    if let Some(compared) = &report.expected {
-        out.push_str(&expect::text(compared));
-    }
-    out
-}
-
-/// One connection in a line: the request, the answer, the events (runs folded), the end.
-pub fn evidence(c: &Connection) -> String {
-    let answer = match &c.answer {
-        forkscope_core::probe::Answer::Stream { status, .. } => format!("{status} stream"),
-        forkscope_core::probe::Answer::Json { status, .. } => format!("{status} JSON"),
-        forkscope_core::probe::Answer::Rejected { status, reason } => match reason {
-            Some(r) => format!("{status} \"{r}\""),
-            None => status.to_string(),
-        },
-        forkscope_core::probe::Answer::NoAnswer { why } => why.clone(),
-    };
-    let end = match c.end {
-        forkscope_core::probe::End::Open => "still open",
-        forkscope_core::probe::End::DroppedByProbe => "dropped by the probe",
-        forkscope_core::probe::End::ClosedByServer => "closed by the server",
-        forkscope_core::probe::End::Broken => "broke off",
-    };
-    let events = fold(&c.events.iter().map(|r| &r.item).collect::<Vec<_>>());
-    if matches!(c.answer, forkscope_core::probe::Answer::Stream { .. }) {
-        format!("{} {} → {answer}: {events} ({end})", c.label, c.request)
-    } else {
-        format!("{} {} → {answer}", c.label, c.request)
-    }
-}
-
-/// `p1–p20, result`: consecutive numbers of one stream folded into a run.
-fn fold(items: &[&Item]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut run: Option<(&Item, u64, u64)> = None;
-    let number = |i: &Item| match i {
-        Item::Progress { n, .. } | Item::Numbered { n, .. } => Some(*n),
-        _ => None,
-    };
-    let same_stream = |a: &Item, b: &Item| match (a, b) {
-        (Item::Progress { token: x, .. }, Item::Progress { token: y, .. }) => x == y,
-        (Item::Numbered { channel: x, .. }, Item::Numbered { channel: y, .. }) => x == y,
-        _ => false,
-    };
-    let flush = |run: &mut Option<(&Item, u64, u64)>, parts: &mut Vec<String>| {
-        if let Some((item, from, to)) = run.take() {
-            let prefix = if matches!(item, Item::Progress { .. }) {
-                "p"
-            } else {
-                "#"
-            };
-            parts.push(if from == to {
-                format!("{prefix}{from}")
-            } else {
-                format!("{prefix}{from}–{prefix}{to}")
-            });
-        }
-    };
-    for item in items {
-        match (number(item), &mut run) {
-            (Some(n), Some((first, _, to))) if same_stream(first, item) && n == *to + 1 => *to = n,
-            (Some(n), _) => {
-                flush(&mut run, &mut parts);
-                run = Some((item, n, n));
-            }
-            (None, _) => {
-                flush(&mut run, &mut parts);
-                parts.push(item.short());
-            }
-        }
-    }
-    flush(&mut run, &mut parts);
-    if parts.is_empty() {
-        return "no events".into();
-    }
-    if parts.len() > 14 {
-        let more = parts.len() - 12;
-        parts.truncate(12);
-        parts.push(format!("… {more} more"));
-    }
-    parts.join(", ")
 }

@@ -3,116 +3,20 @@
 //! that is wrong), and hands what it saw to the core's judge.
 
 mod cursors;
+mod list;
 mod resumes;
 mod tasks;
 mod volume;
 
 use super::discover::ToolPlan;
-use super::http::{Case, Conn, Extra, Session, Target, count};
+use super::http::{Case, Conn, Extra, HttpError, Session, Target, count};
 use crate::wire::mcp::{Call, ToolCall};
 use forkscope_core::probe::{self, Connection, End, Finding, Item, Known, StreamOf, judge_resume};
+pub use list::CASES;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-
-/// Every case, in the order the probe runs them: (name, what it does).
-pub const CASES: &[(&str, &str)] = &[
-    (
-        "standalone-resume",
-        "break the standalone GET stream and resume it with Last-Event-ID",
-    ),
-    (
-        "call-resume",
-        "break a tool call's stream mid-call and resume it with Last-Event-ID",
-    ),
-    (
-        "call-resume-after-result",
-        "break a tool call's stream and resume it after the call finished",
-    ),
-    (
-        "resume-while-old-open",
-        "resume while the old connection is still open (half-open, as the server sees it)",
-    ),
-    (
-        "plain-get-while-live",
-        "open a second, plain GET while the standalone stream is live",
-    ),
-    (
-        "two-resumes-at-once",
-        "resume twice at once from the same cursor",
-    ),
-    (
-        "resume-races-emission",
-        "resume at once while events are being emitted fast (repeated)",
-    ),
-    (
-        "cursor-of-another-stream",
-        "resume a call's stream while the standalone stream is live",
-    ),
-    (
-        "cursor-of-another-session",
-        "resume in one session with a cursor from another session",
-    ),
-    (
-        "bogus-cursor",
-        "resume with a Last-Event-ID the server never issued",
-    ),
-    (
-        "malformed-cursor",
-        "resume with a Last-Event-ID of bytes no server issues",
-    ),
-    (
-        "cursor-ahead",
-        "resume with a cursor past the last event sent",
-    ),
-    ("huge-cursor", "resume with a 64 KiB Last-Event-ID"),
-    (
-        "burst-order",
-        "a 500-step call on one connection: order, duplicates, gaps",
-    ),
-    (
-        "past-replay-capacity",
-        "break a call's stream at its first event, let it run 1000 more steps, resume",
-    ),
-    (
-        "unknown-session",
-        "GET with a session id the server never issued",
-    ),
-    (
-        "unsupported-version",
-        "GET with MCP-Protocol-Version 1999-01-01",
-    ),
-    (
-        "foreign-origin",
-        "GET with Origin: http://forkscope-probe.invalid",
-    ),
-    // 2026-07-28 (the tasks extension): run only when server/discover offers it.
-    (
-        "task-reissue-same-key",
-        "2026-07-28: lose a task call's answer and re-issue it under the same idempotency key",
-    ),
-    (
-        "task-key-other-arguments",
-        "2026-07-28: call again under a task's idempotency key with other arguments",
-    ),
-    (
-        "task-get-repeated",
-        "2026-07-28: read a new task 8 times (behind a balancer, each read may land elsewhere)",
-    ),
-    (
-        "task-cancel-after-complete",
-        "2026-07-28: cancel a task that completed, then read it again",
-    ),
-    (
-        "task-cancel-while-working",
-        "2026-07-28: cancel a working task, then read it to its end and after",
-    ),
-    (
-        "task-listen-gap",
-        "2026-07-28: listen for a task, break the listen, let the task end, listen again",
-    ),
-];
 
 /// Where standalone-stream events come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +44,8 @@ pub struct Ctx {
     run: String,
     /// The server speaks 2025-11-25 (else 2026-07-28 alone: only the `task-` cases run).
     pub legacy: bool,
+    /// Sessions found unknown by the request right after their `initialize`.
+    lost: AtomicU64,
 }
 
 /// A case that could not be run, and why.
@@ -171,15 +77,25 @@ impl Ctx {
             sessions: AtomicU64::new(0),
             run,
             legacy: true,
+            lost: AtomicU64::new(0),
         }
     }
 
     pub async fn session(&self) -> Result<Session, NotRun> {
         let n = self.sessions.fetch_add(1, Ordering::Relaxed);
-        self.target
-            .open_session(format!("{}s{n}", self.run))
-            .await
-            .map_err(|e| NotRun(format!("could not open a session: {e}")))
+        let opened = self.target.open_session(format!("{}s{n}", self.run)).await;
+        if let Err(HttpError::SessionLost { .. }) = &opened {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        opened.map_err(|e| NotRun(format!("could not open a session: {e}")))
+    }
+
+    /// Sessions lost so far, and sessions tried.
+    fn lost_of_tried(&self) -> (u64, u64) {
+        (
+            self.lost.load(Ordering::Relaxed),
+            self.sessions.load(Ordering::Relaxed),
+        )
     }
 
     /// An idempotency key unique to this run and case.
@@ -495,8 +411,13 @@ const MAX_LENGTHENINGS: u32 = 2;
 /// Runs one case by name. A case whose whole stream arrived before the probe could break it
 /// tested nothing: the probe makes the tool's runs ten times longer — for this case and every
 /// later one — and runs it again, while the tool lets it.
+/// A 2026-07-28 case (the tasks extension), run with no session.
+pub fn is_modern(case: &str) -> bool {
+    case.starts_with("task-")
+}
+
 pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
-    if name.starts_with("task-") {
+    if is_modern(name) {
         return tasks::run(ctx, name).await;
     }
     if !ctx.legacy {
@@ -505,6 +426,22 @@ pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
                 .into(),
         ));
     }
+    // A case stopped by a session the server forgot meets the failure itself: it says so.
+    let (lost, tried) = ctx.lost_of_tried();
+    let outcome = run_legacy(ctx, name).await;
+    let (lost_now, tried_now) = ctx.lost_of_tried();
+    match (
+        outcome,
+        probe::judge_lost_sessions(lost_now - lost, tried_now - tried),
+    ) {
+        (Err(NotRun(_)), Some(found)) => Ok((found, Vec::new())),
+        (outcome, _) => outcome,
+    }
+}
+
+/// A 2025-11-25 case, run again with its tool's runs made longer while the whole stream
+/// arrived before the break.
+async fn run_legacy(ctx: &Ctx, name: &str) -> Outcome {
     let mut lengthened = 0;
     loop {
         let outcome = run_once(ctx, name).await;

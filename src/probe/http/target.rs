@@ -55,6 +55,14 @@ pub enum HttpError {
     },
     #[error("{what}: {why}")]
     Protocol { what: &'static str, why: String },
+    /// The request right after `initialize`, on the session it made, was answered 404: the
+    /// session is unknown where the request landed. Who answered `initialize` is kept.
+    #[error("{what}: answered 404 for the session initialize had just made")]
+    SessionLost {
+        what: &'static str,
+        server: String,
+        version: String,
+    },
 }
 
 /// A server under probe.
@@ -126,7 +134,7 @@ impl Target {
         resp: reqwest::Response,
         id: RequestId,
     ) -> Result<Value, HttpError> {
-        match self.outcome_of(what, resp, id).await? {
+        match self.outcome_of(what, resp, id, false).await? {
             Ok(result) => Ok(result),
             Err(error) => Err(HttpError::Protocol {
                 what,
@@ -145,7 +153,7 @@ impl Target {
         let resp = self
             .send(what, call.post(&self.endpoint.http, &self.endpoint.url))
             .await?;
-        self.outcome_of(what, resp, RequestId(call.id)).await
+        self.outcome_of(what, resp, RequestId(call.id), true).await
     }
 
     /// A long-lived 2026-07-28 request (`subscriptions/listen`): its stream, to read message
@@ -168,21 +176,33 @@ impl Target {
             }));
         }
         Ok(Opened::Answer(
-            self.outcome_of(what, resp, RequestId(call.id)).await?,
+            self.outcome_of(what, resp, RequestId(call.id), true)
+                .await?,
         ))
     }
 
     /// The answer to request `id`: its result or its error, whether it came as JSON or as an
-    /// SSE stream.
+    /// SSE stream. `typed_in_status`: a JSON-RPC error for `id` under a 4xx is the error the
+    /// server answered with (a 2026-07-28 server maps its errors to statuses: FastMCP answers
+    /// an unknown task 400 with −32602), not a refusal of the request.
     async fn outcome_of(
         &self,
         what: &'static str,
         resp: reqwest::Response,
         id: RequestId,
+        typed_in_status: bool,
     ) -> Result<Result<Value, RpcError>, HttpError> {
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             let body = read_bounded(resp, self.bounds.json_bytes, self.bounds.answer).await;
+            if typed_in_status
+                && (400..500).contains(&status)
+                && let Some(error) = Response::parse(&body)
+                    .filter(|r| r.answers(id))
+                    .and_then(|r| r.error)
+            {
+                return Ok(Err(error));
+            }
             return Err(HttpError::Status {
                 what,
                 status,
@@ -301,6 +321,13 @@ impl Target {
             .post(session.headers(), &Notification::Initialized);
         let resp = self.send(what, note).await?;
         let status = resp.status().as_u16();
+        if status == 404 {
+            return Err(HttpError::SessionLost {
+                what,
+                server: session.server,
+                version: session.version,
+            });
+        }
         if !(200..300).contains(&status) {
             return Err(HttpError::Status {
                 what,

@@ -162,15 +162,14 @@ impl Watch {
     /// The cases finished so far, as a report (all of them once the run is over).
     pub fn report(&self) -> Option<Report> {
         let header = self.header.as_ref()?;
-        Some(Report {
-            url: self.url.clone(),
-            server: header.server.clone(),
-            protocol: header.protocol.clone(),
-            call_tool: header.call_tool.clone(),
-            standalone: header.standalone.clone(),
-            cases: self.reports.iter().flatten().cloned().collect(),
-            expected: None,
-        })
+        Some(Report::new(
+            self.url.clone(),
+            header.server.clone(),
+            header.protocol.clone(),
+            header.call_tool.clone(),
+            header.standalone.clone(),
+            self.reports.iter().flatten().cloned().collect(),
+        ))
     }
 
     pub fn render(&self, frame: &mut Frame) {

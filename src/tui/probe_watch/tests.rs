@@ -41,6 +41,7 @@ fn forked() -> CaseReport {
                 end: End::Open,
             },
         ],
+        elapsed_ms: 40,
     }
 }
 

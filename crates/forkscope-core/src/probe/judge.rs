@@ -415,6 +415,18 @@ pub fn judge_unknown_session(answer: &Answer) -> Finding {
     }
 }
 
+/// Sessions `initialize` made that the very next request on them found unknown (404): `lost`
+/// of `tries`. One is enough: the server gave the session id and then did not know it, which a
+/// server keeping its sessions in one process does behind a balancer without affinity.
+pub fn judge_lost_sessions(lost: u64, tries: u64) -> Option<Finding> {
+    (lost > 0).then(|| {
+        Finding::violated(
+            Verdict::SessionPerProcess { lost, tries },
+            "the session lives in the process that answered initialize: a request that lands on another process is told 404, so behind a balancer without session affinity every 2025-11-25 session breaks, and its streams with it",
+        )
+    })
+}
+
 /// A request with a protocol version the server does not support: 400, by the transport.
 pub fn judge_unsupported_version(answer: &Answer) -> Finding {
     match not_a_stream(answer) {

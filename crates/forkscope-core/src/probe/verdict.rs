@@ -47,6 +47,10 @@ pub enum Verdict {
     ToldOnRelisten { status: String },
     /// A listen opened after the task ended while none was open never told its end.
     LostInGap,
+    /// 2025-11-25: a session `initialize` had just made was unknown (404) to the next request
+    /// on it, in `lost` of `tries` sessions: sessions are kept in one process, so a balancer
+    /// without affinity breaks every session.
+    SessionPerProcess { lost: u64, tries: u64 },
     /// The case saw too little to judge what it tests: neither holds nor violated.
     NotExercised { because: Unexercised },
 }
@@ -148,7 +152,7 @@ impl Verdict {
             Verdict::OutOfOrder { .. } => 4,
             Verdict::Gap { .. } => 5,
             Verdict::Duplicate { .. } => 6,
-            Verdict::TwoLiveStreams { .. } => 7,
+            Verdict::TwoLiveStreams { .. } | Verdict::SessionPerProcess { .. } => 7,
             Verdict::CrossStreamReplay { .. } => 8,
             Verdict::CrossSessionReplay { .. } => 9,
         }
@@ -209,6 +213,11 @@ impl Verdict {
             Verdict::LostInGap => {
                 "lost in the gap: the new listen never sent the end the task reached between listens".into()
             }
+            Verdict::SessionPerProcess { lost, tries } => format!(
+                "session per process: {lost} of {tries} session{} initialize made {} unknown (404) to the next request",
+                plural(*tries),
+                if *lost == 1 { "was" } else { "were" }
+            ),
             Verdict::NotExercised { because } => format!("not exercised: {}", because.describe()),
         }
     }
