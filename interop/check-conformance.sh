@@ -4,7 +4,7 @@
 # against `forkscope serve` as users start it: both revisions on one endpoint (`--protocol both`,
 # the default), and 2025-11-25 alone. A scenario passes when the suite reports every check
 # passed and none failed. Scenarios left out need tools, resources or prompts forkscope does not
-# serve (`tools-call-image`, `resources-*`, …), or `logging/setLevel`, which it does not answer.
+# serve (`tools-call-image`, `resources-*`, …).
 # Every process it starts is stopped by its PID on every way out (see .ci/processes.sh).
 # Usage: interop/check-conformance.sh [path/to/forkscope]
 set -euo pipefail
@@ -13,7 +13,7 @@ BIN="${1:-$ROOT/target/release/forkscope}"
 [[ -x "$BIN" ]] || { echo "no forkscope binary at $BIN (cargo build --release first)" >&2; exit 2; }
 START_TIMEOUT=10     # s: a server that has not printed its address by then failed
 SCENARIO_TIMEOUT=120 # s: one scenario, the suite already installed
-SCENARIOS=(server-initialize ping tools-list server-sse-multiple-streams)
+SCENARIOS=(server-initialize logging-set-level ping tools-list server-sse-multiple-streams)
 
 # shellcheck source=../.ci/processes.sh
 source "$ROOT/.ci/processes.sh"

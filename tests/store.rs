@@ -10,6 +10,7 @@ use forkscope::store::{
     StoreError, Writer, new_session_id,
 };
 use forkscope_core::replica::RecordState;
+use forkscope_core::vocabulary::LogLevel;
 use forkscope_core::{StreamId, StreamKind};
 
 /// A store under test, and the Redis process behind it, if any.
@@ -85,6 +86,7 @@ both_stores!(
     a_replay_read_carries_its_record(2_000),
     a_rolled_back_store_refuses_a_fenced_writer(2_000),
     a_record_no_replica_wrote_is_corrupt_not_unavailable(2_000),
+    a_log_level_above_info_withholds_background_events(2_000),
 );
 
 async fn open(b: &Backend) -> SessionId {
@@ -730,4 +732,53 @@ async fn one_idle_expiry_rule(store: Store) {
         store.snapshot(&session, held).await.unwrap_err(),
         StoreError::SessionGone
     );
+}
+
+/// `logging/setLevel` above `info` withholds the background emitter's events (log messages)
+/// and nothing else; a level back at or below `info` lets them through again. The number a
+/// withheld event would have carried is the next landed one's.
+async fn a_log_level_above_info_withholds_background_events(b: Backend) {
+    let session = open(&b).await;
+    let stream = open_standalone(&b, &session).await;
+    let background = |n| Writer::Epoch {
+        epoch: 1,
+        name: "a",
+        background: Some(n),
+        floor: 0,
+    };
+    let one = events(1);
+    let landed = b
+        .store
+        .append(&session, stream, background(1), &one, false)
+        .await;
+    assert_eq!(landed.unwrap(), Ok(1));
+    b.store
+        .set_log_level(&session, LogLevel::Warning)
+        .await
+        .unwrap();
+    let withheld = b
+        .store
+        .append(&session, stream, background(2), &one, false)
+        .await;
+    assert_eq!(withheld.unwrap(), Err(Refused::BelowLogLevel));
+    assert_eq!(b.store.background_number(&session).await.unwrap(), 1);
+    // What is not a log message still lands.
+    let other = b.store.append(&session, stream, by_a(1), &one, false).await;
+    assert_eq!(other.unwrap(), Ok(2));
+    b.store
+        .set_log_level(&session, LogLevel::Info)
+        .await
+        .unwrap();
+    let again = b
+        .store
+        .append(&session, stream, background(2), &one, false)
+        .await;
+    assert_eq!(again.unwrap(), Ok(3));
+    assert_eq!(b.store.background_number(&session).await.unwrap(), 2);
+    // A session the store does not hold is gone, as for every session operation.
+    let unknown = new_session_id();
+    assert!(matches!(
+        b.store.set_log_level(&unknown, LogLevel::Debug).await,
+        Err(StoreError::SessionGone)
+    ));
 }

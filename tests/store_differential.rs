@@ -20,6 +20,7 @@ use forkscope::store::{
     Adoption, CallSpec, Events, Floor, NewStream, Resumed, Retention, SessionId, Snapshot, Store,
     StoreError, Writer, new_session_id,
 };
+use forkscope_core::vocabulary::LogLevel;
 use forkscope_core::{StreamId, StreamKind};
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -76,6 +77,7 @@ enum Op {
     OpenStream(SessionId, NewStream),
     Cancel(SessionId, String),
     BackgroundNumber(SessionId),
+    SetLogLevel(SessionId, LogLevel),
     Standalone(SessionId),
     Snapshot(SessionId, StreamId),
     Replay(SessionId, StreamId, u64, usize),
@@ -227,7 +229,8 @@ impl Generator {
                 };
                 Op::Cancel(session, rid)
             }
-            26..=28 => Op::BackgroundNumber(session),
+            26 => Op::SetLogLevel(session, LogLevel::of_rank(rng.below(8) as u8).unwrap()),
+            27..=28 => Op::BackgroundNumber(session),
             29..=31 => Op::Standalone(session),
             32..=38 => Op::Snapshot(session, stream),
             39..=47 => Op::Replay(
@@ -389,6 +392,7 @@ async fn ask(store: &Store, images: &mut HashMap<SessionId, SessionImage>, op: &
         Op::OpenStream(s, new) => Answer::Opened(store.open_stream(s, new).await),
         Op::Cancel(s, rid) => Answer::Stream(store.cancel(s, rid).await),
         Op::BackgroundNumber(s) => Answer::Number(store.background_number(s).await),
+        Op::SetLogLevel(s, level) => Answer::Unit(store.set_log_level(s, *level).await),
         Op::Standalone(s) => Answer::Stream(store.standalone(s).await),
         Op::Snapshot(s, id) => Answer::Snapshot(store.snapshot(s, *id).await.map(|o| o.map(blank))),
         Op::Replay(s, id, after, max) => Answer::Replayed(

@@ -15,6 +15,7 @@ use forkscope_core::tasks::{
     CreateError, Created, Holder, Keyed, Missing, Runner, Seen, Settled, Status, Task, TaskImage,
     TaskTable, Work, WriteRefused,
 };
+use forkscope_core::vocabulary::LogLevel;
 use forkscope_core::{LabTime, StreamId, TaskId};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -236,6 +237,10 @@ impl MemoryStore {
         let cancelled = self.run(|m, now| m.cancel(key, request_id, now))?;
         self.inner.changed.notify_waiters();
         Ok(cancelled)
+    }
+
+    pub async fn set_log_level(&self, key: &SessionId, level: LogLevel) -> Result<(), StoreError> {
+        Ok(self.run(|m, now| m.set_log_level(key, level, now))?)
     }
 
     pub async fn background_number(&self, key: &SessionId) -> Result<u64, StoreError> {

@@ -25,6 +25,7 @@ mod tasks;
 /// The store names sessions by the core's own id type.
 pub use forkscope_core::SessionId;
 use forkscope_core::replica::StaleEpoch;
+use forkscope_core::vocabulary::LogLevel;
 use forkscope_core::{Entropy, StreamId};
 use std::time::Duration;
 
@@ -226,6 +227,15 @@ impl Store {
     }
 
     /// The number of the session's last background event: a new emitter numbers on from it.
+    /// `logging/setLevel`: the session's background events below `level` are withheld.
+    pub async fn set_log_level(
+        &self,
+        session: &SessionId,
+        level: LogLevel,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.set_log_level(session, level).await)
+    }
+
     pub async fn background_number(&self, session: &SessionId) -> Result<u64, StoreError> {
         dispatch!(self, s => s.background_number(session).await)
     }

@@ -7,7 +7,8 @@
 --       finish (0/1), done (progress after the batch, or -1), retention_ms, ttl_ms,
 --       background number ('' for none), the batch ('' for none: a renewal), floor (the
 --       high-water mark the writer's own last write returned; 0: none), skip ('1': raise the
---       mark to the floor first, rather than refuse)
+--       mark to the floor first, rather than refuse), the background events' log level (its
+--       rank: forkscope_core::vocabulary::LogLevel::rank)
 -- The batch is one log entry, packed by the replica: `COUNT\n`, then `LEN\n` + data for each
 -- event; the entry's id is its last event's sequence, so a batch costs one XADD.
 local t = redis.call('TIME')
@@ -23,6 +24,12 @@ elseif mode == 'lease' then
   if lease ~= ARGV[2] then return {-2, tonumber(lease or 0), redis.call('HGET', KEYS[2], 'lowner') or ''} end
 end
 if redis.call('HGET', KEYS[2], 'state') ~= 'live' then return {-3} end
+-- The same comparison as forkscope_core::vocabulary::LogLevel::sends: a background event (a log
+-- message) below the level the session's client set is withheld, by its choice.
+if ARGV[10] ~= '' then
+  local set = redis.call('HGET', KEYS[1], 'log')
+  if set and tonumber(set) > tonumber(ARGV[14]) then return {-5} end
+end
 local hw = tonumber(redis.call('HGET', KEYS[2], 'hw'))
 -- The same comparison as forkscope_core::replica::forgot: a mark below what the writer already
 -- wrote means the store was restored from an older state; writing on would reuse ids.

@@ -15,6 +15,7 @@
 //! live tail are one read, so the hand-off between them has no gap and no duplicate (pub/sub
 //! beside a log needs subscribe, read, and dedupe, and loses what lands between them).
 
+mod log_level;
 mod reader;
 mod replies;
 pub mod tasks;
@@ -31,6 +32,7 @@ use super::{
 };
 use forkscope_core::StreamId;
 use forkscope_core::replica::StaleEpoch;
+use forkscope_core::vocabulary::BACKGROUND_SEVERITY;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, RedisError, Script, Value};
 use std::sync::{Arc, LazyLock};
@@ -48,6 +50,7 @@ struct Scripts {
     adopt: Script,
     append: Script,
     cancel: Script,
+    set_log_level: Script,
 }
 
 /// A script that touches a session, with the one idle-expiry rule (`touch.lua`) before it.
@@ -69,6 +72,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     adopt: touching!("take_over.lua", "adopt.lua"),
     append: touching!("append.lua"),
     cancel: touching!("cancel.lua"),
+    set_log_level: touching!("set_log_level.lua"),
 });
 
 /// The idle-expiry rule alone, for the reads that are no script (a replay's `MULTI`): sent as
@@ -560,7 +564,8 @@ impl RedisStore {
             .arg(background.map_or(String::new(), |n| n.to_string()))
             .arg(pack(events))
             .arg(floor)
-            .arg(skip);
+            .arg(skip)
+            .arg(BACKGROUND_SEVERITY.rank());
         let reply: Value = invocation
             .invoke_async(&mut conn)
             .await
@@ -581,6 +586,7 @@ impl RedisStore {
                 holds: *holds as u64,
                 wrote: floor,
             })),
+            Some([(-5, _)]) => Ok(Err(Refused::BelowLogLevel)),
             _ => Err(corrupt("append reply", &reply)),
         }
     }

@@ -14,6 +14,7 @@ pub mod method {
     pub const PING: &str = "ping";
     pub const CANCELLED: &str = "notifications/cancelled";
     pub const PROGRESS: &str = "notifications/progress";
+    pub const LOG_SET_LEVEL: &str = "logging/setLevel";
 }
 
 /// The version field every message carries; it serializes as `"2.0"` and nothing else.

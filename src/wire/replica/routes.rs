@@ -175,6 +175,16 @@ pub(super) async fn post_mcp(
         // A notification or a response: accepted, nothing to answer.
         return StatusCode::ACCEPTED.into_response();
     };
+    if method == method::LOG_SET_LEVEL {
+        let level = match incoming::log_level(&id, &params) {
+            Ok(level) => level,
+            Err(refused) => return refused,
+        };
+        return match replica.store.set_log_level(&session, level).await {
+            Ok(()) => incoming::log_level_set(&id),
+            Err(why) => store_failure(&id, why),
+        };
+    }
     match incoming::route(method, &id, &headers) {
         Routed::Answered { response, .. } => response,
         Routed::CallTool => call_tool(&replica, session, (id, connection), &params).await,

@@ -522,6 +522,8 @@ pub(super) fn start_emitter(replica: &Replica, session: SessionId, stream: Strea
                     tell_written(&task_replica, &session, written, high_water, &body);
                     tell_local(&task_replica, &session, stream, high_water, &body, false);
                 }
+                // Below the level the client set: withheld, and the number goes to the next.
+                Ok(Err(Refused::BelowLogLevel)) => {}
                 Ok(Err(why)) => {
                     let _ = refused(&task_replica, &session, why);
                     return;

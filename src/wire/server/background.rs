@@ -6,6 +6,7 @@
 use super::writers::WRITER_QUEUE;
 use crate::wire::{Core, jsonrpc};
 use forkscope_core::server::BackgroundEmit;
+use forkscope_core::vocabulary::{BACKGROUND_SEVERITY, LogLevel};
 use forkscope_core::work::BackgroundEmitter;
 use forkscope_core::{EventId, LabTime, SessionId};
 use serde_json::json;
@@ -61,11 +62,12 @@ impl Background {
     }
 }
 
-/// The `notifications/message` body of background event `n`.
+/// The `notifications/message` body of background event `n`, a log message of the level the
+/// core's background emitter has.
 pub(crate) fn body(n: u64) -> String {
     jsonrpc::notification(
         "notifications/message",
-        json!({ "level": "info", "logger": "forkscope", "data": { "background": n } }),
+        json!({ "level": BACKGROUND_SEVERITY.as_str(), "logger": "forkscope", "data": { "background": n } }),
     )
 }
 
@@ -82,7 +84,7 @@ fn landed(core: &mut Core, session: SessionId, emitted: BackgroundEmit) -> Event
 /// stream to emit onto.
 pub fn emit_background(core: &mut Core, session: SessionId, now: LabTime) -> Option<EventId> {
     let n = core.io.background.task(session, None, now).own + 1;
-    let event = emit_body(core, session, now, body(n))?;
+    let event = emit_body(core, session, now, body(n), Some(BACKGROUND_SEVERITY))?;
     if let Some(task) = core.io.background.tasks.get_mut(&session) {
         task.own = n;
     }
@@ -90,18 +92,26 @@ pub fn emit_background(core: &mut Core, session: SessionId, now: LabTime) -> Opt
 }
 
 /// Emits `body` now as the session's next background event (numbered in its key in the
-/// session's one background sequence); `None` when the session has no stream to emit onto.
+/// session's one background sequence); `None` when the session has no stream to emit onto, or
+/// when `body` is a log message of a `severity` below the level its client set.
 pub(super) fn emit_body(
     core: &mut Core,
     session: SessionId,
     now: LabTime,
     body: String,
+    severity: Option<LogLevel>,
 ) -> Option<EventId> {
     let task = core.io.background.task(session, None, now);
-    let emitted = task
-        .emitter
-        .emit(now, body, &mut core.server, &mut core.history)
-        .ok()?;
+    let emitted = match severity {
+        Some(severity) => {
+            task.emitter
+                .emit_log(now, severity, body, &mut core.server, &mut core.history)
+        }
+        None => task
+            .emitter
+            .emit(now, body, &mut core.server, &mut core.history),
+    }
+    .ok()?;
     Some(landed(core, session, emitted))
 }
 

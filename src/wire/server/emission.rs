@@ -167,7 +167,7 @@ pub(super) fn run_due(core: &mut Core, now: LabTime, budget: &mut usize) -> Opti
         let body = body(&run.label, run.sent + 1);
         core.io.emissions[i].sent += 1;
         // An emit with no stream to land on is skipped, as the background's is.
-        let _ = super::background::emit_body(core, session, now, body);
+        let _ = super::background::emit_body(core, session, now, body, None);
     }
     next
 }

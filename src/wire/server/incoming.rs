@@ -13,6 +13,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
+use forkscope_core::vocabulary::LogLevel;
 use forkscope_core::work::ToolSpec;
 use serde_json::{Value, json};
 
@@ -164,6 +165,31 @@ pub(crate) fn route(method: &str, id: &Value, headers: &HeaderMap) -> Routed {
         ),
     };
     Routed::Answered { response, served }
+}
+
+/// `logging/setLevel`'s level; a refusal (−32602, naming the levels) is the response.
+pub(crate) fn log_level(id: &Value, params: &Value) -> Result<LogLevel, Response> {
+    let word = params.get("level").and_then(Value::as_str);
+    word.and_then(LogLevel::parse).ok_or_else(|| {
+        json_response(
+            StatusCode::OK,
+            jsonrpc::error(
+                id,
+                jsonrpc::INVALID_PARAMS,
+                &format!(
+                    "level must be one of {}; got {}",
+                    LogLevel::names().join(", "),
+                    params.get("level").unwrap_or(&Value::Null)
+                ),
+                None,
+            ),
+        )
+    })
+}
+
+/// The answer to a `logging/setLevel` the server honoured.
+pub(crate) fn log_level_set(id: &Value) -> Response {
+    json_response(StatusCode::OK, jsonrpc::result(id, json!({})))
 }
 
 /// The revision an `initialize` settles on: the client's, when this server speaks it.

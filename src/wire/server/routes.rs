@@ -15,6 +15,7 @@ use super::stream_body::{Announcement, sse_response};
 use super::tool::RunningCall;
 use crate::wire::headers;
 use crate::wire::jsonrpc;
+use crate::wire::mcp::message::method::LOG_SET_LEVEL;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
@@ -54,6 +55,9 @@ pub(super) async fn post_mcp(
         admitted(&app, session);
         return StatusCode::ACCEPTED.into_response();
     };
+    if method == LOG_SET_LEVEL {
+        return set_log_level(&app, session, &id, &params);
+    }
     match incoming::route(method, &id, &headers) {
         Routed::Answered { response, served } => {
             if served {
@@ -68,6 +72,18 @@ pub(super) async fn post_mcp(
         }
         Routed::CallTool => call_tool(&app, session, id, &params, tcp),
     }
+}
+
+/// `logging/setLevel`: the session's log messages below the level are no longer sent (the
+/// core's rule, [`forkscope_core::Server::log_allows`]).
+fn set_log_level(app: &App, session: SessionId, id: &Value, params: &Value) -> Response {
+    let level = match incoming::log_level(id, params) {
+        Ok(level) => level,
+        Err(refused) => return refused,
+    };
+    app.shared.lock().server.set_log_level(session, level);
+    admitted(app, session);
+    incoming::log_level_set(id)
 }
 
 /// A request on the session was served: its idle clock starts over (a refused one leaves it).

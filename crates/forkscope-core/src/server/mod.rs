@@ -23,6 +23,7 @@ use crate::ids::{ConnectionId, Entropy, EventId, ResumptionToken, SessionId, Str
 use crate::policy::Policy;
 use crate::state::ReplayBudget;
 use crate::time::LabTime;
+use crate::vocabulary::LogLevel;
 use std::collections::{BTreeMap, HashMap};
 use thiserror::Error;
 
@@ -69,6 +70,12 @@ pub enum EmitError {
     Closed(StreamId),
     #[error("the session has no stream to emit onto")]
     NoStream,
+    /// A log message less severe than the level the client set: not sent, by its choice.
+    #[error("a {severity} log message is below the level the client set ({set})")]
+    BelowLogLevel {
+        severity: &'static str,
+        set: &'static str,
+    },
     #[error("the session already holds {max} streams and none has ended")]
     TooManyStreams { max: usize },
     #[error(
@@ -184,6 +191,32 @@ impl Server {
 
     pub fn session(&self, id: SessionId) -> Option<&Session> {
         self.sessions.get(&id)
+    }
+
+    /// `logging/setLevel`: the session's client is sent log messages at `level` or more severe
+    /// from now on. `false` when the session is unknown.
+    pub fn set_log_level(&mut self, id: SessionId, level: LogLevel) -> bool {
+        match self.sessions.get_mut(&id) {
+            Some(session) => {
+                session.log_level = Some(level);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a log message of `severity` may be sent to the session's client (an error says
+    /// why not; an unknown session is the caller's to find).
+    pub fn log_allows(&self, id: SessionId, severity: LogLevel) -> Result<(), EmitError> {
+        let set = self.sessions.get(&id).and_then(Session::log_level);
+        if LogLevel::sends(set, severity) {
+            Ok(())
+        } else {
+            Err(EmitError::BelowLogLevel {
+                severity: severity.as_str(),
+                set: set.map_or("none", LogLevel::as_str),
+            })
+        }
     }
 
     /// `initialize`: a new session with an unguessable id.

@@ -3,7 +3,7 @@
 use super::stream::{Stream, StreamState};
 use crate::ids::{SessionId, StreamId};
 use crate::time::LabTime;
-use crate::vocabulary::StreamKind;
+use crate::vocabulary::{LogLevel, StreamKind};
 
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -21,6 +21,8 @@ pub struct Session {
     pub(crate) opened_at: LabTime,
     /// The last request naming the session, or the last connection of it ending.
     pub(crate) last_activity: LabTime,
+    /// The level `logging/setLevel` set: log messages less severe are not sent (`None`: all).
+    pub(crate) log_level: Option<LogLevel>,
 }
 
 impl Session {
@@ -34,7 +36,13 @@ impl Session {
             counter: 0,
             opened_at: now,
             last_activity: now,
+            log_level: None,
         }
+    }
+
+    /// The level the client set with `logging/setLevel`, if it set one.
+    pub fn log_level(&self) -> Option<LogLevel> {
+        self.log_level
     }
 
     pub fn id(&self) -> SessionId {

@@ -6,9 +6,11 @@
 //! without importing the server, and the client can read a rejection without importing the
 //! policies that decide it.
 
+mod log_level;
 mod payload_key;
 mod reject_reason;
 
+pub use log_level::{BACKGROUND_SEVERITY, LogLevel};
 pub use payload_key::{Effect, PayloadKey, PayloadKeyError};
 pub use reject_reason::{ClientAction, RejectReason};
 

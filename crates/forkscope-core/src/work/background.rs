@@ -8,7 +8,7 @@ use crate::history::History;
 use crate::ids::SessionId;
 use crate::server::{BackgroundEmit, EmitError, Server};
 use crate::time::LabTime;
-use crate::vocabulary::{Effect, PayloadKey};
+use crate::vocabulary::{BACKGROUND_SEVERITY, Effect, LogLevel, PayloadKey};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -167,8 +167,8 @@ impl BackgroundEmitter {
     }
 
     /// Takes the owed emit, if one is: emits `body` (spelled for
-    /// [`BackgroundEmitter::next_number`]). An emit with no stream to land on is skipped, not
-    /// owed again.
+    /// [`BackgroundEmitter::next_number`]), a log message at [`BACKGROUND_SEVERITY`]. An emit
+    /// with no stream to land on, or below the level the client set, is skipped, not owed again.
     pub fn take_owed(
         &mut self,
         now: LabTime,
@@ -179,7 +179,20 @@ impl BackgroundEmitter {
         let schedule = self.schedule.as_mut().filter(|s| s.owed > 0)?;
         schedule.owed -= 1;
         schedule.taken += 1;
-        Some(self.emit(now, body, server, history))
+        Some(self.emit_log(now, BACKGROUND_SEVERITY, body, server, history))
+    }
+
+    /// Emits a log message of `severity` now, unless the session's client set a level above it.
+    pub fn emit_log(
+        &mut self,
+        now: LabTime,
+        severity: LogLevel,
+        body: impl Into<Arc<str>>,
+        server: &mut Server,
+        history: &mut History,
+    ) -> Result<BackgroundEmit, EmitError> {
+        server.log_allows(self.session, severity)?;
+        self.emit(now, body, server, history)
     }
 
     /// Emits the next event now, `body` spelled for [`BackgroundEmitter::next_number`].

@@ -19,7 +19,7 @@ use crate::replica::{
 };
 use crate::tasks::TaskTable;
 use crate::time::LabTime;
-use crate::vocabulary::StreamKind;
+use crate::vocabulary::{BACKGROUND_SEVERITY, LogLevel, StreamKind};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -92,6 +92,9 @@ struct Session {
     /// The session's running calls by request id (JSON text), for `notifications/cancelled`.
     calls: Arc<BTreeMap<String, StreamId>>,
     touched_ms: u64,
+    /// The level the session's client set with `logging/setLevel`, if it set one: a background
+    /// event (a log message) below it is withheld ([`LogLevel::sends`]).
+    log_level: Option<LogLevel>,
 }
 
 #[derive(Clone, Debug)]
@@ -246,6 +249,7 @@ impl StoreMachine {
                 background: 0,
                 calls: Arc::default(),
                 touched_ms: now,
+                log_level: None,
             })
             .touched_ms = now;
         Ok(())
@@ -349,6 +353,17 @@ impl StoreMachine {
     /// The number of the session's last background event: a new emitter numbers on from it.
     pub fn background_number(&mut self, id: &SessionId, now: u64) -> Result<u64, StoreFault> {
         Ok(self.live(id, now)?.background)
+    }
+
+    /// `logging/setLevel`: background events below `level` are withheld from now on.
+    pub fn set_log_level(
+        &mut self,
+        id: &SessionId,
+        level: LogLevel,
+        now: u64,
+    ) -> Result<(), StoreFault> {
+        self.live(id, now)?.log_level = Some(level);
+        Ok(())
     }
 
     /// The session's current standalone stream.
@@ -504,6 +519,7 @@ impl StoreMachine {
     ) -> Result<Result<u64, Refused>, StoreFault> {
         let retention = self.retention;
         let session = self.session(id, now)?;
+        let log_level = session.log_level;
         let Some(s) = session.stream(stream, now, &retention) else {
             return Ok(Err(match writer {
                 Writer::Epoch { epoch, name, .. } | Writer::Lease { epoch, name, .. } => {
@@ -536,6 +552,19 @@ impl StoreMachine {
         }
         if s.state != RecordState::Live {
             return Ok(Err(Refused::Closed(stream)));
+        }
+        let background = matches!(
+            writer,
+            Writer::Epoch {
+                background: Some(_),
+                ..
+            } | Writer::Unfenced {
+                background: Some(_),
+                ..
+            }
+        );
+        if background && !LogLevel::sends(log_level, BACKGROUND_SEVERITY) {
+            return Ok(Err(Refused::BelowLogLevel));
         }
         let floor = match writer {
             Writer::Epoch { floor, .. } => Floor::Check(floor),

@@ -146,6 +146,10 @@ pub enum Refused {
         holds: u64,
         wrote: u64,
     },
+    /// A background event (a log message) below the level the session's client set: withheld
+    /// by its choice, and the emitter goes on.
+    #[error("the session's client set a log level above the background events'")]
+    BelowLogLevel,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
