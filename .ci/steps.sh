@@ -11,6 +11,8 @@ declare -A STEP_TITLE=(
     [python]="interop: the official Python MCP SDK against forkscope serve"
     [sdk_clients]="interop: the official Python and TypeScript SDK clients resume through forkscope proxy"
     [conformance]="interop: the MCP conformance suite's server scenarios against forkscope serve"
+    [inspector]="interop: the MCP Inspector's CLI lists, calls and sets the log level against forkscope serve"
+    [fastmcp]="interop: forkscope probe finds FastMCP's task runtime losing sessions and tasks behind a balancer without affinity (JUnit report)"
     [probe]="forkscope probe: fenced holds, naive is caught, the official SDK servers give their written-down findings"
     [services]="services: redis-server and haproxy start on free ports and stop by PID"
     [replicas]="replicas: probe through forkscope balance and HAProxy, both policies; SDK clients survive a killed replica"
@@ -64,6 +66,14 @@ step_sdk_clients() {
 
 step_conformance() {
     run_bounded 0 bash interop/check-conformance.sh "$BIN"
+}
+
+step_inspector() {
+    run_bounded 0 bash interop/check-inspector.sh "$BIN"
+}
+
+step_fastmcp() {
+    run_bounded 0 bash interop/check-fastmcp.sh "$BIN"
 }
 
 step_probe() {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Makes sure the interop venv exists with interop/python/requirements.txt installed, and prints
-# the path of its python. The venv is target/interop-venv unless FORKSCOPE_VENV names another.
-# It is reinstalled whenever requirements.txt changes (a hash stamp inside the venv).
+# the path of its python. The venv is target/interop-venv unless FORKSCOPE_VENV names another,
+# and FORKSCOPE_REQUIREMENTS may name another requirements file (interop/fastmcp's venv is made
+# so). It is reinstalled whenever the requirements change (a hash stamp inside the venv).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 VENV="${FORKSCOPE_VENV:-$REPO_ROOT/target/interop-venv}"
-REQS="$SCRIPT_DIR/requirements.txt"
+REQS="${FORKSCOPE_REQUIREMENTS:-$SCRIPT_DIR/requirements.txt}"
 STAMP="$VENV/.forkscope-requirements.sha256"
 # Bounds on the install steps (seconds): a registry that hangs must not hang the harness.
 INSTALL_TIMEOUT="${FORKSCOPE_INSTALL_TIMEOUT:-600}"

@@ -36,6 +36,22 @@ pub const SKIPPED: &[(&str, &str)] = &[
         "needs the MCP conformance suite from npm; .ci/run runs it in its interop step",
     ),
     (
+        "interop/check-inspector.sh",
+        "needs the MCP Inspector from npm; .ci/run runs it in its inspector step",
+    ),
+    (
+        "interop/check-fastmcp.sh",
+        "needs FastMCP from PyPI; .ci/run runs it in its fastmcp step",
+    ),
+    (
+        "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8931/mcp --method tools/list",
+        "needs the MCP Inspector from npm; interop/check-inspector.sh runs it in CI",
+    ),
+    (
+        "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8931/mcp --method tools/call --tool-name progress_task --tool-arg steps=3",
+        "needs the MCP Inspector from npm; interop/check-inspector.sh runs it in CI",
+    ),
+    (
         "interop/check-probe.sh",
         "needs the Python, TypeScript and Rust (rmcp) SDK servers; .ci/run runs it in its probe step",
     ),
