@@ -12,6 +12,7 @@ declare -A STEP_TITLE=(
     [sdk_clients]="interop: the official Python and TypeScript SDK clients resume through forkscope proxy"
     [conformance]="interop: the MCP conformance suite's server scenarios against forkscope serve"
     [inspector]="interop: the MCP Inspector's CLI lists, calls and sets the log level against forkscope serve"
+    [faults]="interop: probe's fault cases (restart, kill, pause by the user's commands; effects counted) find FastMCP's tasks running again and fenced serve replicas holding, on redis-server"
     [fastmcp]="interop: forkscope probe finds FastMCP's task runtime losing sessions and tasks behind a balancer without affinity (JUnit report)"
     [probe]="forkscope probe: fenced holds, naive is caught, the official SDK servers give their written-down findings"
     [services]="services: redis-server and haproxy start on free ports and stop by PID"
@@ -70,6 +71,10 @@ step_conformance() {
 
 step_inspector() {
     run_bounded 0 bash interop/check-inspector.sh "$BIN"
+}
+
+step_faults() {
+    run_bounded 0 bash interop/check-faults.sh "$BIN"
 }
 
 step_fastmcp() {

@@ -35,6 +35,7 @@ fn options(url: String) -> Options {
         only: None,
         allow_remote: false,
         window_ms: 5_000,
+        faults: Default::default(),
     }
 }
 
@@ -47,6 +48,11 @@ async fn the_fenced_server_holds_in_every_case() {
     let text = probe::text(&report);
     assert_eq!(report.cases.len(), probe::cases::CASES.len(), "{text}");
     for case in &report.cases {
+        // The fault cases need the user's commands (fault_cases_without_their_commands_…).
+        if probe::cases::is_fault_case(case.case) {
+            assert!(matches!(case.outcome, Outcome::NotRun), "{text}");
+            continue;
+        }
         assert!(
             matches!(case.outcome, Outcome::Holds),
             "{} did not hold:\n{text}",
@@ -289,7 +295,7 @@ async fn the_task_cases_find_naives_second_task_and_lost_end_hold_under_the_fenc
     let task_cases: Vec<String> = probe::cases::CASES
         .iter()
         .map(|(name, _)| *name)
-        .filter(|name| name.starts_with("task-"))
+        .filter(|name| name.starts_with("task-") && !probe::cases::is_fault_case(name))
         .map(str::to_owned)
         .collect();
     assert_eq!(task_cases.len(), 6);
@@ -444,4 +450,51 @@ async fn two_processes_without_affinity_are_found_losing_sessions_and_tasks() {
     assert_eq!(failed, ["call-resume", "task-get-repeated"], "{xml}");
     a.stop().await;
     b.stop().await;
+}
+
+/// A fault case never causes a fault of its own: without the user's commands it is not run, and
+/// says which flags it needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_cases_without_their_commands_name_the_flags_they_need() {
+    let running = serve(Policy::Fenced).await;
+    let mut opts = options(format!("http://{}/mcp", running.addr));
+    opts.only = Some(vec![
+        "task-survives-restart".into(),
+        "task-runner-killed".into(),
+        "task-runner-paused".into(),
+    ]);
+    opts.faults.restart = Some("true".into());
+    let report = probe::probe(&opts).await.unwrap();
+    let text = probe::text(&report);
+    let said: Vec<(&str, &str)> = report
+        .cases
+        .iter()
+        .map(|c| (c.verdict.unwrap_or("not_run"), c.why.as_str()))
+        .collect();
+    // The restart case runs (its command does nothing, so the task simply goes on).
+    assert_eq!(said[0].0, "survived_fault", "{text}");
+    assert!(
+        report.cases[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("ran --restart-cmd `true`: exit 0")),
+        "{text}"
+    );
+    assert_eq!(
+        said[1],
+        (
+            "not_run",
+            "it needs --kill-cmd (the probe causes no fault on its own)"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        said[2],
+        (
+            "not_run",
+            "it needs --pause-cmd and --resume-cmd (the probe causes no fault on its own)"
+        ),
+        "{text}"
+    );
+    running.stop().await;
 }

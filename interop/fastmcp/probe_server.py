@@ -11,9 +11,9 @@ Tools (the probe picks them by their input schema):
   runs in the foreground and sends a progress notification per step on the call's stream; a
   2026-07-28 call whose `_meta` opts into `io.modelcontextprotocol/tasks` is answered at once
   with a `CreateTaskResult` and runs on the Docket worker (progress then goes to the task's
-  Docket record, not to the wire). Either way the body sleeps `delay_ms` per step, records ONE
-  side effect when it ends (a line appended to `--effects`, flushed), and returns
-  "done: {steps} steps".
+  Docket record, not to the wire). Either way the body sleeps `delay_ms` per step, records each
+  step as a side effect (a line appended to `--effects`, flushed: `wc -l` counts them, as for
+  `forkscope serve --effects-file`), and returns "done: {steps} steps".
 - `emit_standalone {count, delay_ms, label}`: returns at once, then sends `count`
   `notifications/resources/updated` (uri `urn:forkscope-probe:<label>:<n>`) on the session's
   standalone GET stream. Handshake era only: a 2026-07-28 request has no session and no
@@ -71,12 +71,13 @@ def build(url=None, effects=None, redelivery_timeout=None):
     async def progress_task(ctx: Context, steps: int = 3, delay_ms: int = 100, label: str = "") -> str:
         """Sends a progress notification per step, one every delay_ms milliseconds; may run as a task."""
         steps = max(1, min(steps, 10_000))
+        where = f"task {ctx.task_id}" if ctx.is_background_task else "foreground"
         for n in range(1, steps + 1):
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)
+            # Each step is the side effect (a line), as forkscope serve --effects-file counts.
+            record_effect(effects, f"{time.time():.6f} pid={os.getpid()} {where} label={label!r} step {n} of {steps}")
             await ctx.report_progress(n, steps, f"step {n} of {steps}")
-        where = f"task {ctx.task_id}" if ctx.is_background_task else "foreground"
-        record_effect(effects, f"{time.time():.6f} pid={os.getpid()} {where} label={label!r} steps={steps}")
         return f"done: {steps} steps"
 
     @server.tool()
@@ -119,7 +120,7 @@ def main():
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--backend", choices=["memory", "redis"], default="memory")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="for --backend redis")
-    parser.add_argument("--effects", help="append one line per side effect of progress_task here")
+    parser.add_argument("--effects", help="append one line per step of progress_task (its side effect) here")
     parser.add_argument(
         "--redelivery-timeout",
         type=float,

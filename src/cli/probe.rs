@@ -56,6 +56,35 @@ pub struct ProbeArgs {
     /// exit status then says whether they match (0) or changed (1).
     #[arg(long, value_name = "FILE.toml")]
     expect: Option<PathBuf>,
+    /// A command that stops the process running the current task (e.g. `kill -9 $(cat
+    /// server.pid)`): runs the task-runner-killed case. Every fault command runs with `sh -c`,
+    /// at most 30 s, with FORKSCOPE_PROBE_URL and FORKSCOPE_PROBE_TASK (the task's id) set; the
+    /// probe never causes a fault on its own.
+    #[arg(long, value_name = "CMD")]
+    kill_cmd: Option<String>,
+    /// A command that pauses the process running the current task (e.g. `kill -STOP …`); with
+    /// --resume-cmd, runs the task-runner-paused case.
+    #[arg(long, value_name = "CMD", requires = "resume_cmd")]
+    pause_cmd: Option<String>,
+    /// The command that wakes what --pause-cmd paused (e.g. `kill -CONT …`).
+    #[arg(long, value_name = "CMD", requires = "pause_cmd")]
+    resume_cmd: Option<String>,
+    /// How long --pause-cmd's pause lasts before --resume-cmd, in milliseconds: longer than the
+    /// server's lease or redelivery timeout, to see a second runner.
+    #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pause_ms: u64,
+    /// A command that restarts the server (the probe then waits until it answers again): runs
+    /// the task-survives-restart case, and brings the server back after --kill-cmd.
+    #[arg(long, value_name = "CMD")]
+    restart_cmd: Option<String>,
+    /// A command that prints how many times the tool's side effect has happened so far (its
+    /// output's first number, e.g. `wc -l < effects.log`): the fault cases then judge a step
+    /// that ran twice.
+    #[arg(long, value_name = "CMD", conflicts_with = "effects_tool")]
+    effects_cmd: Option<String>,
+    /// A tool of the server whose result holds that count, for a server that exposes one.
+    #[arg(long, value_name = "NAME")]
+    effects_tool: Option<String>,
     /// Watch the battery in the terminal: each case's connections as lanes, the events
     /// that break the rule marked (q quits; the report of the cases run so far follows).
     #[arg(long)]
@@ -100,6 +129,15 @@ pub fn run(args: ProbeArgs) -> Result<ExitCode, ProbeFailure> {
         only: args.only,
         allow_remote: args.allow_remote,
         window_ms: args.window_ms,
+        faults: probe::faults::Faults {
+            kill: args.kill_cmd,
+            pause: args.pause_cmd,
+            resume: args.resume_cmd,
+            restart: args.restart_cmd,
+            effects_cmd: args.effects_cmd,
+            effects_tool: args.effects_tool,
+            pause_ms: args.pause_ms,
+        },
     };
     let mut report = if args.watch {
         probe_watch::run(&options)?

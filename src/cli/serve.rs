@@ -77,6 +77,11 @@ pub struct ServeArgs {
     /// the dashboard's lab does; clients ignore it.
     #[arg(long)]
     truth_comments: bool,
+    /// Append a line to FILE for each task step this process commits: the tool's side effect,
+    /// for a prober to count (`forkscope probe --effects-cmd 'wc -l < FILE'`). Replicas may
+    /// share one file.
+    #[arg(long, value_name = "FILE")]
+    effects_file: Option<std::path::PathBuf>,
     /// Answer requests whose Host names this too (NAME for any port, NAME:PORT for one;
     /// repeatable). Loopback names and the bound address always pass; any other Host is
     /// refused 403, against DNS rebinding.
@@ -167,6 +172,11 @@ pub enum ServeError {
         "--protocol 2026-07-28: --policy {policy} reproduces a server that does not speak 2026-07-28 ({why}); use --protocol 2025-11-25 or both"
     )]
     NotSpoken { policy: Policy, why: &'static str },
+    #[error("--effects-file {}: {source}", path.display())]
+    EffectsFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -176,6 +186,12 @@ pub enum ServeError {
 
 pub fn run(args: ServeArgs) -> Result<ExitCode, ServeError> {
     init_logging();
+    if let Some(path) = &args.effects_file {
+        server::effects::record_to(path).map_err(|source| ServeError::EffectsFile {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let mut config = LabConfig {
         identity: args.identity.into(),
         // Nothing views serve's history: the checker reads each record as it comes, so a

@@ -18,7 +18,7 @@ fn fate(report: &Report, case: &CaseReport) -> Fate {
     let verdict = case.verdict.unwrap_or("not_run");
     let evidence = || {
         let mut body = format!("{} — {}\n({})\n", case.says, case.why, case.does);
-        for line in evidence_lines(&case.connections) {
+        for line in evidence_lines(&case.connections).iter().chain(&case.notes) {
             let _ = writeln!(body, "{line}");
         }
         body
@@ -192,6 +192,7 @@ mod tests {
             marked: Vec::new(),
             connections: Vec::new(),
             elapsed_ms: 1_250,
+            notes: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod cases;
 pub mod discover;
 pub mod expect;
+pub mod faults;
 pub mod http;
 pub mod items;
 pub mod junit;
@@ -40,6 +41,8 @@ pub struct Options {
     pub allow_remote: bool,
     /// How long a case waits for what it expects, in milliseconds.
     pub window_ms: u64,
+    /// The user's fault commands and effect counters (the fault cases run only with them).
+    pub faults: faults::Faults,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +109,10 @@ pub struct CaseReport {
     pub connections: Vec<Connection>,
     /// How long the case ran, in milliseconds.
     pub elapsed_ms: u64,
+    /// What the case did that evidence must show: the fault commands it ran and how each
+    /// ended, the effects it counted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -326,6 +333,7 @@ pub async fn probe_with(
     let report_tool = call_tool.as_ref().map(ToolPlan::describe);
     let mut ctx = Ctx::new(target, call_tool, emitter, opts.repeat, window, run);
     ctx.legacy = discovery.legacy;
+    ctx.faults = opts.faults.clone();
     progress(Progress::Discovered {
         server: discovery.server.clone(),
         protocol: discovery.protocol.clone(),
@@ -347,7 +355,13 @@ pub async fn probe_with(
         } else {
             1
         };
-        let limit = window * (4 * rounds) + Duration::from_secs(5);
+        let mut limit = window * (4 * rounds) + Duration::from_secs(5);
+        if cases::is_fault_case(name) {
+            // Its commands and the wait for the server to answer again are bounded apart.
+            limit += 3 * faults::COMMAND_LIMIT
+                + faults::ANSWER_AGAIN_LIMIT
+                + Duration::from_millis(opts.faults.pause_ms);
+        }
         let started = std::time::Instant::now();
         let outcome = match tokio::time::timeout(limit, cases::run(&ctx, name)).await {
             Ok(outcome) => outcome,
@@ -379,6 +393,7 @@ pub async fn probe_with(
                 marked: finding.marked,
                 connections,
                 elapsed_ms: started.elapsed().as_millis() as u64,
+                notes: ctx.take_notes(),
             },
             Err(NotRun(why)) => CaseReport {
                 case: name,
@@ -391,6 +406,7 @@ pub async fn probe_with(
                 marked: Vec::new(),
                 connections: Vec::new(),
                 elapsed_ms: started.elapsed().as_millis() as u64,
+                notes: ctx.take_notes(),
             },
         };
         progress(Progress::Finished(Box::new(report.clone())));

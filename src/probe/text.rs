@@ -38,12 +38,18 @@ pub fn text(report: &Report) -> String {
         };
         // A case that came out word for word as the one before says so in a word: a server
         // that loses every session would otherwise print one paragraph eighteen times.
-        if before.as_deref() == Some(format!("{mark}{says}").as_str()) && c.connections.is_empty() {
+        if before.as_deref() == Some(format!("{mark}{says}").as_str())
+            && c.connections.is_empty()
+            && c.notes.is_empty()
+        {
             let _ = writeln!(out, "  {mark:13}  {:width$}  the same", c.case);
             continue;
         }
         before = Some(format!("{mark}{says}"));
         let _ = writeln!(out, "  {mark:13}  {:width$}  {says}", c.case);
+        for note in &c.notes {
+            let _ = writeln!(out, "  {:15}{:width$}  {note}", "", "");
+        }
         if matches!(c.outcome, Outcome::Violated) {
             let _ = writeln!(out, "  {:15}{:width$}  ({})", "", "", c.does);
             for line in evidence_lines(&c.connections) {

@@ -158,6 +158,7 @@ interrupt sdk-clients-int INT 'resume_client\.mjs' SDK_INTEROP_SDKS=typescript \
 interrupt sdk-clients-term TERM 'resume_client\.py' SDK_INTEROP_SDKS=python \
     -- "$ROOT/interop/check-sdk-clients.sh" "$BIN"
 interrupt fastmcp-term TERM 'forkscope balance' -- "$ROOT/interop/check-fastmcp.sh" "$BIN"
+interrupt faults-term TERM 'forkscope probe ' -- "$ROOT/interop/check-faults.sh" "$BIN"
 REPLICAS="$ROOT/interop/check-replicas.sh"
 run_to_end replicas-failure 1 REPLICAS_POLICIES=fenced REPLICAS_BALANCERS=balance REPLICAS_SDKS= \
     LEAKS_FAIL_PROBE=1 -- "$REPLICAS" "$BIN"

@@ -52,6 +52,14 @@ pub const SKIPPED: &[(&str, &str)] = &[
         "needs the MCP Inspector from npm; interop/check-inspector.sh runs it in CI",
     ),
     (
+        "forkscope probe http://127.0.0.1:8940/mcp --only task-survives-restart --restart-cmd './restart-both.sh' --effects-cmd 'wc -l < effects.log'",
+        "needs replicas a restart script of yours brings back; interop/check-faults.sh runs the same against FastMCP and fenced replicas",
+    ),
+    (
+        "interop/check-faults.sh",
+        "needs redis-server and FastMCP from PyPI; .ci/run runs it in its faults step",
+    ),
+    (
         "interop/check-probe.sh",
         "needs the Python, TypeScript and Rust (rmcp) SDK servers; .ci/run runs it in its probe step",
     ),

@@ -97,4 +97,16 @@ pub const CASES: &[(&str, &str)] = &[
         "task-listen-gap",
         "2026-07-28: listen for a task, break the listen, let the task end, listen again",
     ),
+    (
+        "task-survives-restart",
+        "2026-07-28: a finished and a working task across --restart-cmd: found, ended once, one run's effects",
+    ),
+    (
+        "task-runner-killed",
+        "2026-07-28: a working task across --kill-cmd of its runner (then --restart-cmd, if given)",
+    ),
+    (
+        "task-runner-paused",
+        "2026-07-28: a working task whose runner --pause-cmd stops past its lease, then --resume-cmd wakes",
+    ),
 ];

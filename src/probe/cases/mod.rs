@@ -3,6 +3,7 @@
 //! that is wrong), and hands what it saw to the core's judge.
 
 mod cursors;
+mod faults;
 mod list;
 mod resumes;
 mod tasks;
@@ -46,6 +47,12 @@ pub struct Ctx {
     pub legacy: bool,
     /// Sessions found unknown by the request right after their `initialize`.
     lost: AtomicU64,
+    /// The user's fault commands and effect counters.
+    pub faults: crate::probe::faults::Faults,
+    /// What the running case did that its report should say (the commands it ran, the effects
+    /// it counted), taken when it ends.
+    notes: std::sync::Mutex<Vec<String>>,
+    started: Instant,
 }
 
 /// A case that could not be run, and why.
@@ -78,7 +85,26 @@ impl Ctx {
             run,
             legacy: true,
             lost: AtomicU64::new(0),
+            faults: crate::probe::faults::Faults::default(),
+            notes: std::sync::Mutex::new(Vec::new()),
+            started: Instant::now(),
         }
+    }
+
+    /// A line for the running case's report, stamped with the time since the probe began.
+    pub fn note(&self, line: String) {
+        let at = self.started.elapsed().as_secs_f64();
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.push(format!("at {at:.2} s: {line}"));
+        }
+    }
+
+    /// The running case's notes, taken.
+    pub fn take_notes(&self) -> Vec<String> {
+        self.notes
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default()
     }
 
     pub async fn session(&self) -> Result<Session, NotRun> {
@@ -411,12 +437,20 @@ const MAX_LENGTHENINGS: u32 = 2;
 /// Runs one case by name. A case whose whole stream arrived before the probe could break it
 /// tested nothing: the probe makes the tool's runs ten times longer — for this case and every
 /// later one — and runs it again, while the tool lets it.
+/// A case that needs the user's fault commands.
+pub fn is_fault_case(case: &str) -> bool {
+    faults::CASES.contains(&case)
+}
+
 /// A 2026-07-28 case (the tasks extension), run with no session.
 pub fn is_modern(case: &str) -> bool {
     case.starts_with("task-")
 }
 
 pub async fn run(ctx: &Ctx, name: &str) -> Outcome {
+    if faults::CASES.contains(&name) {
+        return faults::run(ctx, name).await;
+    }
     if is_modern(name) {
         return tasks::run(ctx, name).await;
     }

@@ -78,7 +78,7 @@ pub(super) async fn run(ctx: &Ctx, name: &str) -> Outcome {
 }
 
 /// Whether the server offers 2026-07-28 (else the case is not run) and declares tasks.
-async fn discover(ctx: &Ctx) -> Result<bool, NotRun> {
+pub(super) async fn discover(ctx: &Ctx) -> Result<bool, NotRun> {
     let call = request("server/discover", json!({}), None);
     let result = match ctx.target.modern("server/discover", &call).await {
         Ok(Ok(result)) => result,
@@ -141,7 +141,7 @@ async fn create(
 }
 
 /// The first call must make a task for the case to say anything.
-async fn first_task(
+pub(super) async fn first_task(
     ctx: &Ctx,
     tool: &ToolPlan,
     key: &str,
@@ -160,7 +160,7 @@ async fn first_task(
 }
 
 /// One `tasks/get`.
-async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
+pub(super) async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
     let call = request("tasks/get", json!({ "taskId": task }), None);
     match ctx.target.modern("tasks/get", &call).await {
         Ok(Ok(result)) => Ok(TaskRead::of_status(
@@ -173,7 +173,15 @@ async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
 
 /// Reads `task` until a read says it ended, or the window closes; every read, in order.
 async fn reads_to_end(ctx: &Ctx, task: &str) -> Result<Vec<TaskRead>, NotRun> {
-    let deadline = Instant::now() + ctx.window;
+    reads_until(ctx, task, Instant::now() + ctx.window).await
+}
+
+/// Reads `task` until a read says it ended, or `deadline`; every read, in order.
+pub(super) async fn reads_until(
+    ctx: &Ctx,
+    task: &str,
+    deadline: Instant,
+) -> Result<Vec<TaskRead>, NotRun> {
     let mut reads = Vec::new();
     loop {
         let got = read(ctx, task).await?;

@@ -338,6 +338,11 @@ impl Target {
         Ok(session)
     }
 
+    /// The server's MCP endpoint, as the probe was given it.
+    pub fn url(&self) -> &str {
+        &self.endpoint.url
+    }
+
     /// A request whose answer the probe needs before going on (`tools/list`, a quick tool).
     pub async fn request(
         &self,

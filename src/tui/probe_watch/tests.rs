@@ -42,6 +42,7 @@ fn forked() -> CaseReport {
             },
         ],
         elapsed_ms: 40,
+        notes: Vec::new(),
     }
 }
 

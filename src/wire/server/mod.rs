@@ -16,6 +16,7 @@
 pub mod background;
 pub(crate) mod connections;
 pub mod driver;
+pub mod effects;
 pub mod emission;
 mod event_stream;
 pub(crate) mod handles;

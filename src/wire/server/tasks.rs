@@ -514,6 +514,7 @@ async fn commit(
         RunnerWrite::Renew { .. } => (None, false),
     };
     if let Some((done, total)) = step {
+        super::effects::step_committed(&task.to_string(), done, total, epoch);
         hub.counters.steps_committed.fetch_add(1, Ordering::Relaxed);
         hub.report.tell(|| Record::StepApplied {
             run: Run::Task(task),

@@ -10,6 +10,7 @@
 //! do not know, an end that changes.
 
 mod continuity;
+pub mod faults;
 pub mod judge;
 pub mod observed;
 pub mod tasks;

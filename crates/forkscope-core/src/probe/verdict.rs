@@ -47,6 +47,16 @@ pub enum Verdict {
     ToldOnRelisten { status: String },
     /// A listen opened after the task ended while none was open never told its end.
     LostInGap,
+    /// A task the server acknowledged was unknown to read `read` of task `task` after a fault
+    /// (a restart, a killed runner): forgotten.
+    UnknownAfterFault { task: u64, read: u64 },
+    /// More side effects than the case's tasks make in one run each: a step ran again.
+    RanAgain { effects: u64, once: u64 },
+    /// Fewer side effects than the completed tasks make: a step counted done never happened.
+    EffectMissing { effects: u64, once: u64 },
+    /// Every task was found after the fault and ended once, with one run's effects (when
+    /// counted).
+    SurvivedFault { effects: Option<u64> },
     /// 2025-11-25: a session `initialize` had just made was unknown (404) to the next request
     /// on it, in `lost` of `tries` sessions: sessions are kept in one process, so a balancer
     /// without affinity breaks every session.
@@ -141,7 +151,10 @@ impl Verdict {
             | Verdict::OneTask
             | Verdict::KnownOnEveryRead { .. }
             | Verdict::TerminalOnce { .. }
-            | Verdict::ToldOnRelisten { .. } => 0,
+            | Verdict::ToldOnRelisten { .. }
+            | Verdict::SurvivedFault { .. } => 0,
+            Verdict::UnknownAfterFault { .. } | Verdict::EffectMissing { .. } => 6,
+            Verdict::RanAgain { .. } => 7,
             Verdict::TypedRejection { .. } | Verdict::TypedError { .. } => 1,
             Verdict::UnknownOnSomeReads { .. } => 5,
             Verdict::TerminalChanged { .. } => 6,
@@ -212,6 +225,21 @@ impl Verdict {
             }
             Verdict::LostInGap => {
                 "lost in the gap: the new listen never sent the end the task reached between listens".into()
+            }
+            Verdict::UnknownAfterFault { task, read } => format!(
+                "unknown after the fault: read {read} of task {task}, acknowledged before it, said the task does not exist"
+            ),
+            Verdict::RanAgain { effects, once } => {
+                format!("ran again: {effects} side effects where one run makes {once}")
+            }
+            Verdict::EffectMissing { effects, once } => format!(
+                "effect missing: {effects} side effects where the completed work makes {once}"
+            ),
+            Verdict::SurvivedFault {
+                effects: Some(effects),
+            } => format!("survived the fault: each task ended once, {effects} side effects, one run's"),
+            Verdict::SurvivedFault { effects: None } => {
+                "survived the fault: each task found and ended once".into()
             }
             Verdict::SessionPerProcess { lost, tries } => format!(
                 "session per process: {lost} of {tries} session{} initialize made {} unknown (404) to the next request",

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Interop: `forkscope probe`'s fault cases (task-survives-restart, task-runner-killed,
+# task-runner-paused), with the faults given as commands, as a user gives them, and the side
+# effects counted from a file (`--effects-cmd 'wc -l < FILE'`), against two task runtimes that
+# keep tasks on a real redis-server, each as two processes behind `forkscope balance`:
+#   FastMCP with fastmcp-tasks (Docket; redelivery after 2 s)   every case VIOLATED ran_again:
+#       a restarted, killed or stalled worker's task is run again from its start (at least once);
+#   forkscope serve, fenced replicas                             every case holds: a task
+#       whose runner died or stalled is adopted on a read and goes on from its last step.
+# The commands are small scripts this check writes (`ctl`): a restart stops both processes and
+# starts them again on their ports; a kill or a pause aims at the process running the task (for
+# FastMCP, the pid on the task's last effect line; for serve, the replica that logged the task's
+# creation). The balancer gives up on a silent upstream after 500 ms, so reads reach the other.
+# Every process is stopped on every way out: those this script spawns by PID, those the commands
+# start by the PID files they write.
+#
+# Usage: interop/check-faults.sh [path/to/forkscope]
+# Exit: 0 the findings are as above, 1 they are not, 2 cannot run.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${1:-$ROOT/target/release/forkscope}"
+PROBE_TIMEOUT=300 # s: one probe run of the three cases (each bounds its commands itself)
+START_TIMEOUT=30  # s: a server not answering by then failed to start
+CASES=task-survives-restart,task-runner-killed,task-runner-paused
+
+die() { echo "check-faults: $*" >&2; exit 2; }
+[[ -x "$BIN" ]] || die "no forkscope binary at $BIN (cargo build --release first)"
+for tool in python3 curl timeout redis-cli; do
+    command -v "$tool" >/dev/null || die "$tool is needed"
+done
+
+# shellcheck source=../.ci/processes.sh
+source "$ROOT/.ci/processes.sh"
+# shellcheck source=../.ci/services.sh
+source "$ROOT/.ci/services.sh"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/forkscope-faults.XXXXXX")"
+# What the fault commands started is stopped by its PID file (a stopped process too: KILL).
+at_exit 'for f in "$WORK"/*.pid; do [[ -f "$f" ]] && kill -KILL "$(<"$f")" 2>/dev/null; done; rm -rf "$WORK"'
+
+run_bounded 0 "$ROOT/interop/fastmcp/ensure-venv.sh" >"$WORK/python-path" ||
+    die "could not set up the FastMCP venv"
+PYTHON="$(<"$WORK/python-path")"
+start_redis || die "redis-server did not start"
+
+# ctl KIND: the fault commands' script for one runtime, its two processes on ports A and B.
+write_ctl() {
+    local kind="$1" port_a="$2" port_b="$3" ctl="$WORK/$1-ctl"
+    cat >"$ctl" <<EOF
+#!/usr/bin/env bash
+# $ctl start|restart|runner SIGNAL: what the probe's fault flags run for $kind.
+set -u
+W="$WORK"; KIND="$kind"
+start_one() {
+    case "\$KIND" in
+        fastmcp) "$PYTHON" "$ROOT/interop/fastmcp/probe_server.py" --port "\$2" --backend redis \\
+                    --redis-url "${REDIS_URL}1" --effects "\$W/\$KIND.effects" --redelivery-timeout 2 \\
+                    >>"\$W/\$KIND-\$1.log" 2>&1 </dev/null & ;;
+        serve) "$BIN" serve --store "${REDIS_URL}2" --replica "\$1" --port "\$2" \\
+                    --effects-file "\$W/\$KIND.effects" >>"\$W/\$KIND-\$1.out" 2>>"\$W/\$KIND-\$1.err" </dev/null & ;;
+    esac
+    echo \$! >"\$W/\$KIND-\$1.pid"
+}
+up() {
+    local i
+    for ((i = 0; i < $START_TIMEOUT * 10; i++)); do
+        curl -s -o /dev/null -m 1 "http://127.0.0.1:\$1/mcp" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+stop_one() {
+    local pid
+    pid="\$(cat "\$W/\$KIND-\$1.pid" 2>/dev/null)" || return 0
+    kill -KILL "\$pid" 2>/dev/null
+    while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
+}
+# The process running task \$FORKSCOPE_PROBE_TASK.
+runner_pid() {
+    case "\$KIND" in
+        fastmcp) grep "task \$FORKSCOPE_PROBE_TASK " "\$W/\$KIND.effects" | tail -n 1 | sed -n 's/.* pid=\([0-9]*\) .*/\1/p' ;;
+        serve) local r; for r in a b; do
+                   grep -q "task created task=\${FORKSCOPE_PROBE_TASK:0:6}" "\$W/\$KIND-\$r.err" && cat "\$W/\$KIND-\$r.pid"
+               done | head -n 1 ;;
+    esac
+}
+case "\$1" in
+    start | restart)
+        stop_one a; stop_one b
+        start_one a $port_a; start_one b $port_b
+        up $port_a && up $port_b ;;
+    runner)
+        pid="\$(runner_pid)"
+        [[ -n "\$pid" ]] || { echo "no process runs task \$FORKSCOPE_PROBE_TASK" >&2; exit 1; }
+        kill -"\$2" "\$pid" ;;
+esac
+EOF
+    chmod +x "$ctl"
+}
+
+FAILED=0
+for kind in fastmcp serve; do
+    port_a="$(free_port)"
+    port_b="$(free_port)"
+    write_ctl "$kind" "$port_a" "$port_b"
+    ctl="$WORK/$kind-ctl"
+    run_bounded 120 "$ctl" start || { cat "$WORK/$kind"-*.log "$WORK/$kind"-*.err 2>/dev/null >&2; die "$kind did not start"; }
+    spawn "$BIN" balance --port 0 --head-timeout-ms 500 --upstream "http://127.0.0.1:$port_a" \
+        --upstream "http://127.0.0.1:$port_b" >"$WORK/$kind-balance.out" 2>"$WORK/$kind-balance.err" </dev/null
+    balance_pid="$SPAWNED"
+    url=""
+    for _ in $(seq $((START_TIMEOUT * 10))); do
+        url="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$WORK/$kind-balance.out" | head -n1 || true)"
+        [[ -n "$url" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$url" ]] || die "forkscope balance did not start"
+    echo "== $kind: two processes on redis-server (127.0.0.1:$port_a, :$port_b), behind forkscope balance at $url/mcp"
+    rc=0
+    run_bounded "$PROBE_TIMEOUT" "$BIN" probe "$url/mcp" --only "$CASES" --format json \
+        --restart-cmd "$ctl restart" --kill-cmd "$ctl runner KILL" \
+        --pause-cmd "$ctl runner STOP" --resume-cmd "$ctl runner CONT" --pause-ms 5000 \
+        --effects-cmd "cat '$WORK/$kind.effects' 2>/dev/null | wc -l" >"$WORK/$kind.json" 2>"$WORK/$kind.probe.err" || rc=$?
+    case "$kind" in fastmcp) want=ran_again want_rc=1 ;; serve) want=survived_fault want_rc=0 ;; esac
+    if ! "$PYTHON" - "$WORK/$kind.json" "$want" <<'PY'; then
+import json, sys
+report = json.load(open(sys.argv[1]))
+want = sys.argv[2]
+bad = 0
+for case in report["cases"]:
+    print(f"  {case['case']}: {case['outcome']} {case.get('verdict')} — {case['says']}")
+    for note in case.get("notes", []):
+        print(f"      {note}")
+    if case.get("verdict") != want:
+        bad += 1
+        print(f"check-faults: {case['case']}: expected {want}, found {case.get('verdict')}: {case['why']}", file=sys.stderr)
+sys.exit(1 if bad or len(report["cases"]) != 3 else 0)
+PY
+        FAILED=1
+    fi
+    if [[ $rc -ne $want_rc ]]; then
+        echo "check-faults: $kind: the probe exited $rc, expected $want_rc" >&2
+        cat "$WORK/$kind.probe.err" >&2
+        FAILED=1
+    fi
+    stop "$balance_pid"
+    for f in "$WORK/$kind"-?.pid; do kill -KILL "$(<"$f")" 2>/dev/null; done
+done
+exit "$FAILED"
