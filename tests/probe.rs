@@ -184,6 +184,16 @@ fn an_expectations_file_is_checked_word_by_word() {
 /// `progress_task {steps, delay_ms}` is offered as `countdown {count, pause_ms}`. Requests are
 /// renamed back on the way in, so the server sees its own names.
 async fn renamed(upstream: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    proxied(upstream, false).await
+}
+
+/// [`renamed`], and with `unlabelled` the label taken out of every `emit_standalone` event
+/// (`urn:forkscope-probe:LABEL:7` reads `urn:forkscope-probe:7`), as a server whose emitter
+/// does not echo one sends them.
+async fn proxied(
+    upstream: SocketAddr,
+    unlabelled: bool,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     use axum::body::Body;
     use axum::extract::{Request, State};
     use axum::response::Response;
@@ -193,7 +203,10 @@ async fn renamed(upstream: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<(
             .iter()
             .fold(text.to_owned(), |t, (a, b)| t.replace(a, b))
     }
-    async fn forward(State(upstream): State<SocketAddr>, req: Request) -> Response {
+    async fn forward(
+        State((upstream, unlabelled)): State<(SocketAddr, bool)>,
+        req: Request,
+    ) -> Response {
         let client = reqwest::Client::new();
         let (parts, body) = req.into_parts();
         let body = axum::body::to_bytes(body, 1 << 20)
@@ -224,23 +237,33 @@ async fn renamed(upstream: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<(
             }
         }
         // Each chunk renamed on its own: the tool list is one small JSON body.
-        let stream = resp.bytes_stream().map(|chunk| {
+        let label = regex::Regex::new(r#"urn:forkscope-probe:[^:"]*:"#).unwrap();
+        let stream = resp.bytes_stream().map(move |chunk| {
             chunk.map(|bytes| {
-                swap(
+                let text = swap(
                     &String::from_utf8_lossy(&bytes),
                     &[
                         ("\"progress_task\"", "\"countdown\""),
                         ("\"steps\"", "\"count\""),
                         ("\"delay_ms\"", "\"pause_ms\""),
                     ],
-                )
+                );
+                if unlabelled {
+                    label
+                        .replace_all(&text, "urn:forkscope-probe:")
+                        .into_owned()
+                } else {
+                    text
+                }
             })
         });
         answer.body(Body::from_stream(stream)).unwrap()
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(forward).with_state(upstream);
+    let app = axum::Router::new()
+        .fallback(forward)
+        .with_state((upstream, unlabelled));
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -496,5 +519,26 @@ async fn fault_cases_without_their_commands_name_the_flags_they_need() {
         ),
         "{text}"
     );
+    running.stop().await;
+}
+
+/// An emitter whose events carry no label (nor does its server echo one) still drives the
+/// standalone cases: its numbered events are read as the session's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emitter_whose_events_carry_no_label_drives_the_standalone_cases() {
+    let running = serve(Policy::Fenced).await;
+    let (proxy, task) = proxied(running.addr, true).await;
+    let mut opts = options(format!("http://{proxy}/mcp"));
+    opts.standalone_tool = Some("emit_standalone".into());
+    opts.only = Some(vec!["standalone-resume".into()]);
+    let report = probe::probe(&opts).await.unwrap();
+    let text = probe::text(&report);
+    assert!(matches!(report.cases[0].outcome, Outcome::Holds), "{text}");
+    assert_eq!(
+        report.cases[0].verdict,
+        Some("clean_continuation"),
+        "{text}"
+    );
+    task.abort();
     running.stop().await;
 }

@@ -32,7 +32,12 @@ pub struct ProbeArgs {
     count_arg: Option<String>,
     /// The tool that sends notifications on the standalone GET stream (default: a tool whose
     /// name or description says it notifies — emit, notify, broadcast, background, … — once a
-    /// trial call shows it does; else whatever the server sends on its own).
+    /// trial call shows it does; else whatever the server sends on its own). Its events are
+    /// numbered by the first integer in their params, or a number ending a string
+    /// (`urn:x:7`); a `label`, `tag` or `prefix` argument is filled with the session's label,
+    /// and events that carry it (`:LABEL:`) are read first — a server that does not echo it is
+    /// read without it. It may answer before or after it sends them. A run of known length (a
+    /// count argument, or --standalone-count-arg) lets a lost event be told from a quiet one.
     #[arg(long, value_name = "NAME")]
     standalone_tool: Option<String>,
     /// The standalone tool's arguments, a JSON object.

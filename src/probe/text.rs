@@ -47,8 +47,12 @@ pub fn text(report: &Report) -> String {
         }
         before = Some(format!("{mark}{says}"));
         let _ = writeln!(out, "  {mark:13}  {:width$}  {says}", c.case);
-        for note in &c.notes {
-            let _ = writeln!(out, "  {:15}{:width$}  {note}", "", "");
+        // What a fault case did is shown whatever it found; what a task case asked and was
+        // answered, when it found a violation (`--format json` and `--watch` have it always).
+        if super::cases::is_fault_case(c.case) || matches!(c.outcome, Outcome::Violated) {
+            for note in &c.notes {
+                let _ = writeln!(out, "  {:15}{:width$}  {note}", "", "");
+            }
         }
         if matches!(c.outcome, Outcome::Violated) {
             let _ = writeln!(out, "  {:15}{:width$}  ({})", "", "", c.does);

@@ -50,8 +50,9 @@ pub struct Ctx {
     /// The user's fault commands and effect counters.
     pub faults: crate::probe::faults::Faults,
     /// What the running case did that its report should say (the commands it ran, the effects
-    /// it counted), taken when it ends.
-    notes: std::sync::Mutex<Vec<String>>,
+    /// it counted, each task request and its answer), taken when it ends: (when, line, times
+    /// in a row).
+    notes: std::sync::Mutex<Vec<(f64, String, u32)>>,
     started: Instant,
 }
 
@@ -91,20 +92,33 @@ impl Ctx {
         }
     }
 
-    /// A line for the running case's report, stamped with the time since the probe began.
+    /// A line for the running case's report, stamped with the time since the probe began; the
+    /// same line again right after it is counted, not repeated (a task polled 40 times reads
+    /// `tasks/get … → working (×40)`).
     pub fn note(&self, line: String) {
         let at = self.started.elapsed().as_secs_f64();
         if let Ok(mut notes) = self.notes.lock() {
-            notes.push(format!("at {at:.2} s: {line}"));
+            match notes.last_mut() {
+                Some((_, last, times)) if *last == line => *times += 1,
+                _ => notes.push((at, line, 1)),
+            }
         }
     }
 
     /// The running case's notes, taken.
     pub fn take_notes(&self) -> Vec<String> {
-        self.notes
+        let notes = self
+            .notes
             .lock()
             .map(|mut n| std::mem::take(&mut *n))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        notes
+            .into_iter()
+            .map(|(at, line, times)| match times {
+                1 => format!("at {at:.2} s: {line}"),
+                n => format!("at {at:.2} s: {line} (×{n})"),
+            })
+            .collect()
     }
 
     pub async fn session(&self) -> Result<Session, NotRun> {
@@ -186,23 +200,30 @@ impl Ctx {
             )));
         }
         let (count, delay_ms) = self.stretched(true, count, delay_ms);
-        let (label, sent) = match &self.emitter {
+        // The emit call runs beside the wait: a tool may send its whole run before it answers.
+        let (label, sent, called) = match &self.emitter {
             Emitter::Tool(plan) => {
                 let (args, sent) = plan.args(count, delay_ms, &s.label);
-                self.target
-                    .request("emit", s, emit(&plan.name, args))
-                    .await
-                    .map_err(|e| NotRun(format!("{} failed: {e}", plan.name)))?;
-                (plan.label_arg.as_ref().map(|_| s.label.clone()), sent)
+                let called = self
+                    .target
+                    .request_detached("emit", s, emit(&plan.name, args));
+                (
+                    plan.label_arg.as_ref().map(|_| s.label.clone()),
+                    sent,
+                    Some(called),
+                )
             }
-            Emitter::OnItsOwn => (None, None),
+            Emitter::OnItsOwn => (None, None, None),
         };
-        let numbered = |c: &Connection| {
+        // The session's label in an event's data tells the tool's run from what the server
+        // sends on its own; a server that does not echo it is read without it.
+        let numbered = |c: &Connection, labelled: bool| {
             c.events.iter().find_map(|r| match &r.item {
                 Item::Numbered { channel, n }
-                    if label
-                        .as_ref()
-                        .is_none_or(|l| channel.contains(&format!(":{l}:"))) =>
+                    if !labelled
+                        || label
+                            .as_ref()
+                            .is_none_or(|l| channel.contains(&format!(":{l}:"))) =>
                 {
                     Some((channel.clone(), *n))
                 }
@@ -211,9 +232,19 @@ impl Ctx {
         };
         let wait = self.window.min(Duration::from_secs(3));
         let within = Instant::now() + wait;
-        case.wait_until(within, |cs| numbered(&cs[a]).is_some())
+        case.wait_until(within, |cs| numbered(&cs[a], true).is_some())
             .await;
-        let Some((channel, first)) = numbered(&case.connection(a)) else {
+        let seen = case.connection(a);
+        let found = numbered(&seen, true).or_else(|| numbered(&seen, false));
+        if found.is_none()
+            && let Some(called) = called
+            && called.is_finished()
+            && let Ok(Err(e)) = called.await
+            && let Emitter::Tool(plan) = &self.emitter
+        {
+            return Err(NotRun(format!("{} failed: {e}", plan.name)));
+        }
+        let Some((channel, first)) = found else {
             return Err(NotRun(match &self.emitter {
                 Emitter::Tool(plan) => format!(
                     "{} was called, but no numbered event reached the standalone stream within {} ms",

@@ -128,7 +128,12 @@ async fn create(
     let (arguments, _) = tool.args(steps, delay_ms, key);
     let params = json!({ "name": tool.name, "arguments": arguments });
     let call = request("tools/call", params, Some(key));
-    match ctx.target.modern("tools/call", &call).await {
+    let asked = format!(
+        "tools/call {} as a task ({steps} steps) under key …{}",
+        tool.name,
+        tail(key)
+    );
+    let created = match ctx.target.modern("tools/call", &call).await {
         Ok(Ok(result)) => Ok(match created_task(&result) {
             Some(task) => Created::Task(task.to_owned()),
             None => Created::Plain,
@@ -137,7 +142,14 @@ async fn create(
             code: error.code().unwrap_or_default(),
         }),
         Err(e) => Err(NotRun(format!("the task call was not answered: {e}"))),
-    }
+    };
+    ctx.note(match &created {
+        Ok(Created::Task(task)) => format!("{asked} → task {}", short(task)),
+        Ok(Created::Refused { code }) => format!("{asked} → error {code}"),
+        Ok(Created::Plain) => format!("{asked} → a plain result, no task"),
+        Err(NotRun(why)) => format!("{asked} → {why}"),
+    });
+    created
 }
 
 /// The first call must make a task for the case to say anything.
@@ -162,13 +174,36 @@ pub(super) async fn first_task(
 /// One `tasks/get`.
 pub(super) async fn read(ctx: &Ctx, task: &str) -> Result<TaskRead, NotRun> {
     let call = request("tasks/get", json!({ "taskId": task }), None);
-    match ctx.target.modern("tasks/get", &call).await {
-        Ok(Ok(result)) => Ok(TaskRead::of_status(
-            result.get("status").and_then(Value::as_str),
-        )),
-        Ok(Err(error)) => Ok(TaskRead::of_error(error.code())),
-        Err(e) => Err(NotRun(format!("tasks/get was not answered: {e}"))),
-    }
+    let (read, answer) = match ctx.target.modern("tasks/get", &call).await {
+        Ok(Ok(result)) => {
+            let status = result.get("status").and_then(Value::as_str);
+            (
+                Ok(TaskRead::of_status(status)),
+                status.unwrap_or("a result with no status").to_owned(),
+            )
+        }
+        Ok(Err(error)) => (
+            Ok(TaskRead::of_error(error.code())),
+            format!("error {error}").chars().take(100).collect(),
+        ),
+        Err(e) => {
+            let why = format!("tasks/get was not answered: {e}");
+            (Err(NotRun(why.clone())), why)
+        }
+    };
+    ctx.note(format!("tasks/get {} → {answer}", short(task)));
+    read
+}
+
+/// A task id as the notes show it: its first 8 characters.
+pub(super) fn short(task: &str) -> String {
+    task.chars().take(8).collect()
+}
+
+/// The end of a key, which tells one case's keys apart.
+fn tail(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    chars[chars.len().saturating_sub(24)..].iter().collect()
 }
 
 /// Reads `task` until a read says it ended, or the window closes; every read, in order.
@@ -210,7 +245,16 @@ async fn end_of(ctx: &Ctx, task: &str) -> Result<Option<String>, NotRun> {
 /// Best effort: the case is over either way.
 async fn cancel(ctx: &Ctx, task: &str) {
     let call = request("tasks/cancel", json!({ "taskId": task }), None);
-    let _ = ctx.target.modern("tasks/cancel", &call).await;
+    let answer = match ctx.target.modern("tasks/cancel", &call).await {
+        Ok(Ok(result)) => result
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("acknowledged")
+            .to_owned(),
+        Ok(Err(error)) => format!("error {error}").chars().take(100).collect(),
+        Err(e) => format!("not answered: {e}"),
+    };
+    ctx.note(format!("tasks/cancel {} → {answer}", short(task)));
 }
 
 async fn reissue_same_key(ctx: &Ctx, tool: &ToolPlan, key: &str) -> Result<Finding, NotRun> {

@@ -358,6 +358,25 @@ impl Target {
         self.answer_of(what, resp, id).await
     }
 
+    /// [`Target::request`] on its own task: a tool that sends its notifications before it
+    /// answers (an emitter whose answer comes after its whole run) is watched while it runs,
+    /// not waited for. Bounded as every request is.
+    pub fn request_detached(
+        &self,
+        what: &'static str,
+        session: &Session,
+        call: Call,
+    ) -> tokio::task::JoinHandle<Result<Value, HttpError>> {
+        let id = session.request_id();
+        let body = Request::new(id, call);
+        let req = self.endpoint.post(session.headers(), &body);
+        let target = self.clone();
+        tokio::spawn(async move {
+            let resp = target.send(what, req).await?;
+            target.answer_of(what, resp, id).await
+        })
+    }
+
     /// Ends a session (best effort: the case is over either way).
     pub async fn end_session(&self, session: &Session) {
         let req = self.endpoint.delete(session.headers());

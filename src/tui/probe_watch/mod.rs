@@ -308,6 +308,11 @@ impl Watch {
         .areas(inner);
         frame.render_widget(Paragraph::new(head).wrap(Wrap { trim: false }), head_area);
         if report.connections.is_empty() {
+            // A case with no connection (a task case, a fault case): what it asked and was
+            // answered, and the commands it ran.
+            let mut lines = vec![Line::raw("")];
+            lines.extend(report.notes.iter().map(|n| Line::raw(n.as_str())));
+            frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), lanes_area);
             return;
         }
         // Lanes are cut to the width, never wrapped; the evidence below them wraps.
