@@ -106,3 +106,35 @@ fn keys_move_between_cases_and_quit() {
     assert!(watch.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
     assert_eq!(watch.report().unwrap().cases.len(), 1);
 }
+
+/// A case with no connection to draw (a task case) shows what it asked and was answered.
+#[test]
+fn a_task_case_shows_its_requests_and_answers() {
+    let mut watch = Watch::new("u", Theme { color: false });
+    watch.apply(Progress::Discovered {
+        server: "s".into(),
+        protocol: "2026-07-28".into(),
+        call_tool: Some("progress_task".into()),
+        standalone: "x".into(),
+        cases: vec!["task-get-repeated"],
+    });
+    let mut task = forked();
+    task.case = "task-get-repeated";
+    task.connections.clear();
+    task.notes = vec!["at 0.10 s: tasks/get 02bc9e61 → working (×8)".into()];
+    watch.apply(Progress::Finished(Box::new(task)));
+    watch.finish();
+    let mut terminal = Terminal::new(TestBackend::new(100, 24)).unwrap();
+    terminal.draw(|f| watch.render(f)).unwrap();
+    let screen: String = terminal
+        .backend()
+        .buffer()
+        .content()
+        .chunks(100)
+        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+        .collect();
+    assert!(
+        screen.contains("tasks/get 02bc9e61 → working (×8)"),
+        "{screen}"
+    );
+}
