@@ -11,6 +11,9 @@
 # starts them again on their ports; a kill or a pause aims at the process running the task (for
 # FastMCP, the pid on the task's last effect line; for serve, the replica that logged the task's
 # creation). The balancer gives up on a silent upstream after 500 ms, so reads reach the other.
+# A runtime whose findings differ from the above is probed again once (as interop/check-probe.sh
+# does for a race): on a loaded machine FastMCP's restart case has come out `survived_fault` in 3
+# of 21 runs (the restarted task's count read one run's effects); twice in a row fails the check.
 # Every process is stopped on every way out: those this script spawns by PID, those the commands
 # start by the PID files they write.
 #
@@ -98,10 +101,13 @@ EOF
     chmod +x "$ctl"
 }
 
-FAILED=0
-for kind in fastmcp serve; do
+# probe_runtime KIND: both processes started, the three cases probed; 0 the findings are KIND's.
+probe_runtime() {
+    local kind="$1" port_a port_b ctl balance_pid url rc want want_rc status=0
     port_a="$(free_port)"
     port_b="$(free_port)"
+    # Each attempt starts from an empty store: FastMCP's queue in db 1, serve's records in db 2.
+    redis-cli -p "$REDIS_PORT" -n "$([[ $kind == fastmcp ]] && echo 1 || echo 2)" flushdb >/dev/null
     write_ctl "$kind" "$port_a" "$port_b"
     ctl="$WORK/$kind-ctl"
     run_bounded 120 "$ctl" start || { cat "$WORK/$kind"-*.log "$WORK/$kind"-*.err 2>/dev/null >&2; die "$kind did not start"; }
@@ -136,14 +142,24 @@ for case in report["cases"]:
         print(f"check-faults: {case['case']}: expected {want}, found {case.get('verdict')}: {case['why']}", file=sys.stderr)
 sys.exit(1 if bad or len(report["cases"]) != 3 else 0)
 PY
-        FAILED=1
+        status=1
     fi
     if [[ $rc -ne $want_rc ]]; then
         echo "check-faults: $kind: the probe exited $rc, expected $want_rc" >&2
         cat "$WORK/$kind.probe.err" >&2
-        FAILED=1
+        status=1
     fi
     stop "$balance_pid"
     for f in "$WORK/$kind"-?.pid; do kill -KILL "$(<"$f")" 2>/dev/null; done
+    rm -f "$WORK/$kind".effects "$WORK/$kind"-*.pid
+    return "$status"
+}
+
+FAILED=0
+for kind in fastmcp serve; do
+    if ! probe_runtime "$kind"; then
+        echo "== $kind: the findings differ; probing again once"
+        probe_runtime "$kind" || FAILED=1
+    fi
 done
 exit "$FAILED"

@@ -44,12 +44,14 @@ async fn idle_with(options: LabOptions, events: u64) -> (App, Terminal<TestBacke
         .await
         .expect("the lab starts");
     let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
-    until(&mut app, &mut terminal, "connected", |s| {
+    // Connected, and the priming event read (its id is the cursor): the lanes then show it
+    // before the first emit on every run, however loaded the machine.
+    until(&mut app, &mut terminal, "connected and primed", |s| {
         s.iter().all(|s| {
             s.view
                 .client
                 .as_ref()
-                .is_some_and(|c| c.phase == Phase::Connected)
+                .is_some_and(|c| c.phase == Phase::Connected && c.cursor.is_some())
         })
     })
     .await;

@@ -4,7 +4,9 @@
 use super::{
     Case, Ctx, Emitter, Extra, NotRun, Outcome, Session, cursor_header, emit, known, receive,
 };
-use forkscope_core::probe::{End, Finding, Known, StreamOf, judge_foreign_cursor};
+use forkscope_core::probe::{
+    End, Finding, Known, StreamOf, judge_foreign_cursor, judge_huge_cursor,
+};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -109,6 +111,19 @@ pub(super) async fn bad_cursor(ctx: &Ctx, case: &Case, s: &Session, cursor: Vec<
         last: None,
     };
     Ok((judge_foreign_cursor(&known(&nothing), &seen[b]), seen))
+}
+
+/// A 64 KiB cursor, and a 64 KiB header of no meaning after it: a refusal both get alike is the
+/// HTTP layer's header limit (the server never read the cursor), one the padding does not get
+/// is the server's. The verdict is the cursor's; the why says which refused it.
+pub(super) async fn huge_cursor(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {
+    const SIZE: usize = 64 * 1024;
+    let (finding, _) = bad_cursor(ctx, case, s, vec![b'9'; SIZE]).await?;
+    let padded = case.get_padded(s, SIZE).await;
+    case.drop_connection(padded);
+    let seen = case.snapshot();
+    let finding = judge_huge_cursor(finding, &seen[padded].answer);
+    Ok((finding, seen))
 }
 
 pub(super) async fn cursor_ahead(ctx: &Ctx, case: &Case, s: &Session) -> Outcome {

@@ -124,9 +124,32 @@ async fn across(ctx: &Ctx, tool: &ToolPlan, name: &str, fault: Fault) -> Result<
         }
         _ => None,
     };
-    // The task under test, read working before the fault.
+    // The task under test, read working before the fault — and, where effects are counted,
+    // seen to have done some of its work: a task acknowledged but not yet picked up by a worker
+    // reads `working` too, and a fault then would test nothing.
     let task = first_task(ctx, tool, &key, STEPS, DELAY_MS).await?;
     sleep(Duration::from_millis(3 * DELAY_MS)).await;
+    if let (Some(base), Some(_)) = (after_baseline, per_task) {
+        let until = Instant::now() + TASK;
+        let quiet = |_: String| {};
+        loop {
+            let now = faults::effects(f, &ctx.target, &quiet).await;
+            if now.is_some_and(|n| n > base) {
+                ctx.note(format!(
+                    "the task's work began: effects counted {}",
+                    now.unwrap_or(base)
+                ));
+                break;
+            }
+            if Instant::now() > until {
+                return Err(NotRun(format!(
+                    "the task made no side effect within {} ms of its making: its work never began, so a fault would test nothing",
+                    TASK.as_millis() + 3 * u128::from(DELAY_MS)
+                )));
+            }
+            sleep(Duration::from_millis(DELAY_MS / 2)).await;
+        }
+    }
     match read(ctx, &task).await? {
         TaskRead::Status(s) if s == "working" => {}
         other => {

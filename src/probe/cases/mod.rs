@@ -581,7 +581,7 @@ async fn run_once(ctx: &Ctx, name: &str) -> Outcome {
             .await
         }
         "cursor-ahead" => cursors::cursor_ahead(ctx, &case, &s).await,
-        "huge-cursor" => cursors::bad_cursor(ctx, &case, &s, vec![b'9'; 64 * 1024]).await,
+        "huge-cursor" => cursors::huge_cursor(ctx, &case, &s).await,
         "burst-order" => volume::burst_order(ctx, &case, &s).await,
         "past-replay-capacity" => volume::past_replay_capacity(ctx, &case, &s).await,
         "unknown-session" => {

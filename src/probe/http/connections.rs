@@ -102,6 +102,19 @@ impl Case {
             .await
     }
 
+    /// A plain GET on the session carrying `bytes` of padding in a header of no meaning
+    /// (`X-Forkscope-Padding`): what the HTTP layer does with a head that large, whatever the
+    /// server would do with a cursor.
+    pub async fn get_padded(&self, session: &Session, bytes: usize) -> Conn {
+        let req = self
+            .target
+            .endpoint
+            .get_stream(Headers::session(&session.id, &session.version))
+            .header("x-forkscope-padding", "9".repeat(bytes));
+        self.open(format!("GET X-Forkscope-Padding: ({bytes} bytes)"), req)
+            .await
+    }
+
     /// `tools/call` with a progress token: the call's own stream.
     pub async fn call(
         &self,

@@ -361,6 +361,29 @@ pub fn judge_foreign_cursor(known: &Known<'_>, conn: &Connection) -> Finding {
     )
 }
 
+/// A 64 KiB cursor's finding, told whose refusal it was by what a 64 KiB header of no meaning
+/// (`padded`) got: the same 4xx is the HTTP layer's header limit — the server never read the
+/// cursor, and its verdict holds for the head's size, not for a cursor check — anything else
+/// means the server read the head and refused the cursor itself.
+pub fn judge_huge_cursor(mut finding: Finding, padded: &Answer) -> Finding {
+    let Verdict::TypedRejection { status, .. } = finding.verdict else {
+        return finding;
+    };
+    finding.why = match padded {
+        Answer::Rejected { status: same, .. } if *same == status => format!(
+            "the request head was refused before any cursor was read: a 64 KiB header of another name was refused {status} alike, so this is the HTTP layer's header limit; the client is told, and whether the server would check such a cursor is not seen"
+        ),
+        other => format!(
+            "{} (by the server itself: a 64 KiB header of another name was answered {})",
+            finding.why,
+            other
+                .status()
+                .map_or_else(|| "with no status".to_owned(), |s| s.to_string())
+        ),
+    };
+    finding
+}
+
 /// One connection from start to end (a burst): each event once, in order, none missing.
 pub fn judge_burst(known: &Known<'_>, conn: &Connection, complete: bool) -> Finding {
     if let Some(verdict) = not_a_stream(&conn.answer) {

@@ -21,7 +21,7 @@ mod tests;
 
 pub use judge::{
     Known, judge_burst, judge_concurrent_resumes, judge_foreign_cursor, judge_foreign_origin,
-    judge_lost_sessions, judge_resume, judge_second_get, judge_unknown_session,
+    judge_huge_cursor, judge_lost_sessions, judge_resume, judge_second_get, judge_unknown_session,
     judge_unresumable_call, judge_unsupported_version,
 };
 pub use observed::{Answer, Connection, End, Item, Received, StreamOf};

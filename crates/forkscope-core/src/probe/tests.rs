@@ -2,7 +2,7 @@
 
 use super::judge::*;
 use super::observed::*;
-use super::verdict::Verdict;
+use super::verdict::{Finding, Verdict};
 
 fn call() -> StreamOf {
     StreamOf::Call {
@@ -434,4 +434,37 @@ fn a_case_that_saw_too_little_is_not_exercised_with_its_reason() {
         conn("B", 6, vec![result(7)], End::ClosedByServer),
     );
     assert_eq!(replayed.verdict.word(), "duplicate");
+}
+
+#[test]
+fn a_huge_cursor_refused_with_any_huge_header_is_the_http_layers_limit() {
+    let refused = |status| Answer::Rejected {
+        status,
+        reason: None,
+    };
+    let finding = || {
+        Finding::holds(
+            Verdict::TypedRejection {
+                status: 431,
+                reinitializes: false,
+            },
+            "a cursor the server cannot honour is refused",
+        )
+    };
+    let layer = judge_huge_cursor(finding(), &refused(431));
+    assert!(
+        layer.held() && layer.why.contains("HTTP layer's header limit"),
+        "{layer:?}"
+    );
+    let server = judge_huge_cursor(
+        finding(),
+        &Answer::Stream {
+            status: 200,
+            opened: 3,
+        },
+    );
+    assert!(
+        server.why.contains("by the server itself") && server.why.contains("200"),
+        "{server:?}"
+    );
 }
