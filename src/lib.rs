@@ -17,3 +17,4 @@ pub mod scenario;
 pub mod store;
 pub mod tui;
 pub mod wire;
+pub mod xml;

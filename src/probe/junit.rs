@@ -155,24 +155,10 @@ pub fn junit(report: &Report) -> String {
     out
 }
 
-/// Text as XML 1.0 character data or an attribute value: the five markup characters escaped,
-/// and the characters XML 1.0 cannot carry at all (most C0 controls) replaced, since a server's
-/// answer quoted as evidence may hold any of them.
+/// Text as XML character data or an attribute value: a server's answer quoted as evidence may
+/// hold any character, line breaks kept.
 fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::xml::escape(text, crate::xml::Controls::Replace)
 }
 
 #[cfg(test)]

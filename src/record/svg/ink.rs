@@ -131,18 +131,7 @@ pub(super) fn resolve(cell: &ratatui::buffer::Cell) -> (Option<Ink>, Rgb) {
     (if hidden { None } else { Some(ink) }, bg)
 }
 
-/// Text for XML: markup characters escaped, and characters XML cannot carry (controls) blanked so
-/// the file always parses.
+/// Text for the SVG: escaped as every XML file here is, a control drawn as the blank cell it is.
 pub(super) fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\u{0}'..='\u{1f}' | '\u{7f}' | '\u{fffe}' | '\u{ffff}' => out.push(' '),
-            c => out.push(c),
-        }
-    }
+    crate::xml::escape_into(out, text, crate::xml::Controls::Blank);
 }
